@@ -1,0 +1,535 @@
+//! YAML and JSON documents as a tree of [`Node`]s that remember where they came from.
+//!
+//! Every Istio input (files, stdin, later Kubernetes objects) is read into this tree first. The tree
+//! keeps the line and column of every value, so that later errors (unknown field, wrong type, failed
+//! validation) can name the exact place. It is built from `saphyr-parser` events, which lets us
+//! reject what `sigs.k8s.io/yaml` (the reader behind `istioctl validate`) rejects:
+//!
+//! - duplicate keys in one mapping are an error (Kubernetes' strict decoding reports them too);
+//! - scalars are resolved with the YAML 1.2 core schema (`null`/`~`, `true`/`false`, integers,
+//!   floats); quoted scalars are always strings;
+//! - anchors and aliases are expanded; tags are ignored except `!!str`, which forces a string.
+//!
+//! JSON is a subset of YAML 1.2, so `.json` files go through the same reader.
+//!
+//! This module is the only place that knows the YAML library, so it can be swapped.
+
+use std::{collections::HashMap, fmt};
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+
+/// A position in a source text: 1-based line, 1-based column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mark {
+    /// Line number, starting at 1.
+    pub line: u32,
+    /// Column number, starting at 1.
+    pub col: u32,
+}
+
+impl fmt::Display for Mark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+impl Mark {
+    fn from_span(span: &Span) -> Self {
+        Mark {
+            line: span.start.line() as u32,
+            col: span.start.col() as u32 + 1,
+        }
+    }
+}
+
+/// One value of a YAML/JSON document with its position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Where the value starts.
+    pub mark: Mark,
+    /// The value.
+    pub value: Value,
+}
+
+/// The value of a [`Node`]: the JSON data model plus integers kept exact.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// `null`, `~` or an empty value.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer that fits in `i64`.
+    Int(i64),
+    /// An integer above `i64::MAX` that fits in `u64`.
+    UInt(u64),
+    /// A floating point number (including `.inf`, `.nan`).
+    Float(f64),
+    /// A string (a quoted scalar, or a plain scalar that is not null/bool/number).
+    String(String),
+    /// A sequence.
+    Seq(Vec<Node>),
+    /// A mapping, in document order. Keys are strings (non-string scalar keys are kept as their text).
+    Map(Vec<(Key, Node)>),
+}
+
+/// A mapping key with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Key {
+    /// Where the key starts.
+    pub mark: Mark,
+    /// The key text.
+    pub name: String,
+}
+
+impl Value {
+    /// A short English name of the value's type, used in error messages ("a string", "a mapping").
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) | Value::UInt(_) => "an integer",
+            Value::Float(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+        }
+    }
+}
+
+impl Node {
+    /// Looks up `key` if this node is a mapping.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match &self.value {
+            Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The string value, if this node is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Converts the tree to a `serde_json::Value` (positions are dropped; non-finite floats become null).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match &self.value {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::UInt(u) => J::from(*u),
+            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::String(s) => J::String(s.clone()),
+            Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(entries) => J::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Builds a tree from a `serde_json::Value`; every node gets `mark`.
+    pub fn from_json(value: &serde_json::Value, mark: Mark) -> Node {
+        use serde_json::Value as J;
+        let value = match value {
+            J::Null => Value::Null,
+            J::Bool(b) => Value::Bool(*b),
+            J::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    Value::Int(i)
+                } else if let Some(u) = n.as_u64() {
+                    Value::UInt(u)
+                } else {
+                    Value::Float(n.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            J::String(s) => Value::String(s.clone()),
+            J::Array(items) => Value::Seq(items.iter().map(|v| Node::from_json(v, mark)).collect()),
+            J::Object(map) => Value::Map(
+                map.iter()
+                    .map(|(k, v)| {
+                        (
+                            Key {
+                                mark,
+                                name: k.clone(),
+                            },
+                            Node::from_json(v, mark),
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+        Node { mark, value }
+    }
+}
+
+/// One document of a multi-document stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    /// 0-based index of the document in its stream (empty documents count).
+    pub index: usize,
+    /// Where the document's content starts.
+    pub mark: Mark,
+    /// The root node; `None` for an empty document (only comments or nothing between `---`).
+    pub root: Option<Node>,
+}
+
+/// A YAML syntax error: the document it broke, where, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {}: {message}", mark.line)]
+pub struct SyntaxError {
+    /// 0-based index of the document in which the error occurred.
+    pub index: usize,
+    /// Where the parser stopped.
+    pub mark: Mark,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Reads every document and reports per-document errors as well (duplicate keys).
+///
+/// Returns one entry per document: the document, or the error that made it unreadable. After a hard
+/// syntax error no further entries follow.
+pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
+    let mut out = Vec::new();
+    let mut builder = Builder::default();
+    let mut parser = Parser::new_from_str(text);
+    let mut index = 0usize;
+    let mut doc_mark = Mark::default();
+    let mut doc_error: Option<SyntaxError> = None;
+    while let Some(next) = parser.next_event() {
+        let (event, span) = match next {
+            Ok(ev) => ev,
+            Err(e) => {
+                let m = e.marker();
+                out.push(Err(SyntaxError {
+                    index,
+                    mark: Mark {
+                        line: m.line() as u32,
+                        col: m.col() as u32 + 1,
+                    },
+                    message: e.info().to_string(),
+                }));
+                break;
+            }
+        };
+        let mark = Mark::from_span(&span);
+        match event {
+            Event::StreamStart | Event::Nothing => {}
+            Event::StreamEnd => break,
+            Event::DocumentStart(_) => {
+                builder = Builder::default();
+                doc_mark = mark;
+                doc_error = None;
+            }
+            Event::DocumentEnd => {
+                // An empty document is a null scalar in YAML; report it as no content.
+                let root = builder.root.take().filter(|n| n.value != Value::Null);
+                out.push(match doc_error.take() {
+                    Some(err) => Err(err),
+                    None => Ok(Document {
+                        index,
+                        mark: doc_mark,
+                        root,
+                    }),
+                });
+                index += 1;
+            }
+            other => {
+                if let Err(message) = builder.event(other, mark) {
+                    doc_error.get_or_insert(SyntaxError { index, mark, message });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Builds one document's tree from parser events.
+#[derive(Default)]
+struct Builder {
+    /// Open collections: the node being built and, for mappings, the key waiting for its value.
+    stack: Vec<Open>,
+    root: Option<Node>,
+    anchors: HashMap<usize, Node>,
+}
+
+struct Open {
+    node: Node,
+    anchor: usize,
+    pending_key: Option<Key>,
+}
+
+impl Builder {
+    fn event(&mut self, event: Event<'_>, mark: Mark) -> Result<(), String> {
+        match event {
+            Event::Scalar(text, style, anchor, tag) => {
+                let forced_string = tag.as_ref().is_some_and(|t| t.suffix == "str");
+                let value = if style == ScalarStyle::Plain && !forced_string {
+                    resolve_plain(&text)
+                } else {
+                    Value::String(text.into_owned())
+                };
+                self.finish(Node { mark, value }, anchor)
+            }
+            Event::Alias(id) => match self.anchors.get(&id) {
+                Some(node) => {
+                    let node = Node {
+                        mark,
+                        value: node.value.clone(),
+                    };
+                    self.finish(node, 0)
+                }
+                None => Err("alias refers to an unknown anchor".to_string()),
+            },
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push(Open {
+                    node: Node {
+                        mark,
+                        value: Value::Seq(Vec::new()),
+                    },
+                    anchor,
+                    pending_key: None,
+                });
+                Ok(())
+            }
+            Event::MappingStart(anchor, _) => {
+                self.stack.push(Open {
+                    node: Node {
+                        mark,
+                        value: Value::Map(Vec::new()),
+                    },
+                    anchor,
+                    pending_key: None,
+                });
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let open = self.stack.pop().ok_or("unbalanced collection end")?;
+                self.finish(open.node, open.anchor)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Places a complete node into its parent (or as the root).
+    fn finish(&mut self, node: Node, anchor: usize) -> Result<(), String> {
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        let Some(parent) = self.stack.last_mut() else {
+            self.root = Some(node);
+            return Ok(());
+        };
+        match &mut parent.node.value {
+            Value::Seq(items) => items.push(node),
+            Value::Map(entries) => match parent.pending_key.take() {
+                None => {
+                    let name = match node.value {
+                        Value::String(s) => s,
+                        Value::Null => String::new(),
+                        Value::Bool(b) => b.to_string(),
+                        Value::Int(i) => i.to_string(),
+                        Value::UInt(u) => u.to_string(),
+                        Value::Float(f) => f.to_string(),
+                        Value::Seq(_) | Value::Map(_) => {
+                            return Err("a mapping key must be a scalar, not a collection".to_string());
+                        }
+                    };
+                    if let Some((prev, _)) = entries.iter().find(|(k, _)| k.name == name) {
+                        return Err(format!(
+                            "duplicate key \"{name}\" (first defined at line {})",
+                            prev.mark.line
+                        ));
+                    }
+                    parent.pending_key = Some(Key {
+                        mark: node.mark,
+                        name,
+                    });
+                }
+                Some(key) => entries.push((key, node)),
+            },
+            _ => unreachable!("only collections are pushed on the stack"),
+        }
+        Ok(())
+    }
+}
+
+/// Resolves a plain scalar with the YAML 1.2 core schema.
+fn resolve_plain(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Value::Float(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
+        _ => {}
+    }
+    let bytes = text.as_bytes();
+    let first = bytes[0];
+    if !(first.is_ascii_digit() || first == b'-' || first == b'+' || first == b'.') {
+        return Value::String(text.to_string());
+    }
+    let (neg, digits) = match first {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let radix_parse = |s: &str, radix: u32| -> Option<Value> {
+        if s.is_empty() {
+            return None;
+        }
+        let u = u64::from_str_radix(s, radix).ok()?;
+        Some(int_value(neg, u))
+    };
+    if let Some(hex) = digits.strip_prefix("0x") {
+        if let Some(v) = radix_parse(hex, 16) {
+            return v;
+        }
+    } else if let Some(oct) = digits.strip_prefix("0o") {
+        if let Some(v) = radix_parse(oct, 8) {
+            return v;
+        }
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if let Some(v) = radix_parse(digits, 10) {
+            return v;
+        }
+        // Too large for u64: keep as a float, like JSON parsers do.
+        if let Ok(f) = text.parse::<f64>() {
+            return Value::Float(f);
+        }
+    }
+    if is_core_float(digits) {
+        if let Ok(f) = text.parse::<f64>() {
+            return Value::Float(f);
+        }
+    }
+    Value::String(text.to_string())
+}
+
+fn int_value(neg: bool, u: u64) -> Value {
+    if !neg {
+        return i64::try_from(u).map_or(Value::UInt(u), Value::Int);
+    }
+    if u <= i64::MAX as u64 + 1 {
+        Value::Int((u as i128).wrapping_neg() as i64)
+    } else {
+        Value::Float(-(u as f64))
+    }
+}
+
+/// YAML 1.2 core float: `[-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?`.
+fn is_core_float(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_digits = i - int_start;
+    let mut frac_digits = 0;
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let s2 = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        frac_digits = i - s2;
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return false;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            i += 1;
+        }
+        let s3 = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == s3 {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Node {
+        let docs = parse_documents(text);
+        assert_eq!(docs.len(), 1, "{docs:?}");
+        docs.into_iter().next().unwrap().unwrap().root.unwrap()
+    }
+
+    #[test]
+    fn scalars_follow_the_core_schema() {
+        let n = one(
+            "a: 1\nb: '1'\nc: 1.5\nd: true\ne: ~\nf: yes\ng: -7\nh: 0x1F\ni: 1e3\nj: 18446744073709551615\n",
+        );
+        assert_eq!(n.get("a").unwrap().value, Value::Int(1));
+        assert_eq!(n.get("b").unwrap().value, Value::String("1".into()));
+        assert_eq!(n.get("c").unwrap().value, Value::Float(1.5));
+        assert_eq!(n.get("d").unwrap().value, Value::Bool(true));
+        assert_eq!(n.get("e").unwrap().value, Value::Null);
+        assert_eq!(n.get("f").unwrap().value, Value::String("yes".into()));
+        assert_eq!(n.get("g").unwrap().value, Value::Int(-7));
+        assert_eq!(n.get("h").unwrap().value, Value::Int(31));
+        assert_eq!(n.get("i").unwrap().value, Value::Float(1000.0));
+        assert_eq!(n.get("j").unwrap().value, Value::UInt(u64::MAX));
+    }
+
+    #[test]
+    fn marks_are_one_based() {
+        let n = one("a:\n  b: x\n");
+        let b = n.get("a").unwrap().get("b").unwrap();
+        assert_eq!(b.mark, Mark { line: 2, col: 6 });
+    }
+
+    #[test]
+    fn duplicate_keys_fail_only_their_document() {
+        let docs = parse_documents("a: 1\na: 2\n---\nb: 1\n");
+        assert_eq!(docs.len(), 2);
+        let err = docs[0].as_ref().unwrap_err();
+        assert!(err.message.contains("duplicate key \"a\""), "{err:?}");
+        assert_eq!(err.mark.line, 2);
+        assert!(docs[1].is_ok());
+    }
+
+    #[test]
+    fn syntax_error_keeps_earlier_documents() {
+        let docs = parse_documents("a: 1\n---\nb: [1, 2\n");
+        assert!(docs[0].is_ok());
+        assert!(docs.last().unwrap().is_err());
+    }
+
+    #[test]
+    fn json_is_read_too() {
+        let n = one("{\n  \"a\": [1, \"x\", null],\n  \"b\": {\"c\": false}\n}\n");
+        assert_eq!(
+            n.to_json(),
+            serde_json::json!({"a": [1, "x", null], "b": {"c": false}})
+        );
+    }
+
+    #[test]
+    fn anchors_expand() {
+        let n = one("a: &x {k: v}\nb: *x\n");
+        assert_eq!(n.get("b").unwrap().get("k").unwrap().as_str(), Some("v"));
+    }
+
+    #[test]
+    fn empty_documents_are_kept_as_none() {
+        let docs = parse_documents("---\n# only a comment\n---\na: 1\n");
+        assert!(docs.iter().any(|d| matches!(d, Ok(Document { root: None, .. }))));
+    }
+}
