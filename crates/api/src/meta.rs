@@ -47,6 +47,12 @@ pub struct ObjectMeta {
     /// Deletion time, if the object is being deleted.
     #[serde(skip_serializing_if = "is_default")]
     pub deletion_timestamp: Option<String>,
+    /// Seconds the object may take to be deleted (accepted, unused).
+    #[serde(skip_serializing_if = "is_default")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    /// Deprecated self link (accepted, unused).
+    #[serde(skip_serializing_if = "is_default")]
+    pub self_link: String,
     /// Server-side apply bookkeeping (kept as free-form JSON).
     #[serde(skip_serializing_if = "is_default")]
     pub managed_fields: Vec<serde_json::Value>,

@@ -7,7 +7,7 @@
 use std::fmt;
 
 /// A Kubernetes GroupVersionKind, e.g. `networking.istio.io/v1alpha3/VirtualService`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupVersionKind {
     /// API group (`networking.istio.io`); empty for the Kubernetes core group.
     pub group: String,

@@ -113,6 +113,37 @@ impl Node {
         }
     }
 
+    /// Finds the node at a field path such as `spec.http[0].route[1].weight` (the shape used by
+    /// [`crate::de`] errors and validation findings). When the path does not exist all the way, returns
+    /// the deepest node that does, so a finding about a missing field points at its parent.
+    pub fn find_path(&self, path: &str) -> &Node {
+        let mut node = self;
+        for segment in path.split('.').filter(|s| !s.is_empty()) {
+            let (name, indexes) = match segment.find('[') {
+                Some(i) => (&segment[..i], &segment[i..]),
+                None => (segment, ""),
+            };
+            if !name.is_empty() {
+                match node.get(name) {
+                    Some(child) => node = child,
+                    None => return node,
+                }
+            }
+            for index in indexes.split(['[', ']']).filter(|s| !s.is_empty()) {
+                let child = match (&node.value, index.parse::<usize>()) {
+                    (Value::Seq(items), Ok(i)) => items.get(i),
+                    (Value::Map(_), _) => node.get(index),
+                    _ => None,
+                };
+                match child {
+                    Some(child) => node = child,
+                    None => return node,
+                }
+            }
+        }
+        node
+    }
+
     /// Converts the tree to a `serde_json::Value` (positions are dropped; non-finite floats become null).
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value as J;
@@ -343,7 +374,7 @@ impl Builder {
                     };
                     if let Some((prev, _)) = entries.iter().find(|(k, _)| k.name == name) {
                         return Err(format!(
-                            "duplicate key \"{name}\" (first defined at line {})",
+                            "key \"{name}\" already set in map (first set at line {})",
                             prev.mark.line
                         ));
                     }
@@ -500,7 +531,7 @@ mod tests {
         let docs = parse_documents("a: 1\na: 2\n---\nb: 1\n");
         assert_eq!(docs.len(), 2);
         let err = docs[0].as_ref().unwrap_err();
-        assert!(err.message.contains("duplicate key \"a\""), "{err:?}");
+        assert!(err.message.contains("key \"a\" already set"), "{err:?}");
         assert_eq!(err.mark.line, 2);
         assert!(docs[1].is_ok());
     }
@@ -519,6 +550,15 @@ mod tests {
             n.to_json(),
             serde_json::json!({"a": [1, "x", null], "b": {"c": false}})
         );
+    }
+
+    #[test]
+    fn find_path_walks_fields_and_indexes() {
+        let n = one("spec:\n  http:\n  - route:\n    - weight: 1\n    - weight: 2\n");
+        assert_eq!(n.find_path("spec.http[0].route[1].weight").mark.line, 5);
+        // A missing field resolves to its deepest existing ancestor.
+        assert_eq!(n.find_path("spec.http[0].route[1].destination.host").mark.line, 5);
+        assert_eq!(n.find_path("spec.tcp[3]").mark.line, 2);
     }
 
     #[test]

@@ -1,1 +1,17 @@
-//! placeholder
+//! meshpilot's config model.
+//!
+//! ```text
+//!   file / stdin text ──► parse::parse_text ──► ParsedDocument per document
+//!                                                 ├─ Config (typed spec + metadata) when valid
+//!                                                 └─ findings: errors / warnings with file, line, path
+//! ```
+//!
+//! - [`Config`], [`ConfigMeta`], [`ConfigKey`]: one Istio config object, as every later stage
+//!   (stores, registries, xDS generation) sees it. Follows Istio's `config.Config` (`pkg/config/model.go`).
+//! - [`parse`]: turns Kubernetes-style YAML/JSON documents into typed, validated [`Config`]s, or into
+//!   findings that name the file, document, line, field path and reason.
+
+mod config;
+pub mod parse;
+
+pub use config::{Config, ConfigKey, ConfigMeta};

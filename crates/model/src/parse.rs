@@ -1,0 +1,550 @@
+//! Reading Kubernetes-style YAML/JSON documents into typed, validated [`Config`]s.
+//!
+//! The steps follow `istioctl validate` (`istioctl/pkg/validate/validate.go`) and Istio's file config
+//! source: split the stream into documents; read `apiVersion` and `kind`; for an Istio kind, decode
+//! `metadata` and `spec` strictly (unknown fields are errors) and run the kind's validation; for a
+//! Kubernetes `Service` or `Deployment`, run istioctl's checks; expand `kind: List`; skip any other
+//! kind with a note. Each document yields one [`ParsedDocument`] (a `List` yields one per item), and
+//! a bad document never stops the others: after a YAML syntax error, the documents before it are
+//! still returned.
+//!
+//! Every finding names the file, the document index, the line, the field path and the reason.
+
+use std::{
+    fmt, io,
+    path::{Path, PathBuf},
+};
+
+use api::{
+    GroupVersionKind, Spec,
+    de::from_node,
+    meta::ObjectMeta,
+    schema::{self, Lookup},
+    yaml::{self, Node, Value},
+};
+
+use crate::{Config, ConfigMeta};
+
+/// Reader settings.
+#[derive(Clone, Debug)]
+pub struct ParseOptions {
+    /// Namespace given to objects that name none (Istio: `default`).
+    pub default_namespace: String,
+    /// Namespace whose Kubernetes Services/Deployments istioctl does not check (`istio-system`).
+    pub istio_namespace: String,
+    /// DNS domain suffix recorded on every config (`cluster.local`).
+    pub domain_suffix: String,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            default_namespace: "default".into(),
+            istio_namespace: "istio-system".into(),
+            domain_suffix: "cluster.local".into(),
+        }
+    }
+}
+
+/// One finding about a document: where and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// Field path from the document root (`spec.http[0].timeout`); empty for the document itself.
+    pub path: String,
+    /// Line (1-based) in the file where the offending value (or its nearest existing parent) starts.
+    pub line: u32,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// What reading one document (or one item of a `List`) gave.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedDocument {
+    /// The file it came from (`-` for standard input).
+    pub file: String,
+    /// 0-based index of the document in its file.
+    pub index: usize,
+    /// Line where the object starts.
+    pub line: u32,
+    /// `apiVersion` as written (empty if missing).
+    pub api_version: String,
+    /// `kind` as written (empty if missing).
+    pub kind: String,
+    /// `metadata.namespace` as written (empty if missing).
+    pub namespace: String,
+    /// `metadata.name` as written (empty if missing).
+    pub name: String,
+    /// The typed config, for an Istio object with no error.
+    pub config: Option<Config>,
+    /// Findings that make the document invalid.
+    pub errors: Vec<Finding>,
+    /// Findings that do not.
+    pub warnings: Vec<Finding>,
+    /// Why the document was not checked (a kind meshpilot does not read), if so.
+    pub skipped: Option<String>,
+}
+
+impl ParsedDocument {
+    fn new(file: &str, index: usize, line: u32) -> Self {
+        ParsedDocument {
+            file: file.to_string(),
+            index,
+            line,
+            api_version: String::new(),
+            kind: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            config: None,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            skipped: None,
+        }
+    }
+
+    /// `true` when the document has no error.
+    pub fn is_valid(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// `Kind/namespace/name` as written (namespace empty when not given), the form istioctl prints.
+    pub fn object_ref(&self) -> String {
+        format!("{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Reads every document of `text`, which came from `file` (used in findings only).
+pub fn parse_text(file: &str, text: &str, options: &ParseOptions) -> Vec<ParsedDocument> {
+    let mut out = Vec::new();
+    for doc in yaml::parse_documents(text) {
+        match doc {
+            Err(err) => {
+                let mut parsed = ParsedDocument::new(file, err.index, err.mark.line);
+                parsed.errors.push(Finding {
+                    path: String::new(),
+                    line: err.mark.line,
+                    message: format!("YAML syntax error: {} (column {})", err.message, err.mark.col),
+                });
+                out.push(parsed);
+            }
+            Ok(yaml::Document { root: None, .. }) => {}
+            Ok(yaml::Document {
+                index,
+                root: Some(root),
+                ..
+            }) => {
+                parse_object(file, index, &root, options, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Reads a file. `path` of `-` reads standard input.
+///
+/// # Errors
+/// The file cannot be read, or is not UTF-8.
+pub fn parse_file(path: &Path, options: &ParseOptions) -> io::Result<Vec<ParsedDocument>> {
+    let text = if path == Path::new("-") {
+        io::read_to_string(io::stdin())?
+    } else {
+        std::fs::read_to_string(path)?
+    };
+    Ok(parse_text(&path.display().to_string(), &text, options))
+}
+
+/// `true` for the file names config readers take: `.yaml`, `.yml`, `.json` (as istioctl).
+pub fn is_config_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+/// Every config file under `dir`, recursively, in a stable (sorted) order. Hidden entries
+/// (names starting with `.`) are skipped, except that symlinks are followed, so a Kubernetes
+/// ConfigMap mount (`..data` → timestamped directory) is read once through its visible names.
+///
+/// # Errors
+/// `dir` cannot be listed.
+pub fn config_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            // `metadata` follows symlinks.
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if is_config_file(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn finding(root: &Node, path: &str, message: impl Into<String>) -> Finding {
+    Finding {
+        path: path.to_string(),
+        line: root.find_path(path).mark.line,
+        message: message.into(),
+    }
+}
+
+/// A string field of the document root, with a finding if it is present but not a string.
+fn string_field(root: &Node, key: &str, errors: &mut Vec<Finding>) -> String {
+    match root.get(key) {
+        None => String::new(),
+        Some(Node {
+            value: Value::String(s),
+            ..
+        }) => s.clone(),
+        Some(node) => {
+            errors.push(Finding {
+                path: key.to_string(),
+                line: node.mark.line,
+                message: format!("invalid type: {}, expected a string", node.value.type_name()),
+            });
+            String::new()
+        }
+    }
+}
+
+fn parse_object(
+    file: &str,
+    index: usize,
+    root: &Node,
+    options: &ParseOptions,
+    out: &mut Vec<ParsedDocument>,
+) {
+    let mut doc = ParsedDocument::new(file, index, root.mark.line);
+    if !matches!(root.value, Value::Map(_)) {
+        doc.errors.push(finding(
+            root,
+            "",
+            format!(
+                "expected a Kubernetes object (a mapping with apiVersion, kind, metadata, spec), found {}",
+                root.value.type_name()
+            ),
+        ));
+        out.push(doc);
+        return;
+    }
+    doc.api_version = string_field(root, "apiVersion", &mut doc.errors);
+    doc.kind = string_field(root, "kind", &mut doc.errors);
+    if let Some(meta) = root.get("metadata") {
+        doc.name = meta
+            .get("name")
+            .and_then(Node::as_str)
+            .unwrap_or_default()
+            .to_string();
+        doc.namespace = meta
+            .get("namespace")
+            .and_then(Node::as_str)
+            .unwrap_or_default()
+            .to_string();
+    }
+
+    // `kind: List` (what `kubectl get -o yaml` prints): each item is an object of its own.
+    if doc.kind == "List" || (doc.kind.ends_with("List") && root.get("items").is_some()) {
+        match root.get("items").map(|n| &n.value) {
+            Some(Value::Seq(items)) => {
+                for item in items {
+                    parse_object(file, index, item, options, out);
+                }
+            }
+            None | Some(Value::Null) => {}
+            Some(other) => {
+                doc.errors.push(finding(
+                    root,
+                    "items",
+                    format!("invalid type: {}, expected a list", other.type_name()),
+                ));
+                out.push(doc);
+            }
+        }
+        return;
+    }
+
+    if doc.kind.is_empty() {
+        if doc.errors.is_empty() {
+            doc.errors.push(finding(
+                root,
+                "",
+                "kind is missing: every object needs apiVersion and kind",
+            ));
+        }
+        out.push(doc);
+        return;
+    }
+
+    match schema::lookup(&doc.api_version, &doc.kind) {
+        Lookup::Istio(schema) => parse_istio(&mut doc, root, schema, options),
+        Lookup::UnservedVersion(schema) => {
+            let mut served = vec![schema.version];
+            served.extend(schema.version_aliases);
+            let message = format!(
+                "{} is not a served version of {} (served: {})",
+                doc.api_version,
+                doc.kind,
+                served
+                    .iter()
+                    .map(|v| format!("{}/{v}", schema.group))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            doc.errors.push(finding(root, "apiVersion", message));
+        }
+        Lookup::Removed(replacement) => {
+            let message = format!(
+                "{} {} is no longer supported: Istio removed this API; use {replacement} instead",
+                doc.api_version, doc.kind
+            );
+            doc.errors.push(finding(root, "kind", message));
+        }
+        Lookup::Other => parse_other(&mut doc, root, options),
+    }
+    out.push(doc);
+}
+
+/// Top-level keys of an Istio object (istioctl's `checkFields`).
+const TOP_LEVEL_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
+
+fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Schema, options: &ParseOptions) {
+    if let Value::Map(entries) = &root.value {
+        for (key, _) in entries {
+            if !TOP_LEVEL_FIELDS.contains(&key.name.as_str()) {
+                doc.errors.push(Finding {
+                    path: key.name.clone(),
+                    line: key.mark.line,
+                    message: format!("unknown field \"{}\"", key.name),
+                });
+            }
+        }
+    }
+    let meta = match root.get("metadata") {
+        None => ObjectMeta::default(),
+        Some(node) => match from_node::<ObjectMeta>(node, "metadata") {
+            Ok((meta, unknown)) => {
+                unknown_findings(&unknown, &mut doc.errors);
+                meta
+            }
+            Err(err) => {
+                doc.errors.push(Finding {
+                    path: err.path,
+                    line: err.mark.line,
+                    message: err.message,
+                });
+                return;
+            }
+        },
+    };
+    let spec = match Spec::from_node(schema.kind, root.get("spec")) {
+        Ok((spec, unknown)) => {
+            unknown_findings(&unknown, &mut doc.errors);
+            spec
+        }
+        Err(err) => {
+            doc.errors.push(Finding {
+                path: err.path,
+                line: err.mark.line,
+                message: format!("cannot parse proto message: {}", err.message),
+            });
+            return;
+        }
+    };
+    let mut meta = meta;
+    if meta.namespace.is_empty() {
+        meta.namespace = options.default_namespace.clone();
+    }
+    let report = validation::validate(&meta, &spec);
+    for issue in report.errors {
+        doc.errors.push(finding(root, &issue.path, issue.message));
+    }
+    for issue in report.warnings {
+        doc.warnings.push(finding(root, &issue.path, issue.message));
+    }
+    if !doc.errors.is_empty() {
+        return;
+    }
+    let status = root
+        .get("status")
+        .filter(|n| n.value != Value::Null)
+        .map(Node::to_json);
+    doc.config = Some(Config {
+        meta: ConfigMeta {
+            gvk: GroupVersionKind::from_api_version(&doc.api_version, &doc.kind),
+            name: meta.name,
+            namespace: meta.namespace,
+            labels: meta.labels,
+            annotations: meta.annotations,
+            resource_version: meta.resource_version,
+            generation: meta.generation,
+            creation_timestamp: meta.creation_timestamp,
+            domain_suffix: options.domain_suffix.clone(),
+        },
+        spec,
+        status,
+    });
+}
+
+fn unknown_findings(unknown: &[api::de::UnknownField], errors: &mut Vec<Finding>) {
+    for u in unknown {
+        let name = u
+            .path
+            .rsplit(['.', '['])
+            .next()
+            .unwrap_or(&u.path)
+            .trim_end_matches(']');
+        errors.push(Finding {
+            path: u.path.clone(),
+            line: u.mark.line,
+            message: format!("unknown field \"{name}\""),
+        });
+    }
+}
+
+/// Kubernetes and other non-Istio kinds: istioctl checks Services and Deployments, skips the rest.
+fn parse_other(doc: &mut ParsedDocument, root: &Node, options: &ParseOptions) {
+    let group = GroupVersionKind::from_api_version(&doc.api_version, &doc.kind).group;
+    let checked = match doc.kind.as_str() {
+        "Service" if group.is_empty() => true,
+        "Deployment" if group.is_empty() || group == "apps" => true,
+        _ => false,
+    };
+    if !checked {
+        doc.skipped = Some(if group.ends_with(".istio.io") {
+            format!(
+                "{} {} is not an Istio config kind meshpilot reads",
+                doc.api_version, doc.kind
+            )
+        } else if group.starts_with("gateway.networking") {
+            format!(
+                "Gateway API kind {} is not read from files by meshpilot yet",
+                doc.kind
+            )
+        } else {
+            format!(
+                "{} {} is not Istio config; not checked",
+                doc.api_version, doc.kind
+            )
+        });
+        return;
+    }
+    let report = validation::kube::validate(&root.to_json(), &options.istio_namespace);
+    for issue in report.errors {
+        doc.errors.push(finding(root, &issue.path, issue.message));
+    }
+    for issue in report.warnings {
+        doc.warnings.push(finding(root, &issue.path, issue.message));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Vec<ParsedDocument> {
+        parse_text("t.yaml", text, &ParseOptions::default())
+    }
+
+    #[test]
+    fn removed_kinds_name_their_replacement() {
+        let docs =
+            parse("apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: r}\nspec: {}\n");
+        assert_eq!(docs.len(), 1);
+        let e = &docs[0].errors[0];
+        assert_eq!((e.path.as_str(), e.line), ("kind", 2));
+        assert!(
+            e.message.contains("use networking.istio.io VirtualService"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unserved_versions_list_the_served_ones() {
+        let docs = parse("apiVersion: networking.istio.io/v9\nkind: Gateway\nmetadata: {name: g}\n");
+        assert!(
+            docs[0].errors[0]
+                .message
+                .contains("served: networking.istio.io/v1, networking.istio.io/v1alpha3")
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_and_metadata_fields_are_errors_with_lines() {
+        let docs = parse(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: g\n  nmespace: x\nspec: {}\nunexpected_junk: 1\n",
+        );
+        let msgs: Vec<_> = docs[0]
+            .errors
+            .iter()
+            .map(|e| (e.path.as_str(), e.line, e.message.as_str()))
+            .collect();
+        assert!(
+            msgs.contains(&("unexpected_junk", 7, "unknown field \"unexpected_junk\"")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.contains(&("metadata.nmespace", 5, "unknown field \"nmespace\"")),
+            "{msgs:?}"
+        );
+        assert!(docs[0].config.is_none());
+    }
+
+    #[test]
+    fn a_bad_document_does_not_hide_the_others() {
+        let docs = parse(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {servers: 3}\n---\n\
+             apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: b}\n---\nkey: [unclosed\n",
+        );
+        assert_eq!(docs.len(), 3, "{docs:#?}");
+        assert_eq!(docs[0].errors[0].path, "spec.servers");
+        assert_eq!(docs[0].errors[0].line, 4);
+        assert_eq!(docs[1].index, 1);
+        assert!(docs[1].config.is_some());
+        assert!(
+            docs[2].errors[0].message.starts_with("YAML syntax error"),
+            "{:?}",
+            docs[2].errors
+        );
+    }
+
+    #[test]
+    fn lists_are_expanded_and_other_kinds_skipped() {
+        let docs = parse(
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: networking.istio.io/v1\n  kind: Gateway\n  metadata: {name: a}\n\
+             - apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata: {name: b}\n",
+        );
+        assert_eq!(docs.len(), 2);
+        assert!(docs[0].config.is_some());
+        assert_eq!(docs[0].config.as_ref().unwrap().meta.namespace, "default");
+        assert!(docs[1].skipped.is_some());
+    }
+
+    #[test]
+    fn documents_that_are_not_mappings_are_errors() {
+        let docs = parse("- a\n- b\n");
+        assert!(docs[0].errors[0].message.contains("expected a Kubernetes object"));
+        let docs = parse("metadata: {name: x}\n");
+        assert!(docs[0].errors[0].message.contains("kind is missing"));
+    }
+}
