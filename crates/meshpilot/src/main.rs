@@ -1,1 +1,39 @@
-fn main() {}
+//! `meshpilot`: an Istio-compatible service-mesh control plane.
+//!
+//! Subcommands:
+//! - `validate -f PATH…`: check Istio config files offline, like `istioctl validate`.
+
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// meshpilot: an Istio-compatible service-mesh control plane.
+#[derive(Parser, Debug)]
+#[command(name = "meshpilot", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Validate Istio config files (like `istioctl validate`).
+    #[command(visible_alias = "v")]
+    Validate(validate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let _ = err.print();
+            return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    match cli.command {
+        Command::Validate(args) => validate::run(&args),
+    }
+}
