@@ -228,6 +228,13 @@ fn string_field(root: &Node, key: &str, errors: &mut Vec<Finding>) -> String {
     }
 }
 
+/// Reads one already-parsed document root (document `index` of `file`); a `List` yields one entry per item.
+pub fn parse_node(file: &str, index: usize, root: &Node, options: &ParseOptions) -> Vec<ParsedDocument> {
+    let mut out = Vec::new();
+    parse_object(file, index, root, options, &mut out);
+    out
+}
+
 fn parse_object(
     file: &str,
     index: usize,
