@@ -10,7 +10,13 @@ use meshpilot_model::parse::{ParseOptions, config_files, parse_text};
 fn corpus() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata");
     let mut files = Vec::new();
-    for dir in ["samples", "tests/testdata/config", "pkg/config/validation/testdata/crds", "pkg/test/datasets/validation/dataset", "_derived/validation/istioctl-validate"] {
+    for dir in [
+        "samples",
+        "tests/testdata/config",
+        "pkg/config/validation/testdata/crds",
+        "pkg/test/datasets/validation/dataset",
+        "_derived/validation/istioctl-validate",
+    ] {
         files.extend(config_files(&root.join(dir)).expect("shared test data beside the repository"));
     }
     files
@@ -22,9 +28,15 @@ fn corpus() -> Vec<(String, String)> {
 fn bench(c: &mut Criterion) {
     let corpus = corpus();
     let options = ParseOptions::default();
-    let documents: usize = corpus.iter().map(|(name, text)| parse_text(name, text, &options).len()).sum();
+    let documents: usize = corpus
+        .iter()
+        .map(|(name, text)| parse_text(name, text, &options).len())
+        .sum();
     let bytes: usize = corpus.iter().map(|(_, text)| text.len()).sum();
-    println!("corpus: {} files, {documents} documents, {bytes} bytes", corpus.len());
+    println!(
+        "corpus: {} files, {documents} documents, {bytes} bytes",
+        corpus.len()
+    );
     let mut group = c.benchmark_group("parse_validate");
     group.throughput(Throughput::Elements(documents as u64));
     group.bench_function("shared_corpus", |b| {
