@@ -58,12 +58,7 @@ impl std::error::Error for DecodeError {}
 
 impl de::Error for DecodeError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        DecodeError {
-            path: String::new(),
-            mark: Mark::default(),
-            message: msg.to_string(),
-            located: false,
-        }
+        DecodeError { path: String::new(), mark: Mark::default(), message: msg.to_string(), located: false }
     }
 }
 
@@ -89,16 +84,8 @@ pub fn from_node<T: DeserializeOwned>(
     root: &str,
 ) -> Result<(T, Vec<UnknownField>), DecodeError> {
     let unknown = RefCell::new(Vec::new());
-    let path = if root.is_empty() {
-        Path::Root
-    } else {
-        Path::Field(&Path::Root, root)
-    };
-    let de = NodeDe {
-        node,
-        path,
-        unknown: &unknown,
-    };
+    let path = if root.is_empty() { Path::Root } else { Path::Field(&Path::Root, root) };
+    let de = NodeDe { node, path, unknown: &unknown };
     let value = T::deserialize(de).map_err(|e| e.at(&path, node.mark))?;
     Ok((value, unknown.into_inner()))
 }
@@ -147,19 +134,11 @@ struct NodeDe<'a> {
 
 impl<'a> NodeDe<'a> {
     fn err(&self, message: impl Into<String>) -> DecodeError {
-        DecodeError {
-            path: self.path.render(),
-            mark: self.node.mark,
-            message: message.into(),
-            located: true,
-        }
+        DecodeError { path: self.path.render(), mark: self.node.mark, message: message.into(), located: true }
     }
 
     fn invalid_type(&self, expected: &str) -> DecodeError {
-        self.err(format!(
-            "invalid type: {}, expected {expected}",
-            self.node.value.type_name()
-        ))
+        self.err(format!("invalid type: {}, expected {expected}", self.node.value.type_name()))
     }
 
     fn integer(&self) -> Result<i128, DecodeError> {
@@ -167,10 +146,9 @@ impl<'a> NodeDe<'a> {
             Value::Int(i) => Ok(i128::from(*i)),
             Value::UInt(u) => Ok(i128::from(*u)),
             Value::Float(f) if f.fract() == 0.0 && f.is_finite() && f.abs() < 1.8e19 => Ok(*f as i128),
-            Value::String(s) => s
-                .trim()
-                .parse::<i128>()
-                .map_err(|_| self.err(format!("invalid integer \"{s}\""))),
+            Value::String(s) => {
+                s.trim().parse::<i128>().map_err(|_| self.err(format!("invalid integer \"{s}\"")))
+            }
             _ => Err(self.invalid_type("an integer")),
         }
     }
@@ -184,10 +162,7 @@ impl<'a> NodeDe<'a> {
                 "Infinity" => Ok(f64::INFINITY),
                 "-Infinity" => Ok(f64::NEG_INFINITY),
                 "NaN" => Ok(f64::NAN),
-                _ => s
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| self.err(format!("invalid number \"{s}\""))),
+                _ => s.trim().parse::<f64>().map_err(|_| self.err(format!("invalid number \"{s}\""))),
             },
             _ => Err(self.invalid_type("a number")),
         }
@@ -198,12 +173,8 @@ macro_rules! int_method {
     ($method:ident, $visit:ident, $ty:ty) => {
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
             let i = self.integer()?;
-            let v = <$ty>::try_from(i).map_err(|_| {
-                self.err(format!(
-                    "integer {i} is out of range for {}",
-                    stringify!($ty)
-                ))
-            })?;
+            let v = <$ty>::try_from(i)
+                .map_err(|_| self.err(format!("integer {i} is out of range for {}", stringify!($ty))))?;
             visitor.$visit(v)
         }
     };
@@ -305,18 +276,12 @@ impl<'de> Deserializer<'de> for NodeDe<'_> {
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match &self.node.value {
             // protojson treats null as the default (empty) value of a repeated field.
-            Value::Null => visitor.visit_seq(SeqDe {
-                items: &[],
-                next: 0,
-                path: self.path,
-                unknown: self.unknown,
-            }),
-            Value::Seq(items) => visitor.visit_seq(SeqDe {
-                items,
-                next: 0,
-                path: self.path,
-                unknown: self.unknown,
-            }),
+            Value::Null => {
+                visitor.visit_seq(SeqDe { items: &[], next: 0, path: self.path, unknown: self.unknown })
+            }
+            Value::Seq(items) => {
+                visitor.visit_seq(SeqDe { items, next: 0, path: self.path, unknown: self.unknown })
+            }
             _ => Err(self.invalid_type("a list")),
         }
     }
@@ -373,10 +338,7 @@ impl<'de> Deserializer<'de> for NodeDe<'_> {
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         // Serde's derived code asks for `IgnoredAny` exactly when it meets a field it does not know.
-        self.unknown.borrow_mut().push(UnknownField {
-            path: self.path.render(),
-            mark: self.node.mark,
-        });
+        self.unknown.borrow_mut().push(UnknownField { path: self.path.render(), mark: self.node.mark });
         visitor.visit_unit()
     }
 }
@@ -400,11 +362,7 @@ impl<'de> SeqAccess<'de> for SeqDe<'_> {
         };
         let path = Path::Index(&self.path, self.next);
         self.next += 1;
-        let de = NodeDe {
-            node,
-            path,
-            unknown: self.unknown,
-        };
+        let de = NodeDe { node, path, unknown: self.unknown };
         seed.deserialize(de).map(Some).map_err(|e| e.at(&path, node.mark))
     }
 
@@ -428,13 +386,7 @@ impl<'a> MapDe<'a> {
         fields: &'static [&'static str],
         parent: NodeDe<'a>,
     ) -> Self {
-        MapDe {
-            entries,
-            fields,
-            next: 0,
-            current: None,
-            parent,
-        }
+        MapDe { entries, fields, next: 0, current: None, parent }
     }
 }
 
@@ -468,25 +420,16 @@ impl<'de> MapAccess<'de> for MapDe<'_> {
         self.next += 1;
         let name: &str = canonical_key(&key.name, self.fields).unwrap_or(&key.name);
         self.current = Some((&key.name, value));
-        seed.deserialize(name.into_deserializer())
-            .map(Some)
-            .map_err(|e: DecodeError| {
-                let path = Path::Field(&self.parent.path, &key.name);
-                e.at(&path, key.mark)
-            })
+        seed.deserialize(name.into_deserializer()).map(Some).map_err(|e: DecodeError| {
+            let path = Path::Field(&self.parent.path, &key.name);
+            e.at(&path, key.mark)
+        })
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DecodeError> {
-        let (name, node) = self
-            .current
-            .take()
-            .ok_or_else(|| de::Error::custom("value without key"))?;
+        let (name, node) = self.current.take().ok_or_else(|| de::Error::custom("value without key"))?;
         let path = Path::Field(&self.parent.path, name);
-        let de = NodeDe {
-            node,
-            path,
-            unknown: self.parent.unknown,
-        };
+        let de = NodeDe { node, path, unknown: self.parent.unknown };
         seed.deserialize(de).map_err(|e| e.at(&path, node.mark))
     }
 
@@ -592,13 +535,7 @@ mod tests {
         let n = node("retries: {per_try_timeout: 2s, attempts: \"3\"}\n");
         let (v, unknown): (Outer, _) = from_node(&n, "").unwrap();
         assert!(unknown.is_empty());
-        assert_eq!(
-            v.retries,
-            Some(Inner {
-                per_try_timeout: "2s".into(),
-                attempts: 3
-            })
-        );
+        assert_eq!(v.retries, Some(Inner { per_try_timeout: "2s".into(), attempts: 3 }));
     }
 
     #[test]

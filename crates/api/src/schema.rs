@@ -24,30 +24,18 @@ impl GroupVersionKind {
             Some((g, v)) => (g.to_string(), v.to_string()),
             None => (String::new(), api_version.to_string()),
         };
-        GroupVersionKind {
-            group,
-            version,
-            kind: kind.to_string(),
-        }
+        GroupVersionKind { group, version, kind: kind.to_string() }
     }
 
     /// The `apiVersion` string: `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 }
 
 impl fmt::Display for GroupVersionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
-        };
+        let group = if self.group.is_empty() { "core" } else { &self.group };
         write!(f, "{group}/{}/{}", self.version, self.kind)
     }
 }
@@ -172,10 +160,7 @@ impl fmt::Display for Kind {
 impl Kind {
     /// This kind's schema.
     pub fn schema(&self) -> &'static Schema {
-        SCHEMAS
-            .iter()
-            .find(|s| s.kind == *self)
-            .expect("every kind has a schema")
+        SCHEMAS.iter().find(|s| s.kind == *self).expect("every kind has a schema")
     }
 }
 
@@ -198,10 +183,7 @@ pub fn lookup(api_version: &str, kind: &str) -> Lookup {
     if let Some(replacement) = removed_kind(&gvk.group, kind) {
         return Lookup::Removed(replacement);
     }
-    match SCHEMAS
-        .iter()
-        .find(|s| s.group == gvk.group && s.kind.as_str() == kind)
-    {
+    match SCHEMAS.iter().find(|s| s.group == gvk.group && s.kind.as_str() == kind) {
         Some(s) if s.serves_version(&gvk.version) => Lookup::Istio(s),
         Some(s) => Lookup::UnservedVersion(s),
         None => Lookup::Other,
@@ -244,14 +226,8 @@ mod tests {
                 Lookup::Istio(Kind::VirtualService.schema())
             );
         }
-        assert!(matches!(
-            lookup("networking.istio.io/v2", "VirtualService"),
-            Lookup::UnservedVersion(_)
-        ));
-        assert!(matches!(
-            lookup("networking.istio.io/v1", "EnvoyFilter"),
-            Lookup::UnservedVersion(_)
-        ));
+        assert!(matches!(lookup("networking.istio.io/v2", "VirtualService"), Lookup::UnservedVersion(_)));
+        assert!(matches!(lookup("networking.istio.io/v1", "EnvoyFilter"), Lookup::UnservedVersion(_)));
         assert_eq!(lookup("v1", "Service"), Lookup::Other);
     }
 

@@ -53,17 +53,12 @@ pub struct Duration {
 impl Duration {
     /// A duration of whole milliseconds.
     pub fn from_millis(ms: i64) -> Self {
-        Duration {
-            seconds: ms / 1000,
-            nanos: ((ms % 1000) * 1_000_000) as i32,
-        }
+        Duration { seconds: ms / 1000, nanos: ((ms % 1000) * 1_000_000) as i32 }
     }
 
     /// The duration in milliseconds, rounded toward zero.
     pub fn as_millis(&self) -> i64 {
-        self.seconds
-            .saturating_mul(1000)
-            .saturating_add(i64::from(self.nanos / 1_000_000))
+        self.seconds.saturating_mul(1000).saturating_add(i64::from(self.nanos / 1_000_000))
     }
 
     /// The duration as a `std::time::Duration`, or `None` when negative.
@@ -94,27 +89,13 @@ impl Duration {
         {
             return Err(bad());
         }
-        let seconds: i64 = if int.is_empty() {
-            0
-        } else {
-            int.parse().map_err(|_| bad())?
-        };
-        let nanos: i32 = if frac.is_empty() {
-            0
-        } else {
-            format!("{frac:0<9}").parse().map_err(|_| bad())?
-        };
+        let seconds: i64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| bad())? };
+        let nanos: i32 =
+            if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().map_err(|_| bad())? };
         if seconds > MAX_DURATION_SECONDS {
             return Err(format!("duration \"{text}\" is out of range"));
         }
-        Ok(if neg {
-            Duration {
-                seconds: -seconds,
-                nanos: -nanos,
-            }
-        } else {
-            Duration { seconds, nanos }
-        })
+        Ok(if neg { Duration { seconds: -seconds, nanos: -nanos } } else { Duration { seconds, nanos } })
     }
 }
 
@@ -126,9 +107,9 @@ impl fmt::Display for Duration {
         let sign = if neg { "-" } else { "" };
         if nanos == 0 {
             write!(f, "{sign}{secs}s")
-        } else if nanos % 1_000_000 == 0 {
+        } else if nanos.is_multiple_of(1_000_000) {
             write!(f, "{sign}{secs}.{:03}s", nanos / 1_000_000)
-        } else if nanos % 1_000 == 0 {
+        } else if nanos.is_multiple_of(1_000) {
             write!(f, "{sign}{secs}.{:06}s", nanos / 1_000)
         } else {
             write!(f, "{sign}{secs}.{nanos:09}s")
@@ -221,9 +202,7 @@ impl Value {
             J::Bool(b) => Kind::BoolValue(*b),
             J::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
             J::String(s) => Kind::StringValue(s.clone()),
-            J::Array(a) => Kind::ListValue(ListValue {
-                values: a.iter().map(Value::from_json).collect(),
-            }),
+            J::Array(a) => Kind::ListValue(ListValue { values: a.iter().map(Value::from_json).collect() }),
             J::Object(o) => Kind::StructValue(Struct::from_json_map(o)),
         };
         Value { kind: Some(kind) }
@@ -256,22 +235,12 @@ fn json_number(n: f64) -> serde_json::Value {
 impl Struct {
     /// Converts from a JSON object.
     pub fn from_json_map(map: &serde_json::Map<String, serde_json::Value>) -> Self {
-        Struct {
-            fields: map
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::from_json(v)))
-                .collect(),
-        }
+        Struct { fields: map.iter().map(|(k, v)| (k.clone(), Value::from_json(v))).collect() }
     }
 
     /// Converts to a JSON object.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Object(
-            self.fields
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_json()))
-                .collect(),
-        )
+        serde_json::Value::Object(self.fields.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
     }
 }
 
@@ -323,9 +292,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
         f.write_str("any JSON value")
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value {
-            kind: Some(value::Kind::NullValue(0)),
-        })
+        Ok(Value { kind: Some(value::Kind::NullValue(0)) })
     }
     fn visit_none<E: de::Error>(self) -> Result<Value, E> {
         self.visit_unit()
@@ -334,47 +301,33 @@ impl<'de> Visitor<'de> for ValueVisitor {
         d.deserialize_any(self)
     }
     fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value {
-            kind: Some(value::Kind::BoolValue(v)),
-        })
+        Ok(Value { kind: Some(value::Kind::BoolValue(v)) })
     }
     fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value {
-            kind: Some(value::Kind::NumberValue(v as f64)),
-        })
+        Ok(Value { kind: Some(value::Kind::NumberValue(v as f64)) })
     }
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value {
-            kind: Some(value::Kind::NumberValue(v as f64)),
-        })
+        Ok(Value { kind: Some(value::Kind::NumberValue(v as f64)) })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value {
-            kind: Some(value::Kind::NumberValue(v)),
-        })
+        Ok(Value { kind: Some(value::Kind::NumberValue(v)) })
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value {
-            kind: Some(value::Kind::StringValue(v.to_string())),
-        })
+        Ok(Value { kind: Some(value::Kind::StringValue(v.to_string())) })
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut values = Vec::new();
         while let Some(v) = seq.next_element::<Value>()? {
             values.push(v);
         }
-        Ok(Value {
-            kind: Some(value::Kind::ListValue(ListValue { values })),
-        })
+        Ok(Value { kind: Some(value::Kind::ListValue(ListValue { values })) })
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = BTreeMap::new();
         while let Some((k, v)) = map.next_entry::<String, Value>()? {
             fields.insert(k, v);
         }
-        Ok(Value {
-            kind: Some(value::Kind::StructValue(Struct { fields })),
-        })
+        Ok(Value { kind: Some(value::Kind::StructValue(Struct { fields })) })
     }
 }
 
@@ -411,26 +364,17 @@ pub trait ProtoEnum: Sized + Copy + 'static {
 
     /// The JSON name of a number, or `None` for a number this enum does not define.
     fn name_of(number: i32) -> Option<&'static str> {
-        Self::VALUES
-            .iter()
-            .find(|(_, n, _)| *n == number)
-            .map(|(_, _, s)| *s)
+        Self::VALUES.iter().find(|(_, n, _)| *n == number).map(|(_, _, s)| *s)
     }
 
     /// The number of a JSON name (exact, case-sensitive, as protojson requires).
     fn number_of(name: &str) -> Option<i32> {
-        Self::VALUES
-            .iter()
-            .find(|(_, _, s)| *s == name)
-            .map(|(_, n, _)| *n)
+        Self::VALUES.iter().find(|(_, _, s)| *s == name).map(|(_, n, _)| *n)
     }
 
     /// The enum value of a number.
     fn from_number(number: i32) -> Option<Self> {
-        Self::VALUES
-            .iter()
-            .find(|(_, n, _)| *n == number)
-            .map(|(v, _, _)| *v)
+        Self::VALUES.iter().find(|(_, n, _)| *n == number).map(|(v, _, _)| *v)
     }
 }
 
@@ -508,10 +452,7 @@ impl<E: ProtoEnum> Visitor<'_> for EnumVisitor<E> {
     fn visit_str<Er: de::Error>(self, v: &str) -> Result<i32, Er> {
         E::number_of(v).ok_or_else(|| {
             let names: Vec<&str> = E::VALUES.iter().map(|(_, _, s)| *s).collect();
-            Er::custom(format!(
-                "unknown value \"{v}\", expected one of {}",
-                names.join(", ")
-            ))
+            Er::custom(format!("unknown value \"{v}\", expected one of {}", names.join(", ")))
         })
     }
     fn visit_i64<Er: de::Error>(self, v: i64) -> Result<i32, Er> {
@@ -651,8 +592,7 @@ impl OptBase64 {
     /// Reads base64 (null reads as unset).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
         let text = Option::<String>::deserialize(d)?;
-        text.map(|t| decode_base64(&t).map_err(de::Error::custom))
-            .transpose()
+        text.map(|t| decode_base64(&t).map_err(de::Error::custom)).transpose()
     }
 }
 
@@ -685,16 +625,7 @@ mod tests {
             assert_eq!((d.seconds, d.nanos), (secs, nanos), "{text}");
             assert_eq!(d.to_string(), out);
         }
-        for bad in [
-            "1.5",
-            "1m",
-            "s",
-            "1.1234567890s",
-            "abc",
-            "",
-            "1e3s",
-            "315576000001s",
-        ] {
+        for bad in ["1.5", "1m", "s", "1.1234567890s", "abc", "", "1e3s", "315576000001s"] {
             assert!(Duration::parse(bad).is_err(), "{bad}");
         }
     }
@@ -740,26 +671,13 @@ mod tests {
     #[test]
     fn enums_read_names_and_numbers() {
         let h: Holder = serde_json::from_str(r#"{"c":"RED","o":2,"l":["RED","UNSET"],"b":"aGk="}"#).unwrap();
-        assert_eq!(
-            h,
-            Holder {
-                c: 2,
-                o: Some(2),
-                l: vec![2, 0],
-                b: b"hi".to_vec()
-            }
-        );
+        assert_eq!(h, Holder { c: 2, o: Some(2), l: vec![2, 0], b: b"hi".to_vec() });
         assert_eq!(Color::Red.as_str_name(), "RED");
         assert_eq!(
             serde_json::to_value(&h).unwrap(),
             serde_json::json!({"c":"RED","o":"RED","l":["RED","UNSET"],"b":"aGk="})
         );
-        let err = serde_json::from_str::<Holder>(r#"{"c":"BLUE"}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("unknown value \"BLUE\", expected one of UNSET, RED"),
-            "{err}"
-        );
+        let err = serde_json::from_str::<Holder>(r#"{"c":"BLUE"}"#).unwrap_err().to_string();
+        assert!(err.contains("unknown value \"BLUE\", expected one of UNSET, RED"), "{err}");
     }
 }

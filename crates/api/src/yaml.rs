@@ -35,10 +35,7 @@ impl fmt::Display for Mark {
 
 impl Mark {
     fn from_span(span: &Span) -> Self {
-        Mark {
-            line: span.start.line() as u32,
-            col: span.start.col() as u32 + 1,
-        }
+        Mark { line: span.start.line() as u32, col: span.start.col() as u32 + 1 }
     }
 }
 
@@ -155,12 +152,9 @@ impl Node {
             Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
             Value::String(s) => J::String(s.clone()),
             Value::Seq(items) => J::Array(items.iter().map(Node::to_json).collect()),
-            Value::Map(entries) => J::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (k.name.clone(), v.to_json()))
-                    .collect(),
-            ),
+            Value::Map(entries) => {
+                J::Object(entries.iter().map(|(k, v)| (k.name.clone(), v.to_json())).collect())
+            }
         }
     }
 
@@ -182,17 +176,7 @@ impl Node {
             J::String(s) => Value::String(s.clone()),
             J::Array(items) => Value::Seq(items.iter().map(|v| Node::from_json(v, mark)).collect()),
             J::Object(map) => Value::Map(
-                map.iter()
-                    .map(|(k, v)| {
-                        (
-                            Key {
-                                mark,
-                                name: k.clone(),
-                            },
-                            Node::from_json(v, mark),
-                        )
-                    })
-                    .collect(),
+                map.iter().map(|(k, v)| (Key { mark, name: k.clone() }, Node::from_json(v, mark))).collect(),
             ),
         };
         Node { mark, value }
@@ -228,7 +212,7 @@ pub struct SyntaxError {
 /// syntax error no further entries follow.
 pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
     let mut out = Vec::new();
-    let mut builder = Builder::default();
+    let mut builder = Builder::new(text);
     let mut parser = Parser::new_from_str(text);
     let mut index = 0usize;
     let mut doc_mark = Mark::default();
@@ -240,10 +224,7 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
                 let m = e.marker();
                 out.push(Err(SyntaxError {
                     index,
-                    mark: Mark {
-                        line: m.line() as u32,
-                        col: m.col() as u32 + 1,
-                    },
+                    mark: Mark { line: m.line() as u32, col: m.col() as u32 + 1 },
                     message: e.info().to_string(),
                 }));
                 break;
@@ -254,7 +235,7 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
             Event::StreamStart | Event::Nothing => {}
             Event::StreamEnd => break,
             Event::DocumentStart(_) => {
-                builder = Builder::default();
+                builder = Builder::new(text);
                 doc_mark = mark;
                 doc_error = None;
             }
@@ -263,11 +244,7 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
                 let root = builder.root.take().filter(|n| n.value != Value::Null);
                 out.push(match doc_error.take() {
                     Some(err) => Err(err),
-                    None => Ok(Document {
-                        index,
-                        mark: doc_mark,
-                        root,
-                    }),
+                    None => Ok(Document { index, mark: doc_mark, root }),
                 });
                 index += 1;
             }
@@ -282,8 +259,9 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
 }
 
 /// Builds one document's tree from parser events.
-#[derive(Default)]
-struct Builder {
+struct Builder<'t> {
+    /// The source text (to look at the character a collection starts with).
+    text: &'t str,
     /// Open collections: the node being built and, for mappings, the key waiting for its value.
     stack: Vec<Open>,
     root: Option<Node>,
@@ -294,58 +272,77 @@ struct Open {
     node: Node,
     anchor: usize,
     pending_key: Option<Key>,
+    /// A single-pair mapping written without braces inside a flow sequence (`[a: b]`).
+    implicit_flow_pair: bool,
+    /// The pending key was a plain (unquoted) scalar.
+    plain_key: bool,
 }
 
-impl Builder {
+impl<'t> Builder<'t> {
+    fn new(text: &'t str) -> Self {
+        Builder { text, stack: Vec::new(), root: None, anchors: HashMap::new() }
+    }
+
     fn event(&mut self, event: Event<'_>, mark: Mark) -> Result<(), String> {
         match event {
             Event::Scalar(text, style, anchor, tag) => {
                 let forced_string = tag.as_ref().is_some_and(|t| t.suffix == "str");
-                let value = if style == ScalarStyle::Plain && !forced_string {
-                    resolve_plain(&text)
-                } else {
-                    Value::String(text.into_owned())
-                };
+                let plain = style == ScalarStyle::Plain && !forced_string;
+                if let Some(open) = self.stack.last_mut()
+                    && matches!(open.node.value, Value::Map(_))
+                    && open.pending_key.is_none()
+                {
+                    open.plain_key = plain;
+                }
+                let value = if plain { resolve_plain(&text) } else { Value::String(text.into_owned()) };
                 self.finish(Node { mark, value }, anchor)
             }
             Event::Alias(id) => match self.anchors.get(&id) {
                 Some(node) => {
-                    let node = Node {
-                        mark,
-                        value: node.value.clone(),
-                    };
+                    let node = Node { mark, value: node.value.clone() };
                     self.finish(node, 0)
                 }
                 None => Err("alias refers to an unknown anchor".to_string()),
             },
             Event::SequenceStart(anchor, _) => {
                 self.stack.push(Open {
-                    node: Node {
-                        mark,
-                        value: Value::Seq(Vec::new()),
-                    },
+                    node: Node { mark, value: Value::Seq(Vec::new()) },
                     anchor,
                     pending_key: None,
+                    implicit_flow_pair: false,
+                    plain_key: false,
                 });
                 Ok(())
             }
             Event::MappingStart(anchor, _) => {
+                let in_flow_seq = self.stack.last().is_some_and(|o| {
+                    matches!(o.node.value, Value::Seq(_)) && self.char_at(o.node.mark) == Some('[')
+                });
+                let implicit_flow_pair = in_flow_seq && self.char_at(mark) != Some('{');
                 self.stack.push(Open {
-                    node: Node {
-                        mark,
-                        value: Value::Map(Vec::new()),
-                    },
+                    node: Node { mark, value: Value::Map(Vec::new()) },
                     anchor,
                     pending_key: None,
+                    implicit_flow_pair,
+                    plain_key: false,
                 });
                 Ok(())
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let open = self.stack.pop().ok_or("unbalanced collection end")?;
+                let mut open = self.stack.pop().ok_or("unbalanced collection end")?;
+                if open.implicit_flow_pair && open.plain_key {
+                    open.node = go_yaml_flow_scalar(open.node);
+                }
                 self.finish(open.node, open.anchor)
             }
             _ => Ok(()),
         }
+    }
+
+    /// The character at a mark (marks count characters, not bytes).
+    fn char_at(&self, mark: Mark) -> Option<char> {
+        let line = self.text.split_inclusive('\n').nth(mark.line.checked_sub(1)? as usize)?;
+        line.chars().nth(mark.col.checked_sub(1)? as usize)
     }
 
     /// Places a complete node into its parent (or as the root).
@@ -378,16 +375,28 @@ impl Builder {
                             prev.mark.line
                         ));
                     }
-                    parent.pending_key = Some(Key {
-                        mark: node.mark,
-                        name,
-                    });
+                    parent.pending_key = Some(Key { mark: node.mark, name });
                 }
                 Some(key) => entries.push((key, node)),
             },
             _ => unreachable!("only collections are pushed on the stack"),
         }
         Ok(())
+    }
+}
+
+/// `[1.2.3.4, 2001:db8::]`: YAML 1.2 reads the second item as the one-pair mapping
+/// `{"2001:db8:": null}` (a `:` before `]` or `,` is a mapping indicator in flow context), while Go's
+/// yaml (what Istio and kubectl use) reads the string `2001:db8::`. We follow Go: a brace-less one-pair
+/// mapping in a flow sequence, whose key is a plain scalar and whose value is empty, is that key
+/// followed by `:`.
+fn go_yaml_flow_scalar(node: Node) -> Node {
+    match &node.value {
+        Value::Map(entries) if entries.len() == 1 && entries[0].1.value == Value::Null => {
+            let key = &entries[0].0;
+            Node { mark: node.mark, value: Value::String(format!("{}:", key.name)) }
+        }
+        _ => node,
     }
 }
 
@@ -436,10 +445,10 @@ fn resolve_plain(text: &str) -> Value {
             return Value::Float(f);
         }
     }
-    if is_core_float(digits) {
-        if let Ok(f) = text.parse::<f64>() {
-            return Value::Float(f);
-        }
+    if is_core_float(digits)
+        && let Ok(f) = text.parse::<f64>()
+    {
+        return Value::Float(f);
     }
     Value::String(text.to_string())
 }
@@ -546,10 +555,7 @@ mod tests {
     #[test]
     fn json_is_read_too() {
         let n = one("{\n  \"a\": [1, \"x\", null],\n  \"b\": {\"c\": false}\n}\n");
-        assert_eq!(
-            n.to_json(),
-            serde_json::json!({"a": [1, "x", null], "b": {"c": false}})
-        );
+        assert_eq!(n.to_json(), serde_json::json!({"a": [1, "x", null], "b": {"c": false}}));
     }
 
     #[test]
@@ -559,6 +565,19 @@ mod tests {
         // A missing field resolves to its deepest existing ancestor.
         assert_eq!(n.find_path("spec.http[0].route[1].destination.host").mark.line, 5);
         assert_eq!(n.find_path("spec.tcp[3]").mark.line, 2);
+    }
+
+    #[test]
+    fn ipv6_in_flow_sequences_reads_as_go_yaml_does() {
+        let n = one("a: [1.2.3.4, 001:db8::, \"x\"]\nb: [{k: v}, c: d]\nc: [2001:db8::1]\n");
+        let a: Vec<_> = match &n.get("a").unwrap().value {
+            Value::Seq(items) => items.iter().map(|i| i.value.clone()).collect(),
+            v => panic!("{v:?}"),
+        };
+        assert_eq!(a[1], Value::String("001:db8::".into()));
+        // Explicit mappings and pairs with values stay mappings.
+        assert_eq!(n.get("b").unwrap().to_json(), serde_json::json!([{"k": "v"}, {"c": "d"}]));
+        assert_eq!(n.get("c").unwrap().to_json(), serde_json::json!(["2001:db8::1"]));
     }
 
     #[test]

@@ -30,11 +30,7 @@ fn main() -> ExitCode {
         Err(err) => {
             // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
             let _ = err.print();
-            return if err.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
+            return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
     };
     match cli.command {

@@ -87,14 +87,8 @@ pub fn run(args: &Args) -> ExitCode {
             eprintln!("Error: writing output: {err}");
         }
     }
-    let invalid = results
-        .iter()
-        .any(|r| r.read_error.is_some() || r.documents.iter().any(|d| !d.is_valid()));
-    if invalid {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    let invalid = results.iter().any(|r| r.read_error.is_some() || r.documents.iter().any(|d| !d.is_valid()));
+    if invalid { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
 fn collect(paths: &[PathBuf], options: &ParseOptions) -> Vec<FileResult> {
@@ -102,11 +96,7 @@ fn collect(paths: &[PathBuf], options: &ParseOptions) -> Vec<FileResult> {
     let read = |path: &Path, results: &mut Vec<FileResult>| {
         let name = path.display().to_string();
         match parse::parse_file(path, options) {
-            Ok(documents) => results.push(FileResult {
-                name,
-                documents,
-                read_error: None,
-            }),
+            Ok(documents) => results.push(FileResult { name, documents, read_error: None }),
             Err(err) => results.push(FileResult {
                 read_error: Some(format!("cannot read file \"{name}\": {err}")),
                 name,
@@ -141,22 +131,10 @@ fn collect(paths: &[PathBuf], options: &ParseOptions) -> Vec<FileResult> {
 
 /// `* Kind/ns/name: reason` plus the location on the next line.
 fn write_finding(out: &mut dyn Write, doc: &ParsedDocument, f: &Finding) -> io::Result<()> {
-    let object = if doc.kind.is_empty() {
-        String::new()
-    } else {
-        format!("{}: ", doc.object_ref())
-    };
+    let object = if doc.kind.is_empty() { String::new() } else { format!("{}: ", doc.object_ref()) };
     writeln!(out, "\t* {object}{}", f.message)?;
-    let path = if f.path.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", f.path)
-    };
-    writeln!(
-        out,
-        "\t    at {}:{} (document {}){path}",
-        doc.file, f.line, doc.index
-    )
+    let path = if f.path.is_empty() { String::new() } else { format!(" {}", f.path) };
+    writeln!(out, "\t    at {}:{} (document {}){path}", doc.file, f.line, doc.index)
 }
 
 fn write_text(results: &[FileResult], stdout: &mut dyn Write, stderr: &mut dyn Write) -> io::Result<()> {

@@ -15,11 +15,7 @@ fn testdata() -> PathBuf {
 }
 
 fn meshpilot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_meshpilot"))
-        .args(args)
-        .current_dir(testdata())
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_meshpilot")).args(args).current_dir(testdata()).output().unwrap()
 }
 
 fn table() -> serde_json::Value {
@@ -60,11 +56,8 @@ fn command_cases_agree_with_istioctl() {
             args.extend(extra.iter().map(|a| a.as_str().unwrap()));
         }
         let out = meshpilot(&args);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         let want_error = case["want_error"].as_bool().unwrap();
         let mut ok = out.status.success() != want_error;
         if case["output_regexp"].is_string() {
@@ -75,34 +68,18 @@ fn command_cases_agree_with_istioctl() {
         if ok {
             agree += 1;
         } else {
-            failures.push(format!(
-                "{name}: args {args:?} exit {:?}\n{text}",
-                out.status.code()
-            ));
+            failures.push(format!("{name}: args {args:?} exit {:?}\n{text}", out.status.code()));
         }
     }
     println!("istioctl command cases: {agree}/{} agree", cases.len());
-    assert!(
-        failures.is_empty(),
-        "{} disagreements:\n{}",
-        failures.len(),
-        failures.join("\n---\n")
-    );
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n---\n"));
 }
 
 #[test]
 fn exit_status_is_2_on_usage_errors() {
     assert_eq!(meshpilot(&["validate"]).status.code(), Some(2));
-    assert_eq!(
-        meshpilot(&["validate", "-f", "x.yaml", "extra"]).status.code(),
-        Some(2)
-    );
-    assert_eq!(
-        meshpilot(&["validate", "-f", "x.yaml", "--output", "xml"])
-            .status
-            .code(),
-        Some(2)
-    );
+    assert_eq!(meshpilot(&["validate", "-f", "x.yaml", "extra"]).status.code(), Some(2));
+    assert_eq!(meshpilot(&["validate", "-f", "x.yaml", "--output", "xml"]).status.code(), Some(2));
 }
 
 #[test]
@@ -119,28 +96,16 @@ fn json_output_has_one_record_per_document() {
     let records = records.as_array().unwrap();
     assert!(records.len() >= 2);
     let first = &records[0];
-    for key in [
-        "file",
-        "index",
-        "line",
-        "apiVersion",
-        "kind",
-        "namespace",
-        "name",
-        "valid",
-        "errors",
-        "warnings",
-    ] {
+    for key in
+        ["file", "index", "line", "apiVersion", "kind", "namespace", "name", "valid", "errors", "warnings"]
+    {
         assert!(first.get(key).is_some(), "missing {key} in {first}");
     }
     assert_eq!(first["kind"], "VirtualService");
     assert_eq!(first["valid"], false);
     let err = &first["errors"][0];
     assert_eq!(err["path"], "spec.http[0].route[1].weight");
-    assert!(
-        err["message"].as_str().unwrap().contains("weight -15 < 0"),
-        "{err}"
-    );
+    assert!(err["message"].as_str().unwrap().contains("weight -15 < 0"), "{err}");
     assert!(err["line"].as_u64().unwrap() > 1);
 }
 

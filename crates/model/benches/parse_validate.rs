@@ -19,24 +19,15 @@ fn corpus() -> Vec<(String, String)> {
     ] {
         files.extend(config_files(&root.join(dir)).expect("shared test data beside the repository"));
     }
-    files
-        .into_iter()
-        .map(|f| (f.display().to_string(), std::fs::read_to_string(&f).unwrap()))
-        .collect()
+    files.into_iter().map(|f| (f.display().to_string(), std::fs::read_to_string(&f).unwrap())).collect()
 }
 
 fn bench(c: &mut Criterion) {
     let corpus = corpus();
     let options = ParseOptions::default();
-    let documents: usize = corpus
-        .iter()
-        .map(|(name, text)| parse_text(name, text, &options).len())
-        .sum();
+    let documents: usize = corpus.iter().map(|(name, text)| parse_text(name, text, &options).len()).sum();
     let bytes: usize = corpus.iter().map(|(_, text)| text.len()).sum();
-    println!(
-        "corpus: {} files, {documents} documents, {bytes} bytes",
-        corpus.len()
-    );
+    println!("corpus: {} files, {documents} documents, {bytes} bytes", corpus.len());
     let mut group = c.benchmark_group("parse_validate");
     group.throughput(Throughput::Elements(documents as u64));
     group.bench_function("shared_corpus", |b| {

@@ -65,11 +65,7 @@ impl Config {
 
     /// The object's key.
     pub fn key(&self) -> ConfigKey {
-        ConfigKey {
-            kind: self.kind(),
-            namespace: self.meta.namespace.clone(),
-            name: self.meta.name.clone(),
-        }
+        ConfigKey { kind: self.kind(), namespace: self.meta.namespace.clone(), name: self.meta.name.clone() }
     }
 
     /// The object as a Kubernetes-style JSON document (`apiVersion`, `kind`, `metadata`, `spec`
@@ -79,10 +75,7 @@ impl Config {
         metadata.insert("name".into(), self.meta.name.clone().into());
         metadata.insert("namespace".into(), self.meta.namespace.clone().into());
         if !self.meta.labels.is_empty() {
-            metadata.insert(
-                "labels".into(),
-                serde_json::to_value(&self.meta.labels).unwrap_or_default(),
-            );
+            metadata.insert("labels".into(), serde_json::to_value(&self.meta.labels).unwrap_or_default());
         }
         if !self.meta.annotations.is_empty() {
             metadata.insert(
@@ -91,10 +84,7 @@ impl Config {
             );
         }
         if !self.meta.resource_version.is_empty() {
-            metadata.insert(
-                "resourceVersion".into(),
-                self.meta.resource_version.clone().into(),
-            );
+            metadata.insert("resourceVersion".into(), self.meta.resource_version.clone().into());
         }
         if self.meta.generation != 0 {
             metadata.insert("generation".into(), self.meta.generation.into());

@@ -137,11 +137,7 @@ pub fn parse_text(file: &str, text: &str, options: &ParseOptions) -> Vec<ParsedD
                 out.push(parsed);
             }
             Ok(yaml::Document { root: None, .. }) => {}
-            Ok(yaml::Document {
-                index,
-                root: Some(root),
-                ..
-            }) => {
+            Ok(yaml::Document { index, root: Some(root), .. }) => {
                 parse_object(file, index, &root, options, &mut out);
             }
         }
@@ -164,10 +160,7 @@ pub fn parse_file(path: &Path, options: &ParseOptions) -> io::Result<Vec<ParsedD
 
 /// `true` for the file names config readers take: `.yaml`, `.yml`, `.json` (as istioctl).
 pub fn is_config_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml" | "json")
-    )
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
 /// Every config file under `dir`, recursively, in a stable (sorted) order. Hidden entries
@@ -202,21 +195,14 @@ pub fn config_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 fn finding(root: &Node, path: &str, message: impl Into<String>) -> Finding {
-    Finding {
-        path: path.to_string(),
-        line: root.find_path(path).mark.line,
-        message: message.into(),
-    }
+    Finding { path: path.to_string(), line: root.find_path(path).mark.line, message: message.into() }
 }
 
 /// A string field of the document root, with a finding if it is present but not a string.
 fn string_field(root: &Node, key: &str, errors: &mut Vec<Finding>) -> String {
     match root.get(key) {
         None => String::new(),
-        Some(Node {
-            value: Value::String(s),
-            ..
-        }) => s.clone(),
+        Some(Node { value: Value::String(s), .. }) => s.clone(),
         Some(node) => {
             errors.push(Finding {
                 path: key.to_string(),
@@ -258,16 +244,8 @@ fn parse_object(
     doc.api_version = string_field(root, "apiVersion", &mut doc.errors);
     doc.kind = string_field(root, "kind", &mut doc.errors);
     if let Some(meta) = root.get("metadata") {
-        doc.name = meta
-            .get("name")
-            .and_then(Node::as_str)
-            .unwrap_or_default()
-            .to_string();
-        doc.namespace = meta
-            .get("namespace")
-            .and_then(Node::as_str)
-            .unwrap_or_default()
-            .to_string();
+        doc.name = meta.get("name").and_then(Node::as_str).unwrap_or_default().to_string();
+        doc.namespace = meta.get("namespace").and_then(Node::as_str).unwrap_or_default().to_string();
     }
 
     // `kind: List` (what `kubectl get -o yaml` prints): each item is an object of its own.
@@ -293,11 +271,7 @@ fn parse_object(
 
     if doc.kind.is_empty() {
         if doc.errors.is_empty() {
-            doc.errors.push(finding(
-                root,
-                "",
-                "kind is missing: every object needs apiVersion and kind",
-            ));
+            doc.errors.push(finding(root, "", "kind is missing: every object needs apiVersion and kind"));
         }
         out.push(doc);
         return;
@@ -312,11 +286,7 @@ fn parse_object(
                 "{} is not a served version of {} (served: {})",
                 doc.api_version,
                 doc.kind,
-                served
-                    .iter()
-                    .map(|v| format!("{}/{v}", schema.group))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                served.iter().map(|v| format!("{}/{v}", schema.group)).collect::<Vec<_>>().join(", ")
             );
             doc.errors.push(finding(root, "apiVersion", message));
         }
@@ -355,11 +325,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
                 meta
             }
             Err(err) => {
-                doc.errors.push(Finding {
-                    path: err.path,
-                    line: err.mark.line,
-                    message: err.message,
-                });
+                doc.errors.push(Finding { path: err.path, line: err.mark.line, message: err.message });
                 return;
             }
         },
@@ -392,10 +358,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
     if !doc.errors.is_empty() {
         return;
     }
-    let status = root
-        .get("status")
-        .filter(|n| n.value != Value::Null)
-        .map(Node::to_json);
+    let status = root.get("status").filter(|n| n.value != Value::Null).map(Node::to_json);
     doc.config = Some(Config {
         meta: ConfigMeta {
             gvk: GroupVersionKind::from_api_version(&doc.api_version, &doc.kind),
@@ -415,12 +378,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
 
 fn unknown_findings(unknown: &[api::de::UnknownField], errors: &mut Vec<Finding>) {
     for u in unknown {
-        let name = u
-            .path
-            .rsplit(['.', '['])
-            .next()
-            .unwrap_or(&u.path)
-            .trim_end_matches(']');
+        let name = u.path.rsplit(['.', '[']).next().unwrap_or(&u.path).trim_end_matches(']');
         errors.push(Finding {
             path: u.path.clone(),
             line: u.mark.line,
@@ -439,20 +397,11 @@ fn parse_other(doc: &mut ParsedDocument, root: &Node, options: &ParseOptions) {
     };
     if !checked {
         doc.skipped = Some(if group.ends_with(".istio.io") {
-            format!(
-                "{} {} is not an Istio config kind meshpilot reads",
-                doc.api_version, doc.kind
-            )
+            format!("{} {} is not an Istio config kind meshpilot reads", doc.api_version, doc.kind)
         } else if group.starts_with("gateway.networking") {
-            format!(
-                "Gateway API kind {} is not read from files by meshpilot yet",
-                doc.kind
-            )
+            format!("Gateway API kind {} is not read from files by meshpilot yet", doc.kind)
         } else {
-            format!(
-                "{} {} is not Istio config; not checked",
-                doc.api_version, doc.kind
-            )
+            format!("{} {} is not Istio config; not checked", doc.api_version, doc.kind)
         });
         return;
     }
@@ -480,10 +429,7 @@ mod tests {
         assert_eq!(docs.len(), 1);
         let e = &docs[0].errors[0];
         assert_eq!((e.path.as_str(), e.line), ("kind", 2));
-        assert!(
-            e.message.contains("use networking.istio.io VirtualService"),
-            "{e}"
-        );
+        assert!(e.message.contains("use networking.istio.io VirtualService"), "{e}");
     }
 
     #[test]
@@ -501,19 +447,10 @@ mod tests {
         let docs = parse(
             "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: g\n  nmespace: x\nspec: {}\nunexpected_junk: 1\n",
         );
-        let msgs: Vec<_> = docs[0]
-            .errors
-            .iter()
-            .map(|e| (e.path.as_str(), e.line, e.message.as_str()))
-            .collect();
-        assert!(
-            msgs.contains(&("unexpected_junk", 7, "unknown field \"unexpected_junk\"")),
-            "{msgs:?}"
-        );
-        assert!(
-            msgs.contains(&("metadata.nmespace", 5, "unknown field \"nmespace\"")),
-            "{msgs:?}"
-        );
+        let msgs: Vec<_> =
+            docs[0].errors.iter().map(|e| (e.path.as_str(), e.line, e.message.as_str())).collect();
+        assert!(msgs.contains(&("unexpected_junk", 7, "unknown field \"unexpected_junk\"")), "{msgs:?}");
+        assert!(msgs.contains(&("metadata.nmespace", 5, "unknown field \"nmespace\"")), "{msgs:?}");
         assert!(docs[0].config.is_none());
     }
 
@@ -528,11 +465,7 @@ mod tests {
         assert_eq!(docs[0].errors[0].line, 4);
         assert_eq!(docs[1].index, 1);
         assert!(docs[1].config.is_some());
-        assert!(
-            docs[2].errors[0].message.starts_with("YAML syntax error"),
-            "{:?}",
-            docs[2].errors
-        );
+        assert!(docs[2].errors[0].message.starts_with("YAML syntax error"), "{:?}", docs[2].errors);
     }
 
     #[test]

@@ -18,30 +18,17 @@ fn testdata() -> PathBuf {
 fn load_table(rel: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(testdata().join(rel)).expect("shared test data beside the repository");
     let docs = yaml::parse_documents(&text);
-    docs[0]
-        .as_ref()
-        .expect("table parses")
-        .root
-        .as_ref()
-        .expect("table has content")
-        .to_json()
+    docs[0].as_ref().expect("table parses").root.as_ref().expect("table has content").to_json()
 }
 
 /// The non-empty documents of a file, in order (the tables' `doc_index` counts these).
 fn non_empty_documents(path: &Path) -> Vec<Node> {
     let text = std::fs::read_to_string(path).unwrap();
-    yaml::parse_documents(&text)
-        .into_iter()
-        .filter_map(|d| d.expect("corpus file parses").root)
-        .collect()
+    yaml::parse_documents(&text).into_iter().filter_map(|d| d.expect("corpus file parses").root).collect()
 }
 
 fn describe(doc: &ParsedDocument) -> String {
-    let errs: Vec<String> = doc
-        .errors
-        .iter()
-        .map(|e| format!("{}:{} {e}", doc.file, e.line))
-        .collect();
+    let errs: Vec<String> = doc.errors.iter().map(|e| format!("{}:{} {e}", doc.file, e.line)).collect();
     format!("{} errors={errs:?}", doc.object_ref())
 }
 
@@ -76,22 +63,14 @@ fn crd_validation_cases_agree_with_istio() {
         }
     }
     println!("crd-validation-cases: {agree}/{} agree", cases.len());
-    assert!(
-        failures.is_empty(),
-        "{} disagreements:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
 fn istioctl_resource_cases_agree_with_istio() {
     let table = load_table("_derived/validation/istioctl-validate/cases.yaml");
     let cases = table["resource_cases"].as_array().unwrap();
-    let options = ParseOptions {
-        default_namespace: String::new(),
-        ..ParseOptions::default()
-    };
+    let options = ParseOptions { default_namespace: String::new(), ..ParseOptions::default() };
     let mut agree = 0;
     let mut failures = Vec::new();
     for case in cases {
@@ -111,12 +90,7 @@ fn istioctl_resource_cases_agree_with_istio() {
         }
     }
     println!("istioctl resource cases: {agree}/{} agree", cases.len());
-    assert!(
-        failures.is_empty(),
-        "{} disagreements:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -135,9 +109,7 @@ fn gvk_dataset_cases_agree_with_istio() {
         // The same object with the always-reject annotation must be denied.
         let mut root = non_empty_documents(&testdata().join(file)).swap_remove(0);
         add_annotation(&mut root, annotation, "true");
-        let rejected = parse_node(file, 0, &root, &ParseOptions::default())
-            .iter()
-            .any(|d| !d.is_valid());
+        let rejected = parse_node(file, 0, &root, &ParseOptions::default()).iter().any(|d| !d.is_valid());
         if valid == expect_valid && rejected {
             agree += 1;
         } else {
@@ -148,55 +120,25 @@ fn gvk_dataset_cases_agree_with_istio() {
         }
     }
     println!("gvk dataset cases: {agree}/{} agree", cases.len());
-    assert!(
-        failures.is_empty(),
-        "{} disagreements:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
 }
 
 fn add_annotation(root: &mut Node, key: &str, value: &str) {
     let mark = root.mark;
-    let Value::Map(entries) = &mut root.value else {
-        panic!("object")
-    };
+    let Value::Map(entries) = &mut root.value else { panic!("object") };
     let meta = match entries.iter_mut().find(|(k, _)| k.name == "metadata") {
         Some((_, m)) => m,
         None => panic!("metadata"),
     };
-    let Value::Map(meta_entries) = &mut meta.value else {
-        panic!("metadata map")
-    };
+    let Value::Map(meta_entries) = &mut meta.value else { panic!("metadata map") };
     if !meta_entries.iter().any(|(k, _)| k.name == "annotations") {
-        meta_entries.push((
-            yaml::Key {
-                mark,
-                name: "annotations".into(),
-            },
-            Node {
-                mark,
-                value: Value::Map(vec![]),
-            },
-        ));
+        meta_entries
+            .push((yaml::Key { mark, name: "annotations".into() }, Node { mark, value: Value::Map(vec![]) }));
     }
-    let (_, ann) = meta_entries
-        .iter_mut()
-        .find(|(k, _)| k.name == "annotations")
-        .unwrap();
-    let Value::Map(ann_entries) = &mut ann.value else {
-        panic!("annotations map")
-    };
-    ann_entries.push((
-        yaml::Key {
-            mark,
-            name: key.into(),
-        },
-        Node {
-            mark,
-            value: Value::String(value.into()),
-        },
-    ));
+    let (_, ann) = meta_entries.iter_mut().find(|(k, _)| k.name == "annotations").unwrap();
+    let Value::Map(ann_entries) = &mut ann.value else { panic!("annotations map") };
+    ann_entries
+        .push((yaml::Key { mark, name: key.into() }, Node { mark, value: Value::String(value.into()) }));
 }
 
 /// Every file that Istio treats as valid config: `tests/testdata/config/**` and `samples/**`.
@@ -227,16 +169,8 @@ fn every_sample_and_testdata_config_file_is_valid() {
         files.len(),
         docs_total - failures.len()
     );
-    assert!(
-        istio_objects > 200,
-        "expected the whole corpus to be read, got {istio_objects} Istio objects"
-    );
-    assert!(
-        failures.is_empty(),
-        "{} invalid:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(istio_objects > 200, "expected the whole corpus to be read, got {istio_objects} Istio objects");
+    assert!(failures.is_empty(), "{} invalid:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// typed → protobuf → typed must be the identity, and typed → JSON → typed too, for every valid
@@ -261,10 +195,9 @@ fn protobuf_and_json_round_trip_over_the_corpus() {
             let bytes = spec.encode_proto();
             match Spec::decode_proto(spec.kind(), &bytes) {
                 Ok(back) if &back == spec => {}
-                Ok(back) => failures.push(format!(
-                    "{}: protobuf round trip changed the spec: {back:?}",
-                    doc.file
-                )),
+                Ok(back) => {
+                    failures.push(format!("{}: protobuf round trip changed the spec: {back:?}", doc.file))
+                }
                 Err(e) => failures.push(format!("{}: protobuf decode failed: {e}", doc.file)),
             }
             let json = spec.to_json();
@@ -276,20 +209,14 @@ fn protobuf_and_json_round_trip_over_the_corpus() {
                     doc.file
                 )),
                 Ok(_) => failures.push(format!("{}: JSON round trip changed the spec: {json}", doc.file)),
-                Err(e) => failures.push(format!(
-                    "{}: JSON output does not read back: {e} in {json}",
-                    doc.file
-                )),
+                Err(e) => {
+                    failures.push(format!("{}: JSON output does not read back: {e} in {json}", doc.file))
+                }
             }
             checked += 1;
         }
     }
     println!("round trip: {checked} objects");
     assert!(checked > 200, "expected the whole corpus, got {checked}");
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

@@ -13,20 +13,15 @@ fn corpus() -> &'static [String] {
         let mut files: Vec<PathBuf> = config_files(&root.join("tests/testdata/config")).unwrap();
         files.extend(config_files(&root.join("samples/bookinfo/networking")).unwrap());
         files.extend(config_files(&root.join("pkg/config/validation/testdata/crds")).unwrap());
-        files
-            .iter()
-            .map(|f| std::fs::read_to_string(f).unwrap())
-            .collect()
+        files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect()
     })
 }
 
 /// Every finding has a line inside the text (or just past its end). Lines are counted as YAML
 /// counts them: `\r` alone is a line break too (and the parser also breaks on NEL, LS and PS).
 fn check_locations(text: &str, docs: &[ParsedDocument]) {
-    let breaks = text
-        .chars()
-        .filter(|c| matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}'))
-        .count();
+    let breaks =
+        text.chars().filter(|c| matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')).count();
     let lines = breaks as u32 + 2;
     for doc in docs {
         for f in doc.errors.iter().chain(&doc.warnings) {

@@ -29,18 +29,12 @@ pub struct Report {
 impl Report {
     /// Records an error at `path`.
     pub fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(Issue {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.errors.push(Issue { path: path.into(), message: message.into() });
     }
 
     /// Records a warning at `path`.
     pub fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.warnings.push(Issue {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.warnings.push(Issue { path: path.into(), message: message.into() });
     }
 
     /// Records an error at `path` if `result` is an error (the shape the [`crate::common`] checks return).
