@@ -82,10 +82,10 @@ pub fn run(args: &Args) -> ExitCode {
         Output::Text => write_text(&results, &mut stdout.lock(), &mut stderr.lock()),
         Output::Json => write_json(&results, &mut stdout.lock()),
     };
-    if let Err(err) = res {
-        if err.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("Error: writing output: {err}");
-        }
+    if let Err(err) = res
+        && err.kind() != io::ErrorKind::BrokenPipe
+    {
+        eprintln!("Error: writing output: {err}");
     }
     let invalid = results.iter().any(|r| r.read_error.is_some() || r.documents.iter().any(|d| !d.is_valid()));
     if invalid { ExitCode::from(1) } else { ExitCode::SUCCESS }
