@@ -2,6 +2,8 @@
 //!
 //! Run: `cargo bench -p meshpilot-model --bench parse_validate`
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
+
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
