@@ -69,32 +69,69 @@ impl Duration {
         Some(std::time::Duration::new(self.seconds as u64, self.nanos as u32))
     }
 
-    /// Parses the protojson form (`"1.5s"`).
+    /// Parses a duration string: the protojson form (`"1.5s"`, up to 9 fractional digits) or Go's
+    /// `time.ParseDuration` form, which Istio also accepts (`"100ms"`, `"1m"`, `"1h30m"`, `"0"`;
+    /// units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`).
     ///
     /// # Errors
-    /// A message saying what is wrong with the text (missing `s`, bad digits, out of range).
+    /// A message saying what is wrong with the text (no unit, bad digits, out of range).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let bad =
-            || format!("invalid duration \"{text}\": expected seconds with an \"s\" suffix, like \"1.5s\"");
-        let body = text.strip_suffix('s').ok_or_else(bad)?;
-        let (neg, body) = match body.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, body),
+        let bad = || format!("invalid duration \"{text}\": expected a number with a unit, like \"1.5s\" or \"100ms\"");
+        let (neg, mut rest) = match text.as_bytes().first() {
+            Some(b'-') => (true, &text[1..]),
+            Some(b'+') => (false, &text[1..]),
+            _ => (false, text),
         };
-        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-        if (int.is_empty() && frac.is_empty())
-            || !int.bytes().all(|b| b.is_ascii_digit())
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-            || frac.len() > 9
-        {
+        if rest == "0" {
+            return Ok(Duration::default());
+        }
+        if rest.is_empty() {
             return Err(bad());
         }
-        let seconds: i64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| bad())? };
-        let nanos: i32 =
-            if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().map_err(|_| bad())? };
-        if seconds > MAX_DURATION_SECONDS {
-            return Err(format!("duration \"{text}\" is out of range"));
+        // Total in nanoseconds; i128 cannot overflow for any input within the range check below.
+        let mut total: i128 = 0;
+        while !rest.is_empty() {
+            let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let (int, after) = rest.split_at(int_len);
+            let (frac, after) = match after.strip_prefix('.') {
+                Some(f) => {
+                    let n = f.bytes().take_while(u8::is_ascii_digit).count();
+                    f.split_at(n)
+                }
+                None => ("", after),
+            };
+            if int.is_empty() && frac.is_empty() {
+                return Err(bad());
+            }
+            let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+            let (unit, after) = after.split_at(unit_len);
+            let scale: i128 = match unit {
+                "ns" => 1,
+                "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+                "ms" => 1_000_000,
+                "s" => 1_000_000_000,
+                "m" => 60_000_000_000,
+                "h" => 3_600_000_000_000,
+                _ => return Err(bad()),
+            };
+            if int.len() > 20 || frac.len() > 30 {
+                return Err(format!("duration \"{text}\" is out of range"));
+            }
+            let int_value: i128 = if int.is_empty() { 0 } else { int.parse().map_err(|_| bad())? };
+            let mut frac_value: i128 = 0;
+            let mut frac_scale: i128 = 1;
+            for d in frac.bytes().take(18) {
+                frac_value = frac_value * 10 + i128::from(d - b'0');
+                frac_scale *= 10;
+            }
+            total += int_value * scale + frac_value * scale / frac_scale;
+            if total > i128::from(MAX_DURATION_SECONDS) * 1_000_000_000 {
+                return Err(format!("duration \"{text}\" is out of range"));
+            }
+            rest = after;
         }
+        let seconds = (total / 1_000_000_000) as i64;
+        let nanos = (total % 1_000_000_000) as i32;
         Ok(if neg { Duration { seconds: -seconds, nanos: -nanos } } else { Duration { seconds, nanos } })
     }
 }
@@ -620,12 +657,20 @@ mod tests {
             (".5s", 0, 500_000_000, "0.500s"),
             ("-2.000000001s", -2, -1, "-2.000000001s"),
             ("0.000002s", 0, 2_000, "0.000002s"),
+            ("100ms", 0, 100_000_000, "0.100s"),
+            ("1m", 60, 0, "60s"),
+            ("1h30m", 5400, 0, "5400s"),
+            ("1.5h", 5400, 0, "5400s"),
+            ("0", 0, 0, "0s"),
+            ("8ms", 0, 8_000_000, "0.008s"),
+            ("2us", 0, 2_000, "0.000002s"),
+            ("-1m1s", -61, 0, "-61s"),
         ] {
             let d = Duration::parse(text).unwrap();
             assert_eq!((d.seconds, d.nanos), (secs, nanos), "{text}");
             assert_eq!(d.to_string(), out);
         }
-        for bad in ["1.5", "1m", "s", "1.1234567890s", "abc", "", "1e3s", "315576000001s"] {
+        for bad in ["1.5", "1x", "s", "abc", "", "1e3s", "315576000001s", "-", ".s", "1s2", "99999999999999999999999h"] {
             assert!(Duration::parse(bad).is_err(), "{bad}");
         }
     }

@@ -321,7 +321,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
         None => ObjectMeta::default(),
         Some(node) => match from_node::<ObjectMeta>(node, "metadata") {
             Ok((meta, unknown)) => {
-                unknown_findings(&unknown, &mut doc.errors);
+                unknown_findings(&unknown, &mut doc.errors, &mut doc.warnings);
                 meta
             }
             Err(err) => {
@@ -332,7 +332,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
     };
     let spec = match Spec::from_node(schema.kind, root.get("spec")) {
         Ok((spec, unknown)) => {
-            unknown_findings(&unknown, &mut doc.errors);
+            unknown_findings(&unknown, &mut doc.errors, &mut doc.warnings);
             spec
         }
         Err(err) => {
@@ -376,14 +376,30 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
     });
 }
 
-fn unknown_findings(unknown: &[api::de::UnknownField], errors: &mut Vec<Finding>) {
+/// Unknown fields are errors, except fields Istio removed from its API that old config still carries:
+/// those are warnings saying the field is ignored (Istio's file and Kubernetes readers ignore them too).
+fn unknown_findings(
+    unknown: &[api::de::UnknownField],
+    errors: &mut Vec<Finding>,
+    warnings: &mut Vec<Finding>,
+) {
     for u in unknown {
         let name = u.path.rsplit(['.', '[']).next().unwrap_or(&u.path).trim_end_matches(']');
-        errors.push(Finding {
-            path: u.path.clone(),
-            line: u.mark.line,
-            message: format!("unknown field \"{name}\""),
-        });
+        let finding = |message: String| Finding { path: u.path.clone(), line: u.mark.line, message };
+        match removed_field(&u.path, name) {
+            Some(note) => warnings.push(finding(format!("field \"{name}\" was removed from the Istio API and is ignored: {note}"))),
+            None => errors.push(finding(format!("unknown field \"{name}\""))),
+        }
+    }
+}
+
+/// Fields that Istio removed and that still appear in real config (Istio's own test data included).
+fn removed_field(path: &str, name: &str) -> Option<&'static str> {
+    match name {
+        "websocketUpgrade" if path.starts_with("spec.http[") => {
+            Some("WebSocket upgrades are always allowed (removed in Istio 1.0)")
+        }
+        _ => None,
     }
 }
 
@@ -478,6 +494,17 @@ mod tests {
         assert!(docs[0].config.is_some());
         assert_eq!(docs[0].config.as_ref().unwrap().meta.namespace, "default");
         assert!(docs[1].skipped.is_some());
+    }
+
+    #[test]
+    fn removed_fields_are_warnings_not_errors() {
+        let docs = parse(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  http:\n  - websocketUpgrade: true\n    route:\n    - destination: {host: a}\n",
+        );
+        assert!(docs[0].is_valid(), "{:?}", docs[0].errors);
+        let w = &docs[0].warnings[0];
+        assert_eq!((w.path.as_str(), w.line), ("spec.http[0].websocketUpgrade", 7));
+        assert!(w.message.contains("removed from the Istio API"));
     }
 
     #[test]

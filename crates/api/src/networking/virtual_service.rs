@@ -1088,15 +1088,8 @@ tcp:
     }
 
     /// Decodes every corpus document of `kind` as `T`; fails on any decode error or unknown field,
-    /// except unknown fields whose last path segment is in `removed` (fields Istio removed and
-    /// reserved, still present in old test data) and Go-style durations (see below). Returns the
-    /// number of documents decoded.
-    ///
-    /// Istio reads durations with Go's `time.ParseDuration` (`"5m"`, `"8ms"`, `"1h30m"`), while
-    /// `wkt::Duration` accepts only the protojson form (`"300s"`). Until the shared type accepts both,
-    /// a spec node rejected as an invalid duration that Go would accept is rewritten to the
-    /// protojson form and decoded again, so the rest of the document is still checked; each such
-    /// rewrite is printed.
+    /// except unknown fields whose last path segment is in `removed` (fields Istio removed, still
+    /// present in old test data). Returns the number of documents decoded.
     pub(crate) fn check_corpus<T>(kind: Kind, removed: &[&str]) -> usize
     where
         T: serde::de::DeserializeOwned + Message + PartialEq + Default,
@@ -1105,22 +1098,7 @@ tcp:
         let mut failures = Vec::new();
         for (name, spec) in &specs {
             let Some(spec) = spec else { continue };
-            let mut node = spec.clone();
-            let result = loop {
-                match from_node::<T>(&node, "spec") {
-                    Err(e) if e.message.starts_with("invalid duration") => {
-                        let text = e.message.split('"').nth(1).unwrap_or_default().to_string();
-                        match go_duration_as_protojson(&text) {
-                            Some(fixed) if replace_string_at(&mut node, e.mark, &fixed) => {
-                                println!("{name}: {}: Go-style duration {text:?} read as {fixed:?}", e.path);
-                            }
-                            _ => break Err(e),
-                        }
-                    }
-                    other => break other,
-                }
-            };
-            match result {
+            match from_node::<T>(spec, "spec") {
                 Ok((value, unknown)) => {
                     for u in &unknown {
                         let last = u.path.rsplit('.').next().unwrap_or_default();
@@ -1138,81 +1116,6 @@ tcp:
         assert!(failures.is_empty(), "{}", failures.join("\n"));
         println!("corpus: decoded {} {} specs", specs.len(), kind.as_str());
         specs.len()
-    }
-
-    /// Converts a Go `time.ParseDuration` string (`"1h30m"`, `"8ms"`, `"-1.5s"`) to the protojson
-    /// form; `None` when Go would reject it too.
-    fn go_duration_as_protojson(text: &str) -> Option<String> {
-        let (neg, mut rest) = match text.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, text.strip_prefix('+').unwrap_or(text)),
-        };
-        if rest == "0" {
-            return Some("0s".into());
-        }
-        if rest.is_empty() {
-            return None;
-        }
-        let mut nanos: f64 = 0.0;
-        while !rest.is_empty() {
-            let digits = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .filter(|&i| i > 0)?;
-            let number: f64 = rest[..digits].parse().ok()?;
-            rest = &rest[digits..];
-            let unit_len = rest
-                .find(|c: char| c.is_ascii_digit() || c == '.')
-                .unwrap_or(rest.len());
-            let scale = match &rest[..unit_len] {
-                "ns" => 1.0,
-                "us" | "µs" | "μs" => 1e3,
-                "ms" => 1e6,
-                "s" => 1e9,
-                "m" => 60e9,
-                "h" => 3600e9,
-                _ => return None,
-            };
-            nanos += number * scale;
-            rest = &rest[unit_len..];
-        }
-        let total = nanos.round() as i128;
-        let sign = if neg && total != 0 { "-" } else { "" };
-        Some(format!(
-            "{sign}{}.{:09}s",
-            total / 1_000_000_000,
-            total % 1_000_000_000
-        ))
-    }
-
-    /// Replaces the string node that starts at `mark` with `text`; false when there is none.
-    fn replace_string_at(node: &mut Node, mark: crate::yaml::Mark, text: &str) -> bool {
-        use crate::yaml::Value;
-        if node.mark == mark && matches!(node.value, Value::String(_)) {
-            node.value = Value::String(text.to_string());
-            return true;
-        }
-        match &mut node.value {
-            Value::Seq(items) => items.iter_mut().any(|n| replace_string_at(n, mark, text)),
-            Value::Map(entries) => entries.iter_mut().any(|(_, n)| replace_string_at(n, mark, text)),
-            _ => false,
-        }
-    }
-
-    #[test]
-    fn go_durations_convert_to_protojson() {
-        for (go, proto) in [
-            ("5m", "300.000000000s"),
-            ("8ms", "0.008000000s"),
-            ("1h30m", "5400.000000000s"),
-            ("0", "0s"),
-            ("1.5s", "1.500000000s"),
-        ] {
-            assert_eq!(go_duration_as_protojson(go).as_deref(), Some(proto), "{go}");
-            assert!(Duration::parse(proto).is_ok(), "{proto}");
-        }
-        for bad in ["", "5", "1d", "m", "1..5s"] {
-            assert_eq!(go_duration_as_protojson(bad), None, "{bad}");
-        }
     }
 
     #[test]
