@@ -420,7 +420,7 @@ impl<'de> MapAccess<'de> for MapDe<'_> {
         self.next += 1;
         let name: &str = canonical_key(&key.name, self.fields).unwrap_or(&key.name);
         self.current = Some((&key.name, value));
-        seed.deserialize(name.into_deserializer()).map(Some).map_err(|e: DecodeError| {
+        seed.deserialize(KeyDe(name)).map(Some).map_err(|e: DecodeError| {
             let path = Path::Field(&self.parent.path, &key.name);
             e.at(&path, key.mark)
         })
@@ -435,6 +435,51 @@ impl<'de> MapAccess<'de> for MapDe<'_> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.entries.len() - self.next)
+    }
+}
+
+/// A mapping key. Keys are strings in YAML/JSON; an integer-keyed map (protobuf `map<uint32, …>`,
+/// e.g. PeerAuthentication `portLevelMtls`) reads them as numbers, as protojson does.
+struct KeyDe<'a>(&'a str);
+
+macro_rules! key_int_method {
+    ($method:ident, $visit:ident, $ty:ty) => {
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+            let v = self.0.parse::<$ty>().map_err(|_| {
+                de::Error::custom(format!("invalid {} map key \"{}\"", stringify!($ty), self.0))
+            })?;
+            visitor.$visit(v)
+        }
+    };
+}
+
+impl<'de> Deserializer<'de> for KeyDe<'_> {
+    type Error = DecodeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.0.into_deserializer().deserialize_any(visitor)
+    }
+
+    key_int_method!(deserialize_i8, visit_i8, i8);
+    key_int_method!(deserialize_i16, visit_i16, i16);
+    key_int_method!(deserialize_i32, visit_i32, i32);
+    key_int_method!(deserialize_i64, visit_i64, i64);
+    key_int_method!(deserialize_u8, visit_u8, u8);
+    key_int_method!(deserialize_u16, visit_u16, u16);
+    key_int_method!(deserialize_u32, visit_u32, u32);
+    key_int_method!(deserialize_u64, visit_u64, u64);
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.0 {
+            "true" => visitor.visit_bool(true),
+            "false" => visitor.visit_bool(false),
+            other => Err(de::Error::custom(format!("invalid bool map key \"{other}\""))),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        f32 f64 char str string bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
     }
 }
 
@@ -536,6 +581,21 @@ mod tests {
         let (v, unknown): (Outer, _) = from_node(&n, "").unwrap();
         assert!(unknown.is_empty());
         assert_eq!(v.retries, Some(Inner { per_try_timeout: "2s".into(), attempts: 3 }));
+    }
+
+    #[test]
+    fn integer_map_keys_are_parsed() {
+        #[derive(Deserialize, Debug, Default, PartialEq)]
+        #[serde(default)]
+        struct Ports {
+            ports: BTreeMap<u32, String>,
+        }
+        let n = node("ports: {8080: a, \"9090\": b}\n");
+        let (v, _): (Ports, _) = from_node(&n, "").unwrap();
+        assert_eq!(v.ports, BTreeMap::from([(8080, "a".to_string()), (9090, "b".to_string())]));
+        let err = from_node::<Ports>(&node("ports: {http: a}\n"), "spec").unwrap_err();
+        assert_eq!(err.path, "spec.ports.http");
+        assert!(err.message.contains("invalid u32 map key"), "{err}");
     }
 
     #[test]

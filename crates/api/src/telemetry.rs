@@ -487,10 +487,7 @@ spec:
         );
         assert_eq!(tags["user"].header.as_ref().unwrap().name, "x-user");
         assert_eq!(tags["team"].literal.as_ref().unwrap().value, "payments");
-        assert_eq!(
-            tags["sni"].formatter.as_ref().unwrap().value,
-            "%REQUESTED_SERVER_NAME%"
-        );
+        assert_eq!(tags["sni"].formatter.as_ref().unwrap().value, "%REQUESTED_SERVER_NAME%");
         assert!(tags["team"].header.is_none() && tags["team"].environment.is_none());
     }
 
@@ -512,16 +509,10 @@ spec:
                 value: "request.host".into()
             }
         );
-        assert_eq!(
-            o0.tag_overrides["response_flags"].operation,
-            Operation::Remove as i32
-        );
+        assert_eq!(o0.tag_overrides["response_flags"].operation, Operation::Remove as i32);
         let o1 = &m.overrides[1];
         assert_eq!(o1.r#match.as_ref().unwrap().metric, None);
-        assert_eq!(
-            o1.r#match.as_ref().unwrap().custom_metric.as_deref(),
-            Some("my_metric")
-        );
+        assert_eq!(o1.r#match.as_ref().unwrap().custom_metric.as_deref(), Some("my_metric"));
         assert_eq!(o1.disabled, Some(true));
 
         let a = &t.access_logging[0];
@@ -537,10 +528,7 @@ spec:
         let t = decode("spec:\n  metrics:\n  - overrides:\n    - match: {metric: ALL_METRICS}\n");
         let sel = t.metrics[0].overrides[0].r#match.as_ref().unwrap();
         assert_eq!(sel.metric, Some(0));
-        assert_eq!(
-            serde_json::to_value(sel).unwrap(),
-            serde_json::json!({"metric": "ALL_METRICS"})
-        );
+        assert_eq!(serde_json::to_value(sel).unwrap(), serde_json::json!({"metric": "ALL_METRICS"}));
         // Field 1, varint 0.
         assert_eq!(sel.encode_to_vec(), [0x08, 0]);
     }
@@ -556,11 +544,9 @@ spec:
     #[test]
     fn type_v1beta1_mode_name_is_rejected() {
         // UNDEFINED belongs to istio.type.v1beta1.WorkloadMode, not to this package's enum.
-        let err = from_node::<Telemetry>(
-            &spec("spec:\n  accessLogging:\n  - match: {mode: UNDEFINED}\n"),
-            "spec",
-        )
-        .unwrap_err();
+        let err =
+            from_node::<Telemetry>(&spec("spec:\n  accessLogging:\n  - match: {mode: UNDEFINED}\n"), "spec")
+                .unwrap_err();
         assert_eq!(err.path, "spec.accessLogging[0].match.mode");
         assert!(err.message.contains("CLIENT_AND_SERVER, CLIENT, SERVER"), "{err}");
     }
@@ -576,9 +562,7 @@ spec:
         // Tracing: match = 7 { mode = 1 }, randomSamplingPercentage = 3 (DoubleValue { value = 1 }),
         // disableContextPropagation = 9 (BoolValue { value = 1 }).
         let tr = Tracing {
-            r#match: Some(tracing::TracingSelector {
-                mode: WorkloadMode::Server as i32,
-            }),
+            r#match: Some(tracing::TracingSelector { mode: WorkloadMode::Server as i32 }),
             random_sampling_percentage: Some(1.0),
             disable_context_propagation: Some(true),
             ..Default::default()
@@ -607,26 +591,16 @@ spec:
         // Telemetry: accessLogging = 4 { match = 4 { mode = 1 }, filter = 3 { expression = 1 } }.
         let t = Telemetry {
             access_logging: vec![AccessLogging {
-                r#match: Some(access_logging::LogSelector {
-                    mode: WorkloadMode::Client as i32,
-                }),
-                filter: Some(access_logging::Filter {
-                    expression: "e".into(),
-                }),
+                r#match: Some(access_logging::LogSelector { mode: WorkloadMode::Client as i32 }),
+                filter: Some(access_logging::Filter { expression: "e".into() }),
                 ..Default::default()
             }],
             ..Default::default()
         };
-        assert_eq!(
-            t.encode_to_vec(),
-            [0x22, 9, 0x1a, 3, 0x0a, 1, b'e', 0x22, 2, 0x08, 1]
-        );
+        assert_eq!(t.encode_to_vec(), [0x22, 9, 0x1a, 3, 0x0a, 1, b'e', 0x22, 2, 0x08, 1]);
 
         // Metrics: reportingInterval = 3 (Duration { seconds (field 1) = 5 }).
-        let m = Metrics {
-            reporting_interval: Some(Duration { seconds: 5, nanos: 0 }),
-            ..Default::default()
-        };
+        let m = Metrics { reporting_interval: Some(Duration { seconds: 5, nanos: 0 }), ..Default::default() };
         assert_eq!(m.encode_to_vec(), [0x1a, 2, 0x08, 5]);
     }
 
@@ -656,19 +630,10 @@ spec:
                 },
             })
         );
-        assert_eq!(
-            json["accessLogging"][0]["match"],
-            serde_json::json!({"mode": "CLIENT"})
-        );
+        assert_eq!(json["accessLogging"][0]["match"], serde_json::json!({"mode": "CLIENT"}));
         // CLIENT_AND_SERVER (0) is omitted.
-        let sel = MetricSelector {
-            custom_metric: Some("x".into()),
-            ..Default::default()
-        };
-        assert_eq!(
-            serde_json::to_value(&sel).unwrap(),
-            serde_json::json!({"customMetric": "x"})
-        );
+        let sel = MetricSelector { custom_metric: Some("x".into()), ..Default::default() };
+        assert_eq!(serde_json::to_value(&sel).unwrap(), serde_json::json!({"customMetric": "x"}));
         let back: Telemetry = serde_json::from_value(json).unwrap();
         assert_eq!(back, t);
     }

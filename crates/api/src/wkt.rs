@@ -76,7 +76,9 @@ impl Duration {
     /// # Errors
     /// A message saying what is wrong with the text (no unit, bad digits, out of range).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || format!("invalid duration \"{text}\": expected a number with a unit, like \"1.5s\" or \"100ms\"");
+        let bad = || {
+            format!("invalid duration \"{text}\": expected a number with a unit, like \"1.5s\" or \"100ms\"")
+        };
         let (neg, mut rest) = match text.as_bytes().first() {
             Some(b'-') => (true, &text[1..]),
             Some(b'+') => (false, &text[1..]),
@@ -670,7 +672,19 @@ mod tests {
             assert_eq!((d.seconds, d.nanos), (secs, nanos), "{text}");
             assert_eq!(d.to_string(), out);
         }
-        for bad in ["1.5", "1x", "s", "abc", "", "1e3s", "315576000001s", "-", ".s", "1s2", "99999999999999999999999h"] {
+        for bad in [
+            "1.5",
+            "1x",
+            "s",
+            "abc",
+            "",
+            "1e3s",
+            "315576000001s",
+            "-",
+            ".s",
+            "1s2",
+            "99999999999999999999999h",
+        ] {
             assert!(Duration::parse(bad).is_err(), "{bad}");
         }
     }

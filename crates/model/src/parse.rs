@@ -387,7 +387,9 @@ fn unknown_findings(
         let name = u.path.rsplit(['.', '[']).next().unwrap_or(&u.path).trim_end_matches(']');
         let finding = |message: String| Finding { path: u.path.clone(), line: u.mark.line, message };
         match removed_field(&u.path, name) {
-            Some(note) => warnings.push(finding(format!("field \"{name}\" was removed from the Istio API and is ignored: {note}"))),
+            Some(note) => warnings.push(finding(format!(
+                "field \"{name}\" was removed from the Istio API and is ignored: {note}"
+            ))),
             None => errors.push(finding(format!("unknown field \"{name}\""))),
         }
     }

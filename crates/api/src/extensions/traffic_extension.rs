@@ -30,10 +30,7 @@ pub struct TrafficExtension {
     pub target_refs: Vec<PolicyTargetReference>,
     /// Where in the filter chain the filter goes. Default: chosen by the control plane (near the end).
     #[prost(enumeration = "traffic_extension::ExecutionPhase", tag = "3")]
-    #[serde(
-        with = "traffic_extension::ExecutionPhase",
-        skip_serializing_if = "is_default"
-    )]
+    #[serde(with = "traffic_extension::ExecutionPhase", skip_serializing_if = "is_default")]
     pub phase: i32,
     /// Order among filters of the same phase: higher first. Default 0; ties are ordered by
     /// creation time, then name and namespace.
@@ -295,11 +292,7 @@ spec:
         let paths: Vec<_> = unknown.iter().map(|u| (u.path.as_str(), u.mark.line)).collect();
         assert_eq!(
             paths,
-            [
-                ("spec.match[0].ports[0].numbr", 4),
-                ("spec.wasm.vmConfig.envs", 8),
-                ("spec.luaa", 9),
-            ]
+            [("spec.match[0].ports[0].numbr", 4), ("spec.wasm.vmConfig.envs", 8), ("spec.luaa", 9),]
         );
     }
 
@@ -331,19 +324,11 @@ spec:
         // targetRefs = 2 { kind = 2 }, phase = 3, priority = 4 (Int32Value { value = 1 }),
         // match = 5 { ports = 2 { number = 1 } }, lua = 7 { inlineCode = 1 }.
         let t = TrafficExtension {
-            target_refs: vec![PolicyTargetReference {
-                kind: "G".into(),
-                ..Default::default()
-            }],
+            target_refs: vec![PolicyTargetReference { kind: "G".into(), ..Default::default() }],
             phase: ExecutionPhase::Stats as i32,
             priority: Some(7),
-            r#match: vec![TrafficSelector {
-                mode: 0,
-                ports: vec![PortSelector { number: 9 }],
-            }],
-            lua: Some(LuaConfig {
-                inline_code: "x".into(),
-            }),
+            r#match: vec![TrafficSelector { mode: 0, ports: vec![PortSelector { number: 9 }] }],
+            lua: Some(LuaConfig { inline_code: "x".into() }),
             ..Default::default()
         };
         assert_eq!(
@@ -364,12 +349,7 @@ spec:
                 image_pull_policy: PullPolicy::Always as i32,
                 plugin_config: Some(Struct::default()),
                 fail_strategy: FailStrategy::FailOpen as i32,
-                vm_config: Some(VmConfig {
-                    env: vec![EnvVar {
-                        value: "v".into(),
-                        ..Default::default()
-                    }],
-                }),
+                vm_config: Some(VmConfig { env: vec![EnvVar { value: "v".into(), ..Default::default() }] }),
                 r#type: PluginType::Http as i32,
                 ..Default::default()
             }),
@@ -395,10 +375,7 @@ spec:
         let json = serde_json::to_value(&t).unwrap();
         assert_eq!(json["phase"], "AUTHZ");
         assert_eq!(json["priority"], -5);
-        assert_eq!(
-            json["match"],
-            serde_json::json!([{"mode": "CLIENT", "ports": [{"number": 443}]}, {}])
-        );
+        assert_eq!(json["match"], serde_json::json!([{"mode": "CLIENT", "ports": [{"number": 443}]}, {}]));
         let w = &json["wasm"];
         assert_eq!(w["imagePullPolicy"], "IfNotPresent");
         assert_eq!(w["imagePullSecret"], "gcr-secret");
@@ -428,16 +405,10 @@ spec:
         );
         // Defaults (UNSPECIFIED phase, FAIL_CLOSE, empty lists) are omitted.
         let small = TrafficExtension {
-            wasm: Some(WasmConfig {
-                url: "oci://x".into(),
-                ..Default::default()
-            }),
+            wasm: Some(WasmConfig { url: "oci://x".into(), ..Default::default() }),
             ..Default::default()
         };
-        assert_eq!(
-            serde_json::to_value(&small).unwrap(),
-            serde_json::json!({"wasm": {"url": "oci://x"}})
-        );
+        assert_eq!(serde_json::to_value(&small).unwrap(), serde_json::json!({"wasm": {"url": "oci://x"}}));
     }
 
     #[test]

@@ -272,10 +272,7 @@ spec:
     #[test]
     fn decodes_full_plugin() {
         let w = decode(FULL);
-        assert_eq!(
-            w.selector.as_ref().unwrap().match_labels["istio"],
-            "ingressgateway"
-        );
+        assert_eq!(w.selector.as_ref().unwrap().match_labels["istio"], "ingressgateway");
         assert_eq!(w.url, "oci://private-registry:5000/openid-connect/openid:latest");
         assert_eq!(w.sha256.len(), 64);
         assert_eq!(w.image_pull_policy, PullPolicy::Always as i32);
@@ -296,12 +293,7 @@ spec:
                 "nested": {"enabled": true, "ratio": 0.5, "none": null},
             })
         );
-        assert_eq!(
-            cfg.fields["retries"],
-            Value {
-                kind: Some(Kind::NumberValue(3.0))
-            }
-        );
+        assert_eq!(cfg.fields["retries"], Value { kind: Some(Kind::NumberValue(3.0)) });
         assert_eq!(
             w.vm_config.as_ref().unwrap().env,
             [
@@ -324,10 +316,7 @@ spec:
                     mode: WorkloadMode::Server as i32,
                     ports: vec![PortSelector { number: 8080 }, PortSelector { number: 8443 }],
                 },
-                wasm_plugin::TrafficSelector {
-                    mode: WorkloadMode::Client as i32,
-                    ports: vec![],
-                },
+                wasm_plugin::TrafficSelector { mode: WorkloadMode::Client as i32, ports: vec![] },
             ]
         );
     }
@@ -343,10 +332,7 @@ spec:
         let err =
             from_node::<WasmPlugin>(&spec("spec:\n  imagePullPolicy: IF_NOT_PRESENT\n"), "spec").unwrap_err();
         assert_eq!(err.path, "spec.imagePullPolicy");
-        assert!(
-            err.message.contains("UNSPECIFIED_POLICY, IfNotPresent, Always"),
-            "{err}"
-        );
+        assert!(err.message.contains("UNSPECIFIED_POLICY, IfNotPresent, Always"), "{err}");
     }
 
     #[test]
@@ -428,11 +414,7 @@ spec:
             ])
         );
         // Defaults (FAIL_CLOSE, UNSPECIFIED_*, INLINE, empty strings) are omitted; priority 0 is kept.
-        let small = WasmPlugin {
-            url: "oci://x".into(),
-            priority: Some(0),
-            ..Default::default()
-        };
+        let small = WasmPlugin { url: "oci://x".into(), priority: Some(0), ..Default::default() };
         assert_eq!(
             serde_json::to_value(&small).unwrap(),
             serde_json::json!({"url": "oci://x", "priority": 0})

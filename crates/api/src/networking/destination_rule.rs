@@ -848,10 +848,7 @@ subsets:
         let (dr, unknown) = decode(SAMPLE);
         assert!(unknown.is_empty(), "{unknown:?}");
         assert_eq!(dr.host, "reviews.prod.svc.cluster.local");
-        assert_eq!(
-            dr.workload_selector.as_ref().unwrap().match_labels["app"],
-            "productpage"
-        );
+        assert_eq!(dr.workload_selector.as_ref().unwrap().match_labels["app"], "productpage");
         let tp = dr.traffic_policy.as_ref().unwrap();
         let lb = tp.load_balancer.as_ref().unwrap();
         assert_eq!(lb.simple, None);
@@ -882,22 +879,13 @@ subsets:
             http.h2_upgrade_policy,
             connection_pool_settings::http_settings::H2UpgradePolicy::Upgrade as i32
         );
-        assert_eq!(
-            http.http2_keep_alive.as_ref().unwrap().timeout,
-            Some(Duration::from_millis(2000))
-        );
+        assert_eq!(http.http2_keep_alive.as_ref().unwrap().timeout, Some(Duration::from_millis(2000)));
 
         let od = tp.outlier_detection.as_ref().unwrap();
         assert_eq!(od.consecutive_5xx_errors, Some(7));
         assert_eq!(od.consecutive_gateway_errors, Some(0));
         assert_eq!(od.consecutive_local_origin_failures, Some(3));
-        assert_eq!(
-            od.interval,
-            Some(Duration {
-                seconds: 300,
-                nanos: 0
-            })
-        );
+        assert_eq!(od.interval, Some(Duration { seconds: 300, nanos: 0 }));
         assert_eq!(od.outlier_detection_http_error_codes, [500, 503]);
 
         let tls = tp.tls.as_ref().unwrap();
@@ -908,18 +896,9 @@ subsets:
         let port = &tp.port_level_settings[0];
         assert_eq!(port.port.as_ref().unwrap().number, 9080);
         let plb = port.load_balancer.as_ref().unwrap();
-        assert_eq!(
-            plb.simple,
-            Some(load_balancer_settings::SimpleLb::LeastRequest as i32)
-        );
-        assert_eq!(
-            plb.zone_aware_lb_setting.as_ref().unwrap().min_cluster_size,
-            Some(3)
-        );
-        assert_eq!(
-            port.tls.as_ref().unwrap().mode,
-            client_tls_settings::TlSmode::IstioMutual as i32
-        );
+        assert_eq!(plb.simple, Some(load_balancer_settings::SimpleLb::LeastRequest as i32));
+        assert_eq!(plb.zone_aware_lb_setting.as_ref().unwrap().min_cluster_size, Some(3));
+        assert_eq!(port.tls.as_ref().unwrap().mode, client_tls_settings::TlSmode::IstioMutual as i32);
         assert_eq!(tp.tunnel.as_ref().unwrap().target_port, 8443);
         assert_eq!(
             tp.proxy_protocol.as_ref().unwrap().version,
@@ -929,27 +908,12 @@ subsets:
 
         assert_eq!(dr.subsets.len(), 3);
         assert_eq!(dr.subsets[0].labels["version"], "v1");
-        let ch2 = dr.subsets[1]
-            .traffic_policy
-            .as_ref()
-            .unwrap()
-            .load_balancer
-            .as_ref()
-            .unwrap();
+        let ch2 = dr.subsets[1].traffic_policy.as_ref().unwrap().load_balancer.as_ref().unwrap();
         let ch2 = ch2.consistent_hash.as_ref().unwrap();
         assert_eq!(ch2.use_source_ip, Some(false));
         assert_eq!(ch2.ring_hash.as_ref().unwrap().minimum_ring_size, 2048);
-        let ch3 = dr.subsets[2]
-            .traffic_policy
-            .as_ref()
-            .unwrap()
-            .load_balancer
-            .as_ref()
-            .unwrap();
-        assert_eq!(
-            ch3.consistent_hash.as_ref().unwrap().http_header_name.as_deref(),
-            Some("x-user")
-        );
+        let ch3 = dr.subsets[2].traffic_policy.as_ref().unwrap().load_balancer.as_ref().unwrap();
+        assert_eq!(ch3.consistent_hash.as_ref().unwrap().http_header_name.as_deref(), Some("x-user"));
     }
 
     #[test]
@@ -973,10 +937,7 @@ subsets:
         assert!(unknown.is_empty(), "{unknown:?}");
         let tp = dr.traffic_policy.unwrap();
         let lb = tp.load_balancer.unwrap();
-        assert_eq!(
-            lb.simple,
-            Some(load_balancer_settings::SimpleLb::LeastConn as i32)
-        );
+        assert_eq!(lb.simple, Some(load_balancer_settings::SimpleLb::LeastConn as i32));
         assert_eq!(lb.warmup_duration_secs, Some(Duration::from_millis(10_000)));
         assert_eq!(lb.consistent_hash.unwrap().minimum_ring_size, 512);
         let od = tp.outlier_detection.unwrap();
@@ -992,10 +953,7 @@ subsets:
     #[test]
     fn wire_format_uses_istio_field_numbers() {
         // LoadBalancerSettings.simple is oneof member 1: written even for UNSPECIFIED (0).
-        let lb = LoadBalancerSettings {
-            simple: Some(0),
-            ..Default::default()
-        };
+        let lb = LoadBalancerSettings { simple: Some(0), ..Default::default() };
         assert_eq!(lb.encode_to_vec(), [0x08, 0]);
         // consistentHash (2) { useSourceIp (3) = false }: the oneof bool is present on the wire.
         let lb = LoadBalancerSettings {
@@ -1014,16 +972,11 @@ subsets:
         };
         assert_eq!(ch.encode_to_vec(), [0x2a, 1, b'q', 0x3a, 2, 0x08, 7]);
         // OutlierDetection.consecutive5xxErrors is field 7, a UInt32Value wrapper {value = 3}.
-        let od = OutlierDetection {
-            consecutive_5xx_errors: Some(3),
-            ..Default::default()
-        };
+        let od = OutlierDetection { consecutive_5xx_errors: Some(3), ..Default::default() };
         assert_eq!(od.encode_to_vec(), [0x3a, 2, 0x08, 3]);
         // outlierDetectionHttpErrorCodes (10) is packed: tag 0x52, len 4, varints 500 (0xf4 0x03), 503.
-        let od = OutlierDetection {
-            outlier_detection_http_error_codes: vec![500, 503],
-            ..Default::default()
-        };
+        let od =
+            OutlierDetection { outlier_detection_http_error_codes: vec![500, 503], ..Default::default() };
         assert_eq!(od.encode_to_vec(), [0x52, 4, 0xf4, 0x03, 0xf7, 0x03]);
         // ClientTLSSettings.credentialName is field 7; insecureSkipVerify field 8 (BoolValue).
         let tls = ClientTlsSettings {
@@ -1039,10 +992,7 @@ subsets:
             }),
             ..Default::default()
         };
-        assert_eq!(
-            dr.encode_to_vec(),
-            [0x2a, 8, 0x0a, 6, 0x0a, 1, b'a', 0x12, 1, b'b']
-        );
+        assert_eq!(dr.encode_to_vec(), [0x2a, 8, 0x0a, 6, 0x0a, 1, b'a', 0x12, 1, b'b']);
         // TrafficPolicy.retryBudget is field 8 { minRetryConcurrency (2) = 4 }.
         let tp = TrafficPolicy {
             retry_budget: Some(traffic_policy::RetryBudget {

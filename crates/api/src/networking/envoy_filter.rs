@@ -578,13 +578,7 @@ configPatches:
         assert_eq!(value["typed_config"]["weight"], 2.5);
         assert_eq!(value["typed_config"]["list"], serde_json::json!([1, "x", null]));
 
-        let rc = ef.config_patches[1]
-            .r#match
-            .as_ref()
-            .unwrap()
-            .route_configuration
-            .as_ref()
-            .unwrap();
+        let rc = ef.config_patches[1].r#match.as_ref().unwrap().route_configuration.as_ref().unwrap();
         assert_eq!((rc.port_number, rc.port_name.as_str()), (443, "https"));
         let vh = rc.vhost.as_ref().unwrap();
         assert_eq!(vh.domain_name, "a.com");
@@ -598,18 +592,9 @@ configPatches:
         assert_eq!(c.cluster.as_ref().unwrap().subset, "v1");
         assert!(ef.config_patches[2].patch.as_ref().unwrap().value.is_none());
 
-        let w = ef.config_patches[3]
-            .r#match
-            .as_ref()
-            .unwrap()
-            .waypoint
-            .as_ref()
-            .unwrap();
+        let w = ef.config_patches[3].r#match.as_ref().unwrap().waypoint.as_ref().unwrap();
         assert_eq!(w.route.as_ref().unwrap().name, "default");
-        assert_eq!(
-            w.filter.as_ref().unwrap().sub_filter.as_ref().unwrap().name,
-            "router"
-        );
+        assert_eq!(w.filter.as_ref().unwrap().sub_filter.as_ref().unwrap().name, "router");
 
         let (ef, unknown) = spec(
             "targetRefs:\n- {group: gateway.networking.k8s.io, kind: Gateway, name: gw}\nconfigPatches:\n- applyTo: CLUSTER\n  match:\n    cluster: {servce: x}\n  patch: {operation: ADD, value: {anything: {goes: here}}}\n",
@@ -630,10 +615,7 @@ configPatches:
             config_patches: vec![EnvoyConfigObjectPatch {
                 apply_to: ApplyTo::Cluster as i32,
                 r#match: Some(EnvoyConfigObjectMatch {
-                    cluster: Some(ClusterMatch {
-                        port_number: 80,
-                        ..Default::default()
-                    }),
+                    cluster: Some(ClusterMatch { port_number: 80, ..Default::default() }),
                     ..Default::default()
                 }),
                 patch: None,
@@ -641,10 +623,7 @@ configPatches:
             priority: 3,
             ..Default::default()
         };
-        assert_eq!(
-            ef.encode_to_vec(),
-            vec![0x22, 8, 0x08, 8, 0x12, 4, 0x2a, 2, 0x08, 80, 0x28, 3]
-        );
+        assert_eq!(ef.encode_to_vec(), vec![0x22, 8, 0x08, 8, 0x12, 4, 0x2a, 2, 0x08, 80, 0x28, 3]);
 
         // patch = 3 (0x1a) { operation = 1 (0x08) ADD = 2, value = 2 (0x12) Struct { fields = 1
         // (0x0a) entry { key = 1 (0x0a) "a", value = 2 (0x12) Value { bool_value = 4 (0x20) true } } },
@@ -661,9 +640,7 @@ configPatches:
         };
         assert_eq!(
             patch.encode_to_vec(),
-            vec![
-                0x1a, 15, 0x08, 2, 0x12, 9, 0x0a, 7, 0x0a, 1, b'a', 0x12, 2, 0x20, 1, 0x18, 3
-            ]
+            vec![0x1a, 15, 0x08, 2, 0x12, 9, 0x0a, 7, 0x0a, 1, b'a', 0x12, 2, 0x20, 1, 0x18, 3]
         );
 
         // target_refs = 6 (0x32) { kind = 2 (0x12) "K" }.
@@ -702,9 +679,6 @@ configPatches:
         // context ANY (0) is omitted.
         assert!(v["configPatches"][2]["match"].get("context").is_none());
         assert_eq!(v["priority"], -1);
-        assert_eq!(
-            v["workloadSelector"],
-            serde_json::json!({"labels": {"app": "reviews"}})
-        );
+        assert_eq!(v["workloadSelector"], serde_json::json!({"labels": {"app": "reviews"}}));
     }
 }

@@ -275,12 +275,7 @@ servers:
         let s0 = &gw.servers[0];
         assert_eq!(
             s0.port,
-            Some(Port {
-                number: 80,
-                protocol: "HTTP".into(),
-                name: "http".into(),
-                target_port: 0
-            })
+            Some(Port { number: 80, protocol: "HTTP".into(), name: "http".into(), target_port: 0 })
         );
         assert!(s0.tls.as_ref().unwrap().https_redirect);
         let s1 = &gw.servers[1];
@@ -290,14 +285,8 @@ servers:
         assert_eq!(tls.mode, server_tls_settings::TlSmode::Mutual as i32);
         assert_eq!(tls.credential_name, "example-cert");
         assert_eq!(tls.ca_cert_credential_name, "example-ca");
-        assert_eq!(
-            tls.min_protocol_version,
-            server_tls_settings::TlsProtocol::Tlsv12 as i32
-        );
-        assert_eq!(
-            tls.max_protocol_version,
-            server_tls_settings::TlsProtocol::Tlsv13 as i32
-        );
+        assert_eq!(tls.min_protocol_version, server_tls_settings::TlsProtocol::Tlsv12 as i32);
+        assert_eq!(tls.max_protocol_version, server_tls_settings::TlsProtocol::Tlsv13 as i32);
         assert_eq!(tls.verify_certificate_hash, ["AB:CD"]);
         assert_eq!(tls.insecure_skip_verify, Some(false));
         let certs = &gw.servers[2].tls.as_ref().unwrap().tls_certificates;
@@ -337,18 +326,12 @@ servers:
     fn wire_format_uses_istio_field_numbers() {
         // Server: port (1) { number (1) = 80 }, bind (4) = "b", name (6) = "n".
         let server = Server {
-            port: Some(Port {
-                number: 80,
-                ..Default::default()
-            }),
+            port: Some(Port { number: 80, ..Default::default() }),
             bind: "b".into(),
             name: "n".into(),
             ..Default::default()
         };
-        assert_eq!(
-            server.encode_to_vec(),
-            [0x0a, 2, 0x08, 80, 0x22, 1, b'b', 0x32, 1, b'n']
-        );
+        assert_eq!(server.encode_to_vec(), [0x0a, 2, 0x08, 80, 0x22, 1, b'b', 0x32, 1, b'n']);
         // ServerTLSSettings: mode (2) = MUTUAL (2), credentialNames (14) = ["x"],
         // caCertCredentialName (16) = "y" (tag 16 << 3 | 2 = 0x82 0x01),
         // insecureSkipVerify (17) BoolValue {1: true} (tag 0x8a 0x01).
@@ -361,15 +344,10 @@ servers:
         };
         assert_eq!(
             tls.encode_to_vec(),
-            [
-                0x10, 2, 0x72, 1, b'x', 0x82, 0x01, 1, b'y', 0x8a, 0x01, 2, 0x08, 1
-            ]
+            [0x10, 2, 0x72, 1, b'x', 0x82, 0x01, 1, b'y', 0x8a, 0x01, 2, 0x08, 1]
         );
         // Gateway.selector is map field 2: entry {key (1) = "k", value (2) = "v"}.
-        let gw = Gateway {
-            selector: [("k".to_string(), "v".to_string())].into(),
-            ..Default::default()
-        };
+        let gw = Gateway { selector: [("k".to_string(), "v".to_string())].into(), ..Default::default() };
         assert_eq!(gw.encode_to_vec(), [0x12, 6, 0x0a, 1, b'k', 0x12, 1, b'v']);
     }
 

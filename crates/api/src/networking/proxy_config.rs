@@ -93,16 +93,11 @@ image:
 
         // concurrency = 2 (0x12) as Int32Value: a present 0 is an empty wrapper message; 4 is
         // { value = 1 (0x08) 4 }. image = 4 (0x22) { image_type = 1 (0x0a) "d" }.
-        let pc = ProxyConfig {
-            concurrency: Some(0),
-            ..Default::default()
-        };
+        let pc = ProxyConfig { concurrency: Some(0), ..Default::default() };
         assert_eq!(pc.encode_to_vec(), vec![0x12, 0]);
         let pc = ProxyConfig {
             concurrency: Some(4),
-            image: Some(ProxyImage {
-                image_type: "d".into(),
-            }),
+            image: Some(ProxyImage { image_type: "d".into() }),
             ..Default::default()
         };
         assert_eq!(pc.encode_to_vec(), vec![0x12, 2, 0x08, 4, 0x22, 3, 0x0a, 1, b'd']);

@@ -203,19 +203,12 @@ subjectAltNames: ["spiffe://cluster.local/ns/ns1/sa/mongo"]
             "hosts: [a.b]\nworkloadSelector:\n  labels: {app: x}\n  matchLabels: {app: x}\nendpoints:\n- adress: 1.1.1.1\n",
         );
         assert_eq!(se.workload_selector.unwrap().labels["app"], "x");
-        assert_eq!(
-            unknown,
-            vec!["spec.workloadSelector.matchLabels", "spec.endpoints[0].adress"]
-        );
+        assert_eq!(unknown, vec!["spec.workloadSelector.matchLabels", "spec.endpoints[0].adress"]);
     }
 
     #[test]
     fn bad_enum_names_path() {
-        let root = parse_documents("resolution: DNS_RR\n")
-            .remove(0)
-            .unwrap()
-            .root
-            .unwrap();
+        let root = parse_documents("resolution: DNS_RR\n").remove(0).unwrap().root.unwrap();
         let err = from_node::<ServiceEntry>(&root, "spec").unwrap_err();
         assert_eq!(err.path, "spec.resolution");
         assert!(err.message.contains("DYNAMIC_DNS"), "{err}");
@@ -235,27 +228,15 @@ subjectAltNames: ["spiffe://cluster.local/ns/ns1/sa/mongo"]
             }),
             ..Default::default()
         };
-        assert_eq!(
-            se.encode_to_vec(),
-            vec![0x28, 2, 0x4a, 8, 0x0a, 6, 0x0a, 1, b'a', 0x12, 1, b'b']
-        );
+        assert_eq!(se.encode_to_vec(), vec![0x28, 2, 0x4a, 8, 0x0a, 6, 0x0a, 1, b'a', 0x12, 1, b'b']);
 
         let status = ServiceEntryStatus {
             observed_generation: 2,
-            addresses: vec![ServiceEntryAddress {
-                value: "1".into(),
-                host: "h".into(),
-            }],
+            addresses: vec![ServiceEntryAddress { value: "1".into(), host: "h".into() }],
         };
         // observed_generation = 3 (0x18); addresses = 10 (0x52) { value = 1, host = 2 }.
-        assert_eq!(
-            status.encode_to_vec(),
-            vec![0x18, 2, 0x52, 6, 0x0a, 1, b'1', 0x12, 1, b'h']
-        );
-        assert_eq!(
-            ServiceEntryStatus::decode(&*status.encode_to_vec()).unwrap(),
-            status
-        );
+        assert_eq!(status.encode_to_vec(), vec![0x18, 2, 0x52, 6, 0x0a, 1, b'1', 0x12, 1, b'h']);
+        assert_eq!(ServiceEntryStatus::decode(&*status.encode_to_vec()).unwrap(), status);
     }
 
     #[test]
@@ -270,11 +251,7 @@ subjectAltNames: ["spiffe://cluster.local/ns/ns1/sa/mongo"]
         assert_eq!(v["endpoints"][0], serde_json::json!({"address": "2.2.2.2"}));
         assert_eq!(v["endpoints"][1]["serviceAccount"], "mongo");
         // Defaults (MESH_EXTERNAL, NONE, empty lists) are omitted.
-        let v = serde_json::to_value(ServiceEntry {
-            hosts: vec!["x".into()],
-            ..Default::default()
-        })
-        .unwrap();
+        let v = serde_json::to_value(ServiceEntry { hosts: vec!["x".into()], ..Default::default() }).unwrap();
         assert_eq!(v, serde_json::json!({"hosts": ["x"]}));
     }
 }

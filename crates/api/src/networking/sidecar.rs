@@ -246,11 +246,7 @@ outboundTrafficPolicy:
         let (s, unknown) = spec::<Sidecar>("outbound_traffic_policy: {mode: ALLOW_ANY}\n");
         assert!(unknown.is_empty());
         assert_eq!(s.outbound_traffic_policy.unwrap().mode, 1);
-        let root = parse_documents("ingress:\n- captureMode: NOPE\n")
-            .remove(0)
-            .unwrap()
-            .root
-            .unwrap();
+        let root = parse_documents("ingress:\n- captureMode: NOPE\n").remove(0).unwrap().root.unwrap();
         let err = from_node::<Sidecar>(&root, "spec").unwrap_err();
         assert_eq!(err.path, "spec.ingress[0].captureMode");
     }
@@ -262,10 +258,7 @@ outboundTrafficPolicy:
 
         // outbound_traffic_policy = 4 (0x22), len 2, { mode = 1 (0x08) ALLOW_ANY = 1 }.
         let s = Sidecar {
-            outbound_traffic_policy: Some(OutboundTrafficPolicy {
-                mode: 1,
-                egress_proxy: None,
-            }),
+            outbound_traffic_policy: Some(OutboundTrafficPolicy { mode: 1, egress_proxy: None }),
             ..Default::default()
         };
         assert_eq!(s.encode_to_vec(), vec![0x22, 2, 0x08, 1]);
@@ -279,27 +272,17 @@ outboundTrafficPolicy:
             }],
             ..Default::default()
         };
-        assert_eq!(
-            s.encode_to_vec(),
-            vec![0x1a, 7, 0x18, 2, 0x22, 3, b'a', b'/', b'*']
-        );
+        assert_eq!(s.encode_to_vec(), vec![0x1a, 7, 0x18, 2, 0x22, 3, b'a', b'/', b'*']);
 
         // ingress = 2 (0x12) { port = 1 (0x0a) { number = 1 (0x08) 80, target_port = 4 (0x20) 8080 } }.
         let s = Sidecar {
             ingress: vec![IstioIngressListener {
-                port: Some(SidecarPort {
-                    number: 80,
-                    target_port: 8080,
-                    ..Default::default()
-                }),
+                port: Some(SidecarPort { number: 80, target_port: 8080, ..Default::default() }),
                 ..Default::default()
             }],
             ..Default::default()
         };
-        assert_eq!(
-            s.encode_to_vec(),
-            vec![0x12, 7, 0x0a, 5, 0x08, 80, 0x20, 0x90, 0x3f]
-        );
+        assert_eq!(s.encode_to_vec(), vec![0x12, 7, 0x0a, 5, 0x08, 80, 0x20, 0x90, 0x3f]);
     }
 
     #[test]
@@ -312,10 +295,7 @@ outboundTrafficPolicy:
         // Defaults are omitted: REGISTRY_ONLY (0) mode, targetPort 0, unset egress port.
         assert_eq!(v["outboundTrafficPolicy"], serde_json::json!({}));
         assert!(v["ingress"][0]["port"].get("targetPort").is_none());
-        assert_eq!(
-            v["egress"][1],
-            serde_json::json!({"hosts": ["istio-system/*", "~prod-us2/*"]})
-        );
+        assert_eq!(v["egress"][1], serde_json::json!({"hosts": ["istio-system/*", "~prod-us2/*"]}));
         assert!(v.get("inboundConnectionPool").is_none());
     }
 
@@ -372,12 +352,7 @@ outboundTrafficPolicy:
             &mut files,
         );
         // One valid example per GVK (the brief lists this dataset among the valid inputs).
-        walk(
-            &base.join("pkg/test/datasets/validation/dataset"),
-            false,
-            &yaml,
-            &mut files,
-        );
+        walk(&base.join("pkg/test/datasets/validation/dataset"), false, &yaml, &mut files);
         files.sort();
         assert!(!files.is_empty(), "corpus not found under {}", base.display());
 
@@ -387,10 +362,9 @@ outboundTrafficPolicy:
             let text = std::fs::read_to_string(file).unwrap();
             for doc in parse_documents(&text).into_iter().flatten() {
                 let Some(root) = doc.root else { continue };
-                let (Some(api), Some(kind)) = (
-                    root.get("apiVersion").and_then(Node::as_str),
-                    root.get("kind").and_then(Node::as_str),
-                ) else {
+                let (Some(api), Some(kind)) =
+                    (root.get("apiVersion").and_then(Node::as_str), root.get("kind").and_then(Node::as_str))
+                else {
                     continue;
                 };
                 if !api.starts_with("networking.istio.io/") {
@@ -427,14 +401,9 @@ outboundTrafficPolicy:
                         // their contents show up as unknown fields. Only those paths are excused.
                         let excused = |p: &str| {
                             kind == "Sidecar"
-                                && [
-                                    ".connectionPool.",
-                                    "inboundConnectionPool.",
-                                    ".tls.",
-                                    ".egressProxy.",
-                                ]
-                                .iter()
-                                .any(|f| p.contains(f))
+                                && [".connectionPool.", "inboundConnectionPool.", ".tls.", ".egressProxy."]
+                                    .iter()
+                                    .any(|f| p.contains(f))
                         };
                         for p in unknown {
                             if excused(&p) {
@@ -449,18 +418,10 @@ outboundTrafficPolicy:
         }
         println!("decoded per kind: {counts:?}");
         assert!(failures.is_empty(), "{failures:#?}");
-        for kind in [
-            "ServiceEntry",
-            "WorkloadEntry",
-            "WorkloadGroup",
-            "Sidecar",
-            "EnvoyFilter",
-            "ProxyConfig",
-        ] {
-            assert!(
-                counts.get(kind).copied().unwrap_or(0) > 0,
-                "no {kind} in the corpus"
-            );
+        for kind in
+            ["ServiceEntry", "WorkloadEntry", "WorkloadGroup", "Sidecar", "EnvoyFilter", "ProxyConfig"]
+        {
+            assert!(counts.get(kind).copied().unwrap_or(0) > 0, "no {kind} in the corpus");
         }
     }
 }

@@ -814,23 +814,8 @@ tcp:
         let req = r.route[0].headers.as_ref().unwrap().request.as_ref().unwrap();
         assert_eq!(req.set["x-env"], "canary");
         assert_eq!(req.remove, ["x-internal"]);
-        assert_eq!(
-            r.rewrite
-                .as_ref()
-                .unwrap()
-                .uri_regex_rewrite
-                .as_ref()
-                .unwrap()
-                .rewrite,
-            "/\\1"
-        );
-        assert_eq!(
-            r.timeout,
-            Some(Duration {
-                seconds: 1,
-                nanos: 500_000_000
-            })
-        );
+        assert_eq!(r.rewrite.as_ref().unwrap().uri_regex_rewrite.as_ref().unwrap().rewrite, "/\\1");
+        assert_eq!(r.timeout, Some(Duration { seconds: 1, nanos: 500_000_000 }));
         let retries = r.retries.as_ref().unwrap();
         assert_eq!(retries.attempts, 3);
         assert_eq!(retries.per_try_timeout, Some(Duration::from_millis(2000)));
@@ -846,41 +831,17 @@ tcp:
         assert_eq!(r.mirrors[0].destination.as_ref().unwrap().host, "audit");
         let cors = r.cors_policy.as_ref().unwrap();
         assert_eq!(cors.allow_origins[1].regex.as_deref(), Some(".*\\.example\\.org"));
-        assert_eq!(
-            cors.max_age,
-            Some(Duration {
-                seconds: 86_400,
-                nanos: 0
-            })
-        );
+        assert_eq!(cors.max_age, Some(Duration { seconds: 86_400, nanos: 0 }));
         assert_eq!(cors.allow_credentials, Some(false));
-        assert_eq!(
-            cors.unmatched_preflights,
-            cors_policy::UnmatchedPreflights::Ignore as i32
-        );
+        assert_eq!(cors.unmatched_preflights, cors_policy::UnmatchedPreflights::Ignore as i32);
 
         let redirect = vs.http[1].redirect.as_ref().unwrap();
         assert_eq!(redirect.port, None);
-        assert_eq!(
-            redirect.derive_port,
-            Some(http_redirect::RedirectPortSelection::FromRequestPort as i32)
-        );
+        assert_eq!(redirect.derive_port, Some(http_redirect::RedirectPortSelection::FromRequestPort as i32));
         assert_eq!(redirect.redirect_code, 308);
-        let body = vs.http[2]
-            .direct_response
-            .as_ref()
-            .unwrap()
-            .body
-            .as_ref()
-            .unwrap();
+        let body = vs.http[2].direct_response.as_ref().unwrap().body.as_ref().unwrap();
         assert_eq!(body.string.as_deref(), Some("gone"));
-        let body = vs.http[3]
-            .direct_response
-            .as_ref()
-            .unwrap()
-            .body
-            .as_ref()
-            .unwrap();
+        let body = vs.http[3].direct_response.as_ref().unwrap().body.as_ref().unwrap();
         assert_eq!(body.bytes.as_deref(), Some(&b"hi"[..]));
         assert_eq!(vs.http[4].delegate.as_ref().unwrap().namespace, "team");
 
@@ -897,10 +858,7 @@ tcp:
         let paths: Vec<&str> = unknown.iter().map(|u| u.path.as_str()).collect();
         assert_eq!(
             paths,
-            [
-                "spec.http[0].route[0].destination.subsett",
-                "spec.http[0].retries.perTryTimeOut"
-            ]
+            ["spec.http[0].route[0].destination.subsett", "spec.http[0].retries.perTryTimeOut"]
         );
         assert_eq!(unknown[0].mark.line, 4);
     }
@@ -912,10 +870,7 @@ tcp:
         assert!(unknown.is_empty(), "{unknown:?}");
         assert_eq!(vs.http[0].mirror_percent, Some(40));
         assert_eq!(vs.http[0].cors_policy.as_ref().unwrap().allow_origin, ["*"]);
-        assert_eq!(
-            vs.http[0].fault.as_ref().unwrap().delay.as_ref().unwrap().percent,
-            10
-        );
+        assert_eq!(vs.http[0].fault.as_ref().unwrap().delay.as_ref().unwrap().percent, 10);
     }
 
     #[test]
@@ -936,34 +891,19 @@ tcp:
     #[test]
     fn wire_format_uses_istio_field_numbers() {
         // StringMatch.prefix is field 2 (string): tag 0x12, length 2, "/a".
-        let m = StringMatch {
-            prefix: Some("/a".into()),
-            ..Default::default()
-        };
+        let m = StringMatch { prefix: Some("/a".into()), ..Default::default() };
         assert_eq!(m.encode_to_vec(), [0x12, 2, b'/', b'a']);
         // A oneof member is written even when it holds the zero value: port 0 is field 4 varint.
-        let r = HttpRedirect {
-            port: Some(0),
-            ..Default::default()
-        };
+        let r = HttpRedirect { port: Some(0), ..Default::default() };
         assert_eq!(r.encode_to_vec(), [0x20, 0]);
         // derivePort is field 5 (enum varint): tag 0x28.
-        let r = HttpRedirect {
-            derive_port: Some(1),
-            ..Default::default()
-        };
+        let r = HttpRedirect { derive_port: Some(1), ..Default::default() };
         assert_eq!(r.encode_to_vec(), [0x28, 1]);
         // HTTPRoute.name is field 17: tag (17 << 3 | 2) = 0x8a 0x01.
-        let route = HttpRoute {
-            name: "r".into(),
-            ..Default::default()
-        };
+        let route = HttpRoute { name: "r".into(), ..Default::default() };
         assert_eq!(route.encode_to_vec(), [0x8a, 0x01, 1, b'r']);
         // mirror_percent (18) is a UInt32Value wrapper: tag 0x92 0x01, len 2, {field 1 varint 40}.
-        let route = HttpRoute {
-            mirror_percent: Some(40),
-            ..Default::default()
-        };
+        let route = HttpRoute { mirror_percent: Some(40), ..Default::default() };
         assert_eq!(route.encode_to_vec(), [0x92, 0x01, 2, 0x08, 40]);
         // Abort.grpcStatus is field 3; Delay.fixedDelay is field 2 holding a Duration {seconds: 1}.
         let fault = HttpFaultInjection {
@@ -971,21 +911,12 @@ tcp:
                 fixed_delay: Some(Duration { seconds: 1, nanos: 0 }),
                 ..Default::default()
             }),
-            abort: Some(http_fault_injection::Abort {
-                grpc_status: Some("U".into()),
-                ..Default::default()
-            }),
+            abort: Some(http_fault_injection::Abort { grpc_status: Some("U".into()), ..Default::default() }),
         };
-        assert_eq!(
-            fault.encode_to_vec(),
-            [0x0a, 4, 0x12, 2, 0x08, 1, 0x12, 3, 0x1a, 1, b'U']
-        );
+        assert_eq!(fault.encode_to_vec(), [0x0a, 4, 0x12, 2, 0x08, 1, 0x12, 3, 0x1a, 1, b'U']);
         // Destination.port (3) -> PortSelector.number (1).
-        let d = Destination {
-            host: "h".into(),
-            port: Some(PortSelector { number: 80 }),
-            ..Default::default()
-        };
+        let d =
+            Destination { host: "h".into(), port: Some(PortSelector { number: 80 }), ..Default::default() };
         assert_eq!(d.encode_to_vec(), [0x0a, 1, b'h', 0x1a, 2, 0x08, 80]);
         // Percent.value is a double, field 1 (fixed64): 0x09 + little-endian 50.0.
         let mut expected = vec![0x09];
@@ -1011,10 +942,7 @@ tcp:
                 }]
             })
         );
-        let redirect = HttpRedirect {
-            derive_port: Some(0),
-            ..Default::default()
-        };
+        let redirect = HttpRedirect { derive_port: Some(0), ..Default::default() };
         assert_eq!(
             serde_json::to_value(&redirect).unwrap(),
             serde_json::json!({"derivePort": "FROM_PROTOCOL_DEFAULT"})
@@ -1073,10 +1001,9 @@ tcp:
                     }
                 };
                 let Some(root) = doc.root else { continue };
-                let (Some(api_version), Some(k)) = (
-                    root.get("apiVersion").and_then(Node::as_str),
-                    root.get("kind").and_then(Node::as_str),
-                ) else {
+                let (Some(api_version), Some(k)) =
+                    (root.get("apiVersion").and_then(Node::as_str), root.get("kind").and_then(Node::as_str))
+                else {
                     continue;
                 };
                 if matches!(lookup(api_version, k), Lookup::Istio(s) if s.kind == kind) {

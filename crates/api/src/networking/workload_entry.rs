@@ -80,10 +80,7 @@ serviceAccount: details-legacy
         let (we, unknown) = spec(WE);
         assert!(unknown.is_empty(), "{unknown:?}");
         assert_eq!(we.address, "2.2.2.2");
-        assert_eq!(
-            we.ports,
-            BTreeMap::from([("grpc".to_string(), 9090), ("http".to_string(), 8080)])
-        );
+        assert_eq!(we.ports, BTreeMap::from([("grpc".to_string(), 9090), ("http".to_string(), 8080)]));
         assert_eq!(we.labels["instance-id"], "vm1");
         assert_eq!(we.network, "vm-network");
         assert_eq!(we.locality, "us-east1/us-east1-b");
@@ -110,10 +107,7 @@ serviceAccount: details-legacy
             service_account: "s".into(),
             ..Default::default()
         };
-        assert_eq!(
-            we.encode_to_vec(),
-            vec![0x12, 5, 0x0a, 1, b'h', 0x10, 80, 0x30, 5, 0x3a, 1, b's']
-        );
+        assert_eq!(we.encode_to_vec(), vec![0x12, 5, 0x0a, 1, b'h', 0x10, 80, 0x30, 5, 0x3a, 1, b's']);
     }
 
     #[test]
@@ -122,11 +116,8 @@ serviceAccount: details-legacy
         let v = serde_json::to_value(&we).unwrap();
         assert_eq!(v["serviceAccount"], "details-legacy");
         assert_eq!(v["ports"], serde_json::json!({"grpc": 9090, "http": 8080}));
-        let v = serde_json::to_value(WorkloadEntry {
-            address: "1.1.1.1".into(),
-            ..Default::default()
-        })
-        .unwrap();
+        let v =
+            serde_json::to_value(WorkloadEntry { address: "1.1.1.1".into(), ..Default::default() }).unwrap();
         assert_eq!(v, serde_json::json!({"address": "1.1.1.1"}));
     }
 }

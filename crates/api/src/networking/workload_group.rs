@@ -233,16 +233,10 @@ probe:
             (5, 3, 4, 3, 3)
         );
         let get = p.http_get.as_ref().unwrap();
-        assert_eq!(
-            (get.path.as_str(), get.port, get.scheme.as_str()),
-            ("/foo/bar", 3100, "HTTPS")
-        );
+        assert_eq!((get.path.as_str(), get.port, get.scheme.as_str()), ("/foo/bar", 3100, "HTTPS"));
         assert_eq!(
             get.http_headers,
-            vec![HttpHeader {
-                name: "Lit-Header".into(),
-                value: "Im-The-Best".into()
-            }]
+            vec![HttpHeader { name: "Lit-Header".into(), value: "Im-The-Best".into() }]
         );
         assert!(p.tcp_socket.is_none() && p.exec.is_none() && p.grpc.is_none());
 
@@ -265,33 +259,19 @@ probe:
         let wg = WorkloadGroup {
             probe: Some(ReadinessProbe {
                 period_seconds: 7,
-                grpc: Some(GrpcHealthCheckConfig {
-                    port: 9,
-                    service: "s".into(),
-                }),
+                grpc: Some(GrpcHealthCheckConfig { port: 9, service: "s".into() }),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        assert_eq!(
-            wg.encode_to_vec(),
-            vec![0x1a, 9, 0x20, 7, 0x52, 5, 0x08, 9, 0x12, 1, b's']
-        );
+        assert_eq!(wg.encode_to_vec(), vec![0x1a, 9, 0x20, 7, 0x52, 5, 0x08, 9, 0x12, 1, b's']);
         // tcp_socket = 8 (0x42) { port = 2 (0x10) 80 }; exec = 9 (0x4a) { command = 1 (0x0a) "x" }.
         let probe = ReadinessProbe {
-            tcp_socket: Some(TcpHealthCheckConfig {
-                host: String::new(),
-                port: 80,
-            }),
-            exec: Some(ExecHealthCheckConfig {
-                command: vec!["x".into()],
-            }),
+            tcp_socket: Some(TcpHealthCheckConfig { host: String::new(), port: 80 }),
+            exec: Some(ExecHealthCheckConfig { command: vec!["x".into()] }),
             ..Default::default()
         };
-        assert_eq!(
-            probe.encode_to_vec(),
-            vec![0x42, 2, 0x10, 80, 0x4a, 3, 0x0a, 1, b'x']
-        );
+        assert_eq!(probe.encode_to_vec(), vec![0x42, 2, 0x10, 80, 0x4a, 3, 0x0a, 1, b'x']);
     }
 
     #[test]
@@ -302,11 +282,9 @@ probe:
         assert_eq!(v["probe"]["httpGet"]["httpHeaders"][0]["name"], "Lit-Header");
         assert_eq!(v["template"]["serviceAccount"], "default");
         assert!(v["probe"].get("tcpSocket").is_none());
-        let v = serde_json::to_value(WorkloadGroup {
-            template: Some(Default::default()),
-            ..Default::default()
-        })
-        .unwrap();
+        let v =
+            serde_json::to_value(WorkloadGroup { template: Some(Default::default()), ..Default::default() })
+                .unwrap();
         // A present but empty message is written (as protojson does); unset ones are not.
         assert_eq!(v, serde_json::json!({"template": {}}));
     }

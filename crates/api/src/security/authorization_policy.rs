@@ -384,39 +384,21 @@ spec:
 
         // targetRef = 5, targetRefs = 6, each { name = 3 }.
         let p = AuthorizationPolicy {
-            target_ref: Some(PolicyTargetReference {
-                name: "a".into(),
-                ..Default::default()
-            }),
-            target_refs: vec![PolicyTargetReference {
-                name: "b".into(),
-                ..Default::default()
-            }],
+            target_ref: Some(PolicyTargetReference { name: "a".into(), ..Default::default() }),
+            target_refs: vec![PolicyTargetReference { name: "b".into(), ..Default::default() }],
             ..Default::default()
         };
-        assert_eq!(
-            p.encode_to_vec(),
-            [0x2a, 3, 0x1a, 1, b'a', 0x32, 3, 0x1a, 1, b'b']
-        );
+        assert_eq!(p.encode_to_vec(), [0x2a, 3, 0x1a, 1, b'a', 0x32, 3, 0x1a, 1, b'b']);
 
         // rules = 2 { to = 2 { operation = 1 { notPaths = 8 } }, when = 3 { notValues = 3 } }.
         let r = Rule {
             to: vec![rule::To {
-                operation: Some(Operation {
-                    not_paths: vec!["/p".into()],
-                    ..Default::default()
-                }),
+                operation: Some(Operation { not_paths: vec!["/p".into()], ..Default::default() }),
             }],
-            when: vec![Condition {
-                not_values: vec!["v".into()],
-                ..Default::default()
-            }],
+            when: vec![Condition { not_values: vec!["v".into()], ..Default::default() }],
             ..Default::default()
         };
-        assert_eq!(
-            r.encode_to_vec(),
-            [0x12, 6, 0x0a, 4, 0x42, 2, b'/', b'p', 0x1a, 3, 0x1a, 1, b'v']
-        );
+        assert_eq!(r.encode_to_vec(), [0x12, 6, 0x0a, 4, 0x42, 2, b'/', b'p', 0x1a, 3, 0x1a, 1, b'v']);
 
         // Source: serviceAccounts = 11, notServiceAccounts = 12, trustDomains = 13, notTrustDomains = 14.
         let s = Source {
@@ -426,10 +408,7 @@ spec:
             not_trust_domains: vec!["d".into()],
             ..Default::default()
         };
-        assert_eq!(
-            s.encode_to_vec(),
-            [0x5a, 1, b'a', 0x62, 1, b'b', 0x6a, 1, b'c', 0x72, 1, b'd']
-        );
+        assert_eq!(s.encode_to_vec(), [0x5a, 1, b'a', 0x62, 1, b'b', 0x6a, 1, b'c', 0x72, 1, b'd']);
     }
 
     #[test]
@@ -443,19 +422,13 @@ spec:
             json["rules"][0]["from"][1]["source"]["serviceAccounts"],
             serde_json::json!(["default/curl", "bookinfo"])
         );
-        assert_eq!(
-            json["rules"][0]["when"][0]["notValues"],
-            serde_json::json!(["*.test"])
-        );
+        assert_eq!(json["rules"][0]["when"][0]["notValues"], serde_json::json!(["*.test"]));
         assert_eq!(json["rules"][1], serde_json::json!({}));
         // Defaults are omitted: ALLOW, empty lists, unset messages.
         let allow = AuthorizationPolicy {
             rules: vec![Rule {
                 from: vec![rule::From {
-                    source: Some(Source {
-                        not_ip_blocks: vec!["10.0.0.0/8".into()],
-                        ..Default::default()
-                    }),
+                    source: Some(Source { not_ip_blocks: vec!["10.0.0.0/8".into()], ..Default::default() }),
                 }],
                 ..Default::default()
             }],
@@ -526,11 +499,7 @@ spec:
         files.sort();
         let mut out = Vec::new();
         for file in files {
-            let rel = file
-                .strip_prefix(base)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
+            let rel = file.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/");
             if scope_of(&rel) != Some(scope) {
                 continue;
             }

@@ -27,7 +27,7 @@ pub struct PeerAuthentication {
     /// port number (1–65535; JSON keys are strings such as `"8080"`). Only honoured with a
     /// `selector`.
     #[prost(btree_map = "uint32, message", tag = "3")]
-    #[serde(with = "port_keys", skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "is_default")]
     pub port_level_mtls: BTreeMap<u32, peer_authentication::MutualTls>,
 }
 
@@ -63,75 +63,6 @@ pub mod peer_authentication {
                 Strict = 3 => "STRICT",
             }
         }
-    }
-}
-
-/// Serde helpers for `portLevelMtls`: a protobuf `map<uint32, …>` whose JSON keys are decimal
-/// strings (`"8080"`); a YAML integer key (`8080:`) reads the same.
-mod port_keys {
-    use std::{collections::BTreeMap, fmt, marker::PhantomData};
-
-    use serde::{
-        Deserialize, Deserializer, Serialize, Serializer,
-        de::{self, MapAccess, Visitor},
-    };
-
-    pub(super) fn serialize<V: Serialize, S: Serializer>(
-        map: &BTreeMap<u32, V>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.collect_map(map.iter().map(|(k, v)| (k.to_string(), v)))
-    }
-
-    /// A map key holding a port number.
-    struct Port(u32);
-
-    impl<'de> Deserialize<'de> for Port {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl Visitor<'_> for V {
-                type Value = Port;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str("a port number")
-                }
-                fn visit_str<E: de::Error>(self, v: &str) -> Result<Port, E> {
-                    v.parse()
-                        .map(Port)
-                        .map_err(|_| E::custom(format!("invalid port number \"{v}\"")))
-                }
-                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Port, E> {
-                    u32::try_from(v)
-                        .map(Port)
-                        .map_err(|_| E::custom(format!("port number {v} is out of range")))
-                }
-                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Port, E> {
-                    u32::try_from(v)
-                        .map(Port)
-                        .map_err(|_| E::custom(format!("port number {v} is out of range")))
-                }
-            }
-            d.deserialize_any(V)
-        }
-    }
-
-    pub(super) fn deserialize<'de, V: Deserialize<'de>, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<u32, V>, D::Error> {
-        struct M<V>(PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for M<V> {
-            type Value = BTreeMap<u32, V>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping from port numbers")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = BTreeMap::new();
-                while let Some((Port(port), value)) = map.next_entry::<Port, V>()? {
-                    out.insert(port, value);
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_map(M(PhantomData))
     }
 }
 
@@ -198,14 +129,11 @@ spec:
         )
         .unwrap_err();
         assert_eq!(err.path, "spec.portLevelMtls.http");
-        assert!(err.message.contains("invalid port number \"http\""), "{err}");
+        assert!(err.message.contains("invalid u32 map key \"http\""), "{err}");
         let err =
             from_node::<PeerAuthentication>(&spec("spec:\n  mtls: {mode: strict}\n"), "spec").unwrap_err();
         assert_eq!(err.path, "spec.mtls.mode");
-        assert!(
-            err.message.contains("UNSET, DISABLE, PERMISSIVE, STRICT"),
-            "{err}"
-        );
+        assert!(err.message.contains("UNSET, DISABLE, PERMISSIVE, STRICT"), "{err}");
     }
 
     #[test]
@@ -222,10 +150,7 @@ spec:
             port_level_mtls: BTreeMap::from([(80, mtls(Mode::Strict))]),
             ..Default::default()
         };
-        assert_eq!(
-            p.encode_to_vec(),
-            [0x12, 2, 0x08, 2, 0x1a, 6, 0x08, 80, 0x12, 2, 0x08, 3]
-        );
+        assert_eq!(p.encode_to_vec(), [0x12, 2, 0x08, 2, 0x1a, 6, 0x08, 80, 0x12, 2, 0x08, 3]);
     }
 
     #[test]
@@ -240,14 +165,8 @@ spec:
             })
         );
         // UNSET and the empty map are omitted; the JSON reads back through serde_json too.
-        let unset = PeerAuthentication {
-            mtls: Some(MutualTls::default()),
-            ..Default::default()
-        };
-        assert_eq!(
-            serde_json::to_value(&unset).unwrap(),
-            serde_json::json!({"mtls": {}})
-        );
+        let unset = PeerAuthentication { mtls: Some(MutualTls::default()), ..Default::default() };
+        assert_eq!(serde_json::to_value(&unset).unwrap(), serde_json::json!({"mtls": {}}));
         let back: PeerAuthentication = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
         assert_eq!(back, p);
     }

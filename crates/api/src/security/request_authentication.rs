@@ -186,14 +186,8 @@ spec:
         assert_eq!(
             j.from_headers,
             [
-                JwtHeader {
-                    name: "x-jwt-assertion".into(),
-                    prefix: "Bearer ".into()
-                },
-                JwtHeader {
-                    name: "x-goog-iap-jwt-assertion".into(),
-                    prefix: String::new()
-                },
+                JwtHeader { name: "x-jwt-assertion".into(), prefix: "Bearer ".into() },
+                JwtHeader { name: "x-goog-iap-jwt-assertion".into(), prefix: String::new() },
             ]
         );
         assert_eq!(j.from_params, ["my_token"]);
@@ -202,18 +196,9 @@ spec:
         assert!(j.forward_original_token);
         assert_eq!(
             j.output_claim_to_headers,
-            [ClaimToHeader {
-                header: "x-jwt-group".into(),
-                claim: "nested.key.group".into()
-            }]
+            [ClaimToHeader { header: "x-jwt-group".into(), claim: "nested.key.group".into() }]
         );
-        assert_eq!(
-            j.timeout,
-            Some(Duration {
-                seconds: 1,
-                nanos: 500_000_000
-            })
-        );
+        assert_eq!(j.timeout, Some(Duration { seconds: 1, nanos: 500_000_000 }));
         assert_eq!(j.space_delimited_claims, ["custom_scope", "roles"]);
         assert_eq!(r.jwt_rules[1].jwks, r#"{"keys": []}"#);
     }
@@ -258,10 +243,7 @@ spec:
         // jwtRules = 2 { issuer = 1, jwks = 10, forwardOriginalToken = 9, timeout = 13 { seconds = 1 },
         // spaceDelimitedClaims = 14 }; targetRef = 3 { name = 3 }.
         let r = RequestAuthentication {
-            target_ref: Some(PolicyTargetReference {
-                name: "t".into(),
-                ..Default::default()
-            }),
+            target_ref: Some(PolicyTargetReference { name: "t".into(), ..Default::default() }),
             jwt_rules: vec![JwtRule {
                 issuer: "i".into(),
                 jwks: "k".into(),
@@ -287,16 +269,10 @@ spec:
         // fromHeaders = 6, fromParams = 7, outputPayloadToHeader = 8, outputClaimToHeaders = 11,
         // fromCookies = 12.
         let j = JwtRule {
-            from_headers: vec![JwtHeader {
-                name: "h".into(),
-                prefix: "p".into(),
-            }],
+            from_headers: vec![JwtHeader { name: "h".into(), prefix: "p".into() }],
             from_params: vec!["q".into()],
             output_payload_to_header: "o".into(),
-            output_claim_to_headers: vec![ClaimToHeader {
-                header: "x".into(),
-                claim: "y".into(),
-            }],
+            output_claim_to_headers: vec![ClaimToHeader { header: "x".into(), claim: "y".into() }],
             from_cookies: vec!["c".into()],
             ..Default::default()
         };
@@ -318,17 +294,11 @@ spec:
         let json = serde_json::to_value(&r).unwrap();
         let j = &json["jwtRules"][0];
         assert_eq!(j["jwksUri"], "https://accounts.example.com/.well-known/jwks.json");
-        assert_eq!(
-            j["fromHeaders"][1],
-            serde_json::json!({"name": "x-goog-iap-jwt-assertion"})
-        );
+        assert_eq!(j["fromHeaders"][1], serde_json::json!({"name": "x-goog-iap-jwt-assertion"}));
         assert_eq!(j["forwardOriginalToken"], true);
         assert_eq!(j["outputClaimToHeaders"][0]["claim"], "nested.key.group");
         assert_eq!(j["timeout"], "1.500s");
-        assert_eq!(
-            j["spaceDelimitedClaims"],
-            serde_json::json!(["custom_scope", "roles"])
-        );
+        assert_eq!(j["spaceDelimitedClaims"], serde_json::json!(["custom_scope", "roles"]));
         assert_eq!(
             json["jwtRules"][1],
             serde_json::json!({"issuer": "testing@secure.istio.io", "jwks": "{\"keys\": []}"})
