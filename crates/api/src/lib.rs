@@ -31,6 +31,8 @@ pub mod schema;
 pub mod security;
 pub mod spec;
 pub mod telemetry;
+#[cfg(test)]
+mod test_corpus;
 pub mod type_v1beta1;
 pub mod wkt;
 pub mod yaml;

@@ -389,7 +389,7 @@ mod tests {
     use super::{metric_selector::IstioMetric, metrics_overrides::tag_override::Operation, *};
     use crate::{
         de::from_node,
-        security::authorization_policy::tests::{Scope, check_corpus},
+        test_corpus::{Scope, check_corpus},
         yaml::Node,
     };
 
@@ -640,8 +640,7 @@ spec:
 
     #[test]
     fn corpus_decodes_without_unknown_fields() {
-        const GROUP: &str = "telemetry.istio.io";
-        assert!(check_corpus::<Telemetry>(GROUP, "Telemetry", Scope::Valid) > 0);
-        assert!(check_corpus::<Telemetry>(GROUP, "Telemetry", Scope::Other) > 0);
+        assert!(check_corpus::<Telemetry>(crate::Kind::Telemetry, Scope::Valid, &[]) > 0);
+        assert!(check_corpus::<Telemetry>(crate::Kind::Telemetry, Scope::Other, &[]) > 0);
     }
 }

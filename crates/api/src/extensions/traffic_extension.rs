@@ -157,7 +157,7 @@ mod tests {
     use crate::{
         de::from_node,
         extensions::wasm_plugin::EnvVar,
-        security::authorization_policy::tests::{Scope, check_corpus},
+        test_corpus::{Scope, check_corpus},
         yaml::Node,
     };
 
@@ -413,9 +413,8 @@ spec:
 
     #[test]
     fn corpus_decodes_without_unknown_fields() {
-        const GROUP: &str = "extensions.istio.io";
         // The validation dataset holds one (Lua) TrafficExtension; no other input has any.
-        assert!(check_corpus::<TrafficExtension>(GROUP, "TrafficExtension", Scope::Valid) > 0);
-        check_corpus::<TrafficExtension>(GROUP, "TrafficExtension", Scope::Other);
+        assert!(check_corpus::<TrafficExtension>(crate::Kind::TrafficExtension, Scope::Valid, &[]) > 0);
+        check_corpus::<TrafficExtension>(crate::Kind::TrafficExtension, Scope::Other, &[]);
     }
 }

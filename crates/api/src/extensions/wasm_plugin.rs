@@ -213,7 +213,7 @@ mod tests {
     use super::*;
     use crate::{
         de::from_node,
-        security::authorization_policy::tests::{Scope, check_corpus},
+        test_corpus::{Scope, check_corpus},
         type_v1beta1::{PortSelector, WorkloadMode},
         wkt::{Value, value::Kind},
         yaml::Node,
@@ -425,8 +425,7 @@ spec:
 
     #[test]
     fn corpus_decodes_without_unknown_fields() {
-        const GROUP: &str = "extensions.istio.io";
-        assert!(check_corpus::<WasmPlugin>(GROUP, "WasmPlugin", Scope::Valid) > 0);
-        assert!(check_corpus::<WasmPlugin>(GROUP, "WasmPlugin", Scope::Other) > 0);
+        assert!(check_corpus::<WasmPlugin>(crate::Kind::WasmPlugin, Scope::Valid, &[]) > 0);
+        assert!(check_corpus::<WasmPlugin>(crate::Kind::WasmPlugin, Scope::Other, &[]) > 0);
     }
 }

@@ -758,8 +758,8 @@ mod tests {
     use super::*;
     use crate::{
         de::{UnknownField, from_node},
-        networking::virtual_service::tests::{check_corpus, spec_node},
         schema::Kind,
+        test_corpus::{Scope, check_corpus, spec_node},
     };
 
     fn decode(text: &str) -> (DestinationRule, Vec<UnknownField>) {
@@ -1024,7 +1024,7 @@ subsets:
 
     #[test]
     fn corpus_destination_rules_decode() {
-        let n = check_corpus::<DestinationRule>(Kind::DestinationRule, &[]);
+        let n = check_corpus::<DestinationRule>(Kind::DestinationRule, Scope::Valid, &[]);
         assert!(n > 0);
     }
 }

@@ -223,8 +223,8 @@ mod tests {
     use super::*;
     use crate::{
         de::{UnknownField, from_node},
-        networking::virtual_service::tests::{check_corpus, spec_node},
         schema::Kind,
+        test_corpus::{Scope, check_corpus, spec_node},
     };
 
     fn decode(text: &str) -> (Gateway, Vec<UnknownField>) {
@@ -369,7 +369,7 @@ servers:
 
     #[test]
     fn corpus_gateways_decode() {
-        let n = check_corpus::<Gateway>(Kind::Gateway, &[]);
+        let n = check_corpus::<Gateway>(Kind::Gateway, Scope::Valid, &[]);
         assert!(n > 0);
     }
 }

@@ -702,14 +702,9 @@ pub(crate) mod tests {
     use super::*;
     use crate::{
         de::{UnknownField, from_node},
-        schema::{Kind, Lookup, lookup},
-        yaml::{Node, parse_documents},
+        schema::Kind,
+        test_corpus::{Scope, check_corpus, spec_node},
     };
-
-    pub(crate) fn spec_node(text: &str) -> Node {
-        let doc = parse_documents(text).remove(0).unwrap();
-        doc.root.unwrap()
-    }
 
     fn decode(text: &str) -> (VirtualService, Vec<UnknownField>) {
         from_node::<VirtualService>(&spec_node(text), "spec").unwrap()
@@ -949,105 +944,9 @@ tcp:
         );
     }
 
-    /// The Istio documents of kind `kind` in the valid part of the shared corpus, as
-    /// (`file#document`, spec node): every `*.yaml` under `samples`, `tests/testdata/config` and
-    /// `pkg/test/datasets/validation/dataset`, the `*-valid.yaml` files of
-    /// `pkg/config/validation/testdata/crds`, and the `valid*`/`warn*` istioctl-validate inputs.
-    pub(crate) fn corpus_specs(kind: Kind) -> Vec<(String, Option<Node>)> {
-        let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/istio-testdata");
-        let mut files = Vec::new();
-        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                return;
-            };
-            let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-            entries.sort();
-            for p in entries {
-                if p.is_dir() {
-                    walk(&p, out);
-                } else if p.extension().is_some_and(|e| e == "yaml") {
-                    out.push(p);
-                }
-            }
-        }
-        let base = std::path::Path::new(base);
-        walk(&base.join("samples"), &mut files);
-        walk(&base.join("tests/testdata/config"), &mut files);
-        walk(&base.join("pkg/test/datasets/validation/dataset"), &mut files);
-        let mut picked = Vec::new();
-        walk(&base.join("pkg/config/validation/testdata/crds"), &mut picked);
-        let inputs = base.join("_derived/validation/istioctl-validate/inputs");
-        if let Ok(entries) = std::fs::read_dir(&inputs) {
-            picked.extend(entries.flatten().map(|e| e.path()));
-        }
-        picked.sort();
-        files.extend(picked.into_iter().filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            // `warn*` inputs are valid too (istioctl accepts them with a warning).
-            name.ends_with("-valid.yaml") || name.starts_with("valid") || name.starts_with("warn")
-        }));
-        assert!(!files.is_empty(), "corpus not found under {}", base.display());
-
-        let mut out = Vec::new();
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
-            let shown = file.strip_prefix(base).unwrap().display().to_string();
-            for doc in parse_documents(&text) {
-                let doc = match doc {
-                    Ok(doc) => doc,
-                    Err(e) => {
-                        println!("{shown}: YAML error, rest of file skipped: {e}");
-                        continue;
-                    }
-                };
-                let Some(root) = doc.root else { continue };
-                let (Some(api_version), Some(k)) =
-                    (root.get("apiVersion").and_then(Node::as_str), root.get("kind").and_then(Node::as_str))
-                else {
-                    continue;
-                };
-                if matches!(lookup(api_version, k), Lookup::Istio(s) if s.kind == kind) {
-                    out.push((format!("{shown}#{}", doc.index), root.get("spec").cloned()));
-                }
-            }
-        }
-        out
-    }
-
-    /// Decodes every corpus document of `kind` as `T`; fails on any decode error or unknown field,
-    /// except unknown fields whose last path segment is in `removed` (fields Istio removed, still
-    /// present in old test data). Returns the number of documents decoded.
-    pub(crate) fn check_corpus<T>(kind: Kind, removed: &[&str]) -> usize
-    where
-        T: serde::de::DeserializeOwned + Message + PartialEq + Default,
-    {
-        let specs = corpus_specs(kind);
-        let mut failures = Vec::new();
-        for (name, spec) in &specs {
-            let Some(spec) = spec else { continue };
-            match from_node::<T>(spec, "spec") {
-                Ok((value, unknown)) => {
-                    for u in &unknown {
-                        let last = u.path.rsplit('.').next().unwrap_or_default();
-                        if removed.contains(&last) {
-                            println!("{name}: removed field {} ignored", u.path);
-                        } else {
-                            failures.push(format!("{name}: unknown field {}", u.path));
-                        }
-                    }
-                    assert!(T::decode(&*value.encode_to_vec()).unwrap() == value, "{name}");
-                }
-                Err(e) => failures.push(format!("{name}: {e}")),
-            }
-        }
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-        println!("corpus: decoded {} {} specs", specs.len(), kind.as_str());
-        specs.len()
-    }
-
     #[test]
     fn corpus_virtual_services_decode() {
-        let n = check_corpus::<VirtualService>(Kind::VirtualService, &["websocketUpgrade"]);
+        let n = check_corpus::<VirtualService>(Kind::VirtualService, Scope::Valid, &["websocketUpgrade"]);
         assert!(n > 0);
     }
 }

@@ -256,13 +256,15 @@ pub struct Condition {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use std::path::{Path, PathBuf};
-
+mod tests {
     use prost::Message;
 
     use super::{authorization_policy::Action, *};
-    use crate::{de::from_node, yaml::Node};
+    use crate::{
+        de::from_node,
+        test_corpus::{Scope, check_corpus},
+        yaml::Node,
+    };
 
     fn spec(text: &str) -> Node {
         let doc = crate::yaml::parse_documents(text).remove(0).unwrap();
@@ -440,107 +442,9 @@ spec:
         );
     }
 
-    /// Which part of the Istio test data (`shared/istio-testdata`) a corpus test reads.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) enum Scope {
-        /// The inputs known to be valid: `samples/**`, `tests/testdata/config/**`,
-        /// `pkg/test/datasets/validation/dataset/**`, `pkg/config/validation/testdata/crds/*-valid.yaml`
-        /// and `_derived/validation/istioctl-validate/inputs/valid*`.
-        Valid,
-        /// Every other YAML/JSON input (pilot, analyzer and benchmark test data), except files whose
-        /// name contains `invalid`.
-        Other,
-    }
-
-    fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                files_under(&path, out);
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "json") {
-                out.push(path);
-            }
-        }
-    }
-
-    fn scope_of(rel: &str) -> Option<Scope> {
-        let name = rel.rsplit('/').next().unwrap_or(rel);
-        let valid = rel.starts_with("samples/")
-            || rel.starts_with("tests/testdata/config/")
-            || rel.starts_with("pkg/test/datasets/validation/dataset/")
-            || (rel.starts_with("pkg/config/validation/testdata/crds/") && name.ends_with("-valid.yaml"))
-            || (rel.starts_with("_derived/validation/istioctl-validate/inputs/")
-                && name.starts_with("valid"));
-        if valid {
-            Some(Scope::Valid)
-        } else if name.to_ascii_lowercase().contains("invalid") {
-            None
-        } else {
-            Some(Scope::Other)
-        }
-    }
-
-    /// Every document of `group`/`kind` in `scope` of the Istio test data: `(file, spec)`.
-    fn corpus(group: &str, kind: &str, scope: Scope) -> Vec<(String, Option<Node>)> {
-        // `/work/shared` seen from the main checkout (`/work/main`) or from a worktree (`/work/wt/<name>`).
-        let base = [
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/istio-testdata"),
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../../shared/istio-testdata"),
-        ]
-        .into_iter()
-        .map(Path::new)
-        .find(|p| p.is_dir())
-        .expect("the Istio test data (shared/istio-testdata) is missing");
-        let mut files = Vec::new();
-        files_under(base, &mut files);
-        files.sort();
-        let mut out = Vec::new();
-        for file in files {
-            let rel = file.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/");
-            if scope_of(&rel) != Some(scope) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&file).unwrap();
-            for doc in crate::yaml::parse_documents(&text) {
-                let Some(root) = doc.ok().and_then(|d| d.root) else {
-                    continue;
-                };
-                let api_version = root.get("apiVersion").and_then(Node::as_str).unwrap_or("");
-                if root.get("kind").and_then(Node::as_str) == Some(kind)
-                    && api_version.split('/').next() == Some(group)
-                {
-                    out.push((rel.clone(), root.get("spec").cloned()));
-                }
-            }
-        }
-        out
-    }
-
-    /// Decodes the spec of every `group`/`kind` document of `scope` as `T`, asserting no decode
-    /// error, no unknown field and a protobuf round trip; prints and returns the count.
-    /// Shared by the corpus tests of the security, telemetry and extensions kinds.
-    pub(crate) fn check_corpus<T>(group: &str, kind: &str, scope: Scope) -> usize
-    where
-        T: Message + Default + PartialEq + std::fmt::Debug + serde::de::DeserializeOwned,
-    {
-        let docs = corpus(group, kind, scope);
-        for (file, spec) in &docs {
-            let Some(spec) = spec else { continue };
-            let (value, unknown) = from_node::<T>(spec, "spec").unwrap_or_else(|e| panic!("{file}: {e}"));
-            assert!(unknown.is_empty(), "{file}: {unknown:?}");
-            assert_eq!(T::decode(&*value.encode_to_vec()).unwrap(), value, "{file}");
-        }
-        println!("{kind} ({scope:?} corpus): {} documents decoded", docs.len());
-        docs.len()
-    }
-
     #[test]
     fn corpus_decodes_without_unknown_fields() {
-        let kind = "AuthorizationPolicy";
-        assert!(check_corpus::<AuthorizationPolicy>("security.istio.io", kind, Scope::Valid) > 0);
-        assert!(check_corpus::<AuthorizationPolicy>("security.istio.io", kind, Scope::Other) > 0);
+        assert!(check_corpus::<AuthorizationPolicy>(crate::Kind::AuthorizationPolicy, Scope::Valid, &[]) > 0);
+        assert!(check_corpus::<AuthorizationPolicy>(crate::Kind::AuthorizationPolicy, Scope::Other, &[]) > 0);
     }
 }

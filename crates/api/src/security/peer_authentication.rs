@@ -73,7 +73,7 @@ mod tests {
     use super::{peer_authentication::MutualTls, peer_authentication::mutual_tls::Mode, *};
     use crate::{
         de::from_node,
-        security::authorization_policy::tests::{Scope, check_corpus},
+        test_corpus::{Scope, check_corpus},
         yaml::Node,
     };
 
@@ -173,8 +173,7 @@ spec:
 
     #[test]
     fn corpus_decodes_without_unknown_fields() {
-        const GROUP: &str = "security.istio.io";
-        assert!(check_corpus::<PeerAuthentication>(GROUP, "PeerAuthentication", Scope::Valid) > 0);
-        assert!(check_corpus::<PeerAuthentication>(GROUP, "PeerAuthentication", Scope::Other) > 0);
+        assert!(check_corpus::<PeerAuthentication>(crate::Kind::PeerAuthentication, Scope::Valid, &[]) > 0);
+        assert!(check_corpus::<PeerAuthentication>(crate::Kind::PeerAuthentication, Scope::Other, &[]) > 0);
     }
 }

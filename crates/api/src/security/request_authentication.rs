@@ -134,7 +134,7 @@ mod tests {
     use super::*;
     use crate::{
         de::from_node,
-        security::authorization_policy::tests::{Scope, check_corpus},
+        test_corpus::{Scope, check_corpus},
         yaml::Node,
     };
 
@@ -309,10 +309,11 @@ spec:
 
     #[test]
     fn corpus_decodes_without_unknown_fields() {
-        const GROUP: &str = "security.istio.io";
         // The valid inputs hold no RequestAuthentication today (the count is printed so that a
         // change shows); the analyzer test data holds one.
-        check_corpus::<RequestAuthentication>(GROUP, "RequestAuthentication", Scope::Valid);
-        assert!(check_corpus::<RequestAuthentication>(GROUP, "RequestAuthentication", Scope::Other) > 0);
+        check_corpus::<RequestAuthentication>(crate::Kind::RequestAuthentication, Scope::Valid, &[]);
+        assert!(
+            check_corpus::<RequestAuthentication>(crate::Kind::RequestAuthentication, Scope::Other, &[]) > 0
+        );
     }
 }
