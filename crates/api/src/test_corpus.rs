@@ -128,3 +128,8 @@ where
 pub(crate) fn spec_node(text: &str) -> Node {
     parse_documents(text).remove(0).expect("snippet parses").root.expect("snippet has content")
 }
+
+/// The `spec` node of the first document of `text` (a test snippet with a top-level `spec:`).
+pub(crate) fn spec_of(text: &str) -> Node {
+    spec_node(text).get("spec").expect("snippet has a spec").clone()
+}

@@ -158,13 +158,9 @@ mod tests {
         de::from_node,
         extensions::wasm_plugin::EnvVar,
         test_corpus::{Scope, check_corpus},
-        yaml::Node,
     };
 
-    fn spec(text: &str) -> Node {
-        let doc = crate::yaml::parse_documents(text).remove(0).unwrap();
-        doc.root.unwrap().get("spec").unwrap().clone()
-    }
+    use crate::test_corpus::spec_of as spec;
 
     const WASM: &str = r#"
 apiVersion: extensions.istio.io/v1alpha1

@@ -216,13 +216,9 @@ mod tests {
         test_corpus::{Scope, check_corpus},
         type_v1beta1::{PortSelector, WorkloadMode},
         wkt::{Value, value::Kind},
-        yaml::Node,
     };
 
-    fn spec(text: &str) -> Node {
-        let doc = crate::yaml::parse_documents(text).remove(0).unwrap();
-        doc.root.unwrap().get("spec").unwrap().clone()
-    }
+    use crate::test_corpus::spec_of as spec;
 
     const FULL: &str = r#"
 apiVersion: extensions.istio.io/v1alpha1

@@ -263,13 +263,9 @@ mod tests {
     use crate::{
         de::from_node,
         test_corpus::{Scope, check_corpus},
-        yaml::Node,
     };
 
-    fn spec(text: &str) -> Node {
-        let doc = crate::yaml::parse_documents(text).remove(0).unwrap();
-        doc.root.unwrap().get("spec").unwrap().clone()
-    }
+    use crate::test_corpus::spec_of as spec;
 
     const FULL: &str = r#"
 apiVersion: security.istio.io/v1
