@@ -15,8 +15,12 @@
 //! 2026-08, and the CEL/OpenAPI rules of the Istio CRDs where the webhook relies on them.
 
 pub mod common;
+pub mod extensions;
 pub mod kube;
+pub mod networking;
 mod report;
+pub mod security;
+pub mod telemetry;
 
 pub use report::{Issue, Report};
 
@@ -29,6 +33,23 @@ use api::{Spec, meta::ObjectMeta};
 pub fn validate(meta: &ObjectMeta, spec: &Spec) -> Report {
     let mut report = Report::default();
     common::validate_metadata(meta, &mut report);
-    let _ = spec;
+    let r = &mut report;
+    match spec {
+        Spec::VirtualService(s) => networking::virtual_service::validate(meta, s, r),
+        Spec::DestinationRule(s) => networking::destination_rule::validate(meta, s, r),
+        Spec::Gateway(s) => networking::gateway::validate(meta, s, r),
+        Spec::ServiceEntry(s) => networking::service_entry::validate(meta, s, r),
+        Spec::WorkloadEntry(s) => networking::workload_entry::validate(meta, s, r),
+        Spec::WorkloadGroup(s) => networking::workload_group::validate(meta, s, r),
+        Spec::Sidecar(s) => networking::sidecar::validate(meta, s, r),
+        Spec::EnvoyFilter(s) => networking::envoy_filter::validate(meta, s, r),
+        Spec::ProxyConfig(s) => networking::proxy_config::validate(meta, s, r),
+        Spec::AuthorizationPolicy(s) => security::authorization_policy::validate(meta, s, r),
+        Spec::PeerAuthentication(s) => security::peer_authentication::validate(meta, s, r),
+        Spec::RequestAuthentication(s) => security::request_authentication::validate(meta, s, r),
+        Spec::Telemetry(s) => telemetry::validate(meta, s, r),
+        Spec::WasmPlugin(s) => extensions::wasm_plugin::validate(meta, s, r),
+        Spec::TrafficExtension(s) => extensions::traffic_extension::validate(meta, s, r),
+    }
     report
 }
