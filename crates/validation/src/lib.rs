@@ -15,6 +15,7 @@
 //! 2026-08, and the CEL/OpenAPI rules of the Istio CRDs where the webhook relies on them.
 
 pub mod common;
+pub mod kube;
 mod report;
 
 pub use report::{Issue, Report};
