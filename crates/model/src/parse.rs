@@ -423,7 +423,7 @@ fn parse_other(doc: &mut ParsedDocument, root: &Node, options: &ParseOptions) {
         });
         return;
     }
-    let report = validation::kube::validate(&root.to_json(), &options.istio_namespace);
+    let report = validation::kube::validate_kube_object(&root.to_json(), &options.istio_namespace);
     for issue in report.errors {
         doc.errors.push(finding(root, &issue.path, issue.message));
     }

@@ -33,6 +33,10 @@ use api::{Spec, meta::ObjectMeta};
 pub fn validate(meta: &ObjectMeta, spec: &Spec) -> Report {
     let mut report = Report::default();
     common::validate_metadata(meta, &mut report);
+    if !matches!(spec, Spec::AuthorizationPolicy(_)) {
+        // AuthorizationPolicy checks the dry-run annotation against its action itself.
+        report.check("metadata.annotations", common::check_dry_run_annotation(meta, None));
+    }
     let r = &mut report;
     match spec {
         Spec::VirtualService(s) => networking::virtual_service::validate(meta, s, r),
