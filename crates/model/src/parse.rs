@@ -270,8 +270,9 @@ fn parse_object(
     }
 
     if doc.kind.is_empty() {
+        // Like istioctl: a document with no kind (a Helm values file, say) is not an object to check.
         if doc.errors.is_empty() {
-            doc.errors.push(finding(root, "", "kind is missing: every object needs apiVersion and kind"));
+            doc.skipped = Some("no kind: not a Kubernetes object, not checked".to_string());
         }
         out.push(doc);
         return;
@@ -514,6 +515,6 @@ mod tests {
         let docs = parse("- a\n- b\n");
         assert!(docs[0].errors[0].message.contains("expected a Kubernetes object"));
         let docs = parse("metadata: {name: x}\n");
-        assert!(docs[0].errors[0].message.contains("kind is missing"));
+        assert!(docs[0].is_valid() && docs[0].skipped.as_deref().unwrap().contains("no kind"));
     }
 }
