@@ -21,6 +21,8 @@ pub mod networking;
 mod report;
 pub mod security;
 pub mod telemetry;
+#[cfg(test)]
+mod testutil;
 
 pub use report::{Issue, Report};
 
