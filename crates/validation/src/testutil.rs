@@ -17,7 +17,11 @@ pub(crate) fn meta(name: &str, namespace: &str) -> ObjectMeta {
 }
 
 /// Runs `validate` on a spec and returns the report.
-pub(crate) fn run<T>(validate: fn(&ObjectMeta, &T, &mut crate::Report), meta: &ObjectMeta, spec: &T) -> crate::Report {
+pub(crate) fn run<T>(
+    validate: fn(&ObjectMeta, &T, &mut crate::Report),
+    meta: &ObjectMeta,
+    spec: &T,
+) -> crate::Report {
     let mut report = crate::Report::default();
     validate(meta, spec, &mut report);
     report
