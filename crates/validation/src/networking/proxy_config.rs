@@ -1,10 +1,84 @@
-//! ProxyConfig validation. PLACEHOLDER: to be written with Istio's rules.
+//! ProxyConfig validation, following Istio's `ValidateProxyConfig` (`validateWorkloadSelector`,
+//! `validateConcurrency` in `pkg/config/validation/validation.go`) and the ProxyConfig CRD schema
+//! (selector key and value rules, the length of environment variable values).
 
-use api::meta::ObjectMeta;
+use api::{meta::ObjectMeta, networking::ProxyConfig};
 
-use crate::Report;
+use super::workload_entry::{max_items, max_length};
+use crate::{Report, common::check_workload_selector};
 
 /// Validates a ProxyConfig; findings use paths from the document root (`spec.…`).
-pub fn validate(meta: &ObjectMeta, spec: &api::networking::ProxyConfig, report: &mut Report) {
-    let _ = (meta, spec, report);
+pub fn validate(meta: &ObjectMeta, spec: &ProxyConfig, report: &mut Report) {
+    let _ = meta;
+    if let Some(selector) = &spec.selector {
+        let path = "spec.selector.matchLabels";
+        check_workload_selector(path, &selector.match_labels, report);
+        max_items(path, selector.match_labels.len(), 4096, report);
+        for (key, value) in &selector.match_labels {
+            max_length(&format!("{path}.{key}"), value, 63, report);
+        }
+    }
+    if spec.concurrency.is_some_and(|c| c < 0) {
+        report.error("spec.concurrency", "concurrency must be greater than or equal to 0");
+    }
+    for (name, value) in &spec.environment_variables {
+        max_length(&format!("spec.environmentVariables.{name}"), value, 2048, report);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{meta, run, spec};
+
+    /// (name, spec YAML, expected error substring and path or `None` for valid, warning expected).
+    type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>, bool);
+
+    // TestValidateProxyConfig, and the CRD cases (proxyconfig-valid.yaml / -invalid.yaml).
+    #[test]
+    fn proxy_configs() {
+        let cases: &[Case] = &[
+            ("empty", "{}", None, false),
+            (
+                "invalid concurrency",
+                "concurrency: -1",
+                Some(("concurrency must be greater than or equal to 0", "spec.concurrency")),
+                false,
+            ),
+            ("zero concurrency", "concurrency: 0", None, false),
+            (
+                "crd full",
+                "concurrency: 1\nselector: {matchLabels: {foo: bar}}\nimage: {imageType: foo}\nenvironmentVariables: {foo: baz}",
+                None,
+                false,
+            ),
+            ("crd empty-selector", "selector: {matchLabels: {}}", None, true),
+            (
+                "crd empty-key-selector",
+                "selector: {matchLabels: {'': bar}}",
+                Some(("empty key is not supported in selector", "spec.selector.matchLabels")),
+                false,
+            ),
+            (
+                "wildcard selector",
+                "selector: {matchLabels: {app: '*'}}",
+                Some(("wildcard is not supported in selector", "spec.selector.matchLabels")),
+                false,
+            ),
+        ];
+        for (name, yaml, want, warning) in cases {
+            let report = run(validate, &meta("pc", "default"), &spec::<ProxyConfig>(yaml));
+            match want {
+                None => assert!(report.is_valid(), "{name}: {report:?}"),
+                Some((message, path)) => assert!(
+                    report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
+                    "{name}: want {message:?} at {path}, got {report:?}"
+                ),
+            }
+            assert_eq!(!report.warnings.is_empty(), *warning, "{name}: {report:?}");
+        }
+        let long = format!("environmentVariables: {{A: {}}}", "x".repeat(2049));
+        let report = run(validate, &meta("pc", "default"), &spec::<ProxyConfig>(&long));
+        assert_eq!(report.errors[0].path, "spec.environmentVariables.A");
+    }
 }
