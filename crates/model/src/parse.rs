@@ -347,7 +347,11 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
     };
     let mut meta = meta;
     if meta.namespace.is_empty() {
-        meta.namespace = options.default_namespace.clone();
+        // As istioctl: an empty default namespace means `default`.
+        meta.namespace = match options.default_namespace.as_str() {
+            "" => "default".to_string(),
+            ns => ns.to_string(),
+        };
     }
     let report = validation::validate(&meta, &spec);
     for issue in report.errors {
@@ -387,11 +391,14 @@ fn unknown_findings(
     for u in unknown {
         let name = u.path.rsplit(['.', '[']).next().unwrap_or(&u.path).trim_end_matches(']');
         let finding = |message: String| Finding { path: u.path.clone(), line: u.mark.line, message };
-        match removed_field(&u.path, name) {
-            Some(note) => warnings.push(finding(format!(
+        if let Some(note) = removed_field(&u.path, name) {
+            warnings.push(finding(format!(
                 "field \"{name}\" was removed from the Istio API and is ignored: {note}"
-            ))),
-            None => errors.push(finding(format!("unknown field \"{name}\""))),
+            )));
+        } else if let Some(note) = newer_field(&u.path, name) {
+            errors.push(finding(format!("unknown field \"{name}\": {note}")));
+        } else {
+            errors.push(finding(format!("unknown field \"{name}\"")));
         }
     }
 }
@@ -490,7 +497,7 @@ mod tests {
     fn a_bad_document_does_not_hide_the_others() {
         let docs = parse(
             "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {servers: 3}\n---\n\
-             apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: b}\n---\nkey: [unclosed\n",
+             apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: b}\nspec:\n  servers:\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [\"*\"]\n---\nkey: [unclosed\n",
         );
         assert_eq!(docs.len(), 3, "{docs:#?}");
         assert_eq!(docs[0].errors[0].path, "spec.servers");
@@ -503,7 +510,7 @@ mod tests {
     #[test]
     fn lists_are_expanded_and_other_kinds_skipped() {
         let docs = parse(
-            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: networking.istio.io/v1\n  kind: Gateway\n  metadata: {name: a}\n\
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: networking.istio.io/v1\n  kind: Gateway\n  metadata: {name: a}\n  spec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}]}\n\
              - apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata: {name: b}\n",
         );
         assert_eq!(docs.len(), 2);
