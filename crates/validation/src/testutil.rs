@@ -26,3 +26,46 @@ pub(crate) fn run<T>(
     validate(meta, spec, &mut report);
     report
 }
+
+/// What a table case expects: no findings, an error, or (and no error) a warning; each with the path
+/// and a substring of the message.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Want {
+    /// No error and no warning.
+    Valid,
+    /// An error at the path whose message contains the text.
+    Error(&'static str, &'static str),
+    /// No error, and a warning at the path whose message contains the text.
+    Warning(&'static str, &'static str),
+}
+
+/// Asserts that `report` is what `want` says; `name` names the case in the failure message.
+pub(crate) fn check(name: &str, report: &crate::Report, want: Want) {
+    let has = |issues: &[crate::Issue], path: &str, text: &str| {
+        issues.iter().any(|i| i.path == path && i.message.contains(text))
+    };
+    match want {
+        Want::Valid => assert!(
+            report.errors.is_empty() && report.warnings.is_empty(),
+            "{name}: expected no findings, got {report:?}"
+        ),
+        Want::Error(path, text) => {
+            assert!(has(&report.errors, path, text), "{name}: expected error {path}: {text}, got {report:?}")
+        }
+        Want::Warning(path, text) => assert!(
+            report.errors.is_empty() && has(&report.warnings, path, text),
+            "{name}: expected only warning {path}: {text}, got {report:?}"
+        ),
+    }
+}
+
+/// Runs every `(name, spec YAML, want)` case through `validate` with `meta`.
+pub(crate) fn check_all<T: serde::de::DeserializeOwned>(
+    validate: fn(&ObjectMeta, &T, &mut crate::Report),
+    meta: &ObjectMeta,
+    cases: &[(&str, &str, Want)],
+) {
+    for (name, yaml, want) in cases {
+        check(name, &run(validate, meta, &spec::<T>(yaml)), *want);
+    }
+}

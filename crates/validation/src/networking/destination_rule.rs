@@ -809,43 +809,13 @@ mod tests {
     use api::networking::DestinationRule;
 
     use super::*;
-    use crate::testutil::{meta, run, spec};
-
-    /// What a case expects: no findings, an error, or (and no error) a warning; with the path and a
-    /// substring of the message.
-    #[derive(Clone, Copy, Debug)]
-    enum Want {
-        Valid,
-        Error(&'static str, &'static str),
-        Warning(&'static str, &'static str),
-    }
-    use Want::{Error, Valid, Warning};
-
-    fn check(name: &str, report: &Report, want: Want) {
-        let has = |issues: &[crate::Issue], path: &str, text: &str| {
-            issues.iter().any(|i| i.path == path && i.message.contains(text))
-        };
-        match want {
-            Valid => assert!(
-                report.errors.is_empty() && report.warnings.is_empty(),
-                "{name}: expected no findings, got {report:?}"
-            ),
-            Error(path, text) => assert!(
-                has(&report.errors, path, text),
-                "{name}: expected error {path}: {text}, got {report:?}"
-            ),
-            Warning(path, text) => assert!(
-                report.errors.is_empty() && has(&report.warnings, path, text),
-                "{name}: expected only warning {path}: {text}, got {report:?}"
-            ),
-        }
-    }
+    use crate::testutil::{
+        Want::{self, Error, Valid, Warning},
+        check, meta, run, spec,
+    };
 
     fn check_all(cases: &[(&str, &str, Want)]) {
-        for (name, yaml, want) in cases {
-            let report = run(validate, &meta("dr", "ns1"), &spec::<DestinationRule>(yaml));
-            check(name, &report, *want);
-        }
+        crate::testutil::check_all::<DestinationRule>(validate, &meta("dr", "ns1"), cases);
     }
 
     /// A rule for host `reviews` with the given top-level traffic policy (flow-style YAML).

@@ -1174,43 +1174,13 @@ fn analyze_unreachable_l4_rules<M: PartialEq>(list_path: &str, rules: &[&[M]], r
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{meta, run, spec};
-
-    /// What a case expects: no findings, an error, or (and no error) a warning; with the path and a
-    /// substring of the message.
-    #[derive(Clone, Copy, Debug)]
-    enum Want {
-        Valid,
-        Error(&'static str, &'static str),
-        Warning(&'static str, &'static str),
-    }
-    use Want::{Error, Valid, Warning};
-
-    fn check(name: &str, report: &Report, want: Want) {
-        let has = |issues: &[crate::Issue], path: &str, text: &str| {
-            issues.iter().any(|i| i.path == path && i.message.contains(text))
-        };
-        match want {
-            Valid => assert!(
-                report.errors.is_empty() && report.warnings.is_empty(),
-                "{name}: expected no findings, got {report:?}"
-            ),
-            Error(path, text) => assert!(
-                has(&report.errors, path, text),
-                "{name}: expected error {path}: {text}, got {report:?}"
-            ),
-            Warning(path, text) => assert!(
-                report.errors.is_empty() && has(&report.warnings, path, text),
-                "{name}: expected only warning {path}: {text}, got {report:?}"
-            ),
-        }
-    }
+    use crate::testutil::{
+        Want::{self, Error, Valid, Warning},
+        check, meta, run, spec,
+    };
 
     fn check_all(cases: &[(&str, &str, Want)]) {
-        for (name, yaml, want) in cases {
-            let report = run(validate, &meta("vs", "ns1"), &spec::<VirtualService>(yaml));
-            check(name, &report, *want);
-        }
+        crate::testutil::check_all::<VirtualService>(validate, &meta("vs", "ns1"), cases);
     }
 
     /// A VirtualService for `foo.bar` with one HTTP route (a flow-style YAML mapping).
