@@ -2256,6 +2256,29 @@ pub fn check_dry_run_annotation(meta: &ObjectMeta, authz_action: Option<&str>) -
     }
 }
 
+/// Reports an enum number that has no name: the CRDs accept only the value names, so the API server
+/// rejects it with this (Kubernetes') message.
+pub fn check_enum<E: api::wkt::ProtoEnum>(path: impl Into<String>, value: i32, report: &mut Report) {
+    if E::name_of(value).is_none() {
+        let names: Vec<String> = E::VALUES.iter().map(|(_, _, name)| go_quote(name)).collect();
+        report.error(path, format!("Unsupported value: {value}: supported values: {}", names.join(", ")));
+    }
+}
+
+/// Reports a proto oneof with more than one member set, at `path`: `only one of a, b or c may be set`.
+/// `members` lists each member's JSON name and whether it is set. (The types keep oneof members as
+/// sibling fields, so this is where "exactly one" is enforced.)
+pub fn check_oneof(path: &str, members: &[(&str, bool)], report: &mut Report) {
+    if members.iter().filter(|(_, set)| *set).count() > 1 {
+        let names: Vec<&str> = members.iter().map(|(name, _)| *name).collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        report.error(path, format!("only one of {list} may be set"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

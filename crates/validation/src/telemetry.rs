@@ -8,6 +8,7 @@
 //! parser (v0.28, with the standard macros and default limits) accepts; no type checking is done,
 //! as in Istio.
 
+use crate::common::check_enum;
 use api::{
     meta::ObjectMeta,
     telemetry::{
@@ -19,7 +20,7 @@ use api::{
 use crate::{
     Report,
     common::go_duration_nanos,
-    security::authorization_policy::{check_enum, check_policy_selection, map_entry_path},
+    security::authorization_policy::{check_policy_selection, map_entry_path},
 };
 
 /// Validates a Telemetry; findings use paths from the document root (`spec.…`).

@@ -13,10 +13,8 @@ use api::{
 };
 
 use super::wasm_plugin::{check_traffic_selector, check_vm_config, validate_plugin_url, validate_sha256};
-use crate::{
-    Report,
-    security::authorization_policy::{check_enum, check_policy_selection},
-};
+use crate::common::check_enum;
+use crate::{Report, security::authorization_policy::check_policy_selection};
 
 /// Largest inline Lua script (64 KiB), in bytes.
 const MAX_LUA_CODE: usize = 65536;

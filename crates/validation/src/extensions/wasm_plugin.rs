@@ -7,6 +7,7 @@
 //! It also holds a port of Go's `net/url` parser ([`go_url`]), which Istio and the Kubernetes CEL
 //! `url()`/`isURL()` functions use to read URLs, and the checks TrafficExtension shares.
 
+use crate::common::check_enum;
 use std::collections::BTreeSet;
 
 use api::{
@@ -17,10 +18,7 @@ use api::{
     type_v1beta1::{PortSelector, WorkloadMode},
 };
 
-use crate::{
-    Report,
-    security::authorization_policy::{check_enum, check_policy_selection},
-};
+use crate::{Report, security::authorization_policy::check_policy_selection};
 
 /// Go's `net/url` parsing (`url.Parse`, `url.ParseRequestURI`), reduced to what validation needs:
 /// whether the text parses, Go's error text, and the scheme and host of the result.

@@ -11,6 +11,7 @@
 //! `outlierDetectionHttpErrorCodes` and `zoneAwareLbSetting.minClusterSize`, enum names, and the
 //! `workloadSelector.matchLabels` limits.
 
+use crate::common::{check_enum, check_oneof};
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::{
@@ -23,7 +24,7 @@ use api::{
         load_balancer_settings::{ConsistentHashLb, SimpleLb},
         traffic_policy::{PortTrafficPolicy, ProxyProtocol, TunnelSettings, proxy_protocol::Version},
     },
-    wkt::{Duration, ProtoEnum},
+    wkt::Duration,
 };
 
 use crate::{
@@ -110,30 +111,10 @@ fn check_selector_schema(labels: &BTreeMap<String, String>, report: &mut Report)
     }
 }
 
-/// Reports an enum number that has no name: the CRD only accepts the names.
-fn check_enum<E: ProtoEnum>(path: String, value: i32, report: &mut Report) {
-    if E::name_of(value).is_none() {
-        let names: Vec<String> = E::VALUES.iter().map(|(_, _, name)| go_quote(name)).collect();
-        report.error(path, format!("Unsupported value: {value}: supported values: {}", names.join(", ")));
-    }
-}
-
 /// The CRD's `duration(self) >= duration('1ms')` rule on duration fields.
 fn check_min_duration(path: String, d: &Duration, report: &mut Report) {
     if go_duration_nanos(d) < 1_000_000 {
         report.error(path, "must be a valid duration greater than 1ms");
-    }
-}
-
-/// Reports a proto oneof with more than one member set: `only one of a, b or c may be set`.
-fn check_oneof(path: &str, members: &[(&str, bool)], report: &mut Report) {
-    if members.iter().filter(|(_, set)| *set).count() > 1 {
-        let names: Vec<&str> = members.iter().map(|(name, _)| *name).collect();
-        let list = match names.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-            _ => names.join(""),
-        };
-        report.error(path, format!("only one of {list} may be set"));
     }
 }
 
@@ -279,7 +260,7 @@ fn validate_outlier_detection(outlier: &OutlierDetection, path: &str, report: &m
 
 /// Istio's `validateConnectionPool`: at least one of `tcp` and `http`, no negative limits, valid
 /// durations (a TCP idle timeout of 0 disables it).
-fn validate_connection_pool(pool: &ConnectionPoolSettings, path: &str, report: &mut Report) {
+pub(crate) fn validate_connection_pool(pool: &ConnectionPoolSettings, path: &str, report: &mut Report) {
     if pool.http.is_none() && pool.tcp.is_none() {
         report.error(path, "connection pool must have at least one field");
         return;

@@ -24,7 +24,8 @@ use api::{
     wkt::{ProtoEnum, Struct, Value, value::Kind},
 };
 
-use super::workload_entry::{check_enum, max_items, max_length};
+use super::workload_entry::{max_items, max_length};
+use crate::common::check_enum;
 use crate::{
     Report,
     common::{go_quote, validate_regex, validate_workload_selector_labels},

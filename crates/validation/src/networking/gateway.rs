@@ -3,6 +3,7 @@
 //! `validateTLSOptions`, plus `ValidateNamespaceSlashWildcardHostname` for server hosts. The CRD's
 //! `maxItems: 2` on `tls.credentialNames` and `tls.tlsCertificates` is enforced as well.
 
+use crate::common::check_enum;
 use std::collections::BTreeSet;
 
 use api::{
@@ -207,17 +208,9 @@ fn mode_name(mode: i32) -> String {
     TlSmode::name_of(mode).map_or_else(|| mode.to_string(), str::to_owned)
 }
 
-/// Reports an enum number that has no name: the CRD only accepts the names.
-fn check_enum<E: ProtoEnum>(path: String, value: i32, report: &mut Report) {
-    if E::name_of(value).is_none() {
-        let names: Vec<String> = E::VALUES.iter().map(|(_, _, name)| go_quote(name)).collect();
-        report.error(path, format!("Unsupported value: {value}: supported values: {}", names.join(", ")));
-    }
-}
-
 /// `true` for a cipher suite entry Istio accepts (`security.IsValidCipherSuite`): a known suite, empty,
 /// `ALL`, or an expression starting with an operator (`-`, `+`, `!`, …).
-fn is_valid_cipher_suite(suite: &str) -> bool {
+pub(crate) fn is_valid_cipher_suite(suite: &str) -> bool {
     // Istio looks at the first byte, read as a Latin-1 character.
     match suite.as_bytes().first() {
         None => true,
@@ -228,7 +221,7 @@ fn is_valid_cipher_suite(suite: &str) -> bool {
 }
 
 /// Istio's `validateTLSOptions` for a server's `tls` block at `path`.
-fn validate_tls_options(tls: &ServerTlsSettings, path: &str, report: &mut Report) {
+pub(crate) fn validate_tls_options(tls: &ServerTlsSettings, path: &str, report: &mut Report) {
     use api::networking::gateway::server_tls_settings::TlsProtocol;
 
     let mode = tls.mode;

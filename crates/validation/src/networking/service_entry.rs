@@ -3,6 +3,7 @@
 //! auto-allocation rule of `serviceentry.ShouldV2AutoAllocateIPFromConfig`) and the ServiceEntry CRD
 //! schema (its CEL rules and size limits).
 
+use crate::common::check_enum;
 use std::collections::BTreeSet;
 
 use api::{
@@ -15,8 +16,7 @@ use api::{
 };
 
 use super::workload_entry::{
-    check_endpoint_ports, check_enum, check_workload_entry, check_workload_entry_schema, max_items,
-    max_length,
+    check_endpoint_ports, check_workload_entry, check_workload_entry_schema, max_items, max_length,
 };
 use crate::{
     Report,

@@ -4,35 +4,30 @@
 //! `validateTLSOptions`, `validateConnectionPool` and `validateDestination`; plus the Sidecar CRD
 //! schema's enums and size limits.
 
+use super::destination_rule::validate_connection_pool;
+use crate::common::check_enum;
 use std::collections::{BTreeMap, BTreeSet};
 
 use api::{
     meta::ObjectMeta,
     networking::{
         Sidecar,
-        destination_rule::{
-            ConnectionPoolSettings, connection_pool_settings::http_settings::H2UpgradePolicy,
-        },
-        gateway::{
-            ServerTlsSettings,
-            server_tls_settings::{TlSmode, TlsProtocol},
-        },
+        gateway::server_tls_settings::TlSmode,
         sidecar::{
             CaptureMode, IstioEgressListener, IstioIngressListener, OutboundTrafficPolicy, SidecarPort,
             outbound_traffic_policy::Mode,
         },
     },
-    wkt::{Duration, ProtoEnum},
+    wkt::ProtoEnum,
 };
 
-use super::workload_entry::{UNIX_ADDRESS_PREFIX, check_enum, max_items, max_length};
+use super::workload_entry::{UNIX_ADDRESS_PREFIX, max_items, max_length};
 use crate::{
     Report,
     common::{
-        go_duration_nanos, go_quote, validate_duration, validate_fqdn, validate_ip_address,
-        validate_namespace_slash_wildcard_hostname, validate_port, validate_port_name, validate_protocol,
-        validate_subset_name, validate_unix_address, validate_wildcard_domain,
-        validate_workload_selector_labels,
+        go_quote, validate_fqdn, validate_ip_address, validate_namespace_slash_wildcard_hostname,
+        validate_port, validate_port_name, validate_protocol, validate_subset_name, validate_unix_address,
+        validate_wildcard_domain, validate_workload_selector_labels,
     },
     kube::Protocol,
 };
@@ -72,7 +67,9 @@ pub fn validate(meta: &ObjectMeta, spec: &Sidecar, report: &mut Report) {
         check_ingress(&format!("spec.ingress[{i}]"), listener, &mut ingress_ports, report);
     }
 
-    check_connection_pool("spec.inboundConnectionPool", spec.inbound_connection_pool.as_ref(), report);
+    if let Some(pool) = &spec.inbound_connection_pool {
+        validate_connection_pool(pool, "spec.inboundConnectionPool", report);
+    }
 
     let mut egress_ports = BTreeSet::new();
     let mut unix_binds = BTreeSet::new();
@@ -187,11 +184,13 @@ fn check_ingress(
                 "server cannot have TLS settings for non HTTPS/TLS ports",
             );
         }
-        check_tls_options(&tls_path, tls, report);
+        super::gateway::validate_tls_options(tls, &tls_path, report);
     }
 
     let pool_path = format!("{path}.connectionPool");
-    check_connection_pool(&pool_path, listener.connection_pool.as_ref(), report);
+    if let Some(pool) = &listener.connection_pool {
+        validate_connection_pool(pool, &pool_path, report);
+    }
     if listener.connection_pool.as_ref().is_some_and(|p| p.http.is_some())
         && !Protocol::parse(&port.protocol).is_http()
     {
@@ -390,267 +389,10 @@ fn check_outbound_traffic_policy(path: &str, policy: &OutboundTrafficPolicy, rep
     report.check(format!("{proxy_path}.port.number"), validate_port(i64::from(port.number)));
 }
 
-/// Istio's `validateConnectionPool` (shared with DestinationRule traffic policies), for the settings
-/// at `path`.
-fn check_connection_pool(path: &str, settings: Option<&ConnectionPoolSettings>, report: &mut Report) {
-    let Some(settings) = settings else {
-        return;
-    };
-    if settings.http.is_none() && settings.tcp.is_none() {
-        report.error(path, "connection pool must have at least one field");
-        return;
-    }
-    let duration =
-        |report: &mut Report, field: String, d: &Duration| report.check(field, validate_duration(d));
-    if let Some(http) = &settings.http {
-        let p = format!("{path}.http");
-        for (value, field, message) in [
-            (
-                http.http1_max_pending_requests,
-                "http1MaxPendingRequests",
-                "http1 max pending requests must be non-negative",
-            ),
-            (http.http2_max_requests, "http2MaxRequests", "http2 max requests must be non-negative"),
-            (
-                http.max_requests_per_connection,
-                "maxRequestsPerConnection",
-                "max requests per connection must be non-negative",
-            ),
-            (http.max_retries, "maxRetries", "max retries must be non-negative"),
-            (
-                http.max_concurrent_streams,
-                "maxConcurrentStreams",
-                "max concurrent streams must be non-negative",
-            ),
-        ] {
-            if value < 0 {
-                report.error(format!("{p}.{field}"), message);
-            }
-        }
-        if let Some(d) = &http.idle_timeout {
-            duration(report, format!("{p}.idleTimeout"), d);
-        }
-        check_enum::<H2UpgradePolicy>(&format!("{p}.h2UpgradePolicy"), http.h2_upgrade_policy, report);
-        if http.h2_upgrade_policy == H2UpgradePolicy::Upgrade as i32 && http.use_client_protocol {
-            report.error(
-                format!("{p}.useClientProtocol"),
-                "use client protocol must not be true when H2UpgradePolicy is UPGRADE",
-            );
-        }
-        if let Some(keepalive) = &http.http2_keep_alive {
-            let k = format!("{p}.http2KeepAlive");
-            match &keepalive.interval {
-                None => report.error(format!("{k}.interval"), "http2 keepalive interval is required"),
-                Some(d) => duration(report, format!("{k}.interval"), d),
-            }
-            match &keepalive.timeout {
-                None => report.error(format!("{k}.timeout"), "http2 keepalive timeout is required"),
-                Some(d) => duration(report, format!("{k}.timeout"), d),
-            }
-        }
-    }
-    if let Some(tcp) = &settings.tcp {
-        let p = format!("{path}.tcp");
-        if tcp.max_connections < 0 {
-            report.error(format!("{p}.maxConnections"), "max connections must be non-negative");
-        }
-        if let Some(d) = &tcp.connect_timeout {
-            duration(report, format!("{p}.connectTimeout"), d);
-        }
-        if let Some(d) = &tcp.max_connection_duration {
-            duration(report, format!("{p}.maxConnectionDuration"), d);
-        }
-        // Below one millisecond (0s in particular) the idle timeout is disabled, not invalid.
-        if let Some(d) = &tcp.idle_timeout
-            && go_duration_nanos(d) / 1_000_000 != 0
-        {
-            duration(report, format!("{p}.idleTimeout"), d);
-        }
-        if let Some(keepalive) = &tcp.tcp_keepalive {
-            if let Some(d) = &keepalive.time {
-                duration(report, format!("{p}.tcpKeepalive.time"), d);
-            }
-            if let Some(d) = &keepalive.interval {
-                duration(report, format!("{p}.tcpKeepalive.interval"), d);
-            }
-        }
-    }
-}
-
-/// Cipher suites Istio knows (BoringSSL names, without PSK suites).
-const VALID_CIPHER_SUITES: [&str; 15] = [
-    "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "ECDHE-RSA-AES128-GCM-SHA256",
-    "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "ECDHE-RSA-AES256-GCM-SHA384",
-    "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "ECDHE-RSA-CHACHA20-POLY1305",
-    "ECDHE-ECDSA-AES128-SHA",
-    "ECDHE-RSA-AES128-SHA",
-    "ECDHE-ECDSA-AES256-SHA",
-    "ECDHE-RSA-AES256-SHA",
-    "AES128-GCM-SHA256",
-    "AES256-GCM-SHA384",
-    "AES128-SHA",
-    "AES256-SHA",
-    "DES-CBC3-SHA",
-];
-
-/// Istio's `security.IsValidCipherSuite`: empty, `ALL`, a known suite, or anything not starting with a
-/// letter or digit (operator expressions such as `-AES128-SHA` are not parsed). Like Istio, the first
-/// byte is read as a Latin-1 character.
-fn is_valid_cipher_suite(suite: &str) -> bool {
-    let Some(&first) = suite.as_bytes().first() else {
-        return true;
-    };
-    suite == "ALL" || !char::from(first).is_alphanumeric() || VALID_CIPHER_SUITES.contains(&suite)
-}
-
-/// Formats a sorted list as Go's `%v` does: `[a b]`.
-fn go_list(items: &BTreeSet<&str>) -> String {
-    format!("[{}]", items.iter().copied().collect::<Vec<_>>().join(" "))
-}
-
-/// Istio's `validateTLSOptions` for the server TLS settings at `path`.
-fn check_tls_options(path: &str, tls: &ServerTlsSettings, report: &mut Report) {
-    check_enum::<TlSmode>(&format!("{path}.mode"), tls.mode, report);
-    for (field, value) in
-        [("minProtocolVersion", tls.min_protocol_version), ("maxProtocolVersion", tls.max_protocol_version)]
-    {
-        check_enum::<TlsProtocol>(&format!("{path}.{field}"), value, report);
-    }
-    if (tls.min_protocol_version == TlsProtocol::Tlsv10 as i32
-        || tls.min_protocol_version == TlsProtocol::Tlsv11 as i32)
-        && tls.cipher_suites.is_empty()
-    {
-        report.warn(
-            format!("{path}.minProtocolVersion"),
-            "TLS version below TLSV1_2 require setting compatible ciphers as by default they no longer include compatible ciphers.",
-        );
-    }
-    let (mut invalid, mut valid, mut duplicate) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    for suite in &tls.cipher_suites {
-        if !is_valid_cipher_suite(suite) {
-            invalid.insert(suite.as_str());
-        } else if !valid.insert(suite.as_str()) {
-            duplicate.insert(suite.as_str());
-        }
-    }
-    if !invalid.is_empty() {
-        report.warn(
-            format!("{path}.cipherSuites"),
-            format!("ignoring invalid cipher suites: {}", go_list(&invalid)),
-        );
-    }
-    if !duplicate.is_empty() {
-        report.warn(
-            format!("{path}.cipherSuites"),
-            format!("ignoring duplicate cipher suites: {}", go_list(&duplicate)),
-        );
-    }
-
-    let mode = TlSmode::from_number(tls.mode);
-    if mode == Some(TlSmode::IstioMutual) {
-        for (set, field, what) in [
-            (!tls.server_certificate.is_empty(), "serverCertificate", "server certificate"),
-            (!tls.private_key.is_empty(), "privateKey", "private key"),
-            (!tls.ca_certificates.is_empty(), "caCertificates", "CA bundle"),
-            (!tls.tls_certificates.is_empty(), "tlsCertificates", "tlsCertificates"),
-            (!tls.credential_name.is_empty(), "credentialName", "credentialName"),
-            (!tls.credential_names.is_empty(), "credentialNames", "credentialNames"),
-        ] {
-            if set {
-                report.error(
-                    format!("{path}.{field}"),
-                    format!("ISTIO_MUTUAL TLS cannot have associated {what}"),
-                );
-            }
-        }
-        return;
-    }
-
-    let has_certificates = !tls.ca_crl.is_empty()
-        || !tls.server_certificate.is_empty()
-        || !tls.private_key.is_empty()
-        || !tls.ca_certificates.is_empty()
-        || !tls.tls_certificates.is_empty()
-        || !tls.credential_name.is_empty()
-        || !tls.credential_names.is_empty();
-    if matches!(mode, Some(TlSmode::Passthrough | TlSmode::AutoPassthrough)) && has_certificates {
-        let name = TlSmode::name_of(tls.mode).unwrap_or_default();
-        report.warn(path, format!("{name} mode does not use certificates, they will be ignored"));
-    }
-
-    let sources = usize::from(!tls.server_certificate.is_empty() && !tls.private_key.is_empty())
-        + usize::from(!tls.credential_name.is_empty())
-        + usize::from(!tls.credential_names.is_empty())
-        + usize::from(!tls.tls_certificates.is_empty());
-    if sources > 1 {
-        report.error(
-            path,
-            "only one of credential_name, credential_names, server_certificate/private_key, tls_certificates should be specified",
-        );
-    }
-
-    let terminating = matches!(mode, Some(TlSmode::Simple | TlSmode::Mutual | TlSmode::OptionalMutual));
-    if terminating && (!tls.credential_name.is_empty() || !tls.credential_names.is_empty()) {
-        // Credentials come from a secret: no files are needed.
-        return;
-    }
-    if terminating {
-        let prefix = if mode == Some(TlSmode::Simple) { "SIMPLE TLS" } else { "MUTUAL TLS" };
-        if prefix == "MUTUAL TLS" && tls.ca_certificates.is_empty() {
-            report.error(format!("{path}.caCertificates"), format!("{prefix} requires a client CA bundle"));
-        }
-        if tls.tls_certificates.len() > 2 {
-            report.warn(
-                format!("{path}.tlsCertificates"),
-                format!("{prefix} can support up to 2 server certificates"),
-            );
-        }
-        let certificates: Vec<(String, &str, &str)> = if tls.tls_certificates.is_empty() {
-            vec![(path.to_owned(), tls.server_certificate.as_str(), tls.private_key.as_str())]
-        } else {
-            tls.tls_certificates
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    (
-                        format!("{path}.tlsCertificates[{i}]"),
-                        c.server_certificate.as_str(),
-                        c.private_key.as_str(),
-                    )
-                })
-                .collect()
-        };
-        for (at, certificate, key) in certificates {
-            if certificate.is_empty() {
-                report.error(
-                    format!("{at}.serverCertificate"),
-                    format!("{prefix} requires a server certificate"),
-                );
-            }
-            if key.is_empty() {
-                report.error(format!("{at}.privateKey"), format!("{prefix} requires a private key"));
-            }
-        }
-    }
-    if !tls.ca_crl.is_empty() {
-        if !tls.credential_name.is_empty() {
-            report.error(
-                format!("{path}.caCrl"),
-                "CRL is not supported with credentialName. CRL has to be specified in the credential",
-            );
-        }
-        if mode == Some(TlSmode::Simple) {
-            report.error(format!("{path}.caCrl"), "CRL is not supported with SIMPLE TLS");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::networking::gateway::is_valid_cipher_suite;
     use crate::testutil::{meta, run, spec};
 
     /// (name, spec YAML, expected error substring and path or `None` for valid, warning expected).

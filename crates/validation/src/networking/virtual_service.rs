@@ -10,6 +10,7 @@
 //! The CRD schema adds the proto oneofs (string matches, redirect `port`/`derivePort`, direct response
 //! body, abort error type, delay type) and enum names; those are enforced here too.
 
+use crate::common::{check_enum, check_oneof};
 use std::collections::BTreeMap;
 
 use api::{
@@ -21,7 +22,6 @@ use api::{
         VirtualService, cors_policy::UnmatchedPreflights, headers::HeaderOperations,
         http_redirect::RedirectPortSelection,
     },
-    wkt::ProtoEnum,
 };
 
 use crate::{
@@ -271,26 +271,6 @@ fn host_subset_of(a: &str, b: &str) -> bool {
         (Some(_), None) => false,
         (None, Some(sb)) => a.ends_with(sb),
         (None, None) => a == b,
-    }
-}
-
-/// Reports an enum number that has no name: the CRD only accepts the names.
-fn check_enum<E: ProtoEnum>(path: String, value: i32, report: &mut Report) {
-    if E::name_of(value).is_none() {
-        let names: Vec<String> = E::VALUES.iter().map(|(_, _, name)| go_quote(name)).collect();
-        report.error(path, format!("Unsupported value: {value}: supported values: {}", names.join(", ")));
-    }
-}
-
-/// Reports a proto oneof with more than one member set: `only one of a, b or c may be set`.
-fn check_oneof(path: &str, members: &[(&str, bool)], report: &mut Report) {
-    if members.iter().filter(|(_, set)| *set).count() > 1 {
-        let names: Vec<&str> = members.iter().map(|(name, _)| *name).collect();
-        let list = match names.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-            _ => names.join(""),
-        };
-        report.error(path, format!("only one of {list} may be set"));
     }
 }
 

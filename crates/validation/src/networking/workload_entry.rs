@@ -163,15 +163,6 @@ pub(crate) fn max_items(path: &str, count: usize, max: usize, report: &mut Repor
     }
 }
 
-/// The Kubernetes `enum` rule for an enum field read as a number the enum does not define:
-/// `Unsupported value: 7: supported values: "NONE", "STATIC"`.
-pub(crate) fn check_enum<E: api::wkt::ProtoEnum>(path: &str, value: i32, report: &mut Report) {
-    if E::name_of(value).is_none() {
-        let names: Vec<String> = E::VALUES.iter().map(|(_, _, name)| format!("\"{name}\"")).collect();
-        report.error(path, format!("Unsupported value: {value}: supported values: {}", names.join(", ")));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

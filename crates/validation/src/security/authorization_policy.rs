@@ -10,6 +10,7 @@
 //! other policy-like kinds (PeerAuthentication, RequestAuthentication, Telemetry, WasmPlugin,
 //! TrafficExtension).
 
+use crate::common::check_enum;
 use std::collections::BTreeMap;
 
 use api::{
@@ -100,14 +101,6 @@ fn check_target_ref(path: &str, target: &PolicyTargetReference, report: &mut Rep
     if target.name.len() > MAX_TARGET_NAME {
         report
             .error(format!("{path}.name"), format!("Too long: may not be more than {MAX_TARGET_NAME} bytes"));
-    }
-}
-
-/// Rejects an enum number the enum does not define (the CRD schema only accepts the enum's names).
-pub(crate) fn check_enum<E: ProtoEnum>(path: &str, value: i32, report: &mut Report) {
-    if E::name_of(value).is_none() {
-        let names: Vec<String> = E::VALUES.iter().map(|(_, _, name)| go_quote(name)).collect();
-        report.error(path, format!("Unsupported value: {value}: supported values: {}", names.join(", ")));
     }
 }
 

@@ -11,8 +11,9 @@ use api::{
     security::peer_authentication::{PeerAuthentication, peer_authentication::mutual_tls::Mode},
 };
 
-use super::authorization_policy::{check_enum, check_policy_selection};
+use super::authorization_policy::check_policy_selection;
 use crate::Report;
+use crate::common::check_enum;
 
 /// Validates a PeerAuthentication; findings use paths from the document root (`spec.…`).
 ///
