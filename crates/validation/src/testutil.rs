@@ -69,3 +69,26 @@ pub(crate) fn check_all<T: serde::de::DeserializeOwned>(
         check(name, &run(validate, meta, &spec::<T>(yaml)), *want);
     }
 }
+
+/// A table case in the other shape the per-kind tests use: (name, spec YAML, `Some((message substring,
+/// path))` for an expected error or `None` for no error, whether a warning is expected).
+pub(crate) type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>, bool);
+
+/// Runs every [`Case`] through `validate` with `meta`.
+pub(crate) fn check_cases<T: serde::de::DeserializeOwned>(
+    validate: fn(&ObjectMeta, &T, &mut crate::Report),
+    meta: &ObjectMeta,
+    cases: &[Case],
+) {
+    for (name, yaml, want, warning) in cases {
+        let report = run(validate, meta, &spec::<T>(yaml));
+        match want {
+            None => assert!(report.is_valid(), "{name}: {report:?}"),
+            Some((message, path)) => assert!(
+                report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
+                "{name}: want {message:?} at {path}, got {report:?}"
+            ),
+        }
+        assert_eq!(!report.warnings.is_empty(), *warning, "{name}: warnings {report:?}");
+    }
+}

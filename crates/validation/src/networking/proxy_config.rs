@@ -29,10 +29,7 @@ pub fn validate(meta: &ObjectMeta, spec: &ProxyConfig, report: &mut Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{meta, run, spec};
-
-    /// (name, spec YAML, expected error substring and path or `None` for valid, warning expected).
-    type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>, bool);
+    use crate::testutil::{Case, check_cases, meta, run, spec};
 
     // TestValidateProxyConfig, and the CRD cases (proxyconfig-valid.yaml / -invalid.yaml).
     #[test]
@@ -66,17 +63,7 @@ mod tests {
                 false,
             ),
         ];
-        for (name, yaml, want, warning) in cases {
-            let report = run(validate, &meta("pc", "default"), &spec::<ProxyConfig>(yaml));
-            match want {
-                None => assert!(report.is_valid(), "{name}: {report:?}"),
-                Some((message, path)) => assert!(
-                    report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
-                    "{name}: want {message:?} at {path}, got {report:?}"
-                ),
-            }
-            assert_eq!(!report.warnings.is_empty(), *warning, "{name}: {report:?}");
-        }
+        check_cases::<ProxyConfig>(validate, &meta("pc", "default"), cases);
         let long = format!("environmentVariables: {{A: {}}}", "x".repeat(2049));
         let report = run(validate, &meta("pc", "default"), &spec::<ProxyConfig>(&long));
         assert_eq!(report.errors[0].path, "spec.environmentVariables.A");

@@ -334,23 +334,10 @@ fn check_dynamic_dns(meta: &ObjectMeta, spec: &ServiceEntry, name: &str, report:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{meta, run, spec};
-
-    /// (name, spec YAML, expected error substring and path or `None` for valid, warning expected).
-    type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>, bool);
+    use crate::testutil::{Case, meta, run, spec};
 
     fn check_with(meta: &ObjectMeta, cases: &[Case]) {
-        for (name, yaml, want, warning) in cases {
-            let report = run(validate, meta, &spec::<ServiceEntry>(yaml));
-            match want {
-                None => assert!(report.is_valid(), "{name}: {report:?}"),
-                Some((message, path)) => assert!(
-                    report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
-                    "{name}: want {message:?} at {path}, got {report:?}"
-                ),
-            }
-            assert_eq!(!report.warnings.is_empty(), *warning, "{name}: warnings {report:?}");
-        }
+        crate::testutil::check_cases::<ServiceEntry>(validate, meta, cases);
     }
 
     fn check(cases: &[Case]) {

@@ -393,23 +393,10 @@ fn check_outbound_traffic_policy(path: &str, policy: &OutboundTrafficPolicy, rep
 mod tests {
     use super::*;
     use crate::networking::gateway::is_valid_cipher_suite;
-    use crate::testutil::{meta, run, spec};
-
-    /// (name, spec YAML, expected error substring and path or `None` for valid, warning expected).
-    type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>, bool);
+    use crate::testutil::{Case, meta};
 
     fn check(cases: &[Case]) {
-        for (name, yaml, want, warning) in cases {
-            let report = run(validate, &meta("foo", "bar"), &spec::<Sidecar>(yaml));
-            match want {
-                None => assert!(report.is_valid(), "{name}: {report:?}"),
-                Some((message, path)) => assert!(
-                    report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
-                    "{name}: want {message:?} at {path}, got {report:?}"
-                ),
-            }
-            assert_eq!(!report.warnings.is_empty(), *warning, "{name}: warnings {report:?}");
-        }
+        crate::testutil::check_cases::<Sidecar>(validate, &meta("foo", "bar"), cases);
     }
 
     const ALL: &str = "egress: [{hosts: ['*/*']}]";

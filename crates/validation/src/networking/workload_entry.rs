@@ -166,23 +166,10 @@ pub(crate) fn max_items(path: &str, count: usize, max: usize, report: &mut Repor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{meta, run, spec};
-
-    /// (name, spec YAML, expected error substring and path, or `None` for valid; warning expected).
-    type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>, bool);
+    use crate::testutil::{Case, meta, run, spec};
 
     fn check(cases: &[Case]) {
-        for (name, yaml, want, warning) in cases {
-            let report = run(validate, &meta("we", "default"), &spec::<WorkloadEntry>(yaml));
-            match want {
-                None => assert!(report.is_valid(), "{name}: {report:?}"),
-                Some((message, path)) => assert!(
-                    report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
-                    "{name}: want {message:?} at {path}, got {report:?}"
-                ),
-            }
-            assert_eq!(!report.warnings.is_empty(), *warning, "{name}: warnings {report:?}");
-        }
+        crate::testutil::check_cases::<WorkloadEntry>(validate, &meta("we", "default"), cases);
     }
 
     // TestValidateWorkloadEntry, and the CRD cases (workloadentry-valid.yaml / -invalid.yaml).
