@@ -28,7 +28,7 @@ use super::workload_entry::{max_items, max_length};
 use crate::common::check_enum;
 use crate::{
     Report,
-    common::{go_quote, validate_regex, validate_workload_selector_labels},
+    common::{go_quote, validate_regex},
 };
 
 /// The name of Envoy's HTTP connection manager network filter.
@@ -78,18 +78,7 @@ pub fn validate(meta: &ObjectMeta, spec: &EnvoyFilter, report: &mut Report) {
     );
 
     if let Some(selector) = &spec.workload_selector {
-        let path = "spec.workloadSelector.labels";
-        report.check(path, validate_workload_selector_labels(&selector.labels));
-        if selector.labels.is_empty() {
-            report.warn(
-                "spec.workloadSelector",
-                "Envoy filter: workload selector specified without labels, will be applied to all services in namespace",
-            );
-        }
-        max_items(path, selector.labels.len(), 256, report);
-        for (key, value) in &selector.labels {
-            max_length(&format!("{path}.{key}"), value, 63, report);
-        }
+        super::workload_entry::check_networking_selector("Envoy filter", &selector.labels, report);
         if !spec.target_refs.is_empty() {
             report.error("spec", "only one of targetRefs or workloadSelector can be set");
         }

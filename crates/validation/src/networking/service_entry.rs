@@ -23,7 +23,7 @@ use crate::{
     common::{
         go_quote, is_valid_ip_address, validate_export_to, validate_fqdn, validate_ip_subnet,
         validate_labels, validate_partial_wildcard, validate_port, validate_port_name, validate_protocol,
-        validate_wildcard_domain, validate_workload_selector_labels,
+        validate_wildcard_domain,
     },
     kube::Protocol,
 };
@@ -38,18 +38,7 @@ pub fn validate(meta: &ObjectMeta, spec: &ServiceEntry, report: &mut Report) {
     let resolution = Resolution::from_number(spec.resolution);
 
     if let Some(selector) = &spec.workload_selector {
-        let path = "spec.workloadSelector.labels";
-        report.check(path, validate_workload_selector_labels(&selector.labels));
-        if selector.labels.is_empty() {
-            report.warn(
-                "spec.workloadSelector",
-                "service entry: workload selector specified without labels, will be applied to all services in namespace",
-            );
-        }
-        max_items(path, selector.labels.len(), 256, report);
-        for (key, value) in &selector.labels {
-            max_length(&format!("{path}.{key}"), value, 63, report);
-        }
+        super::workload_entry::check_networking_selector("service entry", &selector.labels, report);
         if !spec.endpoints.is_empty() {
             report.error("spec", "only one of WorkloadSelector or Endpoints is allowed in Service Entry");
         }

@@ -21,13 +21,13 @@ use api::{
     wkt::ProtoEnum,
 };
 
-use super::workload_entry::{UNIX_ADDRESS_PREFIX, max_items, max_length};
+use super::workload_entry::UNIX_ADDRESS_PREFIX;
 use crate::{
     Report,
     common::{
         go_quote, validate_fqdn, validate_ip_address, validate_namespace_slash_wildcard_hostname,
         validate_port, validate_port_name, validate_protocol, validate_subset_name, validate_unix_address,
-        validate_wildcard_domain, validate_workload_selector_labels,
+        validate_wildcard_domain,
     },
     kube::Protocol,
 };
@@ -39,18 +39,7 @@ const ALLOW_ANY_DYNAMIC_DNS: i32 = 3;
 /// Validates a Sidecar; findings use paths from the document root (`spec.…`).
 pub fn validate(meta: &ObjectMeta, spec: &Sidecar, report: &mut Report) {
     if let Some(selector) = &spec.workload_selector {
-        let path = "spec.workloadSelector.labels";
-        report.check(path, validate_workload_selector_labels(&selector.labels));
-        if selector.labels.is_empty() {
-            report.warn(
-                "spec.workloadSelector",
-                "sidecar: workload selector specified without labels, will be applied to all services in namespace",
-            );
-        }
-        max_items(path, selector.labels.len(), 256, report);
-        for (key, value) in &selector.labels {
-            max_length(&format!("{path}.{key}"), value, 63, report);
-        }
+        super::workload_entry::check_networking_selector("sidecar", &selector.labels, report);
     }
 
     if spec.egress.is_empty()

@@ -335,20 +335,12 @@ fn validate_http_route(
         );
     }
     if let Some(percentage) = &route.mirror_percentage {
-        let value = percentage.value;
-        let at = format!("{path}.mirrorPercentage.value");
-        if value > 100.0 {
-            report.error(
-                &at,
-                format!("mirror_percentage must have a max value of 100 (it has {})", go_fixed(value)),
-            );
-        }
-        if value < 0.0 {
-            report.error(
-                &at,
-                format!("mirror_percentage must have a min value of 0 (it has {})", go_fixed(value)),
-            );
-        }
+        check_mirror_percentage(
+            percentage.value,
+            &format!("{path}.mirrorPercentage.value"),
+            "mirror_percentage",
+            report,
+        );
     }
 
     if let Some(mirror) = &route.mirror {
@@ -656,20 +648,12 @@ fn validate_mirror(mirror: &HttpMirrorPolicy, path: &str, report: &mut Report) {
     };
     validate_destination(destination, &format!("{path}.destination"), report);
     if let Some(percentage) = &mirror.percentage {
-        let value = percentage.value;
-        let at = format!("{path}.percentage.value");
-        if value > 100.0 {
-            report.error(
-                &at,
-                format!("mirror percentage must have a max value of 100 (it has {})", go_fixed(value)),
-            );
-        }
-        if value < 0.0 {
-            report.error(
-                &at,
-                format!("mirror percentage must have a min value of 0 (it has {})", go_fixed(value)),
-            );
-        }
+        check_mirror_percentage(
+            percentage.value,
+            &format!("{path}.percentage.value"),
+            "mirror percentage",
+            report,
+        );
     }
 }
 
@@ -1148,6 +1132,17 @@ fn analyze_unreachable_l4_rules<M: PartialEq>(list_path: &str, rules: &[&[M]], r
         if duplicates == matches.len() {
             warn_unused(report, path, &name, "all matches used by prior rules");
         }
+    }
+}
+
+/// Istio's range check of a mirror percentage (0–100); `what` is how Istio names the field in its
+/// message (`mirror_percentage` for the route's, `mirror percentage` for a `mirrors` entry's).
+fn check_mirror_percentage(value: f64, at: &str, what: &str, report: &mut Report) {
+    if value > 100.0 {
+        report.error(at, format!("{what} must have a max value of 100 (it has {})", go_fixed(value)));
+    }
+    if value < 0.0 {
+        report.error(at, format!("{what} must have a min value of 0 (it has {})", go_fixed(value)));
     }
 }
 

@@ -163,6 +163,24 @@ pub(crate) fn max_items(path: &str, count: usize, max: usize, report: &mut Repor
     }
 }
 
+/// The `workloadSelector` of a ServiceEntry, Sidecar or EnvoyFilter (the networking selector with a
+/// `labels` map): Istio's label checks, its "specified without labels" warning (prefixed with the kind
+/// as Istio words it, e.g. `sidecar`), and the CRD's limits (256 labels, values up to 63 characters).
+pub(crate) fn check_networking_selector(kind: &str, labels: &BTreeMap<String, String>, report: &mut Report) {
+    let path = "spec.workloadSelector.labels";
+    report.check(path, crate::common::validate_workload_selector_labels(labels));
+    if labels.is_empty() {
+        report.warn(
+            "spec.workloadSelector",
+            format!("{kind}: workload selector specified without labels, will be applied to all services in namespace"),
+        );
+    }
+    max_items(path, labels.len(), 256, report);
+    for (key, value) in labels {
+        max_length(&format!("{path}.{key}"), value, 63, report);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
