@@ -12,7 +12,7 @@
 //! - [`queue`]: the coalescing, retrying task queue between a store and its handlers (ordering
 //!   guarantees are documented there).
 //! - [`memory`]: [`MemoryStore`], writable or read-only (the sink of mirroring sources).
-//! - [`file`]: [`FileSource`], a watched directory of YAML/JSON (bad-file and duplicate policy there).
+//! - [`file`](mod@file): [`FileSource`], a watched directory of YAML/JSON (bad-file and duplicate policy there).
 //! - [`aggregate`]: [`Aggregate`], several sources as one (precedence, shadowing, writes).
 //! - [`configz`](mod@configz): the JSON dump of a store for `/debug/configz`.
 //!
