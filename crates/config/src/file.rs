@@ -583,7 +583,12 @@ impl FileSource {
         self.rescan_async().await;
 
         let period = self.inner.options.rescan_interval.filter(|d| !d.is_zero());
-        let mut ticker = period.map(|p| tokio::time::interval_at(tokio::time::Instant::now() + p, p));
+        let mut ticker = period.map(|p| {
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
+            // A slow scan must not be followed by a burst of catch-up scans.
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker
+        });
         let debounce = self.inner.options.debounce;
         loop {
             let tick = async {
@@ -749,7 +754,7 @@ impl ConfigStoreController for FileSource {
         self.inner.store.register_event_handler(kind, handler);
     }
 
-    /// Watches the directory and runs the event queue until `shutdown`.
+    /// Watches the directory and runs the event queue until `shutdown`. Call it once.
     fn run(&self, shutdown: Shutdown) -> RunFuture {
         let queue = self.inner.store.run(shutdown.clone());
         let watch = self.clone().watch(shutdown);
