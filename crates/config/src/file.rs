@@ -42,7 +42,9 @@
 //! next one win (an Update, not a Delete and an Add).
 //!
 //! **Deletions.** A file that disappears takes its objects with it. A directory that cannot be listed
-//! (removed, permissions) changes nothing: the scan fails with a warning and the objects stay.
+//! (removed, permissions) changes nothing: the scan fails with a warning and the objects stay. If the
+//! watched directory itself is removed and created again, its watch is gone: until the process
+//! restarts, only the periodic re-scan sees changes there.
 //!
 //! The source is read-only: [`ConfigStore`] writes return [`StoreError::ReadOnly`].
 

@@ -11,6 +11,8 @@
 //!   truncated file seen mid-write could otherwise become a "last good" state the model cannot know.
 //! - *burst*: the watcher runs and steps follow each other with no wait (good content only, so the
 //!   final state is determined); one barrier at the end.
+//!
+//! A fourth property feeds arbitrary bytes into files: the source never panics.
 
 mod common;
 
@@ -304,5 +306,36 @@ proptest! {
             trigger.trigger();
             run.await.unwrap();
         });
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// No input panics the source: arbitrary bytes (and near-YAML text) in files, scanned twice with
+    /// changes in between; whatever is valid is in force, everything else is reported.
+    #[test]
+    fn arbitrary_file_contents_never_panic(
+        first in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 1..4),
+        second in prop::collection::vec(
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..300),
+                "[a-z:{}\\[\\]\n -]{0,200}".prop_map(String::into_bytes),
+            ],
+            1..4,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, bytes) in first.iter().enumerate() {
+            std::fs::write(dir.path().join(format!("f{i}.yaml")), bytes).unwrap();
+        }
+        let source = FileSource::new(dir.path(), options()).unwrap();
+        for (i, bytes) in second.iter().enumerate() {
+            std::fs::write(dir.path().join(format!("f{i}.yaml")), bytes).unwrap();
+        }
+        source.rescan().unwrap();
+        let status = source.status();
+        prop_assert!(status.bad_files.iter().all(|b| !b.errors.is_empty()));
+        prop_assert!(status.files <= 3);
     }
 }
