@@ -10,8 +10,15 @@
 //!   (stores, registries, xDS generation) sees it. Follows Istio's `config.Config` (`pkg/config/model.go`).
 //! - [`parse`]: turns Kubernetes-style YAML/JSON documents into typed, validated [`Config`]s, or into
 //!   findings that name the file, document, line, field path and reason.
+//! - [`store`]: the [`ConfigStore`] / [`ConfigStoreController`] traits every config source implements,
+//!   their events, errors and shutdown signal.
 
 mod config;
 pub mod parse;
+pub mod store;
 
 pub use config::{Config, ConfigKey, ConfigMeta};
+pub use store::{
+    ConfigStore, ConfigStoreController, Event, EventHandler, HandlerError, Shutdown, ShutdownTrigger,
+    StoreError, shutdown_channel,
+};

@@ -1,0 +1,35 @@
+//! meshpilot's config stores and sources.
+//!
+//! ```text
+//!  --config-dir DIR ──► FileSource ──┐ (read-only MemoryStore inside)
+//!  (later) Kubernetes, MCP ──────────┼──► Aggregate ──► Queue ──► handlers (per kind)
+//!  MemoryStore (writable) ───────────┘        │
+//!                                             └──► configz() for /debug/configz
+//! ```
+//!
+//! Every source implements [`model::ConfigStore`] and [`model::ConfigStoreController`]:
+//!
+//! - [`queue`]: the coalescing, retrying task queue between a store and its handlers (ordering
+//!   guarantees are documented there).
+//! - [`memory`]: [`MemoryStore`], writable or read-only (the sink of mirroring sources).
+//! - [`file`](mod@file): [`FileSource`], a watched directory of YAML/JSON (bad-file and duplicate policy there).
+//! - [`aggregate`]: [`Aggregate`], several sources as one (precedence, shadowing, writes).
+//! - [`configz`](mod@configz): the JSON dump of a store for `/debug/configz`.
+//!
+//! Metrics (via the `metrics` crate; nothing is recorded unless the binary installs a recorder):
+//! `meshpilot_config_handler_retries{kind}` (counter), `meshpilot_config_file_errors` (counter, one per
+//! rejected file content), `meshpilot_config_bad_files` (gauge).
+
+pub mod aggregate;
+pub mod configz;
+pub mod file;
+pub mod memory;
+pub mod queue;
+pub mod time;
+
+pub use aggregate::Aggregate;
+pub use configz::{configz, kubernetes_object};
+pub use file::{FileSource, FileSourceOptions, FileSourceStatus};
+pub use memory::{Change, MemoryStore};
+pub use queue::{Queue, QueueOptions};
+pub use time::rfc3339;
