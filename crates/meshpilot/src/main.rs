@@ -2,7 +2,9 @@
 //!
 //! Subcommands:
 //! - `validate -f PATH…`: check Istio config files offline, like `istioctl validate`.
+//! - `configz --config-dir DIR…`: load config directories and print the config in force.
 
+mod configz;
 mod validate;
 
 use std::process::ExitCode;
@@ -22,9 +24,18 @@ enum Command {
     /// Validate Istio config files (like `istioctl validate`).
     #[command(visible_alias = "v")]
     Validate(validate::Args),
+    /// Load --config-dir directories and print the config in force (Istio's /debug/configz shape).
+    Configz(configz::Args),
 }
 
 fn main() -> ExitCode {
+    // Logs go to stderr; RUST_LOG sets the level (default: warnings).
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -35,5 +46,6 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Validate(args) => validate::run(&args),
+        Command::Configz(args) => configz::run(&args),
     }
 }
