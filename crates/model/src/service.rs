@@ -648,10 +648,12 @@ pub fn classify_endpoint_update(
     if new.is_empty() {
         return Some(EndpointPush::Incremental);
     }
-    let accounts: BTreeSet<String> =
-        new.iter().filter(|e| !e.service_account.is_empty()).map(|e| e.service_account.clone()).collect();
-    let accounts_changed = accounts != *service_accounts;
-    *service_accounts = accounts;
+    let accounts: BTreeSet<&str> =
+        new.iter().map(|e| e.service_account.as_str()).filter(|a| !a.is_empty()).collect();
+    let accounts_changed = !accounts.iter().copied().eq(service_accounts.iter().map(String::as_str));
+    if accounts_changed {
+        *service_accounts = accounts.into_iter().map(str::to_string).collect();
+    }
     if old.is_none() || accounts_changed { Some(EndpointPush::Full) } else { Some(EndpointPush::Incremental) }
 }
 
