@@ -12,12 +12,19 @@
 //!   findings that name the file, document, line, field path and reason.
 //! - [`store`]: the [`ConfigStore`] / [`ConfigStoreController`] traits every config source implements,
 //!   their events, errors and shutdown signal.
+//! - [`service`]: [`Service`], [`Endpoint`], [`ServiceInstance`], the [`ServiceDiscovery`] /
+//!   [`ServiceController`] traits registries implement, and their notifications ([`RegistryEvent`]).
 
 mod config;
 pub mod parse;
+pub mod service;
 pub mod store;
 
 pub use config::{Config, ConfigKey, ConfigMeta};
+pub use service::{
+    Endpoint, EndpointPush, EndpointShard, EndpointUpdate, RegistryEvent, RegistryEventHandler,
+    RegistryWarning, Service, ServiceController, ServiceDiscovery, ServiceEvent, ServiceInstance, ShardKey,
+};
 pub use store::{
     ConfigStore, ConfigStoreController, Event, EventHandler, HandlerError, Shutdown, ShutdownTrigger,
     StoreError, shutdown_channel,

@@ -1,0 +1,199 @@
+//! [`AggregateRegistry`]: several registries as one (Istio's
+//! `pilot/pkg/serviceregistry/aggregate/controller.go`).
+//!
+//! ```text
+//!  ServiceEntryRegistry ──┐                      services: merged by (hostname, namespace)
+//!  (later) Kubernetes  ───┼──► AggregateRegistry  endpoints / proxy instances: every registry's
+//!  (more registries)   ───┘        │              events: forwarded, each registry's handler added once
+//!                                  ▼
+//!                          handlers (xDS server)
+//! ```
+//!
+//! **Precedence.** When several registries declare the same (hostname, namespace), the aggregate
+//! shows one service: a Kubernetes service first (Istio's protection against "domain squatting" by
+//! a ServiceEntry), then the oldest (creation time), then the registry added first. Lookups by
+//! viewer namespace ([`ServiceDiscovery::visible_service`]) use
+//! [`compare_service_precedence`] across all registries, then registry order.
+//!
+//! **Endpoints** are the union of every registry's endpoints for the service, as Istio's endpoint
+//! shards are merged at push time; each registry filters by its own service's ports.
+//!
+//! **Events** are forwarded unchanged, in each registry's order. Each registry classifies its
+//! endpoint updates for its own shard (`EndpointPush`); for a host that several registries share this
+//! is conservative (a registry's service-account change gives a full push even if another registry
+//! already had those accounts).
+
+use std::{
+    cmp::Ordering,
+    collections::BTreeMap,
+    sync::{Arc, RwLock, RwLockReadGuard, Weak},
+};
+
+use model::service::{
+    Endpoint, EndpointShard, Labels, RegistryEvent, RegistryEventHandler, RegistryWarning, Service,
+    ServiceController, ServiceDiscovery, ServiceInstance, compare_service_precedence, service_config_key,
+};
+
+/// Several registries as one. Cheap to clone (a handle).
+#[derive(Clone, Default)]
+pub struct AggregateRegistry {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    registries: RwLock<Vec<Arc<dyn ServiceController>>>,
+    handlers: RwLock<Vec<RegistryEventHandler>>,
+}
+
+impl std::fmt::Debug for AggregateRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AggregateRegistry")
+            .field("registries", &self.registries().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Services of every registry by (hostname, namespace), each with its registry's position.
+type Grouped = BTreeMap<(String, String), Vec<(usize, Arc<Service>)>>;
+
+/// Precedence across registries for one hostname: Kubernetes, then creation time, then registry
+/// order (`index`).
+fn across(a: (usize, &Arc<Service>), b: (usize, &Arc<Service>), viewer: Option<&str>) -> Ordering {
+    compare_service_precedence(a.1, b.1, viewer).then_with(|| a.0.cmp(&b.0))
+}
+
+impl AggregateRegistry {
+    /// An aggregate without registries.
+    pub fn new() -> AggregateRegistry {
+        AggregateRegistry::default()
+    }
+
+    /// Adds a registry after the others (it loses precedence ties to them) and subscribes to its
+    /// events once: every later event of it reaches every handler of the aggregate, whenever that
+    /// handler was added.
+    pub fn add_registry(&self, registry: Arc<dyn ServiceController>) {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        registry.append_event_handler(Arc::new(move |event: &RegistryEvent| {
+            if let Some(inner) = weak.upgrade() {
+                let handlers = inner.handlers.read().unwrap_or_else(|p| p.into_inner()).clone();
+                crate::notify(&handlers, event);
+            }
+        }));
+        self.inner.registries.write().unwrap_or_else(|p| p.into_inner()).push(registry);
+    }
+
+    /// The registries, in precedence order.
+    pub fn registries(&self) -> Vec<Arc<dyn ServiceController>> {
+        self.read().clone()
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Vec<Arc<dyn ServiceController>>> {
+        self.inner.registries.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every registry's services, grouped by (hostname, namespace), in registry order.
+    fn grouped(&self) -> Grouped {
+        let mut grouped = Grouped::new();
+        for (i, registry) in self.read().iter().enumerate() {
+            for service in registry.services() {
+                grouped
+                    .entry((service.hostname.clone(), service.namespace.clone()))
+                    .or_default()
+                    .push((i, service));
+            }
+        }
+        grouped
+    }
+}
+
+impl ServiceDiscovery for AggregateRegistry {
+    fn services(&self) -> Vec<Arc<Service>> {
+        self.grouped()
+            .into_values()
+            .filter_map(|candidates| {
+                candidates
+                    .iter()
+                    .min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), None))
+                    .map(|(_, s)| s.clone())
+            })
+            .collect()
+    }
+
+    fn get_service(&self, hostname: &str, namespace: &str) -> Option<Arc<Service>> {
+        let candidates: Vec<(usize, Arc<Service>)> = self
+            .read()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.get_service(hostname, namespace).map(|s| (i, s)))
+            .collect();
+        candidates.iter().min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), None)).map(|(_, s)| s.clone())
+    }
+
+    fn visible_service(&self, hostname: &str, viewer: &str) -> Option<Arc<Service>> {
+        let candidates: Vec<(usize, Arc<Service>)> = self
+            .read()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.visible_service(hostname, viewer).map(|s| (i, s)))
+            .collect();
+        candidates
+            .iter()
+            .min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), Some(viewer)))
+            .map(|(_, s)| s.clone())
+    }
+
+    fn endpoints(
+        &self,
+        hostname: &str,
+        namespace: &str,
+        port: u32,
+        subset: Option<&Labels>,
+    ) -> Vec<Arc<Endpoint>> {
+        self.read().iter().flat_map(|r| r.endpoints(hostname, namespace, port, subset)).collect()
+    }
+
+    fn proxy_instances(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance> {
+        self.read().iter().flat_map(|r| r.proxy_instances(ips, namespace)).collect()
+    }
+}
+
+impl ServiceController for AggregateRegistry {
+    fn append_event_handler(&self, handler: RegistryEventHandler) {
+        self.inner.handlers.write().unwrap_or_else(|p| p.into_inner()).push(handler);
+    }
+
+    /// Every registry has synced.
+    fn has_synced(&self) -> bool {
+        self.read().iter().all(|r| r.has_synced())
+    }
+
+    fn endpoint_shards(&self) -> Vec<EndpointShard> {
+        self.read().iter().flat_map(|r| r.endpoint_shards()).collect()
+    }
+
+    /// Every registry's warnings, plus one per service hidden by another registry's service of the
+    /// same hostname and namespace.
+    fn warnings(&self) -> Vec<RegistryWarning> {
+        let mut out: Vec<RegistryWarning> = self.read().iter().flat_map(|r| r.warnings()).collect();
+        for ((hostname, namespace), candidates) in self.grouped() {
+            let Some(winner) = candidates.iter().min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), None)) else {
+                continue;
+            };
+            for (i, loser) in candidates.iter().filter(|c| !Arc::ptr_eq(&c.1, &winner.1)) {
+                out.push(RegistryWarning {
+                    object: service_config_key(&hostname, &namespace),
+                    hostname: Some(hostname.clone()),
+                    message: format!(
+                        "the {} service {hostname:?} in namespace {namespace} (registry #{i}, object {}) is \
+                         hidden by the {} one (registry #{}, object {}): Kubernetes services win, then the \
+                         oldest, then the registry added first; endpoints of both are served",
+                        loser.registry, loser.object_name, winner.1.registry, winner.0, winner.1.object_name
+                    ),
+                });
+            }
+        }
+        out.sort();
+        out
+    }
+}
