@@ -1,0 +1,26 @@
+//! Istio config and services → Envoy resources: the generators.
+//!
+//! ```text
+//!  ConfigStore + ServiceDiscovery ──► PushContext (immutable snapshot, indexes)
+//!                                          │
+//!  ProxyContext (who asks) ────────────────┤
+//!                                          ▼
+//!        cluster (CDS) · endpoint (EDS) · listener (LDS) · rds (RDS assembly)
+//!                                          │ uses
+//!                                          ▼
+//!                route (VirtualService HTTP routes → Envoy routes) · check (pre-send validation)
+//! ```
+//!
+//! Everything here is pure: values in, Envoy messages (envoy-types) out; no I/O, no clock. Names follow
+//! Istio (`outbound|PORT|SUBSET|HOST`, `inbound|PORT||`, `0.0.0.0_PORT`, route configs `PORT` and
+//! `http.PORT`, …). An Istio object that would produce a resource Envoy rejects is dropped from the output
+//! and reported as a [`Finding`]; it never takes the rest of its route configuration or listener down.
+//!
+//! HTTP filter chain contract (every HTTP connection manager built here): `envoy.filters.http.fault`,
+//! `envoy.filters.http.cors`, then `envoy.filters.http.router` last. Per-route fault and CORS settings are
+//! set by [`route`] in `typed_per_filter_config` under those filter names.
+
+pub mod report;
+pub mod route;
+
+pub use report::{Finding, Severity};

@@ -1,0 +1,44 @@
+//! What generation could not do: dropped objects and untranslated fields, for logs, `/debug` and
+//! `meshpilot validate` warnings.
+
+use std::fmt;
+
+use model::ConfigKey;
+
+/// How serious a [`Finding`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// Part of an object was left out of the output because Envoy would reject it (e.g. a regex RE2
+    /// does not accept); the rest of the output is unaffected.
+    Dropped,
+    /// A field meshpilot does not translate yet; it has no effect (never silently ignored: reported).
+    Unsupported,
+}
+
+/// One thing generation could not honour.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Finding {
+    /// How serious it is.
+    pub severity: Severity,
+    /// The Istio object it comes from, when there is one.
+    pub config: Option<ConfigKey>,
+    /// Field path in that object (`spec.http[0].match[1].uri.regex`), or empty.
+    pub path: String,
+    /// The Envoy resource affected (`outbound|80||reviews.default.svc.cluster.local`, route config `80`).
+    pub resource: String,
+    /// What happened and why.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.severity {
+            Severity::Dropped => "dropped",
+            Severity::Unsupported => "not translated",
+        };
+        match &self.config {
+            Some(key) => write!(f, "{what}: {key} {}: {} (in {})", self.path, self.message, self.resource),
+            None => write!(f, "{what}: {}: {}", self.resource, self.message),
+        }
+    }
+}
