@@ -501,7 +501,7 @@ pub fn route_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
         let mut ignored = Vec::new();
         for (port, merged) in gateway::merge(push, proxy, &mut ignored) {
             for s in &merged.servers {
-                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) {
+                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) && s.servable() {
                     names.insert(s.route_name(port));
                 }
             }

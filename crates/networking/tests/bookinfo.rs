@@ -256,7 +256,7 @@ fn proxyless_grpc_shapes() {
     assert_eq!(h.http_filters.last().unwrap().name, "envoy.filters.http.router");
     assert!(h.http_filters[1].is_optional, "gRPC does not know CORS");
 
-    let rds = generate_routes(&push, &proxy, &[route.clone()]);
+    let rds = generate_routes(&push, &proxy, std::slice::from_ref(&route));
     let rc = &rds.resources[0];
     assert_eq!(rc.name, route);
     assert_eq!(rc.virtual_hosts.len(), 1);
