@@ -35,6 +35,8 @@ pub mod server;
 pub mod sotw;
 pub mod source;
 pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod type_url;
 
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
