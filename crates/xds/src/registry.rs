@@ -192,7 +192,17 @@ impl<P: PushEvent> PushHandle<P> {
 struct Inner<P> {
     connections: RwLock<BTreeMap<String, Arc<Entry<P>>>>,
     counter: AtomicU64,
-    by_version: Mutex<BTreeMap<String, usize>>,
+}
+
+/// Connections per proxy Istio version, across every registry of the process (the `pilot_xds`
+/// gauge, like Istio's global tracker).
+static BY_VERSION: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+
+fn count_version(version: &str, up: bool) {
+    let mut by_version = BY_VERSION.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let n = by_version.entry(version.to_owned()).or_insert(0);
+    *n = if up { *n + 1 } else { n.saturating_sub(1) };
+    metrics::set_clients(version, *n);
 }
 
 /// The connected proxies (cheap to clone; clones share the registry).
@@ -243,6 +253,16 @@ impl<P> ConnectionRegistry<P> {
         self.read().get(id).map(|e| e.snapshot())
     }
 
+    /// Ends every connection from the server side (e.g. on shutdown, so proxies move to another
+    /// instance); returns how many.
+    pub fn disconnect_all(&self) -> usize {
+        let all = self.read();
+        for e in all.values() {
+            e.stop.notify_one();
+        }
+        all.len()
+    }
+
     /// Ends a connection from the server side (the client reconnects; Istio's
     /// `/debug/force_disconnect`). Returns whether it was registered.
     pub fn disconnect(&self, id: &str) -> bool {
@@ -260,11 +280,7 @@ impl<P: PushEvent> ConnectionRegistry<P> {
     /// An empty registry.
     pub fn new() -> Self {
         ConnectionRegistry {
-            inner: Arc::new(Inner {
-                connections: RwLock::new(BTreeMap::new()),
-                counter: AtomicU64::new(0),
-                by_version: Mutex::new(BTreeMap::new()),
-            }),
+            inner: Arc::new(Inner { connections: RwLock::new(BTreeMap::new()), counter: AtomicU64::new(0) }),
         }
     }
 
@@ -324,15 +340,8 @@ impl<P: PushEvent> ConnectionRegistry<P> {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(id, Arc::clone(&entry));
-        self.count_version(&entry.proxy.metadata.istio_version, true);
+        count_version(&entry.proxy.metadata.istio_version, true);
         Registration { registry: self.clone(), entry, wake: wake_rx }
-    }
-
-    fn count_version(&self, version: &str, up: bool) {
-        let mut by_version = self.inner.by_version.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = by_version.entry(version.to_owned()).or_insert(0);
-        *n = if up { *n + 1 } else { n.saturating_sub(1) };
-        metrics::set_clients(version, *n);
     }
 }
 
@@ -353,7 +362,7 @@ impl<P: PushEvent> Drop for Registration<P> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&self.entry.id);
         if removed.is_some() {
-            self.registry.count_version(&self.entry.proxy.metadata.istio_version, false);
+            count_version(&self.entry.proxy.metadata.istio_version, false);
         }
     }
 }
@@ -415,6 +424,7 @@ mod tests {
         assert_eq!(reg.snapshot().len(), 1);
         assert!(reg.disconnect("b.ns-1"));
         assert!(!reg.disconnect("nope"));
+        assert_eq!(reg.disconnect_all(), 1);
         // The stop permit is stored until the connection waits for it.
         tokio::time::timeout(std::time::Duration::from_secs(1), r.entry.stop.notified()).await.unwrap();
         r.entry.remove_type("t");

@@ -155,8 +155,10 @@ impl Protocol {
 #[derive(Debug)]
 pub enum Trigger<'a, P> {
     /// The client asked: first request for the type on the stream (also a reconnect), or newly
-    /// subscribed names. The engine always answers these, with an empty response if the source
-    /// returns `None`.
+    /// subscribed names. Return the resources, even an empty set: the client waits for the answer
+    /// (Envoy stays un-ready up to its initial fetch timeout). If the source returns `None`, the
+    /// engine answers with "no change" where the protocol has one (Delta; SotW RDS/EDS) and sends
+    /// nothing for SotW Listener/Cluster, where an empty response would delete the client's set.
     Request,
     /// The server side pushed this event (see [`ConnectionRegistry`](crate::ConnectionRegistry)).
     /// Return `None` when the event does not change this type for this proxy: nothing is sent.
