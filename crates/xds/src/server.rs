@@ -232,6 +232,26 @@ fn content_hash(resources: &[Resource]) -> u64 {
     resources.iter().fold(FNV_OFFSET, |h, r| fnv1a(fnv1a(fnv1a(h, r.name.as_bytes()), &[0]), &r.body.value))
 }
 
+/// Drops resources whose `Any` type differs from the response type (a client would reject the whole
+/// response; RUST-STACK.md pitfall 1) and fills empty versions with the content hash. Returns the
+/// dropped (name, type URL) pairs.
+fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String, String)>) {
+    let mut dropped = Vec::new();
+    g.resources.retain(|r| {
+        let ok = r.body.type_url == type_url;
+        if !ok {
+            dropped.push((r.name.clone(), r.body.type_url.clone()));
+        }
+        ok
+    });
+    for r in &mut g.resources {
+        if r.version.is_empty() {
+            r.version = content_version(&r.body);
+        }
+    }
+    (g, dropped)
+}
+
 /// Why a stream's task ended.
 #[derive(Debug)]
 enum End {
@@ -342,41 +362,23 @@ impl<S: ResourceSource> Connection<S> {
         let ctx = self.ctx.as_mut()?;
         let request = GenerateRequest { proxy: &self.proxy, type_url, protocol, watch, trigger };
         match self.source.generate(ctx, &request) {
-            Ok(g) => g.map(|g| self.checked(type_url, g)),
+            Ok(g) => g.map(|g| {
+                let (g, dropped) = check_resources(type_url, g);
+                for (name, any_type) in dropped {
+                    warn!(
+                        connection = %self.reg.entry.id,
+                        "{}: dropping resource {name:?}: its Any type {any_type:?} is not the response type",
+                        short_name(type_url)
+                    );
+                    metrics::record_internal_error();
+                }
+                g
+            }),
             Err(e) => {
                 warn!(connection = %self.reg.entry.id, "{}: generation failed: {e}", short_name(type_url));
                 metrics::record_internal_error();
                 None
             }
-        }
-    }
-
-    /// Drops resources whose `Any` type differs from the response type (a client would reject the
-    /// whole response) and fills empty versions.
-    fn checked(&self, type_url: &str, mut g: Generated) -> Generated {
-        g.resources.retain(|r| {
-            let ok = r.body.type_url == type_url;
-            if !ok {
-                warn!(
-                    connection = %self.reg.entry.id,
-                    "{}: dropping resource {:?}: its Any type {:?} is not the response type",
-                    short_name(type_url), r.name, r.body.type_url
-                );
-                metrics::record_internal_error();
-            }
-            ok
-        });
-        for r in &mut g.resources {
-            if r.version.is_empty() {
-                r.version = content_version(&r.body);
-            }
-        }
-        g
-    }
-
-    fn record_answer(&mut self, type_url: &str, verdict_nonce: Option<(&str, bool)>) {
-        if let Some((nonce, accepted)) = verdict_nonce {
-            self.convergence.answered(type_url, nonce, accepted);
         }
     }
 
@@ -428,7 +430,7 @@ impl<S: ResourceSource> Connection<S> {
             }
             sotw::Verdict::Ack { nonce, version } => {
                 debug!(connection = %self.id(), %nonce, %version, "{short}: ACK");
-                self.record_answer(type_url, Some((nonce, true)));
+                self.convergence.answered(type_url, nonce, true);
             }
             sotw::Verdict::Nack { nonce, version, message, current } => {
                 warn!(
@@ -437,7 +439,7 @@ impl<S: ResourceSource> Connection<S> {
                 );
                 metrics::record_reject(type_url);
                 self.entry().update_type(type_url, |s| s.rejects += 1);
-                self.record_answer(type_url, Some((nonce, false)));
+                self.convergence.answered(type_url, nonce, false);
             }
             sotw::Verdict::Stale { nonce } => {
                 debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
@@ -638,13 +640,13 @@ impl<S: ResourceSource> Connection<S> {
             }
             delta::Verdict::Ack { nonce } => {
                 debug!(connection = %self.id(), %nonce, "{short}: ACK");
-                self.record_answer(type_url, Some((nonce, true)));
+                self.convergence.answered(type_url, nonce, true);
             }
             delta::Verdict::Nack { nonce, message, current } => {
                 warn!(connection = %self.id(), %nonce, current, "{short}: NACK: {message}");
                 metrics::record_reject(type_url);
                 self.entry().update_type(type_url, |s| s.rejects += 1);
-                self.record_answer(type_url, Some((nonce, false)));
+                self.convergence.answered(type_url, nonce, false);
             }
             delta::Verdict::Stale { nonce } => {
                 debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
@@ -799,5 +801,61 @@ fn trigger_label<P>(t: &Trigger<'_, P>) -> &'static str {
         Trigger::Request => " (request)",
         Trigger::Push(_) => "",
         Trigger::Dependency => " (dependency)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::google::protobuf::Any;
+
+    fn res(name: &str, type_url: &str, version: &str) -> Resource {
+        Resource {
+            name: name.into(),
+            version: version.into(),
+            body: Any { type_url: type_url.into(), value: vec![1] },
+        }
+    }
+
+    #[test]
+    fn resources_of_another_type_are_dropped_and_empty_versions_filled() {
+        let g = Generated::full(
+            "1",
+            vec![res("a", CLUSTER, ""), res("hcm", "envoy.filters.network.http_connection_manager", "1")],
+        );
+        let (g, dropped) = check_resources(CLUSTER, g);
+        assert_eq!(g.resources.len(), 1);
+        assert_eq!(g.resources[0].version, content_version(&g.resources[0].body));
+        assert_eq!(
+            dropped,
+            vec![("hcm".to_owned(), "envoy.filters.network.http_connection_manager".to_owned())]
+        );
+    }
+
+    #[test]
+    fn nonces_are_unique_and_content_hash_depends_on_names_and_bytes() {
+        assert_ne!(next_nonce(), next_nonce());
+        let a = content_hash(&[res("a", CLUSTER, "1")]);
+        assert_eq!(a, content_hash(&[res("a", CLUSTER, "2")]), "the version is not content");
+        assert_ne!(a, content_hash(&[res("b", CLUSTER, "1")]));
+        assert_ne!(a, content_hash(&[]));
+    }
+
+    #[test]
+    fn convergence_waits_for_every_type_of_the_push() {
+        let t0 = Instant::now();
+        let mut c = Convergence::default();
+        c.pushed(t0, vec![(CLUSTER.into(), "n1".into()), (ENDPOINT.into(), "n2".into())]);
+        c.answered(CLUSTER, "old", true);
+        assert_eq!(c.waiting.len(), 2, "another nonce does not count");
+        c.answered(CLUSTER, "n1", true);
+        assert_eq!(c.waiting.len(), 1);
+        // A newer push before convergence keeps the older start.
+        c.pushed(t0 + Duration::from_secs(1), vec![(ENDPOINT.into(), "n3".into())]);
+        assert_eq!(c.start, Some(t0));
+        c.answered(ENDPOINT, "n2", true);
+        assert_eq!(c.waiting.len(), 1, "n2 was superseded by n3");
+        c.answered(ENDPOINT, "n3", false);
+        assert!(c.waiting.is_empty() && c.start.is_none() && !c.failed, "reset after the push ends");
     }
 }

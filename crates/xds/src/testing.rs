@@ -33,8 +33,9 @@ use tokio::{
 
 use crate::{AdsServer, ConnectionRegistry, ResourceSource};
 
-/// Errors of the test harness; the text says what to do.
-#[derive(Debug, thiserror::Error)]
+/// Errors of the test harness; the text says what to do. `Debug` prints the same text, so a test's
+/// `unwrap()` shows it.
+#[derive(thiserror::Error)]
 pub enum HarnessError {
     /// No Envoy binary.
     #[error(
@@ -71,6 +72,12 @@ pub enum HarnessError {
         /// What was wrong.
         detail: String,
     },
+}
+
+impl std::fmt::Debug for HarnessError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 fn log_suffix(tail: &str) -> String {
