@@ -1,0 +1,105 @@
+//! The engine's Prometheus metrics, with Istio's names (`pilot/pkg/xds/monitoring.go`,
+//! `pkg/xds/monitoring.go`), recorded through the `metrics` facade.
+//!
+//! Counters carry no `_total` suffix (RUST-STACK.md pitfall 14): render them with
+//! `metrics-exporter-prometheus`, which keeps names as given. Histogram buckets are the exporter's
+//! business; [`HISTOGRAM_BUCKETS`] lists Istio's for each histogram so the binary can configure them
+//! (`PrometheusBuilder::set_buckets_for_metric`). Call [`describe`] once at startup for HELP texts.
+
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+
+use crate::type_url::metric_type;
+
+/// Gauge `pilot_xds{version}`: connected xDS clients by proxy Istio version (`ISTIO_VERSION`).
+pub const XDS_CLIENTS: &str = "pilot_xds";
+/// Counter `pilot_xds_pushes{type}`: responses sent, by type (`cds`, `eds`, `lds`, `rds`, …); send
+/// failures count as `<type>_senderr`.
+pub const PUSHES: &str = "pilot_xds_pushes";
+/// Counter `pilot_total_xds_rejects{type}`: NACKs received, by type.
+pub const REJECTS: &str = "pilot_total_xds_rejects";
+/// Counter `pilot_xds_expired_nonce{type}`: requests carrying a stale nonce, by type.
+pub const EXPIRED_NONCE: &str = "pilot_xds_expired_nonce";
+/// Histogram `pilot_xds_config_size_bytes{type}`: encoded size of the resources of each response;
+/// like Istio, the label is the full type URL.
+pub const CONFIG_SIZE: &str = "pilot_xds_config_size_bytes";
+/// Histogram `pilot_proxy_convergence_time`: seconds from a push being enqueued for a connection to
+/// the proxy ACKing every response of that push.
+pub const CONVERGENCE: &str = "pilot_proxy_convergence_time";
+/// Histogram `pilot_xds_push_time{type}`: seconds to generate and send one response.
+pub const PUSH_TIME: &str = "pilot_xds_push_time";
+/// Histogram `pilot_xds_send_time`: seconds to hand one response to the stream.
+pub const SEND_TIME: &str = "pilot_xds_send_time";
+/// Counter `pilot_total_xds_internal_errors`: generation failures and responses refused by the
+/// engine's own checks.
+pub const INTERNAL_ERRORS: &str = "pilot_total_xds_internal_errors";
+
+/// Istio's buckets for each histogram (seconds, or bytes for the config size).
+pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
+    (CONVERGENCE, &[0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
+    (PUSH_TIME, &[0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
+    (SEND_TIME, &[0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
+    (CONFIG_SIZE, &[1.0, 10_000.0, 1_000_000.0, 4_000_000.0, 10_000_000.0, 40_000_000.0]),
+];
+
+/// Registers HELP texts and units (Istio's wording) with the installed recorder.
+pub fn describe() {
+    describe_gauge!(XDS_CLIENTS, "Number of endpoints connected to this pilot using XDS.");
+    describe_counter!(PUSHES, "Pilot build and send errors for lds, rds, cds and eds.");
+    describe_counter!(REJECTS, "Total number of XDS responses from pilot rejected by proxy.");
+    describe_counter!(EXPIRED_NONCE, "Total number of XDS requests with an expired nonce.");
+    describe_histogram!(CONFIG_SIZE, Unit::Bytes, "Distribution of configuration sizes pushed to clients");
+    describe_histogram!(
+        CONVERGENCE,
+        Unit::Seconds,
+        "Delay in seconds between config change and a proxy receiving all required configuration."
+    );
+    describe_histogram!(
+        PUSH_TIME,
+        Unit::Seconds,
+        "Total time in seconds Pilot takes to push lds, rds, cds and eds."
+    );
+    describe_histogram!(
+        SEND_TIME,
+        Unit::Seconds,
+        "Total time in seconds Pilot takes to send generated configuration."
+    );
+    describe_counter!(INTERNAL_ERRORS, "Total number of internal XDS errors in pilot.");
+}
+
+pub(crate) fn set_clients(version: &str, count: usize) {
+    #[allow(clippy::cast_precision_loss)]
+    gauge!(XDS_CLIENTS, "version" => version.to_owned()).set(count as f64);
+}
+
+pub(crate) fn record_push(type_url: &str, elapsed: Duration, bytes: usize) {
+    counter!(PUSHES, "type" => metric_type(type_url).to_owned()).increment(1);
+    histogram!(PUSH_TIME, "type" => metric_type(type_url).to_owned()).record(elapsed.as_secs_f64());
+    #[allow(clippy::cast_precision_loss)]
+    histogram!(CONFIG_SIZE, "type" => type_url.to_owned()).record(bytes as f64);
+}
+
+pub(crate) fn record_send_time(elapsed: Duration) {
+    histogram!(SEND_TIME).record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn record_send_error(type_url: &str) {
+    counter!(PUSHES, "type" => format!("{}_senderr", metric_type(type_url))).increment(1);
+}
+
+pub(crate) fn record_reject(type_url: &str) {
+    counter!(REJECTS, "type" => metric_type(type_url).to_owned()).increment(1);
+}
+
+pub(crate) fn record_expired_nonce(type_url: &str) {
+    counter!(EXPIRED_NONCE, "type" => metric_type(type_url).to_owned()).increment(1);
+}
+
+pub(crate) fn record_convergence(elapsed: Duration) {
+    histogram!(CONVERGENCE).record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn record_internal_error() {
+    counter!(INTERNAL_ERRORS).increment(1);
+}

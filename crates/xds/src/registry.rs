@@ -1,0 +1,433 @@
+//! Connected proxies, their per-type sync status, and the push path into each connection.
+//!
+//! Every ADS stream registers itself once its node is known, under a connection id
+//! `<proxy id>-<counter>` (Istio's `connectionID`), and unregisters when it ends. The registry is
+//! what the DiscoveryServer pushes through and what `/debug/syncz` and `/debug/adsz` read.
+//!
+//! **Pushes** go into a per-connection slot holding at most one pending event: a push to a
+//! connection whose slot is full is merged into it ([`PushEvent::merge`]), and the connection is
+//! woken through a channel of capacity one. However fast changes arrive, each connection has at most
+//! one push pending and one being processed (Istio's push queue), and memory stays bounded.
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Instant, SystemTime},
+};
+
+use tokio::sync::{Notify, mpsc};
+
+use crate::{
+    metrics,
+    node::Proxy,
+    source::{Protocol, PushEvent, Watch},
+    state::SyncState,
+};
+
+/// The sync status of one type on one connection (one row of `/debug/syncz`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeStatus {
+    /// What the client watches.
+    pub watch: Watch,
+    /// Where the type is in its request/response cycle.
+    pub state: SyncState,
+    /// Nonce of the latest response sent (empty if none).
+    pub nonce_sent: String,
+    /// Version of the latest response sent.
+    pub version_sent: String,
+    /// Nonce of the latest ACKed response (empty if none).
+    pub nonce_acked: String,
+    /// Version of the latest ACKed response.
+    pub version_acked: String,
+    /// The last NACK's `error_detail.message`, until the next ACK.
+    pub last_error: Option<String>,
+    /// When the latest response was sent.
+    pub last_send_time: Option<SystemTime>,
+    /// Responses sent.
+    pub responses: u64,
+    /// Resources sent, summed over all responses.
+    pub resources_sent: u64,
+    /// Resources in the latest response.
+    pub last_resources: usize,
+    /// NACKs received.
+    pub rejects: u64,
+}
+
+impl Default for TypeStatus {
+    fn default() -> Self {
+        TypeStatus {
+            watch: Watch::default(),
+            state: SyncState::Requested,
+            nonce_sent: String::new(),
+            version_sent: String::new(),
+            nonce_acked: String::new(),
+            version_acked: String::new(),
+            last_error: None,
+            last_send_time: None,
+            responses: 0,
+            resources_sent: 0,
+            last_resources: 0,
+            rejects: 0,
+        }
+    }
+}
+
+/// A copy of one connection's state, for debug endpoints and tests.
+#[derive(Debug, Clone)]
+pub struct ConnectionSnapshot {
+    /// `<proxy id>-<counter>`.
+    pub id: String,
+    /// The proxy's identity.
+    pub proxy: Arc<Proxy>,
+    /// The peer address, when the transport knows it.
+    pub peer: Option<SocketAddr>,
+    /// When the stream's node was accepted.
+    pub connected_at: SystemTime,
+    /// SotW or Delta.
+    pub protocol: Protocol,
+    /// Status per watched type URL.
+    pub types: BTreeMap<String, TypeStatus>,
+}
+
+/// A push waiting for its connection.
+#[derive(Debug)]
+pub struct PendingPush<P> {
+    /// The (merged) event.
+    pub event: P,
+    /// When the oldest event merged into it was enqueued (start of `pilot_proxy_convergence_time`).
+    pub enqueued: Instant,
+}
+
+pub(crate) struct Entry<P> {
+    pub(crate) id: String,
+    pub(crate) proxy: Arc<Proxy>,
+    peer: Option<SocketAddr>,
+    connected_at: SystemTime,
+    protocol: Protocol,
+    pending: Mutex<Option<PendingPush<P>>>,
+    wake: mpsc::Sender<()>,
+    pub(crate) stop: Notify,
+    status: Mutex<BTreeMap<String, TypeStatus>>,
+}
+
+impl<P: PushEvent> Entry<P> {
+    fn push(&self, event: P) {
+        {
+            let mut slot = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match slot.as_mut() {
+                Some(p) => p.event.merge(event),
+                None => *slot = Some(PendingPush { event, enqueued: Instant::now() }),
+            }
+        }
+        // Full means a wake-up is already queued; closed means the connection is ending.
+        let _ = self.wake.try_send(());
+    }
+
+    pub(crate) fn take_pending(&self) -> Option<PendingPush<P>> {
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
+
+impl<P> Entry<P> {
+    pub(crate) fn update_type(&self, type_url: &str, f: impl FnOnce(&mut TypeStatus)) {
+        let mut status = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(status.entry(type_url.to_owned()).or_default());
+    }
+
+    pub(crate) fn remove_type(&self, type_url: &str) {
+        self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(type_url);
+    }
+
+    fn snapshot(&self) -> ConnectionSnapshot {
+        ConnectionSnapshot {
+            id: self.id.clone(),
+            proxy: Arc::clone(&self.proxy),
+            peer: self.peer,
+            connected_at: self.connected_at,
+            protocol: self.protocol,
+            types: self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+        }
+    }
+}
+
+/// A handle to push to one connection (cheap to clone; stays valid but inert after the connection
+/// ends).
+pub struct PushHandle<P> {
+    entry: Arc<Entry<P>>,
+}
+
+impl<P> Clone for PushHandle<P> {
+    fn clone(&self) -> Self {
+        PushHandle { entry: Arc::clone(&self.entry) }
+    }
+}
+
+impl<P> std::fmt::Debug for PushHandle<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushHandle").field("connection", &self.entry.id).finish()
+    }
+}
+
+impl<P: PushEvent> PushHandle<P> {
+    /// Enqueues `event` (merged into the pending one, if any) and wakes the connection. Never blocks.
+    pub fn push(&self, event: P) {
+        self.entry.push(event);
+    }
+
+    /// The connection id.
+    pub fn connection_id(&self) -> &str {
+        &self.entry.id
+    }
+
+    /// The connected proxy.
+    pub fn proxy(&self) -> &Proxy {
+        &self.entry.proxy
+    }
+}
+
+struct Inner<P> {
+    connections: RwLock<BTreeMap<String, Arc<Entry<P>>>>,
+    counter: AtomicU64,
+}
+
+/// Connections per proxy Istio version, across every registry of the process (the `pilot_xds`
+/// gauge, like Istio's global tracker).
+static BY_VERSION: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+
+fn count_version(version: &str, up: bool) {
+    let mut by_version = BY_VERSION.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let n = by_version.entry(version.to_owned()).or_insert(0);
+    *n = if up { *n + 1 } else { n.saturating_sub(1) };
+    metrics::set_clients(version, *n);
+}
+
+/// The connected proxies (cheap to clone; clones share the registry).
+pub struct ConnectionRegistry<P> {
+    inner: Arc<Inner<P>>,
+}
+
+impl<P> Clone for ConnectionRegistry<P> {
+    fn clone(&self) -> Self {
+        ConnectionRegistry { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<P> std::fmt::Debug for ConnectionRegistry<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionRegistry").field("connections", &self.len()).finish()
+    }
+}
+
+impl<P: PushEvent> Default for ConnectionRegistry<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P> ConnectionRegistry<P> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Entry<P>>>> {
+        self.inner.connections.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many connections are registered.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether no connection is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies of every connection's state, sorted by connection id.
+    pub fn snapshot(&self) -> Vec<ConnectionSnapshot> {
+        self.read().values().map(|e| e.snapshot()).collect()
+    }
+
+    /// A copy of one connection's state.
+    pub fn connection(&self, id: &str) -> Option<ConnectionSnapshot> {
+        self.read().get(id).map(|e| e.snapshot())
+    }
+
+    /// Ends every connection from the server side (e.g. on shutdown, so proxies move to another
+    /// instance); returns how many.
+    pub fn disconnect_all(&self) -> usize {
+        let all = self.read();
+        for e in all.values() {
+            e.stop.notify_one();
+        }
+        all.len()
+    }
+
+    /// Ends a connection from the server side (the client reconnects; Istio's
+    /// `/debug/force_disconnect`). Returns whether it was registered.
+    pub fn disconnect(&self, id: &str) -> bool {
+        match self.read().get(id) {
+            Some(e) => {
+                e.stop.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl<P: PushEvent> ConnectionRegistry<P> {
+    /// An empty registry.
+    pub fn new() -> Self {
+        ConnectionRegistry {
+            inner: Arc::new(Inner { connections: RwLock::new(BTreeMap::new()), counter: AtomicU64::new(0) }),
+        }
+    }
+
+    /// Pushes `event` to every connection; returns how many.
+    pub fn push_all(&self, event: P) -> usize
+    where
+        P: Clone,
+    {
+        self.push_where(|_| true, event)
+    }
+
+    /// Pushes `event` to the connections whose proxy matches; returns how many.
+    pub fn push_where(&self, mut matches: impl FnMut(&Proxy) -> bool, event: P) -> usize
+    where
+        P: Clone,
+    {
+        let targets: Vec<Arc<Entry<P>>> =
+            self.read().values().filter(|e| matches(&e.proxy)).cloned().collect();
+        for e in &targets {
+            e.push(event.clone());
+        }
+        targets.len()
+    }
+
+    /// A push handle for one connection.
+    pub fn handle(&self, id: &str) -> Option<PushHandle<P>> {
+        self.read().get(id).map(|e| PushHandle { entry: Arc::clone(e) })
+    }
+
+    /// Push handles for every connection.
+    pub fn handles(&self) -> Vec<PushHandle<P>> {
+        self.read().values().map(|e| PushHandle { entry: Arc::clone(e) }).collect()
+    }
+
+    pub(crate) fn register(
+        &self,
+        proxy: Arc<Proxy>,
+        peer: Option<SocketAddr>,
+        protocol: Protocol,
+    ) -> Registration<P> {
+        let n = self.inner.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{}-{n}", proxy.id);
+        let (wake, wake_rx) = mpsc::channel(1);
+        let entry = Arc::new(Entry {
+            id: id.clone(),
+            proxy,
+            peer,
+            connected_at: SystemTime::now(),
+            protocol,
+            pending: Mutex::new(None),
+            wake,
+            stop: Notify::new(),
+            status: Mutex::new(BTreeMap::new()),
+        });
+        self.inner
+            .connections
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, Arc::clone(&entry));
+        count_version(&entry.proxy.metadata.istio_version, true);
+        Registration { registry: self.clone(), entry, wake: wake_rx }
+    }
+}
+
+/// A registered connection; unregisters when dropped (also on panic).
+pub(crate) struct Registration<P: PushEvent> {
+    registry: ConnectionRegistry<P>,
+    pub(crate) entry: Arc<Entry<P>>,
+    pub(crate) wake: mpsc::Receiver<()>,
+}
+
+impl<P: PushEvent> Drop for Registration<P> {
+    fn drop(&mut self) {
+        let removed = self
+            .registry
+            .inner
+            .connections
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.entry.id);
+        if removed.is_some() {
+            count_version(&self.entry.proxy.metadata.istio_version, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::NodeMetadata;
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Keys(Vec<&'static str>);
+
+    impl PushEvent for Keys {
+        fn merge(&mut self, newer: Self) {
+            self.0.extend(newer.0);
+        }
+    }
+
+    fn proxy(id: &str) -> Arc<Proxy> {
+        Arc::new(
+            Proxy::parse(
+                &format!("sidecar~10.0.0.1~{id}~default.svc.cluster.local"),
+                NodeMetadata::default(),
+            )
+            .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn pushes_merge_into_one_pending_event() {
+        let reg = ConnectionRegistry::<Keys>::new();
+        let mut r = reg.register(proxy("a.default"), None, Protocol::Sotw);
+        assert_eq!(r.entry.id, "a.default-1");
+        let r2 = reg.register(proxy("a.default"), None, Protocol::Delta);
+        assert_eq!(r2.entry.id, "a.default-2", "same proxy, new connection id");
+        assert_eq!(reg.push_all(Keys(vec!["vs"])), 2);
+        assert_eq!(reg.push_where(|p| p.id == "a.default", Keys(vec!["dr"])), 2);
+        reg.handle("a.default-1").unwrap().push(Keys(vec!["se"]));
+        // One wake-up queued, one merged event pending.
+        assert!(r.wake.try_recv().is_ok());
+        assert!(r.wake.try_recv().is_err());
+        let p = r.entry.take_pending().unwrap();
+        assert_eq!(p.event, Keys(vec!["vs", "dr", "se"]));
+        assert!(r.entry.take_pending().is_none());
+        drop(r);
+        assert_eq!(reg.len(), 1, "dropping the registration unregisters");
+        assert!(reg.handle("a.default-1").is_none());
+        drop(r2);
+        assert!(reg.is_empty());
+    }
+
+    #[tokio::test]
+    async fn status_and_disconnect() {
+        let reg = ConnectionRegistry::<()>::new();
+        let r = reg.register(proxy("b.ns"), None, Protocol::Sotw);
+        r.entry.update_type("t", |s| s.nonce_sent = "n1".into());
+        let snap = reg.connection("b.ns-1").unwrap();
+        assert_eq!(snap.types["t"].nonce_sent, "n1");
+        assert_eq!(reg.snapshot().len(), 1);
+        assert!(reg.disconnect("b.ns-1"));
+        assert!(!reg.disconnect("nope"));
+        assert_eq!(reg.disconnect_all(), 1);
+        // The stop permit is stored until the connection waits for it.
+        tokio::time::timeout(std::time::Duration::from_secs(1), r.entry.stop.notified()).await.unwrap();
+        r.entry.remove_type("t");
+        assert!(reg.connection("b.ns-1").unwrap().types.is_empty());
+    }
+}

@@ -1,0 +1,861 @@
+//! The RPC edge: a tonic `AggregatedDiscoveryService` (SotW and Delta) over a [`ResourceSource`].
+//!
+//! Each stream runs as one task:
+//!
+//! ```text
+//!   first request ──► node → Proxy (InvalidArgument if malformed) ──► source.connect ──► register
+//!   loop (biased select): stop ▸ request ▸ push wake-up
+//!     request ──► session.on_request (pure) ──► answer?  generate ─► send ─► session.on_sent
+//!     push    ──► source.needs_push ──► per watched type in CDS, EDS, LDS, RDS order: generate ─► send
+//!   end ──► source.disconnect, unregister
+//! ```
+//!
+//! Responses go out through a bounded channel; when the client reads slowly the task waits
+//! (back-pressure) rather than buffering. `tonic::Status` appears only here.
+
+use std::{
+    future::Future,
+    net::SocketAddr,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    Resource as ProtoResource,
+    aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
+};
+use tokio::{net::TcpListener, sync::mpsc};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use crate::{
+    delta::{self, DeltaSession},
+    metrics,
+    node::{NodeError, Proxy},
+    registry::{ConnectionRegistry, Entry, PendingPush, Registration},
+    sotw::{self, SentResponse, SotwSession},
+    source::{
+        FNV_OFFSET, GenerateRequest, Generated, Protocol, Resource, ResourceSource, SourceError, Trigger,
+        Watch, content_version, fnv1a,
+    },
+    type_url::{self, CLUSTER, ENDPOINT, short_name},
+};
+
+/// Tuning of the ADS server. Every knob has a default matching Istio or the prototype.
+#[derive(Debug, Clone)]
+pub struct AdsConfig {
+    /// Responses buffered per stream before the stream's task waits for the client to read. Default 16.
+    pub response_buffer: usize,
+    /// Largest request accepted, in bytes. Default 4 MiB (Istio's `ISTIO_GPRC_MAXRECVMSGSIZE`).
+    pub max_decoding_message_size: usize,
+    /// Largest response sent, in bytes. Default 256 MiB (quilkin's choice; Envoy's own receive limit
+    /// is set in its bootstrap).
+    pub max_encoding_message_size: usize,
+    /// HTTP/2 keepalive ping interval. Default 30 s (Istio's `GRPC_KEEPALIVE_INTERVAL`).
+    pub keepalive_interval: Duration,
+    /// HTTP/2 keepalive timeout. Default 10 s (Istio's `GRPC_KEEPALIVE_TIMEOUT`).
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for AdsConfig {
+    fn default() -> Self {
+        AdsConfig {
+            response_buffer: 16,
+            max_decoding_message_size: 4 * 1024 * 1024,
+            max_encoding_message_size: 256 * 1024 * 1024,
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Errors of [`AdsServer::serve`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The gRPC server failed (listener or HTTP/2 error).
+    #[error("xDS gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// The ADS server: implements `AggregatedDiscoveryService` for any [`ResourceSource`].
+pub struct AdsServer<S: ResourceSource> {
+    source: Arc<S>,
+    registry: ConnectionRegistry<S::Push>,
+    config: AdsConfig,
+}
+
+impl<S: ResourceSource> std::fmt::Debug for AdsServer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdsServer").field("registry", &self.registry).field("config", &self.config).finish()
+    }
+}
+
+impl<S: ResourceSource> AdsServer<S> {
+    /// A server over `source` with default [`AdsConfig`].
+    pub fn new(source: Arc<S>) -> Self {
+        Self::with_config(source, AdsConfig::default())
+    }
+
+    /// A server over `source` with `config`.
+    pub fn with_config(source: Arc<S>, config: AdsConfig) -> Self {
+        AdsServer { source, registry: ConnectionRegistry::new(), config }
+    }
+
+    /// The connection registry (clone it before [`AdsServer::into_service`] to push and to read
+    /// sync status).
+    pub fn registry(&self) -> &ConnectionRegistry<S::Push> {
+        &self.registry
+    }
+
+    /// The tonic service, with the configured message size limits.
+    pub fn into_service(self) -> AggregatedDiscoveryServiceServer<Self> {
+        let (dec, enc) = (self.config.max_decoding_message_size, self.config.max_encoding_message_size);
+        AggregatedDiscoveryServiceServer::new(self)
+            .max_decoding_message_size(dec)
+            .max_encoding_message_size(enc)
+    }
+
+    /// Serves ADS (plaintext HTTP/2, as on Istio's port 15010) on `listener` until `shutdown`
+    /// completes.
+    ///
+    /// # Errors
+    /// [`ServeError`] if the gRPC server fails.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ServeError> {
+        let (interval, timeout) = (self.config.keepalive_interval, self.config.keepalive_timeout);
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(interval))
+            .http2_keepalive_timeout(Some(timeout))
+            .add_service(self.into_service())
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .await?;
+        Ok(())
+    }
+
+    fn start(
+        &self,
+        first_node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
+        peer: Option<SocketAddr>,
+        protocol: Protocol,
+    ) -> Result<Connection<S>, Status> {
+        let proxy = Proxy::from_node(first_node).map_err(|e| {
+            warn!(peer = ?peer, protocol = protocol.as_str(), "ADS: rejecting stream: {e}");
+            node_status(&e)
+        })?;
+        let ctx = self.source.connect(&proxy).map_err(|e| {
+            warn!(node = %proxy.node_id, "ADS: source refused connection: {e}");
+            source_status(&e)
+        })?;
+        let proxy = Arc::new(proxy);
+        let reg = self.registry.register(Arc::clone(&proxy), peer, protocol);
+        info!(connection = %reg.entry.id, peer = ?peer, protocol = protocol.as_str(), "ADS: new connection");
+        Ok(Connection {
+            source: Arc::clone(&self.source),
+            ctx: Some(ctx),
+            proxy,
+            reg,
+            convergence: Convergence::default(),
+        })
+    }
+}
+
+fn node_status(e: &NodeError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+fn source_status(e: &SourceError) -> Status {
+    match e {
+        SourceError::Refused(_) => Status::permission_denied(e.to_string()),
+        SourceError::NotReady(_) => Status::unavailable(e.to_string()),
+        SourceError::Generate { .. } => Status::internal(e.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
+    type StreamAggregatedResourcesStream = ReceiverStream<Result<DiscoveryResponse, Status>>;
+    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let peer = request.remote_addr();
+        let mut inbound = request.into_inner();
+        let Some(first) = inbound.message().await? else {
+            return Err(Status::cancelled("stream closed before its first request"));
+        };
+        let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw)?;
+        let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
+        tokio::spawn(conn.run_sotw(first, inbound, tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        let peer = request.remote_addr();
+        let mut inbound = request.into_inner();
+        let Some(first) = inbound.message().await? else {
+            return Err(Status::cancelled("stream closed before its first request"));
+        };
+        let conn = self.start(first.node.as_ref(), peer, Protocol::Delta)?;
+        let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
+        tokio::spawn(conn.run_delta(first, inbound, tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Nonces unique across the process and across restarts (a reconnecting client may present a
+/// nonce from a previous stream).
+fn next_nonce() -> String {
+    static SALT: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let salt = *SALT.get_or_init(|| {
+        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        fnv1a(FNV_OFFSET, &nanos.to_le_bytes()) & 0xffff_ffff
+    });
+    format!("{salt:08x}-{}", COUNTER.fetch_add(1, Ordering::Relaxed) + 1)
+}
+
+/// Hash of a response's resources (names and bytes): recognises a rejected config if it comes again.
+fn content_hash(resources: &[Resource]) -> u64 {
+    resources.iter().fold(FNV_OFFSET, |h, r| fnv1a(fnv1a(fnv1a(h, r.name.as_bytes()), &[0]), &r.body.value))
+}
+
+/// Drops resources whose `Any` type differs from the response type (a client would reject the whole
+/// response; RUST-STACK.md pitfall 1) and fills empty versions with the content hash. Returns the
+/// dropped (name, type URL) pairs.
+fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String, String)>) {
+    let mut dropped = Vec::new();
+    g.resources.retain(|r| {
+        let ok = r.body.type_url == type_url;
+        if !ok {
+            dropped.push((r.name.clone(), r.body.type_url.clone()));
+        }
+        ok
+    });
+    for r in &mut g.resources {
+        if r.version.is_empty() {
+            r.version = content_version(&r.body);
+        }
+    }
+    (g, dropped)
+}
+
+/// Why a stream's task ended.
+#[derive(Debug)]
+enum End {
+    /// The server side asked (registry `disconnect`).
+    Stopped,
+    /// The client closed its side.
+    ClientClosed,
+    /// The response stream is gone (client disconnected).
+    ClientGone,
+    /// A transport error reading a request.
+    Transport(Status),
+}
+
+/// Time from a push being enqueued to the proxy ACKing every response of it.
+#[derive(Debug, Default)]
+struct Convergence {
+    start: Option<Instant>,
+    /// type URL → nonce still awaiting its answer.
+    waiting: std::collections::BTreeMap<String, String>,
+    failed: bool,
+}
+
+impl Convergence {
+    fn pushed(&mut self, enqueued: Instant, sent: Vec<(String, String)>) {
+        if sent.is_empty() {
+            return;
+        }
+        self.start = Some(self.start.map_or(enqueued, |s| s.min(enqueued)));
+        self.waiting.extend(sent);
+    }
+
+    fn answered(&mut self, type_url: &str, nonce: &str, accepted: bool) {
+        if self.waiting.get(type_url).is_none_or(|n| n != nonce) {
+            return;
+        }
+        self.waiting.remove(type_url);
+        self.failed |= !accepted;
+        if self.waiting.is_empty() {
+            if let (Some(start), false) = (self.start, self.failed) {
+                metrics::record_convergence(start.elapsed());
+            }
+            *self = Convergence::default();
+        }
+    }
+}
+
+enum Event<T> {
+    Stop,
+    Request(Result<Option<T>, Status>),
+    Wake,
+}
+
+/// What a send produced.
+struct Sent {
+    nonce: String,
+    resources: usize,
+}
+
+/// One stream's task.
+struct Connection<S: ResourceSource> {
+    source: Arc<S>,
+    ctx: Option<S::Context>,
+    proxy: Arc<Proxy>,
+    reg: Registration<S::Push>,
+    convergence: Convergence,
+}
+
+impl<S: ResourceSource> Connection<S> {
+    fn id(&self) -> &str {
+        &self.reg.entry.id
+    }
+
+    fn entry(&self) -> &Entry<S::Push> {
+        &self.reg.entry
+    }
+
+    async fn next_event<T: prost::Message + Default>(&mut self, inbound: &mut Streaming<T>) -> Event<T> {
+        let stop = self.reg.entry.stop.notified();
+        let wake = self.reg.wake.recv();
+        tokio::select! {
+            biased;
+            () = stop => Event::Stop,
+            m = inbound.message() => Event::Request(m),
+            _ = wake => Event::Wake,
+        }
+    }
+
+    fn finish(mut self, end: &End) {
+        match end {
+            End::Transport(status) => {
+                debug!(connection = %self.id(), "ADS: stream ended with error: {status}");
+            }
+            other => info!(connection = %self.id(), "ADS: connection closed ({other:?})"),
+        }
+        if let Some(ctx) = self.ctx.take() {
+            self.source.disconnect(ctx, &self.proxy);
+        }
+    }
+
+    /// Calls the source; `None` when it has nothing or failed (logged, counted).
+    fn generate(
+        &mut self,
+        protocol: Protocol,
+        type_url: &str,
+        watch: &Watch,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Option<Generated> {
+        let ctx = self.ctx.as_mut()?;
+        let request = GenerateRequest { proxy: &self.proxy, type_url, protocol, watch, trigger };
+        match self.source.generate(ctx, &request) {
+            Ok(g) => g.map(|g| {
+                let (g, dropped) = check_resources(type_url, g);
+                for (name, any_type) in dropped {
+                    warn!(
+                        connection = %self.reg.entry.id,
+                        "{}: dropping resource {name:?}: its Any type {any_type:?} is not the response type",
+                        short_name(type_url)
+                    );
+                    metrics::record_internal_error();
+                }
+                g
+            }),
+            Err(e) => {
+                warn!(connection = %self.reg.entry.id, "{}: generation failed: {e}", short_name(type_url));
+                metrics::record_internal_error();
+                None
+            }
+        }
+    }
+
+    // === SotW ===
+
+    async fn run_sotw(
+        mut self,
+        first: DiscoveryRequest,
+        mut inbound: Streaming<DiscoveryRequest>,
+        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) {
+        let mut session = SotwSession::new();
+        let end = async {
+            self.sotw_request(&mut session, &first, &tx).await?;
+            loop {
+                match self.next_event(&mut inbound).await {
+                    Event::Stop => return Err(End::Stopped),
+                    Event::Request(Ok(Some(req))) => self.sotw_request(&mut session, &req, &tx).await?,
+                    Event::Request(Ok(None)) => return Err(End::ClientClosed),
+                    Event::Request(Err(status)) => return Err(End::Transport(status)),
+                    Event::Wake => {
+                        if let Some(p) = self.reg.entry.take_pending() {
+                            self.sotw_push(&mut session, p, &tx).await?;
+                        }
+                    }
+                }
+            }
+        }
+        .await;
+        let end: End = match end {
+            Ok(()) => End::ClientClosed,
+            Err(e) => e,
+        };
+        self.finish(&end);
+    }
+
+    async fn sotw_request(
+        &mut self,
+        session: &mut SotwSession,
+        req: &DiscoveryRequest,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Result<(), End> {
+        let type_url = req.type_url.as_str();
+        let outcome = session.on_request(&sotw::SotwRequest::from_proto(req));
+        let short = short_name(type_url);
+        match &outcome.verdict {
+            sotw::Verdict::Initial => {
+                debug!(connection = %self.id(), names = req.resource_names.len(), "{short}: initial request");
+            }
+            sotw::Verdict::Ack { nonce, version } => {
+                debug!(connection = %self.id(), %nonce, %version, "{short}: ACK");
+                self.convergence.answered(type_url, nonce, true);
+            }
+            sotw::Verdict::Nack { nonce, version, message, current } => {
+                warn!(
+                    connection = %self.id(), %nonce, running_version = %version, current,
+                    "{short}: NACK: {message}"
+                );
+                metrics::record_reject(type_url);
+                self.entry().update_type(type_url, |s| s.rejects += 1);
+                self.convergence.answered(type_url, nonce, false);
+            }
+            sotw::Verdict::Stale { nonce } => {
+                debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
+                metrics::record_expired_nonce(type_url);
+            }
+            sotw::Verdict::Unsubscribe => {
+                debug!(connection = %self.id(), "{short}: unsubscribed");
+                self.entry().remove_type(type_url);
+                return Ok(());
+            }
+        }
+        self.mirror_sotw(session, type_url);
+        let Some(respond) = outcome.respond else { return Ok(()) };
+        let sent = self.sotw_send(session, type_url, &respond.watch, Trigger::Request, tx).await?;
+        if type_url == CLUSTER && sent.is_some_and(|s| s.resources > 0) {
+            self.sotw_dependent_endpoints(session, tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn sotw_dependent_endpoints(
+        &mut self,
+        session: &mut SotwSession,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(watch) = session.get(ENDPOINT).map(|t| t.watch.clone()) else { return Ok(None) };
+        self.sotw_send(session, ENDPOINT, &watch, Trigger::Dependency, tx).await
+    }
+
+    async fn sotw_push(
+        &mut self,
+        session: &mut SotwSession,
+        pending: PendingPush<S::Push>,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Result<(), End> {
+        let Some(ctx) = self.ctx.as_mut() else { return Ok(()) };
+        if !self.source.needs_push(ctx, &self.proxy, &pending.event) {
+            debug!(connection = %self.id(), "push skipped: not relevant to this proxy");
+            return Ok(());
+        }
+        let mut sent_nonces = Vec::new();
+        let mut clusters_sent = false;
+        for type_url in session.watched_types() {
+            let Some(watch) = session.get(&type_url).map(|t| t.watch.clone()) else { continue };
+            let trigger = if type_url == ENDPOINT && clusters_sent {
+                Trigger::Dependency
+            } else {
+                Trigger::Push(&pending.event)
+            };
+            if let Some(sent) = self.sotw_send(session, &type_url, &watch, trigger, tx).await? {
+                clusters_sent |= type_url == CLUSTER && sent.resources > 0;
+                sent_nonces.push((type_url, sent.nonce));
+            }
+        }
+        self.convergence.pushed(pending.enqueued, sent_nonces);
+        Ok(())
+    }
+
+    async fn sotw_send(
+        &mut self,
+        session: &mut SotwSession,
+        type_url: &str,
+        watch: &Watch,
+        trigger: Trigger<'_, S::Push>,
+        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Result<Option<Sent>, End> {
+        let t0 = Instant::now();
+        let is_request = matches!(trigger, Trigger::Request);
+        let full_state = type_url::sotw_requires_full_state(type_url);
+        let generated = match self.generate(Protocol::Sotw, type_url, watch, trigger) {
+            Some(g) => g,
+            // Answer a request even without resources, where an empty response changes nothing.
+            None if is_request && !full_state => Generated::full(
+                session
+                    .get(type_url)
+                    .and_then(|t| t.sent.as_ref())
+                    .map(|s| s.version.clone())
+                    .unwrap_or_default(),
+                Vec::new(),
+            ),
+            None => return Ok(None),
+        };
+        if generated.removed.is_some() && full_state {
+            warn!(
+                connection = %self.id(),
+                "{}: source returned an incremental result; SotW needs the complete set, not sending",
+                short_name(type_url)
+            );
+            metrics::record_internal_error();
+            return Ok(None);
+        }
+        let content = content_hash(&generated.resources);
+        if !is_request && session.is_rejected_content(type_url, content) {
+            debug!(connection = %self.id(), "{}: not re-sending the config the proxy rejected", short_name(type_url));
+            return Ok(None);
+        }
+        let nonce = next_nonce();
+        let count = generated.resources.len();
+        let bytes: usize = generated.resources.iter().map(|r| r.body.value.len()).sum();
+        let version = generated.version;
+        let response = DiscoveryResponse {
+            version_info: version.clone(),
+            resources: generated.resources.into_iter().map(|r| r.body).collect(),
+            type_url: type_url.to_owned(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        };
+        send(tx, response, type_url).await?;
+        session.on_sent(
+            type_url,
+            SentResponse { nonce: nonce.clone(), version: version.clone(), content, resources: count },
+        );
+        metrics::record_push(type_url, t0.elapsed(), bytes);
+        self.mirror_sotw(session, type_url);
+        self.count_sent(type_url, count);
+        info!(
+            connection = %self.id(), %nonce, %version,
+            "{}: PUSH{} resources:{count} size:{bytes}B",
+            short_name(type_url), trigger_label(&trigger)
+        );
+        Ok(Some(Sent { nonce, resources: count }))
+    }
+
+    fn mirror_sotw(&self, session: &SotwSession, type_url: &str) {
+        let Some(t) = session.get(type_url) else { return };
+        self.entry().update_type(type_url, |s| {
+            s.watch = t.watch.clone();
+            s.state = t.state;
+            if let Some(sent) = &t.sent {
+                s.nonce_sent.clone_from(&sent.nonce);
+                s.version_sent.clone_from(&sent.version);
+            }
+            if let Some((nonce, version)) = &t.acked {
+                s.nonce_acked.clone_from(nonce);
+                s.version_acked.clone_from(version);
+            }
+            s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
+        });
+    }
+
+    fn count_sent(&self, type_url: &str, count: usize) {
+        self.entry().update_type(type_url, |s| {
+            s.responses += 1;
+            s.resources_sent += count as u64;
+            s.last_resources = count;
+            s.last_send_time = Some(SystemTime::now());
+        });
+    }
+
+    // === Delta ===
+
+    async fn run_delta(
+        mut self,
+        first: DeltaDiscoveryRequest,
+        mut inbound: Streaming<DeltaDiscoveryRequest>,
+        tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) {
+        let mut session = DeltaSession::new();
+        let end = async {
+            self.delta_request(&mut session, &first, &tx).await?;
+            loop {
+                match self.next_event(&mut inbound).await {
+                    Event::Stop => return Err(End::Stopped),
+                    Event::Request(Ok(Some(req))) => self.delta_request(&mut session, &req, &tx).await?,
+                    Event::Request(Ok(None)) => return Err(End::ClientClosed),
+                    Event::Request(Err(status)) => return Err(End::Transport(status)),
+                    Event::Wake => {
+                        if let Some(p) = self.reg.entry.take_pending() {
+                            self.delta_push(&mut session, p, &tx).await?;
+                        }
+                    }
+                }
+            }
+        }
+        .await;
+        let end: End = match end {
+            Ok(()) => End::ClientClosed,
+            Err(e) => e,
+        };
+        self.finish(&end);
+    }
+
+    async fn delta_request(
+        &mut self,
+        session: &mut DeltaSession,
+        req: &DeltaDiscoveryRequest,
+        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> Result<(), End> {
+        let type_url = req.type_url.as_str();
+        let outcome = session.on_request(&delta::DeltaRequest::from_proto(req));
+        let short = short_name(type_url);
+        match &outcome.verdict {
+            delta::Verdict::Initial { known } => {
+                debug!(
+                    connection = %self.id(), subscribe = req.resource_names_subscribe.len(), known,
+                    "{short}: initial request"
+                );
+            }
+            delta::Verdict::Ack { nonce } => {
+                debug!(connection = %self.id(), %nonce, "{short}: ACK");
+                self.convergence.answered(type_url, nonce, true);
+            }
+            delta::Verdict::Nack { nonce, message, current } => {
+                warn!(connection = %self.id(), %nonce, current, "{short}: NACK: {message}");
+                metrics::record_reject(type_url);
+                self.entry().update_type(type_url, |s| s.rejects += 1);
+                self.convergence.answered(type_url, nonce, false);
+            }
+            delta::Verdict::Stale { nonce } => {
+                debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
+                metrics::record_expired_nonce(type_url);
+            }
+            delta::Verdict::Subscription => {
+                debug!(
+                    connection = %self.id(), subscribe = ?req.resource_names_subscribe,
+                    unsubscribe = ?req.resource_names_unsubscribe, "{short}: subscription change"
+                );
+            }
+        }
+        self.mirror_delta(session, type_url);
+        let Some(respond) = outcome.respond else { return Ok(()) };
+        let always = matches!(outcome.verdict, delta::Verdict::Initial { .. });
+        let sent = self
+            .delta_send(session, type_url, &respond.watch, respond.full, Trigger::Request, always, tx)
+            .await?;
+        if type_url == CLUSTER && sent.is_some_and(|s| s.resources > 0) {
+            self.delta_dependent_endpoints(session, tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn delta_dependent_endpoints(
+        &mut self,
+        session: &mut DeltaSession,
+        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(watch) = session.get(ENDPOINT).map(|t| t.subscription.clone()) else { return Ok(None) };
+        self.delta_send(session, ENDPOINT, &watch, true, Trigger::Dependency, false, tx).await
+    }
+
+    async fn delta_push(
+        &mut self,
+        session: &mut DeltaSession,
+        pending: PendingPush<S::Push>,
+        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> Result<(), End> {
+        let Some(ctx) = self.ctx.as_mut() else { return Ok(()) };
+        if !self.source.needs_push(ctx, &self.proxy, &pending.event) {
+            debug!(connection = %self.id(), "push skipped: not relevant to this proxy");
+            return Ok(());
+        }
+        let mut sent_nonces = Vec::new();
+        let mut clusters_sent = false;
+        for type_url in session.watched_types() {
+            let Some(watch) = session.get(&type_url).map(|t| t.subscription.clone()) else { continue };
+            let trigger = if type_url == ENDPOINT && clusters_sent {
+                Trigger::Dependency
+            } else {
+                Trigger::Push(&pending.event)
+            };
+            if let Some(sent) = self.delta_send(session, &type_url, &watch, true, trigger, false, tx).await? {
+                clusters_sent |= type_url == CLUSTER && sent.resources > 0;
+                sent_nonces.push((type_url, sent.nonce));
+            }
+        }
+        self.convergence.pushed(pending.enqueued, sent_nonces);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn delta_send(
+        &mut self,
+        session: &mut DeltaSession,
+        type_url: &str,
+        watch: &Watch,
+        full: bool,
+        trigger: Trigger<'_, S::Push>,
+        always: bool,
+        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> Result<Option<Sent>, End> {
+        let t0 = Instant::now();
+        let is_request = matches!(trigger, Trigger::Request);
+        let force = matches!(trigger, Trigger::Dependency);
+        let generated = match self.generate(Protocol::Delta, type_url, watch, trigger) {
+            Some(g) => g,
+            // Nothing from the source changes nothing for the client.
+            None if always => Generated::incremental(String::new(), Vec::new(), Vec::new()),
+            None => return Ok(None),
+        };
+        let version = generated.version.clone();
+        let plan = session.plan(type_url, watch, full, generated, force, is_request);
+        if plan.is_empty() && !always {
+            debug!(connection = %self.id(), "{}: nothing changed for this proxy", short_name(type_url));
+            return Ok(None);
+        }
+        let nonce = next_nonce();
+        let count = plan.resources.len();
+        let bytes: usize = plan.resources.iter().map(|r| r.body.value.len()).sum();
+        let response = DeltaDiscoveryResponse {
+            system_version_info: version.clone(),
+            resources: plan
+                .resources
+                .iter()
+                .map(|r| ProtoResource {
+                    name: r.name.clone(),
+                    version: r.version.clone(),
+                    resource: Some(r.body.clone()),
+                    ..Default::default()
+                })
+                .collect(),
+            type_url: type_url.to_owned(),
+            removed_resources: plan.removed.clone(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        };
+        send(tx, response, type_url).await?;
+        session.on_sent(type_url, &nonce, &version, &plan);
+        metrics::record_push(type_url, t0.elapsed(), bytes);
+        self.mirror_delta(session, type_url);
+        self.count_sent(type_url, count);
+        info!(
+            connection = %self.id(), %nonce, %version,
+            "{}: PUSH{} resources:{count} removed:{} size:{bytes}B",
+            short_name(type_url), trigger_label(&trigger), plan.removed.len()
+        );
+        Ok(Some(Sent { nonce, resources: count }))
+    }
+
+    fn mirror_delta(&self, session: &DeltaSession, type_url: &str) {
+        let Some(t) = session.get(type_url) else { return };
+        self.entry().update_type(type_url, |s| {
+            s.watch = t.subscription.clone();
+            s.state = t.state;
+            if let Some((nonce, version)) = &t.last_sent {
+                s.nonce_sent.clone_from(nonce);
+                s.version_sent.clone_from(version);
+            }
+            if let Some((nonce, version)) = &t.last_acked {
+                s.nonce_acked.clone_from(nonce);
+                s.version_acked.clone_from(version);
+            }
+            s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
+        });
+    }
+}
+
+async fn send<T>(tx: &mpsc::Sender<Result<T, Status>>, response: T, type_url: &str) -> Result<(), End> {
+    let t0 = Instant::now();
+    if tx.send(Ok(response)).await.is_err() {
+        metrics::record_send_error(type_url);
+        return Err(End::ClientGone);
+    }
+    metrics::record_send_time(t0.elapsed());
+    Ok(())
+}
+
+fn trigger_label<P>(t: &Trigger<'_, P>) -> &'static str {
+    match t {
+        Trigger::Request => " (request)",
+        Trigger::Push(_) => "",
+        Trigger::Dependency => " (dependency)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::google::protobuf::Any;
+
+    fn res(name: &str, type_url: &str, version: &str) -> Resource {
+        Resource {
+            name: name.into(),
+            version: version.into(),
+            body: Any { type_url: type_url.into(), value: vec![1] },
+        }
+    }
+
+    #[test]
+    fn resources_of_another_type_are_dropped_and_empty_versions_filled() {
+        let g = Generated::full(
+            "1",
+            vec![res("a", CLUSTER, ""), res("hcm", "envoy.filters.network.http_connection_manager", "1")],
+        );
+        let (g, dropped) = check_resources(CLUSTER, g);
+        assert_eq!(g.resources.len(), 1);
+        assert_eq!(g.resources[0].version, content_version(&g.resources[0].body));
+        assert_eq!(
+            dropped,
+            vec![("hcm".to_owned(), "envoy.filters.network.http_connection_manager".to_owned())]
+        );
+    }
+
+    #[test]
+    fn nonces_are_unique_and_content_hash_depends_on_names_and_bytes() {
+        assert_ne!(next_nonce(), next_nonce());
+        let a = content_hash(&[res("a", CLUSTER, "1")]);
+        assert_eq!(a, content_hash(&[res("a", CLUSTER, "2")]), "the version is not content");
+        assert_ne!(a, content_hash(&[res("b", CLUSTER, "1")]));
+        assert_ne!(a, content_hash(&[]));
+    }
+
+    #[test]
+    fn convergence_waits_for_every_type_of_the_push() {
+        let t0 = Instant::now();
+        let mut c = Convergence::default();
+        c.pushed(t0, vec![(CLUSTER.into(), "n1".into()), (ENDPOINT.into(), "n2".into())]);
+        c.answered(CLUSTER, "old", true);
+        assert_eq!(c.waiting.len(), 2, "another nonce does not count");
+        c.answered(CLUSTER, "n1", true);
+        assert_eq!(c.waiting.len(), 1);
+        // A newer push before convergence keeps the older start.
+        c.pushed(t0 + Duration::from_secs(1), vec![(ENDPOINT.into(), "n3".into())]);
+        assert_eq!(c.start, Some(t0));
+        c.answered(ENDPOINT, "n2", true);
+        assert_eq!(c.waiting.len(), 1, "n2 was superseded by n3");
+        c.answered(ENDPOINT, "n3", false);
+        assert!(c.waiting.is_empty() && c.start.is_none() && !c.failed, "reset after the push ends");
+    }
+}

@@ -1,0 +1,290 @@
+//! The seam between the protocol engine and the rest of meshpilot: [`ResourceSource`].
+//!
+//! The engine knows xDS (subscriptions, nonces, versions, ACK/NACK, delta bookkeeping, push order);
+//! it knows nothing about Istio config. Whatever owns config (meshpilot's DiscoveryServer and its
+//! generators) implements [`ResourceSource`]: given the connected [`Proxy`], a type URL, the names
+//! to produce and why ([`Trigger`]), it returns the [`Resource`]s. Server-side changes reach
+//! connections as [`PushEvent`]s through the [`ConnectionRegistry`](crate::ConnectionRegistry).
+//!
+//! ```text
+//!   DiscoveryServer ── registry.push_all(P) ──► per-connection slot (one pending, merged)
+//!                                                   │ wake
+//!   Envoy ◄── responses ◄── engine (per stream) ◄───┘
+//!         ──► requests ──►    │  generate(ctx, GenerateRequest { proxy, type_url, watch, trigger })
+//!                             ▼
+//!                        ResourceSource (generators; pure, no I/O)
+//! ```
+
+use std::collections::BTreeSet;
+
+use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
+
+use crate::node::Proxy;
+
+/// One resource to send: its name, its version and the encoded message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// The resource name (cluster name, listener name, route configuration name, …).
+    pub name: String,
+    /// The resource's version. Delta xDS compares it with what the client holds to skip unchanged
+    /// resources, so it must change whenever the content changes. [`Resource::new`] uses a hash of
+    /// the encoded message; an empty version is replaced by that hash before sending.
+    pub version: String,
+    /// The message packed as `Any`; its `type_url` must be the type URL of the response (resources of
+    /// another type are dropped and counted as internal errors, never sent).
+    pub body: Any,
+}
+
+impl Resource {
+    /// Packs `message` (with its own type URL, e.g. `T::type_url()`, never a filter name) with a
+    /// content-hash version.
+    pub fn new<M: Message + Name>(name: impl Into<String>, message: &M) -> Self {
+        Self::from_any(name, Any { type_url: M::type_url(), value: message.encode_to_vec() })
+    }
+
+    /// Wraps an already packed message, with a content-hash version.
+    pub fn from_any(name: impl Into<String>, body: Any) -> Self {
+        let version = content_version(&body);
+        Resource { name: name.into(), version, body }
+    }
+
+    /// Replaces the version (e.g. with a config generation number).
+    #[must_use]
+    pub fn with_version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+}
+
+/// A stable 64-bit FNV-1a hash of a packed message (type URL and bytes), as 16 hex digits: the
+/// default [`Resource::version`].
+pub fn content_version(body: &Any) -> String {
+    format!("{:016x}", fnv1a(fnv1a(FNV_OFFSET, body.type_url.as_bytes()), &body.value))
+}
+
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+pub(crate) fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// What a [`ResourceSource`] returns for one type.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Generated {
+    /// The response version (`version_info` in SotW, `system_version_info` in Delta), e.g. the
+    /// config snapshot's version.
+    pub version: String,
+    /// The resources.
+    pub resources: Vec<Resource>,
+    /// `None`: `resources` is the complete set for the requested [`Watch`]; the engine works out
+    /// what the client must delete (Delta `removed_resources`). `Some(names)`: an incremental result
+    /// — only changed resources plus these removed names. Incremental results are only valid where
+    /// the protocol allows partial responses: Delta, or SotW for named types (RDS, EDS); for SotW
+    /// Listener/Cluster the engine refuses them (logged, counted as an internal error, not sent).
+    pub removed: Option<Vec<String>>,
+}
+
+impl Generated {
+    /// The complete set for the watch.
+    pub fn full(version: impl Into<String>, resources: Vec<Resource>) -> Self {
+        Generated { version: version.into(), resources, removed: None }
+    }
+
+    /// Only changed resources plus explicit removals.
+    pub fn incremental(version: impl Into<String>, resources: Vec<Resource>, removed: Vec<String>) -> Self {
+        Generated { version: version.into(), resources, removed: Some(removed) }
+    }
+}
+
+/// Which resources of a type a client watches (or which to generate now).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// All resources of the type that apply to the proxy (xDS wildcard).
+    pub wildcard: bool,
+    /// Explicitly named resources (in addition to the wildcard, if set).
+    pub names: BTreeSet<String>,
+}
+
+impl Watch {
+    /// A wildcard watch with no explicit names.
+    pub fn wildcard() -> Self {
+        Watch { wildcard: true, names: BTreeSet::new() }
+    }
+
+    /// A watch of exactly these names.
+    pub fn names<I: IntoIterator<Item = S>, S: Into<String>>(names: I) -> Self {
+        Watch { wildcard: false, names: names.into_iter().map(Into::into).collect() }
+    }
+
+    /// Whether the watch covers `name`.
+    pub fn covers(&self, name: &str) -> bool {
+        self.wildcard || self.names.contains(name)
+    }
+
+    /// Whether the watch covers nothing.
+    pub fn is_empty(&self) -> bool {
+        !self.wildcard && self.names.is_empty()
+    }
+}
+
+/// The xDS protocol variant of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// State of the World (`StreamAggregatedResources`).
+    Sotw,
+    /// Incremental (`DeltaAggregatedResources`).
+    Delta,
+}
+
+impl Protocol {
+    /// `sotw` or `delta`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Sotw => "sotw",
+            Protocol::Delta => "delta",
+        }
+    }
+}
+
+/// Why the engine asks for resources.
+#[derive(Debug)]
+pub enum Trigger<'a, P> {
+    /// The client asked: first request for the type on the stream (also a reconnect), or newly
+    /// subscribed names. Return the resources, even an empty set: the client waits for the answer
+    /// (Envoy stays un-ready up to its initial fetch timeout). If the source returns `None`, the
+    /// engine answers with "no change" where the protocol has one (Delta; SotW RDS/EDS) and sends
+    /// nothing for SotW Listener/Cluster, where an empty response would delete the client's set.
+    Request,
+    /// The server side pushed this event (see [`ConnectionRegistry`](crate::ConnectionRegistry)).
+    /// Return `None` when the event does not change this type for this proxy: nothing is sent.
+    Push(&'a P),
+    /// A type this one depends on was just sent: endpoints after clusters (Envoy warms a changed
+    /// cluster until its ClusterLoadAssignment arrives, and a Delta client does not ask again).
+    /// Return the current resources; Delta sends them even if the client already has those versions.
+    Dependency,
+}
+
+impl<P> Clone for Trigger<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Trigger<'_, P> {}
+
+/// One call to [`ResourceSource::generate`].
+#[derive(Debug)]
+pub struct GenerateRequest<'a, P> {
+    /// The connected proxy.
+    pub proxy: &'a Proxy,
+    /// The type to generate.
+    pub type_url: &'a str,
+    /// The stream's protocol variant.
+    pub protocol: Protocol,
+    /// What to generate: the client's whole subscription, or only newly subscribed names.
+    pub watch: &'a Watch,
+    /// Why.
+    pub trigger: Trigger<'a, P>,
+}
+
+/// A server-side change delivered to connections. At most one event is pending per connection;
+/// a newer event is folded into the pending one with [`PushEvent::merge`] (Istio's push queue).
+pub trait PushEvent: Send + Sync + 'static {
+    /// Folds `newer` into `self` (e.g. union the changed config keys; keep the newer snapshot).
+    fn merge(&mut self, newer: Self)
+    where
+        Self: Sized;
+}
+
+/// "Something changed, regenerate everything".
+impl PushEvent for () {
+    fn merge(&mut self, _newer: Self) {}
+}
+
+/// Errors a [`ResourceSource`] reports to the engine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// The proxy may not connect (e.g. its type is not served). The stream ends with
+    /// `PermissionDenied` and this message.
+    #[error("connection refused: {0}")]
+    Refused(String),
+    /// The control plane is not ready to serve (e.g. caches not synced). The stream ends with
+    /// `Unavailable`; the proxy retries.
+    #[error("not ready: {0}")]
+    NotReady(String),
+    /// Generating a type failed. The engine logs it, counts `pilot_total_xds_internal_errors`, sends
+    /// nothing for that type and keeps the stream open.
+    #[error("generating {type_url}: {message}")]
+    Generate {
+        /// The type being generated.
+        type_url: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// What the engine asks of the rest of the control plane. Implementations are pure with respect to
+/// the engine: no sockets, no waiting; they read an immutable snapshot.
+pub trait ResourceSource: Send + Sync + 'static {
+    /// The server-side change event (Istio's `PushRequest`).
+    type Push: PushEvent;
+    /// Per-connection state the source keeps (e.g. the proxy's sidecar scope).
+    type Context: Send + 'static;
+
+    /// Called once per stream after the node is parsed, before any response.
+    ///
+    /// # Errors
+    /// [`SourceError::Refused`] or [`SourceError::NotReady`] end the stream.
+    fn connect(&self, proxy: &Proxy) -> Result<Self::Context, SourceError>;
+
+    /// Whether `push` concerns this proxy at all (Istio's `ProxyNeedsPush`); `false` skips every
+    /// type. Default: always.
+    fn needs_push(&self, _ctx: &mut Self::Context, _proxy: &Proxy, _push: &Self::Push) -> bool {
+        true
+    }
+
+    /// The resources of `request.type_url` for `request.watch`, or `None` when nothing needs
+    /// sending (see [`Trigger`]).
+    ///
+    /// # Errors
+    /// [`SourceError::Generate`]; the engine sends nothing for the type and keeps the stream.
+    fn generate(
+        &self,
+        ctx: &mut Self::Context,
+        request: &GenerateRequest<'_, Self::Push>,
+    ) -> Result<Option<Generated>, SourceError>;
+
+    /// Called once when the stream ends.
+    fn disconnect(&self, _ctx: Self::Context, _proxy: &Proxy) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+
+    #[test]
+    fn resource_new_packs_with_the_message_type_url_and_a_stable_version() {
+        let c = Cluster { name: "backend".into(), ..Default::default() };
+        let r = Resource::new("backend", &c);
+        assert_eq!(r.body.type_url, crate::type_url::CLUSTER);
+        assert_eq!(r.version, Resource::new("backend", &c).version);
+        assert_eq!(r.version.len(), 16);
+        let c2 = Cluster { name: "backend2".into(), ..Default::default() };
+        assert_ne!(r.version, Resource::new("backend", &c2).version);
+        assert_eq!(r.clone().with_version("7").version, "7");
+    }
+
+    #[test]
+    fn watch_covers() {
+        assert!(Watch::wildcard().covers("x"));
+        assert!(Watch::names(["a"]).covers("a"));
+        assert!(!Watch::names(["a"]).covers("b"));
+        assert!(Watch::default().is_empty());
+    }
+}

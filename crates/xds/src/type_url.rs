@@ -1,0 +1,125 @@
+//! xDS type URLs and the per-type rules that depend only on the type: wildcard semantics, push order,
+//! short names for logs and metric labels.
+//!
+//! Follows Envoy's xDS protocol (`api-docs/xds_protocol`) and Istio's `pkg/model/xds.go`
+//! (`GetShortType`, `GetMetricType`) and `pkg/xds/server.go` (`IsWildcardTypeURL`).
+
+/// `envoy.config.cluster.v3.Cluster` (CDS).
+pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+/// `envoy.config.endpoint.v3.ClusterLoadAssignment` (EDS).
+pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+/// `envoy.config.listener.v3.Listener` (LDS).
+pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+/// `envoy.config.route.v3.RouteConfiguration` (RDS).
+pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+/// `envoy.extensions.transport_sockets.tls.v3.Secret` (SDS).
+pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+/// `envoy.config.core.v3.TypedExtensionConfig` (ECDS).
+pub const EXTENSION_CONFIG: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
+
+/// Whether a subscription to `type_url` may be a wildcard ("all resources of this type for me").
+///
+/// By the xDS spec, Listener and Cluster are wildcard-capable and RouteConfiguration,
+/// ClusterLoadAssignment, Secret and TypedExtensionConfig are not: for those, an empty name list means
+/// "no longer interested" (unsubscribe). Like Istio, every other (non-Envoy) type is treated as
+/// wildcard-capable.
+pub fn is_wildcard_type(type_url: &str) -> bool {
+    !matches!(type_url, ENDPOINT | ROUTE | SECRET | EXTENSION_CONFIG)
+}
+
+/// Whether a State-of-the-World response for `type_url` must carry the complete set of the client's
+/// resources (a resource missing from the response is deleted by the client).
+///
+/// True for Listener and Cluster (and, like Istio, for non-Envoy types); false for the named types,
+/// whose SotW responses may carry only the resources that changed.
+pub fn sotw_requires_full_state(type_url: &str) -> bool {
+    is_wildcard_type(type_url)
+}
+
+/// Rank of `type_url` in the push order of one ADS stream: CDS, EDS, LDS, RDS, SDS, then every other
+/// type ("make before break": a cluster exists before endpoints are assigned to it, a listener's
+/// routes arrive after the listener; Istio's `PushOrder`).
+pub fn push_rank(type_url: &str) -> u8 {
+    match type_url {
+        CLUSTER => 0,
+        ENDPOINT => 1,
+        LISTENER => 2,
+        ROUTE => 3,
+        SECRET => 4,
+        _ => 5,
+    }
+}
+
+/// Sorts type URLs into push order (see [`push_rank`]); types of equal rank sort by name so the
+/// order is deterministic.
+pub fn sort_push_order<S: AsRef<str>>(types: &mut [S]) {
+    types.sort_by(|a, b| (push_rank(a.as_ref()), a.as_ref()).cmp(&(push_rank(b.as_ref()), b.as_ref())));
+}
+
+/// Short upper-case name for logs (`CDS`, `EDS`, `LDS`, `RDS`, `SDS`, `ECDS`); the type URL itself
+/// for other types.
+pub fn short_name(type_url: &str) -> &str {
+    match type_url {
+        CLUSTER => "CDS",
+        ENDPOINT => "EDS",
+        LISTENER => "LDS",
+        ROUTE => "RDS",
+        SECRET => "SDS",
+        EXTENSION_CONFIG => "ECDS",
+        other => other,
+    }
+}
+
+/// Metric label value for `type_url` (`cds`, `eds`, `lds`, `rds`, `sds`, `ecds`), as Istio's
+/// `pilot_xds_pushes{type}` and `pilot_total_xds_rejects{type}` use; the type URL itself for other
+/// types.
+pub fn metric_type(type_url: &str) -> &str {
+    match type_url {
+        CLUSTER => "cds",
+        ENDPOINT => "eds",
+        LISTENER => "lds",
+        ROUTE => "rds",
+        SECRET => "sds",
+        EXTENSION_CONFIG => "ecds",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_types_follow_the_xds_spec() {
+        assert!(is_wildcard_type(CLUSTER));
+        assert!(is_wildcard_type(LISTENER));
+        assert!(!is_wildcard_type(ROUTE));
+        assert!(!is_wildcard_type(ENDPOINT));
+        assert!(!is_wildcard_type(SECRET));
+        assert!(is_wildcard_type("type.googleapis.com/istio.networking.nds.v1.NameTable"));
+    }
+
+    #[test]
+    fn push_order_is_cds_eds_lds_rds_then_others() {
+        let mut types = vec!["z.other", ROUTE, LISTENER, "a.other", SECRET, ENDPOINT, CLUSTER];
+        sort_push_order(&mut types);
+        assert_eq!(types, vec![CLUSTER, ENDPOINT, LISTENER, ROUTE, SECRET, "a.other", "z.other"]);
+    }
+
+    #[test]
+    fn type_urls_match_the_envoy_types_messages() {
+        use envoy_types::pb::envoy::config;
+        use prost::Name;
+        assert_eq!(CLUSTER, config::cluster::v3::Cluster::type_url());
+        assert_eq!(ENDPOINT, config::endpoint::v3::ClusterLoadAssignment::type_url());
+        assert_eq!(LISTENER, config::listener::v3::Listener::type_url());
+        assert_eq!(ROUTE, config::route::v3::RouteConfiguration::type_url());
+        assert_eq!(
+            SECRET,
+            envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret::type_url()
+        );
+        assert_eq!(EXTENSION_CONFIG, config::core::v3::TypedExtensionConfig::type_url());
+        assert_eq!(metric_type(ROUTE), "rds");
+        assert_eq!(short_name(CLUSTER), "CDS");
+    }
+}

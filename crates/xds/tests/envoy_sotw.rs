@@ -1,0 +1,190 @@
+//! End-to-end against a real Envoy 1.40 over State-of-the-World ADS.
+
+mod support;
+
+use std::time::Duration;
+
+use meshpilot_xds::{
+    SyncState,
+    testing::AdsApi,
+    type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
+};
+use support::{Changed, STEP, Scenario, prom_value, prometheus, route_bad_regex, route_canary, route_to};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sotw_envoy_acks_every_type_and_traffic_reaches_the_upstream() {
+    let s = Scenario::start("sotw-startup", AdsApi::Sotw).await;
+    let c = s.connection();
+    assert!(c.id.starts_with("sotw-startup.test-"), "connection id is <proxy id>-<n>: {}", c.id);
+    assert_eq!(c.proxy.config_namespace, "test");
+    assert_eq!(c.proxy.metadata.cluster_id, "Kubernetes");
+    for t in [CLUSTER, ENDPOINT, LISTENER, ROUTE] {
+        let st = &c.types[t];
+        assert_eq!(st.state, SyncState::Acked, "{t}");
+        assert_eq!(st.version_acked, "1", "{t}");
+        assert_eq!(st.last_error, None, "{t}");
+        assert_eq!(st.rejects, 0, "{t}");
+    }
+    assert!(c.types[CLUSTER].watch.wildcard && c.types[LISTENER].watch.wildcard);
+    assert_eq!(c.types[ENDPOINT].watch.names.iter().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(c.types[ROUTE].watch.names.iter().collect::<Vec<_>>(), ["local_route"]);
+
+    // Envoy's side: every subscription accepted, nothing rejected, connected.
+    let e = &s.envoy;
+    assert_eq!(e.stat("control_plane.connected_state").await.unwrap(), Some(1));
+    assert!(e.stat("cluster_manager.cds.update_success").await.unwrap() >= Some(1));
+    assert_eq!(e.stat("cluster_manager.cds.update_rejected").await.unwrap(), Some(0));
+    assert!(e.stat("listener_manager.lds.update_success").await.unwrap() >= Some(1));
+    assert_eq!(e.stat("listener_manager.lds.update_rejected").await.unwrap(), Some(0));
+    assert!(e.stat("cluster.a.update_success").await.unwrap() >= Some(1));
+    assert_eq!(e.stat("cluster.a.update_rejected").await.unwrap(), Some(0));
+    assert_eq!(s.rds_stats().await, (1, 0));
+
+    s.wait_body(&[], "a").await;
+
+    // Istio's metric names, no `_total`.
+    let m = prometheus().render();
+    for t in ["cds", "eds", "lds", "rds"] {
+        assert!(
+            prom_value(&m, &format!("pilot_xds_pushes{{type=\"{t}\"}}")).is_some_and(|v| v >= 1.0),
+            "{m}"
+        );
+    }
+    assert!(m.contains("pilot_xds{version=\"1.28.0\"}"), "{m}");
+    assert!(m.contains("# TYPE pilot_xds_pushes counter"), "{m}");
+    assert!(!m.contains("pilot_xds_pushes_total"), "no _total suffix: {m}");
+    let size = format!("pilot_xds_config_size_bytes_count{{type=\"{CLUSTER}\"}}");
+    assert!(prom_value(&m, &size).is_some_and(|v| v >= 1.0), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sotw_route_change_moves_traffic_without_restart() {
+    let s = Scenario::start("sotw-route", AdsApi::Sotw).await;
+    s.wait_body(&[], "a").await;
+    let pid = s.envoy.pid();
+    let lds_before = s.envoy.stat("listener_manager.lds.update_success").await.unwrap();
+
+    let v = s.push_route(route_canary("local_route", "a", "b"));
+    s.wait_version(ROUTE, &v).await;
+    s.wait_body(&[("x-canary", "true")], "b").await;
+    s.wait_body(&[], "a").await;
+
+    let v = s.push_route(route_to("local_route", "b"));
+    let c = s.wait_version(ROUTE, &v).await;
+    s.wait_body(&[], "b").await;
+
+    // The pushes converged (enqueue to ACK) and were measured.
+    let m = prometheus().render();
+    assert!(prom_value(&m, "pilot_proxy_convergence_time_count").is_some_and(|v| v >= 2.0), "{m}");
+    assert!(m.contains("pilot_proxy_convergence_time_bucket{le=\"0.1\"}"), "{m}");
+
+    // Same process, listener untouched: only RDS was pushed.
+    assert_eq!(s.envoy.pid(), pid);
+    assert_eq!(s.envoy.stat("listener_manager.lds.update_success").await.unwrap(), lds_before);
+    assert_eq!(s.rds_stats().await, (3, 0));
+    assert_eq!(c.types[LISTENER].responses, 1, "an RDS-only push sends no listeners");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sotw_invalid_route_is_nacked_recorded_not_resent_and_old_config_serves() {
+    let s = Scenario::start("sotw-nack", AdsApi::Sotw).await;
+    let v_good = s.push_route(route_to("local_route", "b"));
+    s.wait_version(ROUTE, &v_good).await;
+    s.wait_body(&[], "b").await;
+
+    let rejects_before =
+        prom_value(&prometheus().render(), "pilot_total_xds_rejects{type=\"rds\"}").unwrap_or(0.0);
+    let v_bad = s.push_route(route_bad_regex("local_route", "a"));
+    let c = meshpilot_xds::testing::wait_for("the RDS NACK to be recorded", STEP, async || {
+        let c = s.connection();
+        (c.types[ROUTE].state == SyncState::Rejected).then_some(c)
+    })
+    .await
+    .unwrap();
+    let rds = &c.types[ROUTE];
+    assert_eq!(rds.rejects, 1);
+    assert_eq!(rds.version_sent, v_bad);
+    assert_eq!(rds.version_acked, v_good, "Envoy still runs the last accepted version");
+    let err = rds.last_error.as_deref().unwrap();
+    assert!(err.contains("missing ): /foo("), "{err}");
+    let rejects = prom_value(&prometheus().render(), "pilot_total_xds_rejects{type=\"rds\"}").unwrap();
+    assert!(rejects > rejects_before);
+    assert_eq!(s.rds_stats().await.1, 1, "Envoy counted one rejection");
+
+    // The old config keeps serving.
+    s.wait_body(&[], "b").await;
+
+    // A push that regenerates every type produces the rejected route again: it is not re-sent.
+    let responses_before = rds.responses;
+    assert_eq!(s.ads.registry.push_all(Changed::default()), 1);
+    let c = s
+        .wait_until("the full push to be ACKed", |c| {
+            [CLUSTER, ENDPOINT, LISTENER]
+                .iter()
+                .all(|t| support::is_acked(c, t) && c.types[*t].responses >= 2)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c2 = s.connection();
+    assert_eq!(c2.types[ROUTE].responses, responses_before, "rejected config not re-sent");
+    assert_eq!(c2.types[ROUTE].state, SyncState::Rejected);
+    assert_eq!(s.rds_stats().await.1, 1, "no second rejection on Envoy");
+    assert!(c.types[CLUSTER].responses >= 2);
+
+    // A later valid version is ACKed and clears the error.
+    let v_fixed = s.push_route(route_to("local_route", "a"));
+    let c = s.wait_version(ROUTE, &v_fixed).await;
+    assert_eq!(c.types[ROUTE].last_error, None);
+    s.wait_body(&[], "a").await;
+
+    // syncz shows it in Istio's shape.
+    let syncz = meshpilot_xds::debug::syncz(&s.ads.registry.snapshot(), None);
+    assert_eq!(syncz[0]["proxy"], "sotw-nack.test");
+    assert_eq!(syncz[0]["route_sent"], syncz[0]["route_acked"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_with_a_malformed_node_id_is_refused_with_a_clear_grpc_error() {
+    let source = support::TestSource::new(vec![]);
+    let ads =
+        meshpilot_xds::testing::RunningAds::start(meshpilot_xds::AdsServer::new(source), None).await.unwrap();
+    let mut bootstrap = meshpilot_xds::testing::Bootstrap::sidecar("bad", ads.addr, AdsApi::Sotw);
+    bootstrap.node_id = "not-an-istio-node-id".into();
+    let envoy = meshpilot_xds::testing::Envoy::start(&bootstrap).await.unwrap();
+    // Envoy logs (at warning level) the gRPC status it got: 3 (InvalidArgument) and our message,
+    // percent-encoded as grpc-message is on the wire.
+    let line = meshpilot_xds::testing::wait_for("Envoy to log the refusal", STEP, async || {
+        envoy.log().lines().map(percent_decode).find(|l| l.contains("closed: 3, invalid node id"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
+    assert!(line.contains("[warning]"), "{line}");
+    assert!(
+        line.contains("invalid node id \"not-an-istio-node-id\": it has 1 '~'-separated part(s), expected 4: TYPE~IP~ID~DOMAIN"),
+        "{line}"
+    );
+    assert_eq!(
+        envoy.stat("cluster_manager.cds.update_success").await.unwrap(),
+        Some(0),
+        "no config reached Envoy"
+    );
+    assert!(ads.registry.is_empty());
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
