@@ -212,8 +212,12 @@ fn l4_match_applies(
             "destinationSubnets / sourceSubnet matches are not translated; ignored",
         );
     }
-    let gateways: Vec<String> =
-        gateways.iter().map(|g| crate::context::resolve_gateway_name(g, vs.namespace())).collect();
+    let gateways: Vec<String> = gateways
+        .iter()
+        .map(|g| {
+            if g == MESH_GATEWAY { g.clone() } else { crate::route::resolve_gateway_name(g, vs.namespace()) }
+        })
+        .collect();
     (port_match == 0 || port_match == port)
         && (gateways.is_empty() || gateways.iter().any(|g| g == gateway))
         && model::service::labels_match(source_labels, &proxy.labels)
