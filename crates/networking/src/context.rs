@@ -358,6 +358,18 @@ pub struct PushContext {
     scopes: Arc<Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>>,
 }
 
+/// Kinds the generators do not translate, with what that means for traffic.
+const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
+    (Kind::EnvoyFilter, "its patches are not applied"),
+    (Kind::PeerAuthentication, "no mutual TLS is set up or required between workloads"),
+    (Kind::AuthorizationPolicy, "requests are not authorized by it (everything is allowed)"),
+    (Kind::RequestAuthentication, "JWTs are not validated"),
+    (Kind::Telemetry, "its metrics, logging and tracing settings are not applied"),
+    (Kind::WasmPlugin, "the plugin is not loaded"),
+    (Kind::TrafficExtension, "the extension is not loaded"),
+    (Kind::ProxyConfig, "proxy settings are not changed"),
+];
+
 /// Istio's ordering of configs: older first, then namespace and name.
 fn by_creation(a: &Arc<Config>, b: &Arc<Config>) -> std::cmp::Ordering {
     a.meta
@@ -392,6 +404,17 @@ impl ConfigIndex {
         for config in list_sorted(store, Kind::Sidecar) {
             if matches!(config.spec, Spec::Sidecar(_)) {
                 index.sidecars.entry(config.meta.namespace.clone()).or_default().push(config);
+            }
+        }
+        for (kind, effect) in UNTRANSLATED_KINDS {
+            for config in store.list(*kind, None) {
+                index.findings.push(Finding {
+                    severity: Severity::Unsupported,
+                    config: Some(config.key()),
+                    path: String::new(),
+                    resource: String::new(),
+                    message: format!("{kind} is not translated by the generators: {effect}"),
+                });
             }
         }
         index

@@ -292,3 +292,26 @@ fn oracle_rejects_a_bad_bootstrap() {
     let rejected = std::panic::catch_unwind(|| validate("duplicate-clusters", &b));
     assert!(rejected.is_err(), "Envoy must reject two clusters with one name");
 }
+
+/// Istio's benchmark workloads, for the benchmark proxy (labelled `istio.io/benchmark: "true"`).
+#[test]
+fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
+    use meshpilot_networking::ProxyKind;
+    let dir = corpus().join("_derived/xds/benchmarks/rendered");
+    let mut files = Vec::new();
+    yaml_files(&dir, &mut files);
+    assert!(files.len() > 10, "benchmark workloads missing under {}", dir.display());
+    for file in files {
+        let world = World::new(parse_file(&file, "default"));
+        let push = world.push();
+        for kind in [ProxyKind::Sidecar, ProxyKind::Router] {
+            let mut proxy = ProxyContext::new(kind, "default");
+            proxy.labels = [("istio.io/benchmark".to_string(), "true".to_string())].into();
+            proxy.ips = vec!["1.1.1.1".to_string()];
+            proxy.set_instances_from(&world.discovery);
+            let (b, _) = bootstrap(&push, &proxy);
+            let name = format!("{}-{kind:?}", file.file_stem().unwrap_or_default().to_string_lossy());
+            validate(&name, &b);
+        }
+    }
+}
