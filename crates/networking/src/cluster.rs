@@ -717,7 +717,7 @@ fn service_clusters(
     out: &mut Vec<Cluster>,
 ) {
     let paths = dr.map(|d| RulePaths::new(&d.rule));
-    let config = dr.map(|d| &d.keys[0]);
+    let config = dr.and_then(|d| d.keys.first());
     for port in &service.ports {
         if port.protocol == Protocol::Udp {
             continue;

@@ -509,7 +509,7 @@ impl ConfigIndex {
                         message: format!(
                             "{} already sets the traffic policy of host {host}; this one is ignored (Istio's \
                              DestinationRule merge)",
-                            target.keys[0]
+                            target.keys.first().map(ToString::to_string).unwrap_or_default()
                         ),
                     });
                 }
@@ -522,7 +522,8 @@ impl ConfigIndex {
                             resource: String::new(),
                             message: format!(
                                 "subset {:?} of host {host} is already defined by {}",
-                                subset.name, target.keys[0]
+                                subset.name,
+                                target.keys.first().map(ToString::to_string).unwrap_or_default()
                             ),
                         });
                     } else {

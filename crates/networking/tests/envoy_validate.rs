@@ -91,6 +91,11 @@ fn corpus_configs() -> Vec<Config> {
         let ns = if f.to_string_lossy().contains("samples/bookinfo/") { "bookinfo" } else { "default" };
         out.extend(parse_file(f, ns));
     }
+    let mut pilot = Vec::new();
+    yaml_files(&corpus().join("pilot/pkg/xds/testdata"), &mut pilot);
+    for f in &pilot {
+        out.extend(parse_file(f, "default"));
+    }
     assert!(out.len() > 50, "the corpus has {} valid configs; is ../shared/istio-testdata there?", out.len());
     out.extend(bookinfo_example(true));
     out
