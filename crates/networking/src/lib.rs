@@ -24,3 +24,17 @@ pub mod report;
 pub mod route;
 
 pub use report::{Finding, Severity};
+pub mod cluster;
+pub mod context;
+mod convert;
+pub mod debug;
+pub mod endpoint;
+pub mod filters;
+pub mod host;
+pub mod listener;
+pub mod naming;
+pub mod rds;
+
+pub use context::{
+    InterceptionMode, MeshSettings, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
+};

@@ -1,0 +1,157 @@
+//! Network and HTTP filters shared by the listener generators: the HTTP filter chain contract, HTTP
+//! connection managers (RDS over ADS or inline routes), TCP proxies, listener filters.
+//!
+//! HTTP filter chain contract (every connection manager built here): [`FAULT_FILTER`],
+//! [`CORS_FILTER`], then [`ROUTER_FILTER`] last, each with a typed config of its own type URL.
+//! Route translation puts per-route fault and CORS settings in `typed_per_filter_config` under those
+//! names.
+
+use envoy_types::pb::envoy::{
+    config::{
+        listener::v3::{Filter, ListenerFilter, filter, listener_filter},
+        route::v3::RouteConfiguration,
+    },
+    extensions::filters::{
+        http::{cors::v3::Cors, fault::v3::HttpFault, router::v3::Router},
+        listener::{original_dst::v3::OriginalDst, tls_inspector::v3::TlsInspector},
+        network::{
+            http_connection_manager::v3::{
+                HttpConnectionManager, HttpFilter, Rds,
+                http_connection_manager::{CodecType, RouteSpecifier, UpgradeConfig},
+                http_filter,
+            },
+            tcp_proxy::v3::{
+                TcpProxy,
+                tcp_proxy::{self, WeightedCluster, weighted_cluster::ClusterWeight},
+            },
+        },
+    },
+};
+
+use crate::convert::{ads_config_source, any, boolv};
+
+/// Name of the fault injection HTTP filter (`envoy.filters.http.fault`).
+pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
+/// Name of the CORS HTTP filter (`envoy.filters.http.cors`).
+pub const CORS_FILTER: &str = "envoy.filters.http.cors";
+/// Name of the router HTTP filter (`envoy.filters.http.router`), always last.
+pub const ROUTER_FILTER: &str = "envoy.filters.http.router";
+/// Name of the HTTP connection manager network filter.
+pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
+/// Name of the TCP proxy network filter.
+pub const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
+/// Name of the TLS inspector listener filter.
+pub const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
+/// Name of the original destination listener filter.
+pub const ORIGINAL_DST: &str = "envoy.filters.listener.original_dst";
+/// Name of the TLS transport socket.
+pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
+
+/// Who the HTTP filters are for: Envoy, or a proxyless gRPC client or server (which NACK filters they
+/// do not know unless marked optional: CORS always, fault on the server side).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterTarget {
+    /// Envoy.
+    Envoy,
+    /// A proxyless gRPC client (API listener).
+    GrpcClient,
+    /// A proxyless gRPC server (inbound listener).
+    GrpcServer,
+}
+
+fn http_filter(name: &str, config: envoy_types::pb::google::protobuf::Any, optional: bool) -> HttpFilter {
+    HttpFilter {
+        name: name.to_string(),
+        is_optional: optional,
+        config_type: Some(http_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    }
+}
+
+/// The contract's HTTP filters: fault, CORS, router (last).
+pub fn http_filters(target: FilterTarget) -> Vec<HttpFilter> {
+    vec![
+        http_filter(FAULT_FILTER, any(&HttpFault::default()), target == FilterTarget::GrpcServer),
+        http_filter(CORS_FILTER, any(&Cors::default()), target != FilterTarget::Envoy),
+        http_filter(ROUTER_FILTER, any(&Router::default()), false),
+    ]
+}
+
+/// Where a connection manager gets its routes.
+pub enum Routes {
+    /// RDS over ADS, by route configuration name.
+    Rds(String),
+    /// Inline.
+    Inline(RouteConfiguration),
+}
+
+/// An HTTP connection manager with the contract's filters.
+pub fn http_connection_manager(
+    stat_prefix: &str,
+    routes: Routes,
+    target: FilterTarget,
+    use_remote_address: bool,
+) -> HttpConnectionManager {
+    let route_specifier = match routes {
+        Routes::Rds(name) => {
+            RouteSpecifier::Rds(Rds { config_source: Some(ads_config_source()), route_config_name: name })
+        }
+        Routes::Inline(rc) => RouteSpecifier::RouteConfig(rc),
+    };
+    let envoy = target == FilterTarget::Envoy;
+    HttpConnectionManager {
+        codec_type: CodecType::Auto as i32,
+        stat_prefix: if envoy { stat_prefix.to_string() } else { String::new() },
+        http_filters: http_filters(target),
+        use_remote_address: (envoy && use_remote_address).then(|| boolv(true)),
+        upgrade_configs: if envoy {
+            vec![UpgradeConfig { upgrade_type: "websocket".to_string(), ..Default::default() }]
+        } else {
+            Vec::new()
+        },
+        route_specifier: Some(route_specifier),
+        ..Default::default()
+    }
+}
+
+/// The connection manager as a network filter.
+pub fn hcm_filter(hcm: &HttpConnectionManager) -> Filter {
+    Filter { name: HTTP_CONNECTION_MANAGER.to_string(), config_type: Some(filter::ConfigType::TypedConfig(any(hcm))) }
+}
+
+/// A TCP proxy to one cluster, or to weighted clusters when several (`(cluster, weight)`).
+pub fn tcp_proxy_filter(stat_prefix: &str, destinations: &[(String, u32)]) -> Filter {
+    let cluster_specifier = match destinations {
+        [(single, _)] => tcp_proxy::ClusterSpecifier::Cluster(single.clone()),
+        many => tcp_proxy::ClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters: many
+                .iter()
+                .map(|(name, weight)| ClusterWeight { name: name.clone(), weight: *weight, ..Default::default() })
+                .collect(),
+        }),
+    };
+    let proxy = TcpProxy {
+        stat_prefix: stat_prefix.to_string(),
+        cluster_specifier: Some(cluster_specifier),
+        ..Default::default()
+    };
+    Filter { name: TCP_PROXY.to_string(), config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))) }
+}
+
+/// The TLS inspector listener filter (reads SNI for `server_names` matches).
+pub fn tls_inspector() -> ListenerFilter {
+    ListenerFilter {
+        name: TLS_INSPECTOR.to_string(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(&TlsInspector::default()))),
+        ..Default::default()
+    }
+}
+
+/// The original destination listener filter (restores the pre-redirect destination).
+pub fn original_dst() -> ListenerFilter {
+    ListenerFilter {
+        name: ORIGINAL_DST.to_string(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(&OriginalDst::default()))),
+        ..Default::default()
+    }
+}
