@@ -1,1 +1,950 @@
-//! TODO
+//! CDS: clusters for a proxy (Istio's `pilot/pkg/networking/core/cluster*.go`).
+//!
+//! | cluster | when | discovery |
+//! |---|---|---|
+//! | `outbound\|PORT\|\|HOST` | every port of every service the proxy sees (Sidecar scope) | by resolution: `STATIC` → EDS over ADS; `DNS` → STRICT_DNS, endpoints inline; `DNS_ROUND_ROBIN` → LOGICAL_DNS; `NONE` → ORIGINAL_DST |
+//! | `outbound\|PORT\|SUBSET\|HOST` | every subset of the DestinationRule applying to the service | as above; `PASSTHROUGH` load balancing → ORIGINAL_DST |
+//! | `inbound\|PORT\|\|` | sidecars with interception: each target port of the proxy's service instances | ORIGINAL_DST to the workload |
+//! | `BlackHoleCluster`, `PassthroughCluster` | always | STATIC without endpoints; ORIGINAL_DST |
+//! | `InboundPassthroughCluster` | sidecars with interception | ORIGINAL_DST |
+//!
+//! DestinationRule traffic policy (destination level, replaced per port by `portLevelSettings`,
+//! overridden per field by a subset's policy, as Istio's `MergeSubsetTrafficPolicy`): load balancer
+//! (`simple` → LEAST_REQUEST (default) / ROUND_ROBIN / RANDOM / CLUSTER_PROVIDED; `consistentHash` →
+//! RING_HASH or MAGLEV; `warmup` → slow start), connection pool (circuit breaker thresholds, connect
+//! timeout, TCP keepalive, HTTP idle timeout, max requests per connection, max connection duration,
+//! HTTP/2 upgrade, max concurrent streams, HTTP/2 keepalive, use client protocol), outlier detection,
+//! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files). Everything else is reported.
+
+use std::collections::HashMap;
+
+use api::networking::destination_rule::{
+    ClientTlsSettings, ConnectionPoolSettings, DestinationRule, LoadBalancerSettings, OutlierDetection,
+    TrafficPolicy, connection_pool_settings::http_settings::H2UpgradePolicy,
+    load_balancer_settings::SimpleLb, traffic_policy::RetryBudget,
+};
+use envoy_types::pb::envoy::{
+    config::{
+        cluster::v3::{
+            CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, UpstreamConnectionOptions,
+            circuit_breakers::{Thresholds, thresholds::RetryBudget as EnvoyRetryBudget},
+            cluster::{
+                ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
+                LbConfig, LbPolicy, LeastRequestLbConfig, MaglevLbConfig, OriginalDstLbConfig,
+                RingHashLbConfig, RoundRobinLbConfig, SlowStartConfig,
+            },
+        },
+        core::v3::{
+            BindConfig, Http1ProtocolOptions, Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions,
+            KeepaliveSettings, RuntimeDouble, SocketAddress, TcpKeepalive, socket_address,
+        },
+        endpoint::v3::ClusterLoadAssignment,
+    },
+    extensions::upstreams::http::v3::{
+        HttpProtocolOptions,
+        http_protocol_options::{
+            ExplicitHttpConfig, UpstreamProtocolOptions, UseDownstreamHttpConfig,
+            explicit_http_config::ProtocolConfig,
+        },
+    },
+    r#type::v3::Percent,
+};
+use model::{
+    ConfigKey,
+    service::{Labels, Port, Protocol, Resolution, Service, labels_match},
+};
+
+use crate::{
+    Finding, Severity,
+    context::{IndexedDestinationRule, InterceptionMode, ProxyContext, ProxyKind, PushContext},
+    convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
+    endpoint::locality_lb_endpoints,
+    filters::TLS_TRANSPORT_SOCKET,
+    generated::Generated,
+    naming::{
+        BLACK_HOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND_IPV4, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
+        inbound_cluster_name, outbound_cluster_name,
+    },
+    tls,
+};
+
+/// Key of `typed_extension_protocol_options` for upstream HTTP options.
+const HTTP_PROTOCOL_OPTIONS_KEY: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// One part of a traffic policy and where it came from (a field path in the DestinationRule).
+struct Part<'a, T> {
+    value: &'a T,
+    path: &'a str,
+}
+
+impl<T> Clone for Part<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Part<'_, T> {}
+
+/// The traffic policy that applies to one cluster, part by part.
+#[derive(Clone, Copy, Default)]
+struct Policy<'a> {
+    connection_pool: Option<Part<'a, ConnectionPoolSettings>>,
+    outlier: Option<Part<'a, OutlierDetection>>,
+    lb: Option<Part<'a, LoadBalancerSettings>>,
+    tls: Option<Part<'a, ClientTlsSettings>>,
+    retry_budget: Option<Part<'a, RetryBudget>>,
+    /// `tunnel` / `proxyProtocol` paths when set (reported).
+    tunnel: Option<&'a str>,
+    proxy_protocol: Option<&'a str>,
+}
+
+/// Field paths of one traffic policy block.
+struct PolicyPaths {
+    pool: String,
+    outlier: String,
+    lb: String,
+    tls: String,
+    retry_budget: String,
+    tunnel: String,
+    proxy_protocol: String,
+}
+
+impl PolicyPaths {
+    fn new(prefix: &str) -> PolicyPaths {
+        PolicyPaths {
+            pool: format!("{prefix}.connectionPool"),
+            outlier: format!("{prefix}.outlierDetection"),
+            lb: format!("{prefix}.loadBalancer"),
+            tls: format!("{prefix}.tls"),
+            retry_budget: format!("{prefix}.retryBudget"),
+            tunnel: format!("{prefix}.tunnel"),
+            proxy_protocol: format!("{prefix}.proxyProtocol"),
+        }
+    }
+}
+
+/// Paths for the destination-level policy, each port-level entry and each subset: computed once per
+/// rule and cluster set.
+struct RulePaths {
+    top: PolicyPaths,
+    ports: Vec<PolicyPaths>,
+    subsets: Vec<(PolicyPaths, Vec<PolicyPaths>)>,
+}
+
+impl RulePaths {
+    fn new(rule: &DestinationRule) -> RulePaths {
+        let port_paths = |prefix: &str, tp: Option<&TrafficPolicy>| {
+            tp.map(|tp| {
+                (0..tp.port_level_settings.len())
+                    .map(|i| PolicyPaths::new(&format!("{prefix}.portLevelSettings[{i}]")))
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        RulePaths {
+            top: PolicyPaths::new("spec.trafficPolicy"),
+            ports: port_paths("spec.trafficPolicy", rule.traffic_policy.as_ref()),
+            subsets: rule
+                .subsets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let prefix = format!("spec.subsets[{i}].trafficPolicy");
+                    (PolicyPaths::new(&prefix), port_paths(&prefix, s.traffic_policy.as_ref()))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Istio's `GetPortLevelTrafficPolicy`: a matching port-level entry replaces the destination-level
+/// policy (its unset parts take defaults, not the destination's); returns whether one matched.
+fn port_policy<'a>(
+    tp: Option<&'a TrafficPolicy>,
+    paths: &'a PolicyPaths,
+    port_paths: &'a [PolicyPaths],
+    port: u32,
+) -> (Policy<'a>, bool) {
+    let Some(tp) = tp else { return (Policy::default(), false) };
+    let level = tp
+        .port_level_settings
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.port.as_ref().is_some_and(|s| s.number == port));
+    if let Some((i, p)) = level
+        && let Some(pp) = port_paths.get(i)
+    {
+        let policy = Policy {
+            connection_pool: p.connection_pool.as_ref().map(|v| Part { value: v, path: &pp.pool }),
+            outlier: p.outlier_detection.as_ref().map(|v| Part { value: v, path: &pp.outlier }),
+            lb: p.load_balancer.as_ref().map(|v| Part { value: v, path: &pp.lb }),
+            tls: p.tls.as_ref().map(|v| Part { value: v, path: &pp.tls }),
+            ..Policy::default()
+        };
+        return (policy, true);
+    }
+    let policy = Policy {
+        connection_pool: tp.connection_pool.as_ref().map(|v| Part { value: v, path: &paths.pool }),
+        outlier: tp.outlier_detection.as_ref().map(|v| Part { value: v, path: &paths.outlier }),
+        lb: tp.load_balancer.as_ref().map(|v| Part { value: v, path: &paths.lb }),
+        tls: tp.tls.as_ref().map(|v| Part { value: v, path: &paths.tls }),
+        retry_budget: tp.retry_budget.as_ref().map(|v| Part { value: v, path: &paths.retry_budget }),
+        tunnel: tp.tunnel.as_ref().map(|_| paths.tunnel.as_str()),
+        proxy_protocol: tp.proxy_protocol.as_ref().map(|_| paths.proxy_protocol.as_str()),
+    };
+    (policy, false)
+}
+
+/// Istio's `MergeSubsetTrafficPolicy`: the subset's (port-level) policy overrides the destination's
+/// part by part; a subset port-level match replaces the four port-level parts outright.
+fn subset_policy<'a>(base: Policy<'a>, subset: (Policy<'a>, bool)) -> Policy<'a> {
+    let (sub, port_level) = subset;
+    let mut out = base;
+    if sub.connection_pool.is_some() || port_level {
+        out.connection_pool = sub.connection_pool;
+    }
+    if sub.outlier.is_some() || port_level {
+        out.outlier = sub.outlier;
+    }
+    if sub.lb.is_some() || port_level {
+        out.lb = sub.lb;
+    }
+    if sub.tls.is_some() || port_level {
+        out.tls = sub.tls;
+    }
+    if sub.retry_budget.is_some() {
+        out.retry_budget = sub.retry_budget;
+    }
+    if sub.tunnel.is_some() {
+        out.tunnel = sub.tunnel;
+    }
+    if sub.proxy_protocol.is_some() {
+        out.proxy_protocol = sub.proxy_protocol;
+    }
+    out
+}
+
+/// Collects findings for one cluster.
+struct Report<'a> {
+    config: Option<&'a ConfigKey>,
+    resource: &'a str,
+    findings: &'a mut Vec<Finding>,
+}
+
+impl Report<'_> {
+    fn unsupported(&mut self, path: &str, message: impl Into<String>) {
+        self.findings.push(Finding {
+            severity: Severity::Unsupported,
+            config: self.config.cloned(),
+            path: path.to_string(),
+            resource: self.resource.to_string(),
+            message: message.into(),
+        });
+    }
+
+    fn dropped(&mut self, message: impl Into<String>) {
+        self.findings.push(Finding {
+            severity: Severity::Dropped,
+            config: self.config.cloned(),
+            path: String::new(),
+            resource: self.resource.to_string(),
+            message: message.into(),
+        });
+    }
+}
+
+/// A cluster under construction with its upstream HTTP options.
+struct Builder {
+    cluster: Cluster,
+    http: Option<HttpProtocolOptions>,
+}
+
+fn discovery_type(t: DiscoveryType) -> Option<ClusterDiscoveryType> {
+    Some(ClusterDiscoveryType::Type(t as i32))
+}
+
+fn cluster_type(c: &Cluster) -> Option<DiscoveryType> {
+    match c.cluster_discovery_type {
+        Some(ClusterDiscoveryType::Type(t)) => DiscoveryType::try_from(t).ok(),
+        _ => None,
+    }
+}
+
+/// Istio's default circuit breaker thresholds: everything at `u32::MAX`, remaining tracked.
+fn default_thresholds() -> Thresholds {
+    Thresholds {
+        max_connections: Some(u32v(u32::MAX)),
+        max_pending_requests: Some(u32v(u32::MAX)),
+        max_requests: Some(u32v(u32::MAX)),
+        max_retries: Some(u32v(u32::MAX)),
+        track_remaining: true,
+        ..Default::default()
+    }
+}
+
+fn h2_options() -> UpstreamProtocolOptions {
+    UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+        protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(Http2ProtocolOptions::default())),
+    })
+}
+
+impl Builder {
+    fn http(&mut self) -> &mut HttpProtocolOptions {
+        self.http.get_or_insert_with(HttpProtocolOptions::default)
+    }
+
+    fn set_h2(&mut self) {
+        let http = self.http();
+        if http.upstream_protocol_options.is_none() {
+            http.upstream_protocol_options = Some(h2_options());
+        }
+    }
+
+    fn h2_options_mut(&mut self) -> Option<&mut Http2ProtocolOptions> {
+        match self.http.as_mut()?.upstream_protocol_options.as_mut()? {
+            UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(h2)),
+            }) => Some(h2),
+            _ => None,
+        }
+    }
+
+    fn build(mut self) -> Cluster {
+        if let Some(mut http) = self.http {
+            if http.upstream_protocol_options.is_none() {
+                http.upstream_protocol_options =
+                    Some(UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                        protocol_config: Some(ProtocolConfig::HttpProtocolOptions(
+                            Http1ProtocolOptions::default(),
+                        )),
+                    }));
+            }
+            self.cluster
+                .typed_extension_protocol_options
+                .insert(HTTP_PROTOCOL_OPTIONS_KEY.to_string(), any(&http));
+        }
+        self.cluster
+    }
+}
+
+fn dns_lookup_family(proxy: &ProxyContext) -> DnsLookupFamily {
+    let v6 = |ip: &String| ip.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_ipv6());
+    if !proxy.ips.is_empty() && proxy.ips.iter().all(v6) {
+        DnsLookupFamily::V6Only
+    } else {
+        DnsLookupFamily::V4Only
+    }
+}
+
+/// The cluster shell: name, discovery type, endpoints for static/DNS types, connect timeout.
+fn base_cluster(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    name: &str,
+    service: &Service,
+    port: &Port,
+    subset_labels: Option<&Labels>,
+    report: &mut Report<'_>,
+) -> Option<Builder> {
+    let kind = match service.resolution {
+        Resolution::ClientSideLb => DiscoveryType::Eds,
+        Resolution::Dns => DiscoveryType::StrictDns,
+        Resolution::DnsRoundRobin => DiscoveryType::LogicalDns,
+        Resolution::Passthrough => DiscoveryType::OriginalDst,
+        Resolution::DynamicDns => {
+            report.dropped(
+                "DYNAMIC_DNS resolution needs a dynamic forward proxy cluster, which is not built; no cluster".to_string(),
+            );
+            return None;
+        }
+    };
+    let mut cluster = Cluster {
+        name: name.to_string(),
+        cluster_discovery_type: discovery_type(kind),
+        connect_timeout: Some(std_duration(push.mesh().connect_timeout)),
+        common_lb_config: Some(CommonLbConfig::default()),
+        ..Default::default()
+    };
+    match kind {
+        DiscoveryType::StrictDns | DiscoveryType::LogicalDns => {
+            let eps = push
+                .endpoints(&service.hostname, &service.namespace, port.port)
+                .iter()
+                .filter(|e| subset_labels.is_none_or(|l| labels_match(l, &e.labels)))
+                .map(|e| e.as_ref());
+            let mut endpoints = locality_lb_endpoints(eps, true, name, report.findings);
+            if endpoints.is_empty() {
+                report.dropped("DNS-resolved cluster without endpoints is not built (as Istio)".to_string());
+                return None;
+            }
+            if kind == DiscoveryType::LogicalDns {
+                let total: usize = endpoints.iter().map(|l| l.lb_endpoints.len()).sum();
+                if total > 1 {
+                    report.dropped(format!(
+                        "DNS_ROUND_ROBIN (LOGICAL_DNS) takes one endpoint; {} more left out",
+                        total - 1
+                    ));
+                    endpoints.truncate(1);
+                    endpoints[0].lb_endpoints.truncate(1);
+                }
+            }
+            cluster.dns_lookup_family = dns_lookup_family(proxy) as i32;
+            cluster.load_assignment = Some(ClusterLoadAssignment {
+                cluster_name: name.to_string(),
+                endpoints,
+                ..Default::default()
+            });
+        }
+        DiscoveryType::OriginalDst => {
+            if let Some(target) = service.passthrough_target_ports.get(&port.port) {
+                cluster.lb_config = Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
+                    upstream_port_override: Some(u32v(*target)),
+                    ..Default::default()
+                }));
+            }
+        }
+        _ => {}
+    }
+    let mut builder = Builder { cluster, http: None };
+    if port.protocol.is_http2() {
+        builder.set_h2();
+    }
+    Some(builder)
+}
+
+fn apply_connection_pool(
+    push: &PushContext,
+    b: &mut Builder,
+    pool: Option<Part<'_, ConnectionPoolSettings>>,
+    retry_budget: Option<Part<'_, RetryBudget>>,
+    port: &Port,
+    outbound: bool,
+) {
+    let mut threshold = default_thresholds();
+    if let Some(rb) = retry_budget {
+        let rb = rb.value;
+        threshold.retry_budget = Some(EnvoyRetryBudget {
+            budget_percent: Some(Percent { value: rb.percent.unwrap_or(20.0) }),
+            min_retry_concurrency: Some(u32v(if rb.min_retry_concurrency > 0 {
+                rb.min_retry_concurrency
+            } else {
+                3
+            })),
+            budget_interval: rb.budget_interval.as_ref().map(duration),
+        });
+    }
+    b.cluster.connect_timeout = Some(std_duration(push.mesh().connect_timeout));
+    let Some(pool) = pool.map(|p| p.value) else {
+        b.cluster.circuit_breakers =
+            Some(CircuitBreakers { thresholds: vec![threshold], ..Default::default() });
+        return;
+    };
+    if outbound
+        && let Some(http) = &pool.http
+        && !http.use_client_protocol
+    {
+        if http.h2_upgrade_policy == H2UpgradePolicy::Upgrade as i32 {
+            b.set_h2();
+        }
+    }
+    let positive = |v: i32| u32::try_from(v).ok().filter(|v| *v > 0);
+    let mut idle = None;
+    let mut max_requests_per_connection = None;
+    let mut max_concurrent_streams = None;
+    let mut keepalive = None;
+    if let Some(http) = &pool.http {
+        if let Some(v) = positive(http.http2_max_requests) {
+            threshold.max_requests = Some(u32v(v));
+        }
+        if let Some(v) = positive(http.http1_max_pending_requests) {
+            threshold.max_pending_requests = Some(u32v(v));
+        }
+        if let Some(v) = positive(http.max_retries) {
+            threshold.max_retries = Some(u32v(v));
+        }
+        idle = http.idle_timeout.as_ref().map(duration);
+        max_requests_per_connection = positive(http.max_requests_per_connection);
+        max_concurrent_streams = positive(http.max_concurrent_streams);
+        keepalive = http.http2_keep_alive.as_ref();
+    }
+    let mut max_connection_duration = None;
+    if let Some(tcp) = &pool.tcp {
+        if let Some(t) = &tcp.connect_timeout {
+            b.cluster.connect_timeout = Some(duration(t));
+        }
+        if let Some(v) = positive(tcp.max_connections) {
+            threshold.max_connections = Some(u32v(v));
+        }
+        max_connection_duration = tcp.max_connection_duration.as_ref().map(duration);
+        if idle.is_none() {
+            idle = tcp.idle_timeout.as_ref().map(duration);
+        }
+        if let Some(ka) = &tcp.tcp_keepalive {
+            let secs = |d: &Option<api::wkt::Duration>| {
+                d.as_ref().and_then(|d| u32::try_from(d.seconds).ok()).filter(|s| *s > 0).map(u32v)
+            };
+            b.cluster.upstream_connection_options = Some(UpstreamConnectionOptions {
+                tcp_keepalive: Some(TcpKeepalive {
+                    keepalive_probes: (ka.probes > 0).then(|| u32v(ka.probes)),
+                    keepalive_time: secs(&ka.time),
+                    keepalive_interval: secs(&ka.interval),
+                }),
+                ..Default::default()
+            });
+        }
+    }
+    b.cluster.circuit_breakers = Some(CircuitBreakers { thresholds: vec![threshold], ..Default::default() });
+    if idle.is_some()
+        || max_requests_per_connection.is_some()
+        || max_connection_duration.is_some()
+        || max_concurrent_streams.is_some()
+        || keepalive.is_some()
+    {
+        let common = b.http().common_http_protocol_options.get_or_insert_with(CoreHttpOptions::default);
+        common.idle_timeout = idle;
+        common.max_requests_per_connection = max_requests_per_connection.map(u32v);
+        common.max_connection_duration = max_connection_duration;
+        if let Some(h2) = b.h2_options_mut() {
+            h2.max_concurrent_streams = max_concurrent_streams.map(u32v);
+            if let Some(ka) = keepalive {
+                h2.connection_keepalive = Some(KeepaliveSettings {
+                    interval: ka.interval.as_ref().map(duration),
+                    timeout: ka.timeout.as_ref().map(duration),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    if pool.http.as_ref().is_some_and(|h| h.use_client_protocol) && (port.protocol.is_http() || !outbound) {
+        b.http().upstream_protocol_options =
+            Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(UseDownstreamHttpConfig {
+                http_protocol_options: Some(Http1ProtocolOptions::default()),
+                http2_protocol_options: Some(Http2ProtocolOptions::default()),
+                ..Default::default()
+            }));
+    }
+}
+
+fn apply_outlier(b: &mut Builder, outlier: Option<Part<'_, OutlierDetection>>, report: &mut Report<'_>) {
+    let Some(part) = outlier else { return };
+    let o = part.value;
+    let mut out = EnvoyOutlier { enforcing_success_rate: Some(u32v(0)), ..Default::default() };
+    let consecutive_5xx =
+        o.consecutive_5xx_errors.or_else(|| u32::try_from(o.consecutive_errors).ok().filter(|v| *v > 0));
+    if let Some(v) = consecutive_5xx {
+        out.consecutive_5xx = Some(u32v(v));
+        out.enforcing_consecutive_5xx = Some(u32v(if v > 0 { 100 } else { 0 }));
+    }
+    if let Some(v) = o.consecutive_gateway_errors {
+        out.consecutive_gateway_failure = Some(u32v(v));
+        out.enforcing_consecutive_gateway_failure = Some(u32v(if v > 0 { 100 } else { 0 }));
+    }
+    out.interval = o.interval.as_ref().map(duration);
+    out.base_ejection_time = o.base_ejection_time.as_ref().map(duration);
+    if let Ok(v) = u32::try_from(o.max_ejection_percent)
+        && v > 0
+    {
+        out.max_ejection_percent = Some(u32v(v));
+    }
+    if o.split_external_local_origin_errors {
+        out.split_external_local_origin_errors = true;
+        if let Some(v) = o.consecutive_local_origin_failures.filter(|v| *v > 0) {
+            out.consecutive_local_origin_failure = Some(u32v(v));
+            out.enforcing_consecutive_local_origin_failure = Some(u32v(100));
+        }
+        out.enforcing_local_origin_success_rate = Some(u32v(0));
+    }
+    if !o.outlier_detection_http_error_codes.is_empty() {
+        report.unsupported(
+            &format!("{}.outlierDetectionHttpErrorCodes", part.path),
+            "custom error codes are not translated; 5xx responses count as errors",
+        );
+    }
+    b.cluster.outlier_detection = Some(out);
+    if o.min_health_percent >= 0
+        && let Some(common) = b.cluster.common_lb_config.as_mut()
+    {
+        common.healthy_panic_threshold = Some(Percent { value: f64::from(o.min_health_percent) });
+    }
+}
+
+fn slow_start(lb: &LoadBalancerSettings) -> Option<SlowStartConfig> {
+    if let Some(w) = &lb.warmup {
+        return Some(SlowStartConfig {
+            slow_start_window: w.duration.as_ref().map(duration),
+            aggression: Some(RuntimeDouble {
+                default_value: w.aggression.unwrap_or(1.0),
+                runtime_key: "(".to_string(),
+            }),
+            min_weight_percent: Some(Percent { value: w.minimum_percent.unwrap_or(10.0) }),
+        });
+    }
+    lb.warmup_duration_secs
+        .as_ref()
+        .map(|d| SlowStartConfig { slow_start_window: Some(duration(d)), ..Default::default() })
+}
+
+fn apply_lb(b: &mut Builder, lb: Option<Part<'_, LoadBalancerSettings>>, report: &mut Report<'_>) {
+    if cluster_type(&b.cluster) == Some(DiscoveryType::OriginalDst) {
+        b.cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+        return;
+    }
+    let settings = lb.map(|p| p.value);
+    let simple = settings.and_then(|l| l.simple).and_then(|s| SimpleLb::try_from(s).ok());
+    match simple {
+        Some(SimpleLb::Random) => b.cluster.lb_policy = LbPolicy::Random as i32,
+        Some(SimpleLb::RoundRobin) => {
+            b.cluster.lb_policy = LbPolicy::RoundRobin as i32;
+            if let Some(ss) = settings.and_then(slow_start) {
+                b.cluster.lb_config = Some(LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
+                    slow_start_config: Some(ss),
+                    ..Default::default()
+                }));
+            }
+        }
+        Some(SimpleLb::Passthrough) => {
+            b.cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+            b.cluster.cluster_discovery_type = discovery_type(DiscoveryType::OriginalDst);
+            b.cluster.load_assignment = None;
+            b.cluster.eds_cluster_config = None;
+            b.cluster.lb_config = None;
+        }
+        _ => {
+            b.cluster.lb_policy = LbPolicy::LeastRequest as i32;
+            if let Some(ss) = settings.and_then(slow_start) {
+                b.cluster.lb_config = Some(LbConfig::LeastRequestLbConfig(LeastRequestLbConfig {
+                    slow_start_config: Some(ss),
+                    ..Default::default()
+                }));
+            }
+        }
+    }
+    let Some(part) = lb else { return };
+    if let Some(ch) = &part.value.consistent_hash {
+        if let Some(m) = &ch.maglev {
+            b.cluster.lb_policy = LbPolicy::Maglev as i32;
+            b.cluster.lb_config = (m.table_size != 0)
+                .then(|| LbConfig::MaglevLbConfig(MaglevLbConfig { table_size: Some(u64v(m.table_size)) }));
+        } else {
+            let size = ch
+                .ring_hash
+                .as_ref()
+                .map(|r| r.minimum_ring_size)
+                .filter(|s| *s != 0)
+                .or(Some(ch.minimum_ring_size).filter(|s| *s != 0));
+            b.cluster.lb_policy = LbPolicy::RingHash as i32;
+            b.cluster.lb_config = Some(LbConfig::RingHashLbConfig(RingHashLbConfig {
+                minimum_ring_size: Some(u64v(size.unwrap_or(1024))),
+                ..Default::default()
+            }));
+        }
+        report.unsupported(
+            &format!("{}.consistentHash", part.path),
+            "the hash key (header, cookie, source IP, query parameter) needs a route hash policy, which is not \
+             generated; the ring is used without a key",
+        );
+    }
+    if let Some(l) = &part.value.locality_lb_setting
+        && l.enabled != Some(false)
+    {
+        report.unsupported(
+            &format!("{}.localityLbSetting", part.path),
+            "locality load balancing is not translated",
+        );
+    }
+    if part.value.zone_aware_lb_setting.is_some() {
+        report.unsupported(
+            &format!("{}.zoneAwareLbSetting", part.path),
+            "zone-aware load balancing is not translated",
+        );
+    }
+}
+
+fn apply_tls(
+    b: &mut Builder,
+    tls: Option<Part<'_, ClientTlsSettings>>,
+    proxyless: bool,
+    report: &mut Report<'_>,
+) {
+    let Some(part) = tls else { return };
+    let translated = tls::upstream(part.value);
+    for (field, message) in translated.unsupported {
+        report.unsupported(&format!("{}.{field}", part.path), message);
+    }
+    if let Some(ctx) = translated.context {
+        if proxyless {
+            report.unsupported(
+                &part.path.to_string(),
+                "file-based TLS is not sent to proxyless gRPC clients (they need certificate providers)",
+            );
+            return;
+        }
+        b.cluster.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));
+    }
+}
+
+/// Applies the traffic policy to a cluster.
+fn apply_policy(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    b: &mut Builder,
+    policy: Policy<'_>,
+    port: &Port,
+    report: &mut Report<'_>,
+) {
+    apply_connection_pool(push, b, policy.connection_pool, policy.retry_budget, port, true);
+    apply_outlier(b, policy.outlier, report);
+    apply_lb(b, policy.lb, report);
+    apply_tls(b, policy.tls, proxy.proxyless_grpc, report);
+    if let Some(path) = policy.tunnel {
+        report.unsupported(path, "tunnelling through an HTTP CONNECT/POST proxy is not translated");
+    }
+    if let Some(path) = policy.proxy_protocol {
+        report.unsupported(path, "the upstream PROXY protocol is not translated");
+    }
+    if cluster_type(&b.cluster) == Some(DiscoveryType::Eds) {
+        b.cluster.eds_cluster_config = Some(EdsClusterConfig {
+            eds_config: Some(ads_config_source()),
+            service_name: b.cluster.name.clone(),
+        });
+    }
+}
+
+/// The outbound clusters of one service: one per port, plus one per port and subset.
+fn service_clusters(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    service: &Service,
+    dr: Option<&IndexedDestinationRule>,
+    findings: &mut Vec<Finding>,
+    out: &mut Vec<Cluster>,
+) {
+    let paths = dr.map(|d| RulePaths::new(&d.rule));
+    let config = dr.map(|d| &d.keys[0]);
+    for port in &service.ports {
+        if port.protocol == Protocol::Udp {
+            continue;
+        }
+        let name = outbound_cluster_name(port.port, "", &service.hostname);
+        let mut report = Report { config, resource: &name, findings };
+        let (base, _) = match (dr, &paths) {
+            (Some(d), Some(p)) => port_policy(d.rule.traffic_policy.as_ref(), &p.top, &p.ports, port.port),
+            _ => (Policy::default(), false),
+        };
+        if let Some(mut b) = base_cluster(push, proxy, &name, service, port, None, &mut report) {
+            apply_policy(push, proxy, &mut b, base, port, &mut report);
+            out.push(b.build());
+        }
+        let (Some(d), Some(p)) = (dr, &paths) else { continue };
+        for (i, subset) in d.rule.subsets.iter().enumerate() {
+            if subset.name.is_empty() {
+                continue;
+            }
+            let name = outbound_cluster_name(port.port, &subset.name, &service.hostname);
+            let mut report = Report { config, resource: &name, findings };
+            let Some((sp, spp)) = p.subsets.get(i) else { continue };
+            let policy = match &subset.traffic_policy {
+                Some(tp) => subset_policy(base, port_policy(Some(tp), sp, spp, port.port)),
+                None => base,
+            };
+            if let Some(mut b) =
+                base_cluster(push, proxy, &name, service, port, Some(&subset.labels), &mut report)
+            {
+                apply_policy(push, proxy, &mut b, policy, port, &mut report);
+                out.push(b.build());
+            }
+        }
+    }
+}
+
+fn black_hole(push: &PushContext) -> Cluster {
+    Cluster {
+        name: BLACK_HOLE_CLUSTER.to_string(),
+        cluster_discovery_type: discovery_type(DiscoveryType::Static),
+        connect_timeout: Some(std_duration(push.mesh().connect_timeout)),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        ..Default::default()
+    }
+}
+
+fn passthrough(push: &PushContext, name: &str, bind: Option<&str>) -> Cluster {
+    let http = HttpProtocolOptions {
+        upstream_protocol_options: Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+            UseDownstreamHttpConfig {
+                http_protocol_options: Some(Http1ProtocolOptions::default()),
+                http2_protocol_options: Some(Http2ProtocolOptions::default()),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    Cluster {
+        name: name.to_string(),
+        cluster_discovery_type: discovery_type(DiscoveryType::OriginalDst),
+        connect_timeout: Some(std_duration(push.mesh().connect_timeout)),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        circuit_breakers: Some(CircuitBreakers {
+            thresholds: vec![default_thresholds()],
+            ..Default::default()
+        }),
+        typed_extension_protocol_options: HashMap::from([(
+            HTTP_PROTOCOL_OPTIONS_KEY.to_string(),
+            any(&http),
+        )]),
+        upstream_bind_config: bind.map(bind_config),
+        ..Default::default()
+    }
+}
+
+fn bind_config(ip: &str) -> BindConfig {
+    BindConfig {
+        source_address: Some(SocketAddress {
+            address: ip.to_string(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(0)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Inbound clusters `inbound|PORT||` for the proxy's instances (by target port, first instance wins),
+/// original destination to the workload, with the connection pool of the DestinationRule that applies
+/// to the instance's service.
+fn inbound_clusters(push: &PushContext, proxy: &ProxyContext) -> Vec<Cluster> {
+    let mut out: Vec<Cluster> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for instance in &proxy.service_instances {
+        let port = instance.endpoint.endpoint_port;
+        if port == 0 || instance.service_port.protocol == Protocol::Udp || !seen.insert(port) {
+            continue;
+        }
+        let name = inbound_cluster_name(port);
+        let dr = push.destination_rule(proxy, &instance.service);
+        let mut b = Builder {
+            cluster: Cluster {
+                name: name.clone(),
+                cluster_discovery_type: discovery_type(DiscoveryType::OriginalDst),
+                lb_policy: LbPolicy::ClusterProvided as i32,
+                common_lb_config: Some(CommonLbConfig::default()),
+                cleanup_interval: Some(envoy_types::pb::google::protobuf::Duration { seconds: 60, nanos: 0 }),
+                upstream_bind_config: Some(bind_config(INBOUND_PASSTHROUGH_BIND_IPV4)),
+                ..Default::default()
+            },
+            http: None,
+        };
+        if instance.service_port.protocol.is_http2() {
+            b.set_h2();
+        }
+        let pool = dr.as_ref().and_then(|d| {
+            let tp = d.rule.traffic_policy.as_ref()?;
+            let level = tp
+                .port_level_settings
+                .iter()
+                .find(|p| p.port.as_ref().is_some_and(|s| s.number == instance.service_port.port));
+            match level {
+                Some(l) => l.connection_pool.clone(),
+                None => tp.connection_pool.clone(),
+            }
+        });
+        let path = "spec.trafficPolicy.connectionPool".to_string();
+        apply_connection_pool(
+            push,
+            &mut b,
+            pool.as_ref().map(|p| Part { value: p, path: &path }),
+            None,
+            &instance.service_port,
+            false,
+        );
+        out.push(b.build());
+    }
+    out
+}
+
+/// Services whose clusters a proxy gets: the Sidecar scope's (routers: everything exported to their
+/// namespace, Istio's default without `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`).
+fn outbound_clusters(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Cluster> {
+    let scope = push.sidecar_scope(proxy);
+    findings.extend(scope.findings().iter().cloned());
+    let mut out = Vec::new();
+    for service in scope.services() {
+        if proxy.proxyless_grpc && service.resolution != Resolution::ClientSideLb {
+            continue;
+        }
+        let dr = push.destination_rule(proxy, service);
+        service_clusters(push, proxy, service, dr.as_deref(), findings, &mut out);
+    }
+    out
+}
+
+/// Proxyless gRPC accepts ROUND_ROBIN, RING_HASH and LEAST_REQUEST on EDS clusters; anything else
+/// becomes ROUND_ROBIN (reported), and Envoy-only fields are dropped.
+fn grpc_compatible(mut c: Cluster, findings: &mut Vec<Finding>) -> Option<Cluster> {
+    if cluster_type(&c) != Some(DiscoveryType::Eds) {
+        return None;
+    }
+    let policy = LbPolicy::try_from(c.lb_policy).unwrap_or(LbPolicy::RoundRobin);
+    if !matches!(policy, LbPolicy::RoundRobin | LbPolicy::RingHash | LbPolicy::LeastRequest) {
+        findings.push(Finding {
+            severity: Severity::Unsupported,
+            config: None,
+            path: String::new(),
+            resource: c.name.clone(),
+            message: format!(
+                "proxyless gRPC does not support load balancing policy {}; ROUND_ROBIN used",
+                policy.as_str_name()
+            ),
+        });
+        c.lb_policy = LbPolicy::RoundRobin as i32;
+        c.lb_config = None;
+    }
+    c.typed_extension_protocol_options.clear();
+    c.upstream_connection_options = None;
+    Some(c)
+}
+
+/// CDS for `proxy`: clusters sorted by name; with `names` non-empty, only those (proxyless gRPC asks
+/// by name).
+pub fn generate_clusters(push: &PushContext, proxy: &ProxyContext, names: &[String]) -> Generated<Cluster> {
+    let mut findings = Vec::new();
+    let mut clusters = outbound_clusters(push, proxy, &mut findings);
+    if proxy.proxyless_grpc {
+        clusters = clusters.into_iter().filter_map(|c| grpc_compatible(c, &mut findings)).collect();
+    } else {
+        clusters.push(black_hole(push));
+        clusters.push(passthrough(push, PASSTHROUGH_CLUSTER, None));
+        if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
+            clusters.extend(inbound_clusters(push, proxy));
+            clusters.push(passthrough(
+                push,
+                INBOUND_PASSTHROUGH_CLUSTER,
+                Some(INBOUND_PASSTHROUGH_BIND_IPV4),
+            ));
+        }
+    }
+    clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    let before = clusters.len();
+    clusters.dedup_by(|a, b| a.name == b.name);
+    if clusters.len() != before {
+        findings.push(Finding {
+            severity: Severity::Dropped,
+            config: None,
+            path: String::new(),
+            resource: String::new(),
+            message: format!("{} duplicate cluster names; the first of each kept", before - clusters.len()),
+        });
+    }
+    if !names.is_empty() {
+        clusters.retain(|c| names.iter().any(|n| n == &c.name));
+    }
+    Generated::new(clusters, findings)
+}
+
+/// Names of the EDS clusters [`generate_clusters`] makes for `proxy` (what EDS serves).
+pub fn eds_cluster_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
+    generate_clusters(push, proxy, &[])
+        .resources
+        .into_iter()
+        .filter(|c| cluster_type(c) == Some(DiscoveryType::Eds))
+        .map(|c| c.name)
+        .collect()
+}

@@ -28,18 +28,18 @@ use std::{
 use api::{
     Kind, Spec,
     networking::{
-        DestinationRule, Gateway, Sidecar, VirtualService, sidecar::outbound_traffic_policy::Mode as SidecarMode,
+        DestinationRule, Gateway, Sidecar, VirtualService,
+        sidecar::outbound_traffic_policy::Mode as SidecarMode,
     },
 };
 use model::{
     Config, ConfigKey, ConfigStore, ServiceDiscovery,
-    service::{Endpoint, ExportTo, Labels, Service, ServiceInstance, compare_service_precedence, labels_match},
+    service::{
+        Endpoint, ExportTo, Labels, Service, ServiceInstance, compare_service_precedence, labels_match,
+    },
 };
 
-use crate::{
-    Finding, Severity, host,
-    naming::MESH_GATEWAY,
-};
+use crate::{Finding, Severity, host, naming::MESH_GATEWAY};
 
 /// Kind of proxy asking (the first field of the node id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -435,7 +435,8 @@ impl ConfigIndex {
             };
             let visibility =
                 Visibility::new(vs.export_to.iter().map(|e| ExportTo::parse(e)), &mesh.default_export_to);
-            let entry = Arc::new(IndexedVirtualService { config: config.clone(), key, hosts, gateways, visibility });
+            let entry =
+                Arc::new(IndexedVirtualService { config: config.clone(), key, hosts, gateways, visibility });
             let mut seen = BTreeSet::new();
             for gw in &entry.gateways {
                 if seen.insert(gw.clone()) {
@@ -453,7 +454,8 @@ impl ConfigIndex {
         for config in configs {
             let Spec::DestinationRule(dr) = &config.spec else { continue };
             let ns = config.meta.namespace.clone();
-            let host = host::resolve_short_name(&dr.host.to_ascii_lowercase(), &ns, domain_suffix(&config, mesh));
+            let host =
+                host::resolve_short_name(&dr.host.to_ascii_lowercase(), &ns, domain_suffix(&config, mesh));
             let visibility =
                 Visibility::new(dr.export_to.iter().map(|e| ExportTo::parse(e)), &mesh.default_export_to);
             let selector = dr.workload_selector.as_ref().map(|s| s.match_labels.clone());
@@ -483,7 +485,10 @@ impl ConfigIndex {
                             config: Some(config.key()),
                             path: format!("spec.subsets[{i}]"),
                             resource: String::new(),
-                            message: format!("subset {:?} of host {host} is already defined by {}", subset.name, target.keys[0]),
+                            message: format!(
+                                "subset {:?} of host {host} is already defined by {}",
+                                subset.name, target.keys[0]
+                            ),
                         });
                     } else {
                         target.rule.subsets.push(subset.clone());
@@ -640,12 +645,19 @@ impl PushContext {
 
     /// VirtualServices bound to `gateway` (`namespace/name`, or `mesh`) and visible to a proxy in
     /// `proxy_namespace`, oldest first.
-    pub fn virtual_services_for_gateway(&self, proxy_namespace: &str, gateway: &str) -> Vec<Arc<IndexedVirtualService>> {
+    pub fn virtual_services_for_gateway(
+        &self,
+        proxy_namespace: &str,
+        gateway: &str,
+    ) -> Vec<Arc<IndexedVirtualService>> {
         self.config
             .vs_by_gateway
             .get(gateway)
             .map(|list| {
-                list.iter().filter(|vs| vs.visibility.visible(vs.namespace(), proxy_namespace)).cloned().collect()
+                list.iter()
+                    .filter(|vs| vs.visibility.visible(vs.namespace(), proxy_namespace))
+                    .cloned()
+                    .collect()
             })
             .unwrap_or_default()
     }
@@ -653,14 +665,23 @@ impl PushContext {
     /// Gateways whose selector matches the proxy's labels (any namespace, as Istio by default),
     /// oldest first.
     pub fn gateways_for_proxy(&self, proxy: &ProxyContext) -> Vec<Arc<IndexedGateway>> {
-        self.config.gateways.iter().filter(|g| labels_match(&g.spec().selector, &proxy.labels)).cloned().collect()
+        self.config
+            .gateways
+            .iter()
+            .filter(|g| labels_match(&g.spec().selector, &proxy.labels))
+            .cloned()
+            .collect()
     }
 
     /// The DestinationRule that applies to traffic from `proxy` to `service` (Istio's
     /// `PushContext.destinationRule`): the proxy's namespace first (a rule whose workload selector
     /// matches the proxy before one without), then rules exported to it from the service's
     /// namespace, then from the root namespace; each by most specific host.
-    pub fn destination_rule(&self, proxy: &ProxyContext, service: &Service) -> Option<Arc<IndexedDestinationRule>> {
+    pub fn destination_rule(
+        &self,
+        proxy: &ProxyContext,
+        service: &Service,
+    ) -> Option<Arc<IndexedDestinationRule>> {
         let hostname = service.hostname.to_ascii_lowercase();
         let pick_local = |hosts: &DrHosts| {
             let rules = hosts.lookup(&hostname);
@@ -702,8 +723,9 @@ impl PushContext {
             _ => None,
         };
         if let Some(list) = self.config.sidecars.get(&proxy.namespace) {
-            let with_selector =
-                list.iter().find(|c| selector_of(c).is_some_and(|s| !s.is_empty() && labels_match(&s, &proxy.labels)));
+            let with_selector = list
+                .iter()
+                .find(|c| selector_of(c).is_some_and(|s| !s.is_empty() && labels_match(&s, &proxy.labels)));
             let without = list.iter().find(|c| selector_of(c).is_none_or(|s| s.is_empty()));
             if let Some(c) = with_selector.or(without) {
                 return Some(c.clone());
@@ -829,7 +851,9 @@ impl SidecarScope {
         }
         let imports = |ns: &str, hostname: &str| match &egress {
             None => true,
-            Some(hosts) => hosts.iter().any(|e| e.namespace_matches(ns) && host::subset_of(hostname, &e.host)),
+            Some(hosts) => {
+                hosts.iter().any(|e| e.namespace_matches(ns) && host::subset_of(hostname, &e.host))
+            }
         };
 
         let mut services = Vec::new();
@@ -850,9 +874,9 @@ impl SidecarScope {
             .into_iter()
             .filter(|vs| match &egress {
                 None => true,
-                Some(hosts) => hosts
-                    .iter()
-                    .any(|e| e.namespace_matches(vs.namespace()) && vs.hosts.iter().any(|h| host::matches(h, &e.host))),
+                Some(hosts) => hosts.iter().any(|e| {
+                    e.namespace_matches(vs.namespace()) && vs.hosts.iter().any(|h| host::matches(h, &e.host))
+                }),
             })
             .collect();
         let mut vs_exact = HashMap::new();

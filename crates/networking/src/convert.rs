@@ -76,7 +76,10 @@ pub(crate) fn file(path: &str) -> DataSource {
 
 /// A transport socket `name` with a typed config.
 pub(crate) fn transport_socket<T: Name + Message>(name: &str, config: &T) -> TransportSocket {
-    TransportSocket { name: name.to_string(), config_type: Some(transport_socket::ConfigType::TypedConfig(any(config))) }
+    TransportSocket {
+        name: name.to_string(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(config))),
+    }
 }
 
 /// `true` for an IPv4 or IPv6 address (no prefix length).

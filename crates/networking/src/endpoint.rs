@@ -1,1 +1,192 @@
-//! TODO
+//! EDS: a `ClusterLoadAssignment` per requested cluster name (Istio's `pilot/pkg/xds/endpoints/`).
+//!
+//! Endpoints come from the snapshot's endpoint index (`ServiceDiscovery::endpoints` per service port);
+//! a subset cluster keeps the endpoints whose labels match the subset of the DestinationRule that
+//! applies to the proxy. Endpoints are grouped by locality (`region/zone/subzone`); each locality gets
+//! a `load_balancing_weight`, the sum of its endpoints' weights (proxyless gRPC ignores localities
+//! without one). Unhealthy and terminating endpoints are left out, draining ones are sent as
+//! `DRAINING` (Istio's `EndpointBuilder`). An unknown cluster name gets an empty assignment, so the
+//! proxy does not wait for it.
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::envoy::config::{
+    core::v3::{HealthStatus as EnvoyHealth, Locality},
+    endpoint::v3::{
+        ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+    },
+};
+use model::service::{Endpoint, HealthStatus, Labels, Resolution, labels_match};
+
+use crate::{
+    Finding, Severity,
+    context::{ProxyContext, PushContext},
+    convert::{address, is_ip, u32v},
+    generated::Generated,
+    naming::{TrafficDirection, parse_cluster_name},
+};
+
+fn locality_of(label: &str) -> Locality {
+    let mut parts = label.splitn(3, '/');
+    Locality {
+        region: parts.next().unwrap_or("").to_string(),
+        zone: parts.next().unwrap_or("").to_string(),
+        sub_zone: parts.next().unwrap_or("").to_string(),
+    }
+}
+
+/// Groups `endpoints` by locality into Envoy's shape. `dns` allows host names as addresses (STRICT_DNS
+/// and LOGICAL_DNS clusters); otherwise an endpoint whose address is not an IP or a Unix socket is left
+/// out and reported against `resource`.
+pub(crate) fn locality_lb_endpoints<'a>(
+    endpoints: impl IntoIterator<Item = &'a Endpoint>,
+    dns: bool,
+    resource: &str,
+    findings: &mut Vec<Finding>,
+) -> Vec<LocalityLbEndpoints> {
+    let mut by_locality: BTreeMap<&str, (u32, Vec<LbEndpoint>)> = BTreeMap::new();
+    for ep in endpoints {
+        let health = match ep.health_status {
+            HealthStatus::Healthy => EnvoyHealth::Healthy,
+            HealthStatus::Draining => EnvoyHealth::Draining,
+            HealthStatus::Unhealthy | HealthStatus::Terminating => continue,
+        };
+        let addr = ep.first_address();
+        let usable = !addr.is_empty()
+            && !addr.contains('*')
+            && (dns || is_ip(addr) || addr.starts_with(model::service::UNIX_ADDRESS_PREFIX));
+        if !usable {
+            findings.push(Finding {
+                severity: Severity::Dropped,
+                config: None,
+                path: String::new(),
+                resource: resource.to_string(),
+                message: format!(
+                    "endpoint address {addr:?} is not an IP address or Unix socket; endpoint left out"
+                ),
+            });
+            continue;
+        }
+        let weight = ep.load_balancing_weight();
+        let entry = by_locality.entry(ep.locality.label.as_str()).or_default();
+        entry.0 = entry.0.saturating_add(weight);
+        entry.1.push(LbEndpoint {
+            health_status: health as i32,
+            load_balancing_weight: Some(u32v(weight)),
+            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
+                address: Some(address(addr, ep.endpoint_port)),
+                ..Default::default()
+            })),
+            ..Default::default()
+        });
+    }
+    by_locality
+        .into_iter()
+        .map(|(label, (weight, lb_endpoints))| LocalityLbEndpoints {
+            locality: Some(locality_of(label)),
+            lb_endpoints,
+            load_balancing_weight: Some(u32v(weight.max(1))),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The endpoints of a cluster: `(service endpoints for the port, subset labels)`, or `None` for a name
+/// that is not an outbound cluster of a service the proxy sees.
+fn cluster_endpoints<'p>(
+    push: &'p PushContext,
+    proxy: &ProxyContext,
+    name: &str,
+) -> Option<(Vec<&'p Endpoint>, Resolution)> {
+    let key = parse_cluster_name(name)?;
+    if key.direction != TrafficDirection::Outbound {
+        return None;
+    }
+    let scope = push.sidecar_scope(proxy);
+    let service = scope.service(key.host)?.clone();
+    service.port_by_number(key.port)?;
+    let subset_labels: Option<Labels> = if key.subset.is_empty() {
+        None
+    } else {
+        let dr = push.destination_rule(proxy, &service)?;
+        Some(dr.rule.subsets.iter().find(|s| s.name == key.subset)?.labels.clone())
+    };
+    let eps = push
+        .endpoints(&service.hostname, &service.namespace, key.port)
+        .iter()
+        .filter(|e| subset_labels.as_ref().is_none_or(|l| labels_match(l, &e.labels)))
+        .map(|e| e.as_ref())
+        .collect();
+    Some((eps, service.resolution))
+}
+
+/// The assignment for one cluster name (empty for an unknown name).
+pub fn load_assignment(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    name: &str,
+    findings: &mut Vec<Finding>,
+) -> ClusterLoadAssignment {
+    let endpoints = match cluster_endpoints(push, proxy, name) {
+        Some((eps, resolution)) => locality_lb_endpoints(eps, resolution.is_dns(), name, findings),
+        None => Vec::new(),
+    };
+    ClusterLoadAssignment { cluster_name: name.to_string(), endpoints, ..Default::default() }
+}
+
+/// EDS for `proxy`: one assignment per name in `names`, in that order; with no names, one per EDS
+/// cluster the CDS generator makes for the proxy.
+pub fn generate_endpoints(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    names: &[String],
+) -> Generated<ClusterLoadAssignment> {
+    let mut findings = Vec::new();
+    let owned;
+    let names = if names.is_empty() {
+        owned = crate::cluster::eds_cluster_names(push, proxy);
+        &owned
+    } else {
+        names
+    };
+    let resources = names.iter().map(|n| load_assignment(push, proxy, n, &mut findings)).collect();
+    Generated::new(resources, findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::service::Locality as ModelLocality;
+
+    fn ep(addr: &str, locality: &str, weight: u32, health: HealthStatus) -> Endpoint {
+        Endpoint {
+            addresses: vec![addr.to_string()],
+            endpoint_port: 8080,
+            locality: ModelLocality { label: locality.to_string(), cluster_id: String::new() },
+            lb_weight: weight,
+            health_status: health,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn localities_get_summed_weights_and_unhealthy_endpoints_are_left_out() {
+        let eps = [
+            ep("10.0.0.1", "r1/z1", 0, HealthStatus::Healthy),
+            ep("10.0.0.2", "r1/z1", 3, HealthStatus::Healthy),
+            ep("10.0.0.3", "r2", 0, HealthStatus::Draining),
+            ep("10.0.0.4", "r2", 0, HealthStatus::Unhealthy),
+            ep("a.example.com", "r2", 0, HealthStatus::Healthy),
+        ];
+        let mut findings = Vec::new();
+        let out = locality_lb_endpoints(&eps, false, "c", &mut findings);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].locality.as_ref().unwrap().zone, "z1");
+        assert_eq!(out[0].load_balancing_weight.as_ref().unwrap().value, 4);
+        assert_eq!(out[1].lb_endpoints.len(), 1);
+        assert_eq!(out[1].lb_endpoints[0].health_status, EnvoyHealth::Draining as i32);
+        assert_eq!(findings.len(), 1, "the host name is reported for an EDS cluster");
+        let dns = locality_lb_endpoints(&eps[4..], true, "c", &mut findings);
+        assert_eq!(dns[0].lb_endpoints.len(), 1);
+    }
+}

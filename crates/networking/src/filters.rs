@@ -116,7 +116,10 @@ pub fn http_connection_manager(
 
 /// The connection manager as a network filter.
 pub fn hcm_filter(hcm: &HttpConnectionManager) -> Filter {
-    Filter { name: HTTP_CONNECTION_MANAGER.to_string(), config_type: Some(filter::ConfigType::TypedConfig(any(hcm))) }
+    Filter {
+        name: HTTP_CONNECTION_MANAGER.to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(hcm))),
+    }
 }
 
 /// A TCP proxy to one cluster, or to weighted clusters when several (`(cluster, weight)`).
@@ -126,7 +129,11 @@ pub fn tcp_proxy_filter(stat_prefix: &str, destinations: &[(String, u32)]) -> Fi
         many => tcp_proxy::ClusterSpecifier::WeightedClusters(WeightedCluster {
             clusters: many
                 .iter()
-                .map(|(name, weight)| ClusterWeight { name: name.clone(), weight: *weight, ..Default::default() })
+                .map(|(name, weight)| ClusterWeight {
+                    name: name.clone(),
+                    weight: *weight,
+                    ..Default::default()
+                })
                 .collect(),
         }),
     };

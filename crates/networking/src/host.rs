@@ -120,7 +120,10 @@ mod tests {
 
     #[test]
     fn short_names_resolve_in_the_namespace() {
-        assert_eq!(resolve_short_name("reviews", "bookinfo", "cluster.local"), "reviews.bookinfo.svc.cluster.local");
+        assert_eq!(
+            resolve_short_name("reviews", "bookinfo", "cluster.local"),
+            "reviews.bookinfo.svc.cluster.local"
+        );
         assert_eq!(resolve_short_name("reviews.other", "bookinfo", "cluster.local"), "reviews.other");
         assert_eq!(resolve_short_name("*", "bookinfo", "cluster.local"), "*");
         assert_eq!(resolve_short_name("10.0.0.1", "bookinfo", "cluster.local"), "10.0.0.1");

@@ -38,3 +38,8 @@ pub mod rds;
 pub use context::{
     InterceptionMode, MeshSettings, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
 };
+pub mod generated;
+mod tls;
+
+pub use generated::Generated;
+mod gateway;

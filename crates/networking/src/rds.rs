@@ -1,1 +1,605 @@
-//! TODO
+//! RDS: route configurations (Istio's `pilot/pkg/networking/core/httproute.go`, gateway routes in
+//! `gateway.go`, proxyless routes in `grpcgen/rds.go`).
+//!
+//! | name | proxy | content |
+//! |---|---|---|
+//! | `PORT` (`9080`) | sidecar | one virtual host per visible service with that port (`HOST:PORT`, domains: FQDN, absolute FQDN, short forms from the proxy's DNS domain, VIPs), routes from the `mesh`-bound VirtualService for the host, else the `default` route to `outbound\|PORT\|\|HOST`; then the catch-all `allow_any` (→ `PassthroughCluster`) or `block_all` (502) |
+//! | `http.PORT` | router | one virtual host per host served by the plain-HTTP servers on the port and named by a VirtualService bound to their gateway; `require_tls: ALL` for `httpsRedirect` servers |
+//! | `https.PORT.PORTNAME.GATEWAY.NAMESPACE` | router | the same for one terminated HTTPS server |
+//! | `outbound\|PORT\|\|HOST` | proxyless gRPC | the virtual host of that service (domains with `:PORT`) |
+//!
+//! HTTP routes of VirtualServices come from [`route::translate_http_routes`]. A VirtualService whose
+//! routes all fall away (matches for other gateways or sources) leaves its hosts without a virtual host,
+//! as in Istio; domains already used by an earlier virtual host are removed from later ones (Envoy
+//! rejects duplicates), and a virtual host left without domains is dropped and reported.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use api::networking::virtual_service::Destination;
+use envoy_types::pb::envoy::{
+    config::route::v3::{
+        Decorator, DirectResponseAction, RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch,
+        VirtualHost,
+        retry_policy::{RetryHostPredicate, retry_host_predicate},
+        route::Action,
+        route_action::{ClusterSpecifier, MaxStreamDuration},
+        route_match::PathSpecifier,
+        virtual_host::TlsRequirementType,
+    },
+    extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate,
+};
+use model::{ConfigKey, service::Service};
+
+use crate::{
+    Finding, Severity,
+    context::{
+        IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
+    },
+    convert::{any, boolv, u32v, zero_duration},
+    gateway::{self, GatewayServer, PortKind, ServerKind},
+    generated::Generated,
+    host,
+    naming::{
+        ALLOW_ANY_VHOST, BLOCK_ALL_VHOST, DEFAULT_ROUTE_NAME, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
+        TrafficDirection, outbound_cluster_name, parse_cluster_name,
+    },
+    route::{RouteContext, translate_http_routes},
+};
+
+/// Istio's default outbound retry policy: 2 retries on connect failures, refused streams,
+/// unavailable, cancelled and retriable status codes, avoiding the previous host.
+pub fn default_retry_policy() -> RetryPolicy {
+    RetryPolicy {
+        retry_on: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes".to_string(),
+        num_retries: Some(u32v(2)),
+        host_selection_retry_max_attempts: 5,
+        retry_host_predicate: vec![RetryHostPredicate {
+            name: "envoy.retry_host_predicates.previous_hosts".to_string(),
+            config_type: Some(retry_host_predicate::ConfigType::TypedConfig(any(
+                &PreviousHostsPredicate::default(),
+            ))),
+        }],
+        ..Default::default()
+    }
+}
+
+fn prefix_match() -> RouteMatch {
+    RouteMatch { path_specifier: Some(PathSpecifier::Prefix("/".to_string())), ..Default::default() }
+}
+
+fn no_timeout_action(cluster: &str) -> RouteAction {
+    RouteAction {
+        cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
+        timeout: Some(zero_duration()),
+        max_stream_duration: Some(MaxStreamDuration {
+            grpc_timeout_header_max: Some(zero_duration()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The route a host gets without VirtualService (Istio's `BuildDefaultHTTPOutboundRoute`): prefix
+/// `/`, no timeout, the default retry policy, decorator `HOST:PORT/*`.
+pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool) -> Route {
+    let mut action = no_timeout_action(cluster);
+    if proxyless {
+        action.max_stream_duration =
+            Some(MaxStreamDuration { max_stream_duration: Some(zero_duration()), ..Default::default() });
+    } else {
+        action.retry_policy = Some(default_retry_policy());
+    }
+    Route {
+        name: DEFAULT_ROUTE_NAME.to_string(),
+        r#match: Some(prefix_match()),
+        decorator: Some(Decorator {
+            operation: format!("{}/*", host::domain_name(host, port)),
+            ..Default::default()
+        }),
+        action: Some(Action::Route(action)),
+        ..Default::default()
+    }
+}
+
+/// The last virtual host of a sidecar's route configuration: `allow_any` to `PassthroughCluster`, or
+/// `block_all` answering 502.
+pub fn catch_all_virtual_host(policy: OutboundTrafficPolicy) -> VirtualHost {
+    let (name, action) = match policy {
+        OutboundTrafficPolicy::AllowAny => {
+            (ALLOW_ANY_VHOST, Action::Route(no_timeout_action(PASSTHROUGH_CLUSTER)))
+        }
+        OutboundTrafficPolicy::RegistryOnly => (
+            BLOCK_ALL_VHOST,
+            Action::DirectResponse(DirectResponseAction { status: 502, ..Default::default() }),
+        ),
+    };
+    VirtualHost {
+        name: name.to_string(),
+        domains: vec!["*".to_string()],
+        routes: vec![Route {
+            name: name.to_string(),
+            r#match: Some(prefix_match()),
+            action: Some(action),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// Istio's `appendDomainPort`: `domain`, and `domain:port` unless `port` is 0.
+fn append_domain_port(out: &mut Vec<String>, domain: &str, port: u32) {
+    out.push(host::ipv6_compliant(domain));
+    if port != 0 {
+        out.push(host::domain_name(domain, port));
+    }
+}
+
+/// Istio's `GenerateAltVirtualHosts`: the other names a service is reachable by from a proxy in
+/// `proxy_domain` (`reviews`, `reviews.bookinfo`, `reviews.bookinfo.svc` for
+/// `reviews.bookinfo.svc.cluster.local` seen from `bookinfo.svc.cluster.local`), plus the absolute
+/// FQDN (`reviews.bookinfo.svc.cluster.local.`); with `:port` variants unless `port` is 0.
+pub fn alt_virtual_hosts(hostname: &str, port: u32, proxy_domain: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if !crate::convert::is_ip(hostname) {
+        out.push(format!("{hostname}."));
+        if port != 0 {
+            out.push(host::domain_name(&format!("{hostname}."), port));
+        }
+    }
+    if let Some(svc_at) = proxy_domain.find(".svc.") {
+        let shared_suffix = &proxy_domain[svc_at..];
+        if !hostname.ends_with(shared_suffix) {
+            return out;
+        }
+        let proxy_ns = &proxy_domain[..svc_at];
+        let Some(ih) = hostname.find(".svc.") else { return out };
+        let Some(dot) = hostname.find('.') else { return out };
+        if dot + 1 > ih {
+            return out;
+        }
+        let name = &hostname[..dot];
+        let name_ns = &hostname[..ih];
+        let name_ns_svc = format!("{name_ns}.svc");
+        if &hostname[dot + 1..ih] == proxy_ns {
+            append_domain_port(&mut out, name, port);
+            append_domain_port(&mut out, &name_ns_svc, port);
+            append_domain_port(&mut out, name_ns, port);
+        } else {
+            append_domain_port(&mut out, name_ns, port);
+            append_domain_port(&mut out, &name_ns_svc, port);
+        }
+        return out;
+    }
+    // Shared DNS suffix between the host and the proxy domain.
+    let host_parts: Vec<&str> = hostname.split('.').collect();
+    let domain_parts: Vec<&str> = proxy_domain.split('.').collect();
+    let shared = host_parts.iter().rev().zip(domain_parts.iter().rev()).take_while(|(a, b)| a == b).count();
+    if shared == 0 || proxy_domain.is_empty() {
+        return out;
+    }
+    let unique = &host_parts[..host_parts.len() - shared];
+    if unique.is_empty() {
+        return out;
+    }
+    let unique_host = unique.join(".");
+    append_domain_port(&mut out, &unique_host, port);
+    if unique.len() == 2 {
+        let shared_first = host_parts[host_parts.len() - shared];
+        append_domain_port(&mut out, &format!("{unique_host}.{shared_first}"), port);
+    }
+    out
+}
+
+/// Domains of a service's virtual host (Istio's `generateVirtualHostDomains`) and the alternative
+/// forms among them. `port` 0: no `:port` variants (Envoy proxies ignore the port in host matching).
+fn service_domains(service: &Service, port: u32, proxy_domain: &str) -> (Vec<String>, Vec<String>) {
+    let mut domains = Vec::new();
+    let alt = alt_virtual_hosts(&service.hostname, port, proxy_domain);
+    append_domain_port(&mut domains, &service.hostname, port);
+    domains.extend(alt.iter().cloned());
+    for addr in &service.addresses {
+        if let Some(ip) = crate::convert::single_ip(addr).filter(|ip| *ip != model::service::UNSPECIFIED_IP) {
+            append_domain_port(&mut domains, ip, port);
+        }
+    }
+    (domains, alt)
+}
+
+/// Keeps domains not used yet (Istio's `dedupeDomains`): also drops an alternative form that is the
+/// real hostname of another service.
+fn dedupe_domains(
+    domains: Vec<String>,
+    used: &mut HashSet<String>,
+    alt: &[String],
+    known: &HashSet<String>,
+) -> Vec<String> {
+    let mut out = Vec::with_capacity(domains.len());
+    for d in domains {
+        let lower = d.to_ascii_lowercase();
+        if used.contains(&lower) || (alt.contains(&d) && known.contains(&d)) {
+            continue;
+        }
+        used.insert(lower);
+        out.push(d);
+    }
+    out
+}
+
+/// Translates the routes of VirtualServices once per route table.
+struct RouteTranslator<'a> {
+    push: &'a PushContext,
+    proxy: &'a ProxyContext,
+    scope: &'a SidecarScope,
+    cache: HashMap<(ConfigKey, String), Vec<Route>>,
+    findings: Vec<Finding>,
+}
+
+impl<'a> RouteTranslator<'a> {
+    fn new(push: &'a PushContext, proxy: &'a ProxyContext, scope: &'a SidecarScope) -> Self {
+        RouteTranslator { push, proxy, scope, cache: HashMap::new(), findings: Vec::new() }
+    }
+
+    /// The routes of `vs` for a table on `port` serving `gateway`.
+    fn routes(&mut self, vs: &IndexedVirtualService, port: u32, gateway: &str) -> Vec<Route> {
+        let key = (vs.key.clone(), gateway.to_string());
+        if let Some(r) = self.cache.get(&key) {
+            return r.clone();
+        }
+        let scope = self.scope;
+        let suffix = self.push.mesh().domain_suffix.clone();
+        let ns = vs.namespace().to_string();
+        let cluster_for = |d: &Destination| -> Option<String> {
+            let hostname = host::resolve_short_name(&d.host.to_ascii_lowercase(), &ns, &suffix);
+            let service = scope.service(&hostname)?;
+            let port = match &d.port {
+                Some(p) if p.number != 0 => p.number,
+                _ if service.ports.len() == 1 => service.ports[0].port,
+                _ if port != 0 && service.port_by_number(port).is_some() => port,
+                _ => return None,
+            };
+            Some(outbound_cluster_name(port, &d.subset, &service.hostname))
+        };
+        let gateways = [gateway.to_string()];
+        let ctx = RouteContext {
+            listener_port: port,
+            gateways: &gateways,
+            proxy_labels: &self.proxy.labels,
+            proxy_namespace: &self.proxy.namespace,
+            cluster_for: &cluster_for,
+        };
+        let routes = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings);
+        self.cache.insert(key, routes.clone());
+        routes
+    }
+}
+
+fn route_configuration(name: &str, virtual_hosts: Vec<VirtualHost>, ignore_port: bool) -> RouteConfiguration {
+    RouteConfiguration {
+        name: name.to_string(),
+        virtual_hosts,
+        validate_clusters: Some(boolv(false)),
+        ignore_port_in_host_matching: ignore_port,
+        ..Default::default()
+    }
+}
+
+/// A virtual host candidate before domain deduplication.
+struct VhostDraft {
+    name: String,
+    domains: Vec<String>,
+    alt: Vec<String>,
+    routes: Vec<Route>,
+}
+
+/// Virtual hosts for services on `port` (all ports when `only` names one host, for proxyless).
+fn sidecar_virtual_hosts(
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+    port: u32,
+    only: Option<&str>,
+    translator: &mut RouteTranslator<'_>,
+) -> Vec<VirtualHost> {
+    let proxyless = proxy.proxyless_grpc;
+    let domain_port = if proxyless { port } else { 0 };
+    let services: Vec<&Service> = scope
+        .services()
+        .iter()
+        .map(|s| s.as_ref())
+        .filter(|s| s.port_by_number(port).is_some())
+        .filter(|s| only.is_none_or(|h| s.hostname.eq_ignore_ascii_case(h)))
+        .collect();
+    let mut drafts: Vec<VhostDraft> = Vec::new();
+    let mut known: HashSet<String> = HashSet::new();
+    for s in &services {
+        known.insert(s.hostname.clone());
+        known.insert(host::domain_name(&s.hostname, port));
+    }
+    for s in &services {
+        let routes = match scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
+            Some(vs) => translator.routes(vs, port, MESH_GATEWAY),
+            None => vec![default_route(
+                &outbound_cluster_name(port, "", &s.hostname),
+                &s.hostname,
+                port,
+                proxyless,
+            )],
+        };
+        if routes.is_empty() {
+            continue;
+        }
+        let (domains, alt) = service_domains(s, domain_port, &proxy.dns_domain);
+        drafts.push(VhostDraft { name: host::domain_name(&s.hostname, port), domains, alt, routes });
+    }
+    // VirtualService hosts that are not services: only on port 80, as Istio.
+    if port == 80 && only.is_none() {
+        for vs in scope.virtual_services() {
+            let extra: Vec<&String> = vs
+                .hosts
+                .iter()
+                .filter(|h| !services.iter().any(|s| host::matches(&s.hostname.to_ascii_lowercase(), h)))
+                .collect();
+            if extra.is_empty() {
+                continue;
+            }
+            let routes = translator.routes(vs, port, MESH_GATEWAY);
+            if routes.is_empty() {
+                continue;
+            }
+            for h in extra {
+                let mut domains = Vec::new();
+                append_domain_port(&mut domains, h, domain_port);
+                drafts.push(VhostDraft {
+                    name: host::domain_name(h, port),
+                    domains,
+                    alt: Vec::new(),
+                    routes: routes.clone(),
+                });
+            }
+        }
+    }
+    drafts.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut used = HashSet::new();
+    let mut names = BTreeSet::new();
+    let mut out = Vec::new();
+    for d in drafts {
+        if !names.insert(d.name.clone()) {
+            continue;
+        }
+        let domains = dedupe_domains(d.domains, &mut used, &d.alt, &known);
+        if domains.is_empty() {
+            translator.findings.push(Finding {
+                severity: Severity::Dropped,
+                config: None,
+                path: String::new(),
+                resource: d.name.clone(),
+                message:
+                    "every domain of this virtual host is already used by another; virtual host left out"
+                        .into(),
+            });
+            continue;
+        }
+        out.push(VirtualHost { name: d.name, domains, routes: d.routes, ..Default::default() });
+    }
+    if only.is_none() && !proxyless {
+        let catch_all = catch_all_virtual_host(scope.outbound_traffic_policy);
+        if !used.contains("*") {
+            out.push(catch_all);
+        }
+    }
+    out
+}
+
+/// The sidecar route configuration named `PORT`.
+fn sidecar_route(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    port: u32,
+    findings: &mut Vec<Finding>,
+) -> RouteConfiguration {
+    let scope = push.sidecar_scope(proxy);
+    let mut translator = RouteTranslator::new(push, proxy, &scope);
+    let vhosts = sidecar_virtual_hosts(proxy, &scope, port, None, &mut translator);
+    findings.append(&mut translator.findings);
+    route_configuration(&port.to_string(), vhosts, true)
+}
+
+/// The proxyless route configuration `outbound|PORT||HOST`.
+fn grpc_route(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    name: &str,
+    findings: &mut Vec<Finding>,
+) -> RouteConfiguration {
+    let scope = push.sidecar_scope(proxy);
+    let mut translator = RouteTranslator::new(push, proxy, &scope);
+    let vhosts = match parse_cluster_name(name) {
+        Some(key) if key.direction == TrafficDirection::Outbound => {
+            sidecar_virtual_hosts(proxy, &scope, key.port, Some(key.host), &mut translator)
+        }
+        _ => Vec::new(),
+    };
+    findings.append(&mut translator.findings);
+    RouteConfiguration { name: name.to_string(), virtual_hosts: vhosts, ..Default::default() }
+}
+
+/// A gateway route configuration for `servers` on `port`.
+fn gateway_route(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    name: &str,
+    port: u32,
+    servers: &[&GatewayServer],
+    findings: &mut Vec<Finding>,
+) -> RouteConfiguration {
+    let scope = push.sidecar_scope(proxy);
+    let mut translator = RouteTranslator::new(push, proxy, &scope);
+    // host → virtual host, in first-seen order.
+    let mut order: Vec<String> = Vec::new();
+    let mut vhosts: HashMap<String, VirtualHost> = HashMap::new();
+    for server in servers {
+        let redirect =
+            server.server().tls.as_ref().is_some_and(|t| t.https_redirect) && server.kind == ServerKind::Http;
+        let gw_name = server.gateway.name.clone();
+        for vs in push.virtual_services_for_gateway(&proxy.namespace, &gw_name) {
+            let hosts = server.intersect(&vs);
+            if hosts.is_empty() {
+                continue;
+            }
+            let routes = translator.routes(&vs, port, &gw_name);
+            for h in hosts {
+                let vh = vhosts.entry(h.clone()).or_insert_with(|| {
+                    order.push(h.clone());
+                    VirtualHost {
+                        name: host::domain_name(&h, port),
+                        domains: vec![h.clone()],
+                        ..Default::default()
+                    }
+                });
+                vh.routes.extend(routes.iter().cloned());
+                if redirect {
+                    vh.require_tls = TlsRequirementType::All as i32;
+                }
+            }
+        }
+        if redirect {
+            for (_, h) in server.hosts() {
+                let vh = vhosts.entry(h.clone()).or_insert_with(|| {
+                    order.push(h.clone());
+                    VirtualHost {
+                        name: host::domain_name(&h, port),
+                        domains: vec![h.clone()],
+                        ..Default::default()
+                    }
+                });
+                vh.require_tls = TlsRequirementType::All as i32;
+            }
+        }
+    }
+    findings.append(&mut translator.findings);
+    let mut out: Vec<VirtualHost> = order.into_iter().filter_map(|h| vhosts.remove(&h)).collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    if out.is_empty() {
+        out.push(VirtualHost {
+            name: host::domain_name("blackhole", port),
+            domains: vec!["*".to_string()],
+            ..Default::default()
+        });
+    }
+    route_configuration(name, out, !proxy.proxyless_grpc)
+}
+
+/// The route configuration names the listeners of `proxy` refer to, sorted.
+pub fn route_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    if proxy.proxyless_grpc {
+        for s in push.sidecar_scope(proxy).services() {
+            for p in &s.ports {
+                names.insert(outbound_cluster_name(p.port, "", &s.hostname));
+            }
+        }
+    } else if proxy.kind == ProxyKind::Router {
+        let mut ignored = Vec::new();
+        for (port, merged) in gateway::merge(push, proxy, &mut ignored) {
+            for s in &merged.servers {
+                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) {
+                    names.insert(s.route_name(port));
+                }
+            }
+        }
+    } else {
+        names.extend(crate::listener::sidecar_http_ports(push, proxy).into_iter().map(|p| p.to_string()));
+    }
+    names.into_iter().collect()
+}
+
+/// RDS for `proxy`: one route configuration per name in `names` (all the proxy's listeners use when
+/// empty), in that order. A name the proxy's config does not produce gets an empty configuration of
+/// that name, so Envoy does not wait for it.
+pub fn generate_routes(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    names: &[String],
+) -> Generated<RouteConfiguration> {
+    let mut findings = Vec::new();
+    let owned;
+    let names = if names.is_empty() {
+        owned = route_names(push, proxy);
+        &owned
+    } else {
+        names
+    };
+    let merged = if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
+        let mut ignored = Vec::new();
+        Some(gateway::merge(push, proxy, &mut ignored))
+    } else {
+        None
+    };
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        if proxy.proxyless_grpc && name.starts_with("outbound|") {
+            out.push(grpc_route(push, proxy, name, &mut findings));
+            continue;
+        }
+        if let Some(merged) = &merged {
+            let mut found = None;
+            for (port, m) in merged {
+                if m.kind == PortKind::Tcp {
+                    continue;
+                }
+                let servers: Vec<&GatewayServer> = m
+                    .servers
+                    .iter()
+                    .filter(|s| {
+                        matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated)
+                            && &s.route_name(*port) == name
+                    })
+                    .collect();
+                if !servers.is_empty() {
+                    found = Some(gateway_route(push, proxy, name, *port, &servers, &mut findings));
+                    break;
+                }
+            }
+            out.push(found.unwrap_or_else(|| route_configuration(name, Vec::new(), true)));
+            continue;
+        }
+        match name.parse::<u32>() {
+            Ok(port) if port > 0 => out.push(sidecar_route(push, proxy, port, &mut findings)),
+            _ => out.push(route_configuration(name, Vec::new(), true)),
+        }
+    }
+    Generated::new(out, findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alt_hosts_follow_istio() {
+        assert_eq!(
+            alt_virtual_hosts("reviews.bookinfo.svc.cluster.local", 0, "bookinfo.svc.cluster.local"),
+            ["reviews.bookinfo.svc.cluster.local.", "reviews", "reviews.bookinfo.svc", "reviews.bookinfo"]
+        );
+        assert_eq!(
+            alt_virtual_hosts("reviews.bookinfo.svc.cluster.local", 0, "other.svc.cluster.local"),
+            ["reviews.bookinfo.svc.cluster.local.", "reviews.bookinfo", "reviews.bookinfo.svc"]
+        );
+        assert_eq!(alt_virtual_hosts("www.example.com", 0, "other.svc.cluster.local"), ["www.example.com."]);
+        assert_eq!(
+            alt_virtual_hosts("foo.local.campus.net", 80, "local.campus.net"),
+            ["foo.local.campus.net.", "foo.local.campus.net.:80", "foo", "foo:80"]
+        );
+        assert_eq!(alt_virtual_hosts("10.0.0.1", 0, "ns.svc.cluster.local"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn catch_all_follows_the_policy() {
+        assert_eq!(catch_all_virtual_host(OutboundTrafficPolicy::AllowAny).name, "allow_any");
+        let block = catch_all_virtual_host(OutboundTrafficPolicy::RegistryOnly);
+        assert_eq!(block.name, "block_all");
+        assert!(matches!(
+            block.routes[0].action,
+            Some(Action::DirectResponse(DirectResponseAction { status: 502, .. }))
+        ));
+    }
+}
