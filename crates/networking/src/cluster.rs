@@ -442,10 +442,9 @@ fn apply_connection_pool(
     if outbound
         && let Some(http) = &pool.http
         && !http.use_client_protocol
+        && http.h2_upgrade_policy == H2UpgradePolicy::Upgrade as i32
     {
-        if http.h2_upgrade_policy == H2UpgradePolicy::Upgrade as i32 {
-            b.set_h2();
-        }
+        b.set_h2();
     }
     let positive = |v: i32| u32::try_from(v).ok().filter(|v| *v > 0);
     let mut idle = None;
@@ -596,10 +595,8 @@ fn apply_lb(b: &mut Builder, lb: Option<Part<'_, LoadBalancerSettings>>, report:
         Some(SimpleLb::RoundRobin) => {
             b.cluster.lb_policy = LbPolicy::RoundRobin as i32;
             if let Some(ss) = settings.and_then(slow_start) {
-                b.cluster.lb_config = Some(LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
-                    slow_start_config: Some(ss),
-                    ..Default::default()
-                }));
+                b.cluster.lb_config =
+                    Some(LbConfig::RoundRobinLbConfig(RoundRobinLbConfig { slow_start_config: Some(ss) }));
             }
         }
         Some(SimpleLb::Passthrough) => {
@@ -674,7 +671,7 @@ fn apply_tls(
     if let Some(ctx) = translated.context {
         if proxyless {
             report.unsupported(
-                &part.path.to_string(),
+                part.path,
                 "file-based TLS is not sent to proxyless gRPC clients (they need certificate providers)",
             );
             return;

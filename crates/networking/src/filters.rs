@@ -82,7 +82,7 @@ pub enum Routes {
     /// RDS over ADS, by route configuration name.
     Rds(String),
     /// Inline.
-    Inline(RouteConfiguration),
+    Inline(Box<RouteConfiguration>),
 }
 
 /// An HTTP connection manager with the contract's filters.
@@ -96,7 +96,7 @@ pub fn http_connection_manager(
         Routes::Rds(name) => {
             RouteSpecifier::Rds(Rds { config_source: Some(ads_config_source()), route_config_name: name })
         }
-        Routes::Inline(rc) => RouteSpecifier::RouteConfig(rc),
+        Routes::Inline(rc) => RouteSpecifier::RouteConfig(*rc),
     };
     let envoy = target == FilterTarget::Envoy;
     HttpConnectionManager {

@@ -92,6 +92,17 @@ impl GatewayServer {
         }
     }
 
+    /// `false` for a terminating server whose TLS context cannot be built (it gets no listener filter
+    /// chain, so its routes are not asked for either).
+    pub fn servable(&self) -> bool {
+        match self.kind {
+            ServerKind::HttpsTerminated | ServerKind::TlsTerminatedTcp => {
+                self.server().tls.as_ref().is_some_and(|t| crate::tls::downstream(t, &[]).context.is_some())
+            }
+            _ => true,
+        }
+    }
+
     /// The server's hosts as `(namespace, host)`: `*` namespace when none is written, `.` replaced by
     /// the gateway's namespace; hosts lower-cased.
     pub fn hosts(&self) -> Vec<(String, String)> {

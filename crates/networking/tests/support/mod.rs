@@ -1,0 +1,134 @@
+//! Builders shared by the networking tests: configs from YAML (files or text), a memory store, a
+//! ServiceEntry registry index as `ServiceDiscovery`, proxies.
+
+#![allow(dead_code)]
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use api::Kind;
+use config::{
+    memory::{Change, MemoryStore},
+    queue::QueueOptions,
+};
+use meshpilot_networking::{InterceptionMode, MeshSettings, ProxyContext, ProxyKind, PushContext};
+use model::{
+    Config, ServiceDiscovery,
+    parse::{ParseOptions, parse_text},
+    service::{Endpoint, Labels, Service, ServiceInstance},
+};
+use registry::{ServiceEntryIndex, ServiceEntryOptions, index_from_configs};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shared Istio corpus.
+pub fn corpus() -> PathBuf {
+    repo().join("../shared/istio-testdata")
+}
+
+/// Valid configs of `text`, objects without namespace put in `namespace`.
+pub fn parse(text: &str, namespace: &str) -> Vec<Config> {
+    let options = ParseOptions { default_namespace: namespace.to_string(), ..ParseOptions::default() };
+    parse_text("test.yaml", text, &options).into_iter().filter_map(|d| d.config).collect()
+}
+
+/// Valid configs of a file.
+pub fn parse_file(path: &Path, namespace: &str) -> Vec<Config> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let options = ParseOptions { default_namespace: namespace.to_string(), ..ParseOptions::default() };
+    parse_text(&path.display().to_string(), &text, &options).into_iter().filter_map(|d| d.config).collect()
+}
+
+/// The bookinfo example of the repository (ServiceEntries, WorkloadEntries, and optionally its traffic
+/// rules).
+pub fn bookinfo_example(with_traffic: bool) -> Vec<Config> {
+    let dir = repo().join("examples/bookinfo");
+    let mut out = parse_file(&dir.join("services.yaml"), "bookinfo");
+    out.extend(parse_file(&dir.join("workloads.yaml"), "bookinfo"));
+    if with_traffic {
+        out.extend(parse_file(&dir.join("traffic.yaml"), "bookinfo"));
+    }
+    out
+}
+
+/// `ServiceDiscovery` over a ServiceEntry index.
+pub struct IndexDiscovery(pub ServiceEntryIndex);
+
+impl ServiceDiscovery for IndexDiscovery {
+    fn services(&self) -> Vec<Arc<Service>> {
+        self.0.services()
+    }
+    fn get_service(&self, hostname: &str, namespace: &str) -> Option<Arc<Service>> {
+        self.0.get_service(hostname, namespace)
+    }
+    fn endpoints(
+        &self,
+        hostname: &str,
+        namespace: &str,
+        port: u32,
+        subset: Option<&Labels>,
+    ) -> Vec<Arc<Endpoint>> {
+        self.0.endpoints(hostname, namespace, port, subset)
+    }
+    fn proxy_instances(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance> {
+        self.0.proxy_instances(ips, namespace)
+    }
+}
+
+/// A world: the store of every config and the registry of the ServiceEntries among them.
+pub struct World {
+    pub store: MemoryStore,
+    pub discovery: IndexDiscovery,
+}
+
+impl World {
+    pub fn new(configs: Vec<Config>) -> World {
+        let store = MemoryStore::new("test", Kind::ALL, QueueOptions::default());
+        let (index, _) = index_from_configs(configs.iter(), ServiceEntryOptions::default());
+        store.apply(configs.into_iter().map(|c| Change::Upsert(Arc::new(c))));
+        World { store, discovery: IndexDiscovery(index) }
+    }
+
+    pub fn push(&self) -> PushContext {
+        self.push_with(MeshSettings::default())
+    }
+
+    pub fn push_with(&self, mesh: MeshSettings) -> PushContext {
+        PushContext::new(&self.store, &self.discovery, mesh, "v1")
+    }
+}
+
+/// A sidecar in `namespace` with `labels`.
+pub fn sidecar(namespace: &str, labels: &[(&str, &str)]) -> ProxyContext {
+    let mut p = ProxyContext::new(ProxyKind::Sidecar, namespace);
+    p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>();
+    p
+}
+
+/// A sidecar without interception bound to loopback.
+pub fn loopback_sidecar(namespace: &str) -> ProxyContext {
+    let mut p = sidecar(namespace, &[]);
+    p.interception_mode = InterceptionMode::None;
+    p.bind_address = "127.0.0.1".to_string();
+    p
+}
+
+/// A gateway proxy in `namespace` with `labels`.
+pub fn router(namespace: &str, labels: &[(&str, &str)]) -> ProxyContext {
+    let mut p = ProxyContext::new(ProxyKind::Router, namespace);
+    p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    p
+}
+
+/// A proxyless gRPC client in `namespace`.
+pub fn proxyless(namespace: &str) -> ProxyContext {
+    let mut p = sidecar(namespace, &[]);
+    p.proxyless_grpc = true;
+    p
+}
