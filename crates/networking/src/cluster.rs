@@ -717,7 +717,7 @@ fn service_clusters(
     out: &mut Vec<Cluster>,
 ) {
     let paths = dr.map(|d| RulePaths::new(&d.rule));
-    let config = dr.map(|d| &d.keys[0]);
+    let config = dr.and_then(|d| d.keys.first());
     for port in &service.ports {
         if port.protocol == Protocol::Udp {
             continue;
@@ -871,6 +871,17 @@ fn outbound_clusters(push: &PushContext, proxy: &ProxyContext, findings: &mut Ve
         service_clusters(push, proxy, service, dr.as_deref(), findings, &mut out);
     }
     out
+}
+
+/// `true` if traffic to `port` of the rule's host is load balanced by consistent hash (then default
+/// retries do not avoid previous hosts, as Istio's `DefaultConsistentHashPolicy`).
+pub(crate) fn uses_consistent_hash(rule: &DestinationRule, port: u32) -> bool {
+    let Some(tp) = &rule.traffic_policy else { return false };
+    let lb = match tp.port_level_settings.iter().find(|p| p.port.as_ref().is_some_and(|s| s.number == port)) {
+        Some(level) => level.load_balancer.as_ref(),
+        None => tp.load_balancer.as_ref(),
+    };
+    lb.is_some_and(|lb| lb.consistent_hash.is_some())
 }
 
 /// Proxyless gRPC accepts ROUND_ROBIN, RING_HASH and LEAST_REQUEST on EDS clusters; anything else

@@ -39,7 +39,7 @@ use model::{
     },
 };
 
-use crate::{Finding, Severity, host, naming::MESH_GATEWAY};
+use crate::{Finding, Severity, delegate, host, naming::MESH_GATEWAY, route::resolve_gateway_name};
 
 /// Kind of proxy asking (the first field of the node id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -227,12 +227,17 @@ pub struct IndexedVirtualService {
     pub hosts: Vec<String>,
     /// `gateways` resolved to `mesh` or `namespace/name`; `[mesh]` when none is given.
     pub gateways: Vec<String>,
+    /// The spec with delegate routes merged in, when it delegates.
+    merged: Option<VirtualService>,
     visibility: Visibility,
 }
 
 impl IndexedVirtualService {
-    /// The spec.
+    /// The spec, with the routes of its delegates merged in (Istio's `MergeHTTPRoutes`).
     pub fn spec(&self) -> &VirtualService {
+        if let Some(merged) = &self.merged {
+            return merged;
+        }
         match &self.config.spec {
             Spec::VirtualService(vs) => vs,
             _ => &EMPTY_VS,
@@ -353,6 +358,18 @@ pub struct PushContext {
     scopes: Arc<Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>>,
 }
 
+/// Kinds the generators do not translate, with what that means for traffic.
+const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
+    (Kind::EnvoyFilter, "its patches are not applied"),
+    (Kind::PeerAuthentication, "no mutual TLS is set up or required between workloads"),
+    (Kind::AuthorizationPolicy, "requests are not authorized by it (everything is allowed)"),
+    (Kind::RequestAuthentication, "JWTs are not validated"),
+    (Kind::Telemetry, "its metrics, logging and tracing settings are not applied"),
+    (Kind::WasmPlugin, "the plugin is not loaded"),
+    (Kind::TrafficExtension, "the extension is not loaded"),
+    (Kind::ProxyConfig, "proxy settings are not changed"),
+];
+
 /// Istio's ordering of configs: older first, then namespace and name.
 fn by_creation(a: &Arc<Config>, b: &Arc<Config>) -> std::cmp::Ordering {
     a.meta
@@ -372,19 +389,6 @@ fn domain_suffix<'a>(config: &'a Config, mesh: &'a MeshSettings) -> &'a str {
     if config.meta.domain_suffix.is_empty() { &mesh.domain_suffix } else { &config.meta.domain_suffix }
 }
 
-/// Istio's gateway-name resolution in a VirtualService: `mesh` stays; `ns/name` stays; `name.ns…`
-/// becomes `ns/name`; a bare name is in the VirtualService's namespace.
-pub fn resolve_gateway_name(gateway: &str, namespace: &str) -> String {
-    if gateway == MESH_GATEWAY || gateway.contains('/') {
-        return gateway.to_string();
-    }
-    if let Some((name, rest)) = gateway.split_once('.') {
-        let ns = rest.split('.').next().unwrap_or(namespace);
-        return format!("{ns}/{name}");
-    }
-    format!("{namespace}/{gateway}")
-}
-
 impl ConfigIndex {
     fn build(store: &dyn ConfigStore, mesh: &MeshSettings) -> ConfigIndex {
         let mut index = ConfigIndex::default();
@@ -402,27 +406,46 @@ impl ConfigIndex {
                 index.sidecars.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
+        for (kind, effect) in UNTRANSLATED_KINDS {
+            for config in store.list(*kind, None) {
+                index.findings.push(Finding {
+                    severity: Severity::Unsupported,
+                    config: Some(config.key()),
+                    path: String::new(),
+                    resource: String::new(),
+                    message: format!("{kind} is not translated by the generators: {effect}"),
+                });
+            }
+        }
         index
     }
 
     fn index_virtual_services(&mut self, configs: Vec<Arc<Config>>, mesh: &MeshSettings) {
-        for config in configs {
+        let visible = |c: &Config, viewer: &str| match &c.spec {
+            Spec::VirtualService(vs) => {
+                Visibility::new(vs.export_to.iter().map(|e| ExportTo::parse(e)), &mesh.default_export_to)
+                    .visible(&c.meta.namespace, viewer)
+            }
+            _ => false,
+        };
+        let delegates = delegate::Delegates {
+            by_key: configs
+                .iter()
+                .map(|c| ((c.meta.namespace.as_str(), c.meta.name.as_str()), c.as_ref()))
+                .collect(),
+            visible: &visible,
+            suffix: &mesh.domain_suffix,
+        };
+        let mut entries = Vec::new();
+        for config in &configs {
             let Spec::VirtualService(vs) = &config.spec else { continue };
-            let key = config.key();
-            let ns = config.meta.namespace.clone();
+            // A VirtualService without hosts is a delegate: used only through a root's `delegate`.
             if vs.hosts.is_empty() {
-                self.findings.push(Finding {
-                    severity: Severity::Unsupported,
-                    config: Some(key.clone()),
-                    path: "spec.hosts".into(),
-                    resource: String::new(),
-                    message: "a VirtualService without hosts is a delegate; delegation is not merged, so it \
-                              has no effect"
-                        .into(),
-                });
                 continue;
             }
-            let suffix = domain_suffix(&config, mesh).to_string();
+            let key = config.key();
+            let ns = config.meta.namespace.clone();
+            let suffix = domain_suffix(config, mesh).to_string();
             let hosts = vs
                 .hosts
                 .iter()
@@ -431,12 +454,24 @@ impl ConfigIndex {
             let gateways = if vs.gateways.is_empty() {
                 vec![MESH_GATEWAY.to_string()]
             } else {
-                vs.gateways.iter().map(|g| resolve_gateway_name(g, &ns)).collect()
+                vs.gateways
+                    .iter()
+                    .map(|g| if g == MESH_GATEWAY { g.clone() } else { resolve_gateway_name(g, &ns) })
+                    .collect()
             };
             let visibility =
                 Visibility::new(vs.export_to.iter().map(|e| ExportTo::parse(e)), &mesh.default_export_to);
-            let entry =
-                Arc::new(IndexedVirtualService { config: config.clone(), key, hosts, gateways, visibility });
+            let merged = delegate::merge(config, vs, &delegates, &mut self.findings);
+            entries.push(Arc::new(IndexedVirtualService {
+                config: config.clone(),
+                key,
+                hosts,
+                gateways,
+                merged,
+                visibility,
+            }));
+        }
+        for entry in entries {
             let mut seen = BTreeSet::new();
             for gw in &entry.gateways {
                 if seen.insert(gw.clone()) {
@@ -474,7 +509,7 @@ impl ConfigIndex {
                         message: format!(
                             "{} already sets the traffic policy of host {host}; this one is ignored (Istio's \
                              DestinationRule merge)",
-                            target.keys[0]
+                            target.keys.first().map(ToString::to_string).unwrap_or_default()
                         ),
                     });
                 }
@@ -487,7 +522,8 @@ impl ConfigIndex {
                             resource: String::new(),
                             message: format!(
                                 "subset {:?} of host {host} is already defined by {}",
-                                subset.name, target.keys[0]
+                                subset.name,
+                                target.keys.first().map(ToString::to_string).unwrap_or_default()
                             ),
                         });
                     } else {
@@ -942,14 +978,6 @@ impl SidecarScope {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gateway_names_resolve_as_istio() {
-        assert_eq!(resolve_gateway_name("mesh", "a"), "mesh");
-        assert_eq!(resolve_gateway_name("gw", "a"), "a/gw");
-        assert_eq!(resolve_gateway_name("b/gw", "a"), "b/gw");
-        assert_eq!(resolve_gateway_name("gw.b.svc.cluster.local", "a"), "b/gw");
-    }
 
     #[test]
     fn visibility_uses_the_mesh_default() {

@@ -30,10 +30,12 @@ use envoy_types::pb::envoy::{
 
 use crate::convert::{ads_config_source, any, boolv};
 
-/// Name of the fault injection HTTP filter (`envoy.filters.http.fault`).
-pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
-/// Name of the CORS HTTP filter (`envoy.filters.http.cors`).
-pub const CORS_FILTER: &str = "envoy.filters.http.cors";
+/// Name of the fault injection HTTP filter (`envoy.filters.http.fault`), as route translation keys
+/// per-route settings.
+pub const FAULT_FILTER: &str = crate::route::FAULT_FILTER;
+/// Name of the CORS HTTP filter (`envoy.filters.http.cors`), as route translation keys per-route
+/// settings.
+pub const CORS_FILTER: &str = crate::route::CORS_FILTER;
 /// Name of the router HTTP filter (`envoy.filters.http.router`), always last.
 pub const ROUTER_FILTER: &str = "envoy.filters.http.router";
 /// Name of the HTTP connection manager network filter.

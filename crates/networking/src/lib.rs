@@ -43,4 +43,5 @@ pub mod generated;
 mod tls;
 
 pub use generated::Generated;
+mod delegate;
 mod gateway;

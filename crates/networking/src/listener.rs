@@ -212,8 +212,12 @@ fn l4_match_applies(
             "destinationSubnets / sourceSubnet matches are not translated; ignored",
         );
     }
-    let gateways: Vec<String> =
-        gateways.iter().map(|g| crate::context::resolve_gateway_name(g, vs.namespace())).collect();
+    let gateways: Vec<String> = gateways
+        .iter()
+        .map(|g| {
+            if g == MESH_GATEWAY { g.clone() } else { crate::route::resolve_gateway_name(g, vs.namespace()) }
+        })
+        .collect();
     (port_match == 0 || port_match == port)
         && (gateways.is_empty() || gateways.iter().any(|g| g == gateway))
         && model::service::labels_match(source_labels, &proxy.labels)
@@ -337,6 +341,21 @@ fn sidecar_outbound(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec
     let mut out = Vec::new();
     for (port, services) in plan(&scope) {
         let name = listener_name(bind, port);
+        for s in services.tcp.iter().chain(services.tcp_vip.iter().map(|(s, _)| s)) {
+            if s.port_by_number(port).is_some_and(|p| p.protocol == Protocol::Unsupported) {
+                report.push(
+                    Severity::Unsupported,
+                    None,
+                    "",
+                    &name,
+                    format!(
+                        "port {port} of {} declares no known protocol; protocol sniffing is not implemented, the port is \
+                         treated as TCP",
+                        s.hostname
+                    ),
+                );
+            }
+        }
         let mut chains = Vec::new();
         let mut seen_sni: BTreeSet<Vec<String>> = BTreeSet::new();
         for s in &services.tls {

@@ -16,17 +16,12 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use api::networking::virtual_service::Destination;
-use envoy_types::pb::envoy::{
-    config::route::v3::{
-        Decorator, DirectResponseAction, RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch,
-        VirtualHost,
-        retry_policy::{RetryHostPredicate, retry_host_predicate},
-        route::Action,
-        route_action::{ClusterSpecifier, MaxStreamDuration},
-        route_match::PathSpecifier,
-        virtual_host::TlsRequirementType,
-    },
-    extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate,
+use envoy_types::pb::envoy::config::route::v3::{
+    Decorator, DirectResponseAction, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+    route::Action,
+    route_action::{ClusterSpecifier, MaxStreamDuration},
+    route_match::PathSpecifier,
+    virtual_host::TlsRequirementType,
 };
 use model::{ConfigKey, service::Service};
 
@@ -35,7 +30,7 @@ use crate::{
     context::{
         IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
     },
-    convert::{any, boolv, u32v, zero_duration},
+    convert::{boolv, zero_duration},
     gateway::{self, GatewayServer, PortKind, ServerKind},
     generated::Generated,
     host,
@@ -45,23 +40,6 @@ use crate::{
     },
     route::{RouteContext, translate_http_routes},
 };
-
-/// Istio's default outbound retry policy: 2 retries on connect failures, refused streams,
-/// unavailable, cancelled and retriable status codes, avoiding the previous host.
-pub fn default_retry_policy() -> RetryPolicy {
-    RetryPolicy {
-        retry_on: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes".to_string(),
-        num_retries: Some(u32v(2)),
-        host_selection_retry_max_attempts: 5,
-        retry_host_predicate: vec![RetryHostPredicate {
-            name: "envoy.retry_host_predicates.previous_hosts".to_string(),
-            config_type: Some(retry_host_predicate::ConfigType::TypedConfig(any(
-                &PreviousHostsPredicate::default(),
-            ))),
-        }],
-        ..Default::default()
-    }
-}
 
 fn prefix_match() -> RouteMatch {
     RouteMatch { path_specifier: Some(PathSpecifier::Prefix("/".to_string())), ..Default::default() }
@@ -80,14 +58,15 @@ fn no_timeout_action(cluster: &str) -> RouteAction {
 }
 
 /// The route a host gets without VirtualService (Istio's `BuildDefaultHTTPOutboundRoute`): prefix
-/// `/`, no timeout, the default retry policy, decorator `HOST:PORT/*`.
-pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool) -> Route {
+/// `/`, no timeout, the default retry policy (without the previous-hosts predicate when the
+/// destination hashes consistently), decorator `HOST:PORT/*`.
+pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, consistent_hash: bool) -> Route {
     let mut action = no_timeout_action(cluster);
     if proxyless {
         action.max_stream_duration =
             Some(MaxStreamDuration { max_stream_duration: Some(zero_duration()), ..Default::default() });
     } else {
-        action.retry_policy = Some(default_retry_policy());
+        action.retry_policy = Some(crate::route::default_retry_policy(consistent_hash));
     }
     Route {
         name: DEFAULT_ROUTE_NAME.to_string(),
@@ -319,11 +298,16 @@ fn sidecar_virtual_hosts(
             Some(vs) => translator.routes(vs, port, MESH_GATEWAY),
             // Default routes only for HTTP (or sniffed) ports, as Istio.
             None if s.port_by_number(port).is_some_and(|p| p.protocol.is_http_or_sniffed()) => {
+                let hashed = translator
+                    .push
+                    .destination_rule(proxy, s)
+                    .is_some_and(|dr| crate::cluster::uses_consistent_hash(&dr.rule, port));
                 vec![default_route(
                     &outbound_cluster_name(port, "", &s.hostname),
                     &s.hostname,
                     port,
                     proxyless,
+                    hashed,
                 )]
             }
             None => continue,

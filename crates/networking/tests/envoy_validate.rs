@@ -91,6 +91,11 @@ fn corpus_configs() -> Vec<Config> {
         let ns = if f.to_string_lossy().contains("samples/bookinfo/") { "bookinfo" } else { "default" };
         out.extend(parse_file(f, ns));
     }
+    let mut pilot = Vec::new();
+    yaml_files(&corpus().join("pilot/pkg/xds/testdata"), &mut pilot);
+    for f in &pilot {
+        out.extend(parse_file(f, "default"));
+    }
     assert!(out.len() > 50, "the corpus has {} valid configs; is ../shared/istio-testdata there?", out.len());
     out.extend(bookinfo_example(true));
     out
@@ -291,4 +296,27 @@ fn oracle_rejects_a_bad_bootstrap() {
     };
     let rejected = std::panic::catch_unwind(|| validate("duplicate-clusters", &b));
     assert!(rejected.is_err(), "Envoy must reject two clusters with one name");
+}
+
+/// Istio's benchmark workloads, for the benchmark proxy (labelled `istio.io/benchmark: "true"`).
+#[test]
+fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
+    use meshpilot_networking::ProxyKind;
+    let dir = corpus().join("_derived/xds/benchmarks/rendered");
+    let mut files = Vec::new();
+    yaml_files(&dir, &mut files);
+    assert!(files.len() > 10, "benchmark workloads missing under {}", dir.display());
+    for file in files {
+        let world = World::new(parse_file(&file, "default"));
+        let push = world.push();
+        for kind in [ProxyKind::Sidecar, ProxyKind::Router] {
+            let mut proxy = ProxyContext::new(kind, "default");
+            proxy.labels = [("istio.io/benchmark".to_string(), "true".to_string())].into();
+            proxy.ips = vec!["1.1.1.1".to_string()];
+            proxy.set_instances_from(&world.discovery);
+            let (b, _) = bootstrap(&push, &proxy);
+            let name = format!("{}-{kind:?}", file.file_stem().unwrap_or_default().to_string_lossy());
+            validate(&name, &b);
+        }
+    }
 }

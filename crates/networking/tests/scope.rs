@@ -172,3 +172,20 @@ fn endpoint_only_snapshots_share_config() {
         "config indexes are shared"
     );
 }
+
+#[test]
+fn kinds_without_translation_are_reported() {
+    let text = r#"
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: istio-system}
+spec:
+  mtls: {mode: STRICT}
+"#;
+    let w = World::new(parse(text, "default"));
+    let push = w.push();
+    let f = push.findings();
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].config.as_ref().unwrap().name, "default");
+    assert!(f[0].message.contains("PeerAuthentication") && f[0].message.contains("mutual TLS"), "{}", f[0]);
+}
