@@ -125,3 +125,21 @@ async fn live_virtual_service_change_moves_traffic_without_errors() {
     assert!(switch_times[2] < Duration::from_secs(1), "switch took {:?}", switch_times[2]);
     assert_eq!(envoy.pid(), pid);
 }
+
+/// `virtual-service-reviews-90-10.yaml`: 90 % v1, 10 % v2 over 1,000 requests (±4 points).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bookinfo_90_10_split() {
+    let (_dir, _reviews, _plane, _envoy, addr) =
+        setup(AdsApi::Sotw, "virtual-service-reviews-90-10.yaml").await;
+    let host = format!("reviews:{}", addr.port());
+    let (mut v1, mut v2) = (0u32, 0u32);
+    for _ in 0..1000 {
+        match get(addr, &host, "/", &[]).await.unwrap() {
+            (200, b) if b == "reviews-v1" => v1 += 1,
+            (200, b) if b == "reviews-v2" => v2 += 1,
+            other => panic!("unexpected response {other:?}"),
+        }
+    }
+    assert!((860..=940).contains(&v1), "v1 {v1}, v2 {v2}");
+    assert_eq!(v1 + v2, 1000);
+}
