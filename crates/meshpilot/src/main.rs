@@ -3,8 +3,10 @@
 //! Subcommands:
 //! - `validate -f PATH…`: check Istio config files offline, like `istioctl validate`.
 //! - `configz --config-dir DIR…`: load config directories and print the config in force.
+//! - `discovery --config-dir DIR…`: the control plane (xDS, debug HTTP, metrics).
 
 mod configz;
+mod discovery;
 mod validate;
 
 use std::process::ExitCode;
@@ -26,16 +28,11 @@ enum Command {
     Validate(validate::Args),
     /// Load --config-dir directories and print the config in force (Istio's /debug/configz shape).
     Configz(configz::Args),
+    /// Run the control plane: serve --config-dir config over xDS (Istio's pilot-discovery).
+    Discovery(discovery::Args),
 }
 
 fn main() -> ExitCode {
-    // Logs go to stderr; RUST_LOG sets the level (default: warnings).
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -44,8 +41,22 @@ fn main() -> ExitCode {
             return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
     };
+    // Logs go to stderr; RUST_LOG sets the level (default: info for the server, warnings otherwise).
+    let (default_level, json) = match &cli.command {
+        Command::Discovery(args) => ("info", args.log_format == discovery::LogFormat::Json),
+        _ => ("warn", false),
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into());
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Configz(args) => configz::run(&args),
+        Command::Discovery(args) => discovery::run(&args),
     }
 }

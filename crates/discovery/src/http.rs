@@ -1,0 +1,166 @@
+//! HTTP endpoints (axum): readiness and Istio's debug handlers on `--http-addr` (8080), Prometheus
+//! `/metrics` on `--monitoring-addr` (15014).
+//!
+//! | path | body |
+//! |---|---|
+//! | `/ready` | 200 once config and services are synced and the first push context is built, else 503 |
+//! | `/debug` | the list of debug endpoints |
+//! | `/debug/configz` | config in force (Istio's shape) |
+//! | `/debug/syncz` | per-proxy, per-type sync status (CSDS-style) |
+//! | `/debug/adsz` | connections and watches; `?push=true` forces a push to all |
+//! | `/debug/registryz` | services |
+//! | `/debug/endpointz` | endpoints per service and shard |
+//! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
+//! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings |
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use config::FileSource;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{DiscoveryServer, PushRequest, TriggerReason, source::proxy_context};
+
+/// What the debug handlers read.
+#[derive(Clone, Debug)]
+pub struct DebugState {
+    /// The server.
+    pub server: Arc<DiscoveryServer>,
+    /// The `--config-dir` sources (for their bad-file status).
+    pub files: Vec<Arc<FileSource>>,
+    /// Warnings read at start-up (mesh config).
+    pub startup_warnings: Arc<Vec<String>>,
+}
+
+const ENDPOINTS: &[&str] = &[
+    "/ready",
+    "/debug/configz",
+    "/debug/syncz",
+    "/debug/adsz",
+    "/debug/registryz",
+    "/debug/endpointz",
+    "/debug/config_dump?proxyID=",
+    "/debug/configstatusz",
+];
+
+/// The `--http-addr` router: `/ready` and `/debug/*`.
+pub fn debug_router(state: DebugState) -> Router {
+    Router::new()
+        .route("/ready", get(ready))
+        .route("/debug", get(|| async { Json(json!(ENDPOINTS)) }))
+        .route("/debug/list", get(|| async { Json(json!(ENDPOINTS)) }))
+        .route("/debug/configz", get(configz))
+        .route("/debug/syncz", get(syncz))
+        .route("/debug/adsz", get(adsz))
+        .route("/debug/registryz", get(registryz))
+        .route("/debug/endpointz", get(endpointz))
+        .route("/debug/config_dump", get(config_dump))
+        .route("/debug/configstatusz", get(configstatusz))
+        .with_state(state)
+}
+
+/// The `--monitoring-addr` router: `/metrics` rendered by `render`.
+pub fn monitoring_router(render: Arc<dyn Fn() -> String + Send + Sync>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let render = render.clone();
+            async move { ([("content-type", "text/plain; version=0.0.4")], render()) }
+        }),
+    )
+}
+
+async fn ready(State(s): State<DebugState>) -> Response {
+    if s.server.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready: config and services are not synced yet\n")
+            .into_response()
+    }
+}
+
+async fn configz(State(s): State<DebugState>) -> Json<Value> {
+    Json(config::configz(s.server.store().as_ref()))
+}
+
+async fn syncz(State(s): State<DebugState>) -> Json<Value> {
+    Json(xds::debug::syncz(&s.server.connections().snapshot(), None))
+}
+
+#[derive(Deserialize)]
+struct AdszQuery {
+    push: Option<String>,
+}
+
+async fn adsz(State(s): State<DebugState>, Query(q): Query<AdszQuery>) -> Json<Value> {
+    if q.push.as_deref() == Some("true") {
+        s.server.config_update(PushRequest::forced(TriggerReason::Debug));
+    }
+    Json(xds::debug::adsz(&s.server.connections().snapshot()))
+}
+
+async fn registryz(State(s): State<DebugState>) -> Json<Value> {
+    Json(registry::debug::registryz(&s.server.services().services()))
+}
+
+async fn endpointz(State(s): State<DebugState>) -> Json<Value> {
+    Json(registry::debug::endpointz(&s.server.services().endpoint_shards()))
+}
+
+#[derive(Deserialize)]
+struct DumpQuery {
+    #[serde(rename = "proxyID")]
+    proxy_id: Option<String>,
+}
+
+async fn config_dump(State(s): State<DebugState>, Query(q): Query<DumpQuery>) -> Response {
+    let Some(id) = q.proxy_id.filter(|i| !i.is_empty()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "missing proxyID (a connection id or a part of it, see /debug/adsz)\n",
+        )
+            .into_response();
+    };
+    let conns = s.server.connections().snapshot();
+    let Some(conn) = xds::debug::find_connection(&conns, &id) else {
+        return (StatusCode::NOT_FOUND, format!("no connected proxy matches proxyID {id:?}\n"))
+            .into_response();
+    };
+    let Some(push) = s.server.push_context() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "no push context yet\n").into_response();
+    };
+    match proxy_context(&conn.proxy) {
+        Ok(mut proxy) => {
+            let discovery: &dyn model::ServiceDiscovery = s.server.services().as_ref();
+            proxy.set_instances_from(discovery);
+            Json(networking::debug::config_dump(&push, &proxy)).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
+    let files: Vec<Value> = s
+        .files
+        .iter()
+        .map(|f| json!({"dir": f.dir().display().to_string(), "status": f.status().to_json()}))
+        .collect();
+    let findings: Vec<Value> = s
+        .server
+        .push_context()
+        .map(|p| p.findings().iter().map(|f| json!(f.to_string())).collect())
+        .unwrap_or_default();
+    Json(json!({
+        "configSources": files,
+        "registryWarnings": registry::debug::registry_warnings(&s.server.services().warnings()),
+        "pushContextFindings": findings,
+        "startupWarnings": *s.startup_warnings,
+    }))
+}

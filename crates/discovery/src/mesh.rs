@@ -1,0 +1,139 @@
+//! The mesh config file (`--mesh-config`, Istio's `MeshConfig` YAML as in the `istio` ConfigMap's
+//! `mesh` key): the fields the generators use become [`MeshSettings`]; other known fields are
+//! accepted and ignored; unknown fields are returned as warnings, never fatal.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use model::service::ExportTo;
+use networking::{MeshSettings, OutboundTrafficPolicy};
+use serde_json::Value;
+
+/// MeshConfig fields meshpilot reads.
+const USED: &[&str] = &[
+    "rootNamespace",
+    "outboundTrafficPolicy",
+    "defaultServiceExportTo",
+    "defaultVirtualServiceExportTo",
+    "defaultDestinationRuleExportTo",
+    "connectTimeout",
+];
+
+/// Other MeshConfig fields: known, not used (no warning).
+const KNOWN: &[&str] = &[
+    "accessLogFile",
+    "accessLogEncoding",
+    "accessLogFormat",
+    "defaultConfig",
+    "enableTracing",
+    "enableAutoMtls",
+    "trustDomain",
+    "trustDomainAliases",
+    "ingressClass",
+    "ingressService",
+    "ingressControllerMode",
+    "ingressSelector",
+    "extensionProviders",
+    "defaultProviders",
+    "localityLbSetting",
+    "dnsRefreshRate",
+    "protocolDetectionTimeout",
+    "enablePrometheusMerge",
+    "discoverySelectors",
+    "meshNetworks",
+    "tcpKeepalive",
+    "h2UpgradePolicy",
+    "inboundClusterStatName",
+    "outboundClusterStatName",
+    "certificates",
+    "caCertificates",
+    "serviceSettings",
+    "pathNormalization",
+    "defaultHttpRetryPolicy",
+    "meshMTLS",
+    "tlsDefaults",
+    "configSources",
+    "rootCert",
+    "enableEnvoyAccessLogService",
+    "outboundTrafficPolicyMode",
+    "verifyCertificateAtClient",
+    "trustDomainAliases",
+    "proxyListenPort",
+    "proxyHttpPort",
+    "proxyInboundListenPort",
+];
+
+/// Reads mesh config YAML on top of Istio's defaults (`domain_suffix` from `--domain`). Returns the
+/// settings and warnings (unknown fields, ignored bad values).
+///
+/// # Errors
+/// The YAML is unreadable or not a map.
+pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSettings, Vec<String>), String> {
+    let mut mesh = MeshSettings { domain_suffix: domain_suffix.to_string(), ..MeshSettings::default() };
+    let mut warnings = Vec::new();
+    let docs = api::yaml::parse_documents(text);
+    let root = match docs.into_iter().next() {
+        None => return Ok((mesh, warnings)),
+        Some(Err(e)) => return Err(format!("line {}: {}", e.mark.line, e.message)),
+        Some(Ok(doc)) => match doc.root {
+            None => return Ok((mesh, warnings)),
+            Some(node) => node.to_json(),
+        },
+    };
+    let Value::Object(map) = root else { return Err("mesh config must be a YAML map".into()) };
+    for (key, value) in &map {
+        match key.as_str() {
+            "rootNamespace" => match value.as_str() {
+                Some(s) if !s.is_empty() => mesh.root_namespace = s.to_string(),
+                _ => warnings.push(format!("rootNamespace: expected a namespace name, got {value}; using istio-system")),
+            },
+            "outboundTrafficPolicy" => match value.get("mode").and_then(Value::as_str) {
+                Some("REGISTRY_ONLY") => mesh.outbound_traffic_policy = OutboundTrafficPolicy::RegistryOnly,
+                Some("ALLOW_ANY") | None => mesh.outbound_traffic_policy = OutboundTrafficPolicy::AllowAny,
+                Some(other) => warnings.push(format!(
+                    "outboundTrafficPolicy.mode: unknown mode {other:?} (ALLOW_ANY or REGISTRY_ONLY); using ALLOW_ANY"
+                )),
+            },
+            "defaultServiceExportTo" | "defaultVirtualServiceExportTo" | "defaultDestinationRuleExportTo" => {
+                // One default for all three in MeshSettings; the service default wins when set.
+                let list: BTreeSet<ExportTo> = value
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).map(ExportTo::parse).collect())
+                    .unwrap_or_default();
+                if key == "defaultServiceExportTo" || mesh.default_export_to.is_empty() {
+                    mesh.default_export_to = list;
+                }
+            }
+            "connectTimeout" => match value.as_str().map(crate::options::parse_go_duration) {
+                Some(Ok(d)) if d > Duration::ZERO => mesh.connect_timeout = d,
+                _ => warnings.push(format!("connectTimeout: expected a duration such as 10s, got {value}; using 10s")),
+            },
+            k if KNOWN.contains(&k) => {}
+            k => warnings.push(format!("unknown mesh config field {k:?} ignored")),
+        }
+    }
+    debug_assert!(USED.iter().all(|u| !KNOWN.contains(u)));
+    Ok((mesh, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_used_fields_and_warns_on_unknown() {
+        let (m, w) = parse_mesh_config(
+            "rootNamespace: mesh-root\noutboundTrafficPolicy: {mode: REGISTRY_ONLY}\ndefaultServiceExportTo: [\".\"]\n\
+             connectTimeout: 2s\nenableTracing: true\nbogus: 1\n",
+            "example.org",
+        )
+        .unwrap();
+        assert_eq!(m.root_namespace, "mesh-root");
+        assert_eq!(m.outbound_traffic_policy, OutboundTrafficPolicy::RegistryOnly);
+        assert_eq!(m.default_export_to, BTreeSet::from([ExportTo::Private]));
+        assert_eq!(m.connect_timeout, Duration::from_secs(2));
+        assert_eq!(m.domain_suffix, "example.org");
+        assert_eq!(w, vec!["unknown mesh config field \"bogus\" ignored".to_string()]);
+        assert!(parse_mesh_config("- a\n", "cluster.local").is_err());
+        assert_eq!(parse_mesh_config("", "cluster.local").unwrap().0.root_namespace, "istio-system");
+    }
+}

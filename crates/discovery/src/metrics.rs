@@ -1,0 +1,34 @@
+//! Metric names of the push pipeline (Istio's; the Prometheus exporter adds no `_total`). The
+//! engine's own (`pilot_xds`, `pilot_xds_pushes`, `pilot_proxy_convergence_time`, …) are in
+//! [`xds::metrics`].
+
+/// Counter `pilot_inbound_updates{type}`: config/eds/svc/svcdelete events received.
+pub const INBOUND_UPDATES: &str = "pilot_inbound_updates";
+/// Counter `pilot_push_triggers{type}`: merged pushes by reason.
+pub const PUSH_TRIGGERS: &str = "pilot_push_triggers";
+/// Histogram `pilot_debounce_time`: seconds from the first event of a batch to its push (includes the
+/// PushContext build).
+pub const DEBOUNCE_TIME: &str = "pilot_debounce_time";
+/// Histogram `pilot_pushcontext_init_seconds`: seconds to build a PushContext.
+pub const PUSHCONTEXT_INIT: &str = "pilot_pushcontext_init_seconds";
+
+/// Histogram buckets for the metrics above (Istio's).
+pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
+    (DEBOUNCE_TIME, &[0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
+    (PUSHCONTEXT_INIT, &[0.01, 0.1, 0.5, 1.0, 3.0, 5.0]),
+];
+
+/// Registers descriptions with the installed recorder.
+pub fn describe() {
+    xds::metrics::describe();
+    metrics::describe_counter!(INBOUND_UPDATES, "Total number of updates received by pilot.");
+    metrics::describe_counter!(
+        PUSH_TRIGGERS,
+        "Total number of times a push was triggered, labeled by reason."
+    );
+    metrics::describe_histogram!(
+        DEBOUNCE_TIME,
+        "Delay in seconds between the first config event and the merged push."
+    );
+    metrics::describe_histogram!(PUSHCONTEXT_INIT, "Total time in seconds Pilot takes to init pushContext.");
+}

@@ -1,0 +1,175 @@
+//! Tuning read from the environment, with Istio's variable names and defaults, parsed in one place.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `PILOT_DEBOUNCE_AFTER` | `100ms` | quiet time after the last event before a merged push starts |
+//! | `PILOT_DEBOUNCE_MAX` | `10s` | longest time from the first event of a batch to its push |
+//! | `PILOT_ENABLE_EDS_DEBOUNCE` | `true` | `false`: endpoint-only updates skip the debounce |
+//!
+//! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
+
+use std::time::Duration;
+
+/// A bad environment variable: names the variable, its value and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {name}={value:?}: {reason}")]
+pub struct EnvError {
+    /// The variable.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+    /// What is wrong and what is accepted.
+    pub reason: String,
+}
+
+/// The push pipeline's tuning (Istio's `features/tuning.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DebounceOptions {
+    /// `PILOT_DEBOUNCE_AFTER`.
+    pub after: Duration,
+    /// `PILOT_DEBOUNCE_MAX`.
+    pub max: Duration,
+    /// `PILOT_ENABLE_EDS_DEBOUNCE`.
+    pub eds_debounce: bool,
+}
+
+impl Default for DebounceOptions {
+    fn default() -> Self {
+        DebounceOptions {
+            after: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+            eds_debounce: true,
+        }
+    }
+}
+
+impl DebounceOptions {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`EnvError`] naming the first bad variable.
+    pub fn from_env() -> Result<Self, EnvError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (tests pass a map).
+    ///
+    /// # Errors
+    /// [`EnvError`] naming the first bad variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
+        let mut out = DebounceOptions::default();
+        if let Some(v) = lookup("PILOT_DEBOUNCE_AFTER") {
+            out.after = duration_var("PILOT_DEBOUNCE_AFTER", &v)?;
+        }
+        if let Some(v) = lookup("PILOT_DEBOUNCE_MAX") {
+            out.max = duration_var("PILOT_DEBOUNCE_MAX", &v)?;
+        }
+        if let Some(v) = lookup("PILOT_ENABLE_EDS_DEBOUNCE") {
+            out.eds_debounce = bool_var("PILOT_ENABLE_EDS_DEBOUNCE", &v)?;
+        }
+        Ok(out)
+    }
+}
+
+fn duration_var(name: &str, value: &str) -> Result<Duration, EnvError> {
+    parse_go_duration(value).map_err(|reason| EnvError { name: name.into(), value: value.into(), reason })
+}
+
+fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
+    // Go's strconv.ParseBool.
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(EnvError {
+            name: name.into(),
+            value: value.into(),
+            reason: "expected a boolean (true/false, 1/0, t/f)".into(),
+        }),
+    }
+}
+
+/// Parses a Go duration (`300ms`, `1.5s`, `2h45m`; units ns, us, µs, ms, s, m, h). Negative
+/// durations are refused.
+///
+/// # Errors
+/// A message saying what is accepted.
+pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    const HINT: &str = "expected a duration such as 100ms, 1.5s, 2m or 1h30m (units ns, us, ms, s, m, h)";
+    let s = text.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() || s.starts_with('-') {
+        return Err(HINT.into());
+    }
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_end =
+            rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(|| HINT.to_string())?;
+        if num_end == 0 {
+            return Err(HINT.into());
+        }
+        let number: f64 = rest[..num_end].parse().map_err(|_| HINT.to_string())?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let nanos_per = match &rest[..unit_end] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(HINT.into()),
+        };
+        rest = &rest[unit_end..];
+        total += number * nanos_per;
+    }
+    if !total.is_finite() || total > 1e18 {
+        return Err("duration too large".into());
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(Duration::from_nanos(total as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_go_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "10", "-1s", "1x", "ms", "1.2.3s"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_defaults_and_errors_name_variable_and_value() {
+        assert_eq!(DebounceOptions::from_lookup(|_| None), Ok(DebounceOptions::default()));
+        let o = DebounceOptions::from_lookup(|n| match n {
+            "PILOT_DEBOUNCE_AFTER" => Some("10ms".into()),
+            "PILOT_DEBOUNCE_MAX" => Some("1s".into()),
+            "PILOT_ENABLE_EDS_DEBOUNCE" => Some("false".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(
+            o,
+            DebounceOptions {
+                after: Duration::from_millis(10),
+                max: Duration::from_secs(1),
+                eds_debounce: false
+            }
+        );
+        let err =
+            DebounceOptions::from_lookup(|n| (n == "PILOT_DEBOUNCE_MAX").then(|| "ten".into())).unwrap_err();
+        assert_eq!(err.name, "PILOT_DEBOUNCE_MAX");
+        assert!(err.to_string().contains("PILOT_DEBOUNCE_MAX=\"ten\""), "{err}");
+    }
+}

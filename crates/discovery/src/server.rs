@@ -1,0 +1,301 @@
+//! [`DiscoveryServer`]: turns config and registry events into debounced, merged pushes of a new
+//! immutable [`PushContext`], and serves xDS through the engine's [`ConnectionRegistry`].
+//!
+//! ```text
+//!  Aggregate config store ── handler per kind ──┐            (one merged slot, never grows)
+//!  ServiceController ── RegistryEvent ──────────┼─► inbox ─► debounce (AFTER / MAX) ─► push():
+//!  /debug/adsz?push=true ── forced ─────────────┘              build PushContext (Arc, versioned)
+//!                                                              ConnectionRegistry::push_where(needs)
+//!                                                                   │ per connection: one pending,
+//!                                                                   ▼ merged (PushEvent::merge)
+//!                                                 engine ─► NetworkingSource::generate (types filtered)
+//! ```
+
+use std::{
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use api::Kind;
+use model::{
+    ConfigStore, ConfigStoreController, Event, Shutdown,
+    service::{EndpointPush, RegistryEvent, ServiceController, service_config_key},
+};
+use networking::{MeshSettings, PushContext};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+use xds::ConnectionRegistry;
+
+use crate::{
+    metrics as m,
+    options::DebounceOptions,
+    push::{PushRequest, TriggerReason, proxy_needs_push},
+    source::proxy_kind,
+};
+
+/// Kinds whose changes reach the server through the service registry instead of the config handler
+/// (Istio: the ServiceEntry controller owns them).
+pub const REGISTRY_KINDS: [Kind; 3] = [Kind::ServiceEntry, Kind::WorkloadEntry, Kind::WorkloadGroup];
+
+/// Shared state of the control plane: stores, the current snapshot, the connections.
+pub struct DiscoveryServer {
+    store: Arc<dyn ConfigStoreController>,
+    services: Arc<dyn ServiceController>,
+    mesh: MeshSettings,
+    options: DebounceOptions,
+    current: RwLock<Option<Arc<PushContext>>>,
+    counter: AtomicU64,
+    ready: AtomicBool,
+    inbox: Mutex<Option<PushRequest>>,
+    wake: Notify,
+    connections: ConnectionRegistry<PushRequest>,
+    pushes: AtomicU64,
+}
+
+impl std::fmt::Debug for DiscoveryServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscoveryServer")
+            .field("options", &self.options)
+            .field("ready", &self.is_ready())
+            .field("connections", &self.connections.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiscoveryServer {
+    /// A server over `store` (config) and `services` (service registry), pushing to `connections`
+    /// (the [`xds::AdsServer`]'s registry). Registers its event handlers right away; call
+    /// [`DiscoveryServer::run`] to start.
+    pub fn new(
+        store: Arc<dyn ConfigStoreController>,
+        services: Arc<dyn ServiceController>,
+        mesh: MeshSettings,
+        options: DebounceOptions,
+        connections: ConnectionRegistry<PushRequest>,
+    ) -> Arc<DiscoveryServer> {
+        let server = Arc::new(DiscoveryServer {
+            store: store.clone(),
+            services: services.clone(),
+            mesh,
+            options,
+            current: RwLock::new(None),
+            counter: AtomicU64::new(0),
+            ready: AtomicBool::new(false),
+            inbox: Mutex::new(None),
+            wake: Notify::new(),
+            connections,
+            pushes: AtomicU64::new(0),
+        });
+        for kind in store.schemas().to_vec() {
+            if REGISTRY_KINDS.contains(&kind) {
+                continue;
+            }
+            let weak = Arc::downgrade(&server);
+            store.register_event_handler(
+                kind,
+                Arc::new(move |_old, new, event: Event| {
+                    if let Some(s) = weak.upgrade() {
+                        metrics::counter!(m::INBOUND_UPDATES, "type" => "config").increment(1);
+                        debug!(key = %new.key(), %event, "config event");
+                        s.config_update(PushRequest::config([new.key()], TriggerReason::Config));
+                    }
+                    Ok(())
+                }),
+            );
+        }
+        let weak = Arc::downgrade(&server);
+        services.append_event_handler(Arc::new(move |event: &RegistryEvent| {
+            let Some(s) = weak.upgrade() else { return };
+            let request = match event {
+                RegistryEvent::Service(e) => {
+                    let t = if e.event == Event::Delete { "svcdelete" } else { "svc" };
+                    metrics::counter!(m::INBOUND_UPDATES, "type" => t).increment(1);
+                    PushRequest::config([e.config_key()], TriggerReason::Service)
+                }
+                RegistryEvent::Endpoints(u) => {
+                    metrics::counter!(m::INBOUND_UPDATES, "type" => "eds").increment(1);
+                    match u.push {
+                        EndpointPush::Incremental => PushRequest::endpoints(&u.hostname, &u.namespace),
+                        EndpointPush::Full => {
+                            let mut r = PushRequest::config(
+                                [service_config_key(&u.hostname, &u.namespace)],
+                                TriggerReason::Endpoint,
+                            );
+                            r.endpoints_updated.insert((u.hostname.clone(), u.namespace.clone()));
+                            r
+                        }
+                    }
+                }
+            };
+            s.config_update(request);
+        }));
+        server
+    }
+
+    /// Queues a change (Istio's `ConfigUpdate`): merged into the one pending request, picked up by
+    /// the debounce loop. Never blocks.
+    pub fn config_update(&self, request: PushRequest) {
+        let mut inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
+        match inbox.as_mut() {
+            Some(pending) => pending.merge_from(request),
+            None => *inbox = Some(request),
+        }
+        drop(inbox);
+        self.wake.notify_one();
+    }
+
+    /// The current snapshot (`None` before the first one is built).
+    pub fn push_context(&self) -> Option<Arc<PushContext>> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `true` once config and services are synced and the first snapshot is built.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The engine's connections.
+    pub fn connections(&self) -> &ConnectionRegistry<PushRequest> {
+        &self.connections
+    }
+
+    /// The config store.
+    pub fn store(&self) -> &Arc<dyn ConfigStoreController> {
+        &self.store
+    }
+
+    /// The service registry.
+    pub fn services(&self) -> &Arc<dyn ServiceController> {
+        &self.services
+    }
+
+    /// Mesh settings.
+    pub fn mesh(&self) -> &MeshSettings {
+        &self.mesh
+    }
+
+    /// How many merged pushes ran.
+    pub fn push_count(&self) -> u64 {
+        self.pushes.load(Ordering::Relaxed)
+    }
+
+    /// Runs the stores, waits for them to sync, builds the first snapshot, then debounces and pushes
+    /// until `shutdown`.
+    pub async fn run(self: Arc<Self>, shutdown: Shutdown) {
+        tokio::spawn(self.store.run(shutdown.clone()));
+        let mut stop = shutdown.clone();
+        let started = Instant::now();
+        let mut warned = false;
+        while !(self.store.has_synced() && self.services.has_synced()) {
+            if stop.is_shutdown() {
+                return;
+            }
+            if !warned && started.elapsed() > Duration::from_secs(10) {
+                warn!("config or service registry not synced after 10s; still waiting");
+                warned = true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Events raised while syncing are all in the first snapshot.
+        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.clone().push(PushRequest::forced(TriggerReason::Global)).await;
+        self.ready.store(true, Ordering::Release);
+        info!(version = ?self.push_context().map(|p| p.version().to_string()), "discovery server ready");
+        self.debounce(stop.clone()).await;
+        stop.wait().await;
+    }
+
+    /// Istio's debounce: the first event starts a batch; the batch is pushed once no event came for
+    /// `after`, or `max` after its first event. One push runs at a time (the loop awaits it); events
+    /// keep merging into the inbox meanwhile.
+    async fn debounce(self: Arc<Self>, mut shutdown: Shutdown) {
+        let opts = self.options;
+        let mut pending: Option<PushRequest> = None;
+        let (mut first, mut last) = (Instant::now(), Instant::now());
+        loop {
+            let deadline = pending.as_ref().map(|_| (last + opts.after).min(first + opts.max));
+            tokio::select! {
+                () = self.wake.notified() => {
+                    let Some(request) = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take() else { continue };
+                    let now = Instant::now();
+                    if !opts.eds_debounce && pending.is_none() && request.is_endpoints_only() {
+                        self.clone().push(request).await;
+                        continue;
+                    }
+                    match pending.as_mut() {
+                        Some(p) => p.merge_from(request),
+                        None => { first = now; pending = Some(request); }
+                    }
+                    last = now;
+                }
+                () = sleep_until(deadline) => {
+                    if let Some(request) = pending.take() {
+                        self.clone().push(request).await;
+                    }
+                }
+                () = shutdown.wait() => return,
+            }
+        }
+    }
+
+    /// One merged push: a new snapshot (incremental for endpoint-only changes), then the connections
+    /// the change can matter to.
+    async fn push(self: Arc<Self>, mut request: PushRequest) {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        let version = format!("{}/{n}", xds::debug::rfc3339_nano(Some(SystemTime::now())));
+        let previous = self.push_context();
+        let endpoints_only = request.is_endpoints_only() && previous.is_some();
+        let this = self.clone();
+        let changed: Vec<(String, String)> = request.endpoints_updated.iter().cloned().collect();
+        let build_start = Instant::now();
+        let built = tokio::task::spawn_blocking(move || {
+            let discovery: &dyn model::ServiceDiscovery = this.services.as_ref();
+            match previous {
+                Some(prev) if endpoints_only => prev.with_endpoints(discovery, &changed, version),
+                _ => {
+                    let store: &dyn ConfigStore = this.store.as_ref();
+                    PushContext::new(store, discovery, this.mesh.clone(), version)
+                }
+            }
+        })
+        .await;
+        let ctx = match built {
+            Ok(ctx) => Arc::new(ctx),
+            Err(e) => {
+                warn!("building the push context failed: {e}; keeping the previous one");
+                return;
+            }
+        };
+        metrics::histogram!(m::PUSHCONTEXT_INIT).record(build_start.elapsed().as_secs_f64());
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(ctx.clone());
+        for (reason, count) in &request.reasons {
+            metrics::counter!(m::PUSH_TRIGGERS, "type" => reason.as_str()).increment(u64::from(*count));
+        }
+        metrics::histogram!(m::DEBOUNCE_TIME).record(request.start.elapsed().as_secs_f64());
+        self.pushes.fetch_add(1, Ordering::Relaxed);
+        request.push = Some(ctx.clone());
+        let sent = self.connections.push_where(
+            |proxy| proxy_kind(proxy).is_some_and(|k| proxy_needs_push(&request, k)),
+            request.clone(),
+        );
+        info!(
+            version = ctx.version(),
+            configs = request.configs_updated.len(),
+            endpoints = request.endpoints_updated.len(),
+            endpoints_only,
+            forced = request.forced,
+            connections = sent,
+            "push"
+        );
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

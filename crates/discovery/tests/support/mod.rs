@@ -1,0 +1,144 @@
+//! End-to-end helpers: a whole control plane in-process (file source → aggregate → ServiceEntry
+//! registry → DiscoveryServer → AdsServer on loopback) and an HTTP client that sets `Host`.
+
+#![allow(dead_code)]
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use meshpilot_discovery as discovery;
+
+use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
+use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, PushRequest, mesh::parse_mesh_config};
+use model::{ConfigStoreController, ShutdownTrigger, service::ServiceController, shutdown_channel};
+use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+use xds::{
+    AdsServer,
+    testing::{EchoServer, RunningAds},
+};
+
+/// Istio's test data beside the repository (`../shared/istio-testdata`).
+pub fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata")
+}
+
+/// A running control plane.
+pub struct Plane {
+    pub server: Arc<DiscoveryServer>,
+    pub ads: RunningAds<NetworkingSource>,
+    pub files: Arc<FileSource>,
+    _trigger: ShutdownTrigger,
+}
+
+impl Plane {
+    pub async fn start(dir: &Path) -> Plane {
+        let files = Arc::new(FileSource::new(dir, FileSourceOptions::default()).expect("config dir"));
+        let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(
+            vec![files.clone() as Arc<dyn ConfigStoreController>],
+            QueueOptions::default(),
+        ));
+        let se = Arc::new(ServiceEntryRegistry::new(store.clone(), ServiceEntryOptions::default()));
+        let services = Arc::new(AggregateRegistry::new());
+        services.add_registry(se);
+        let services: Arc<dyn ServiceController> = services;
+        let source = Arc::new(NetworkingSource::new());
+        let ads = AdsServer::new(source.clone());
+        let (mesh, _) = parse_mesh_config("", "cluster.local").unwrap();
+        let server =
+            DiscoveryServer::new(store, services, mesh, DebounceOptions::default(), ads.registry().clone());
+        source.attach(server.clone());
+        let ads = RunningAds::start(ads, None).await.expect("ADS");
+        let (trigger, shutdown) = shutdown_channel();
+        tokio::spawn(server.clone().run(shutdown));
+        xds::testing::wait_for("server ready", Duration::from_secs(5), async || {
+            server.is_ready().then_some(())
+        })
+        .await
+        .unwrap();
+        Plane { server, ads, files, _trigger: trigger }
+    }
+
+    pub fn force_push(&self) {
+        self.server.config_update(PushRequest::forced(discovery::TriggerReason::Debug));
+    }
+}
+
+/// reviews v1/v2/v3 as echo servers, plus the ServiceEntry/WorkloadEntries pointing at them, with the
+/// service on `port`.
+pub struct Reviews {
+    pub v1: EchoServer,
+    pub v2: EchoServer,
+    pub v3: EchoServer,
+}
+
+impl Reviews {
+    pub async fn start() -> Reviews {
+        Reviews {
+            v1: EchoServer::start("reviews-v1").await.unwrap(),
+            v2: EchoServer::start("reviews-v2").await.unwrap(),
+            v3: EchoServer::start("reviews-v3").await.unwrap(),
+        }
+    }
+
+    /// ServiceEntry `reviews.<ns>.svc.cluster.local:port` + one WorkloadEntry per version.
+    pub fn registry_yaml(&self, namespace: &str, port: u16) -> String {
+        let mut out = format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: reviews, namespace: {namespace}}}\n\
+             spec:\n  hosts: [reviews.{namespace}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
+             - {{number: {port}, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: reviews}}\n"
+        );
+        for (v, echo) in [("v1", &self.v1), ("v2", &self.v2), ("v3", &self.v3)] {
+            out.push_str(&format!(
+                "---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: reviews-{v}, namespace: {namespace}}}\n\
+                 spec:\n  address: 127.0.0.1\n  ports: {{http: {}}}\n  labels: {{app: reviews, version: {v}}}\n",
+                echo.addr.port()
+            ));
+        }
+        out
+    }
+}
+
+/// Copies `files` (paths under the Istio test data) into `dir`, setting `namespace` on every object.
+pub fn copy_samples(dir: &Path, files: &[&str], namespace: &str) {
+    for f in files {
+        let text = std::fs::read_to_string(testdata().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let text = text.replace("metadata:\n", &format!("metadata:\n  namespace: {namespace}\n"));
+        let name = Path::new(f).file_name().unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+}
+
+/// `GET path` with a `Host` header and extra headers; (status, body). One connection per request.
+pub async fn get(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<(u16, String)> {
+    let fut = async {
+        let mut s = TcpStream::connect(addr).await?;
+        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        let text = String::from_utf8_lossy(&buf).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        Ok((status, body.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+}

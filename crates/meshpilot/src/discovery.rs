@@ -1,0 +1,236 @@
+//! `meshpilot discovery`: the control plane. Reads `--config-dir` directories (watched), builds the
+//! ServiceEntry registry, and serves xDS (ADS, SotW and Delta) on `--grpc-addr`, readiness and debug
+//! endpoints on `--http-addr`, Prometheus metrics on `--monitoring-addr`, until SIGTERM/SIGINT.
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+
+use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
+use discovery::{
+    DebounceOptions, DiscoveryServer, NetworkingSource,
+    http::{DebugState, debug_router, monitoring_router},
+    mesh::parse_mesh_config,
+};
+use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
+use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
+use tracing::{error, info, warn};
+use xds::AdsServer;
+
+/// Arguments of `meshpilot discovery`.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Run the control plane: serve Istio config from --config-dir to Envoy and gRPC clients over xDS",
+    long_about = "Run the control plane (Istio's pilot-discovery). Config is read from --config-dir \
+directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz). \
+ServiceEntries and WorkloadEntries are the service registry.\n\n\
+Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --http-addr /ready and /debug/* \
+(configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz); --monitoring-addr \
+/metrics (Prometheus, Istio metric names).\n\n\
+Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
+RUST_LOG sets the log level (default info).\n\n\
+Stops cleanly on SIGTERM or SIGINT."
+)]
+pub struct Args {
+    /// A directory of Istio config (YAML/JSON, read recursively, watched); repeatable. The first wins
+    /// for an object defined in several.
+    #[arg(long = "config-dir", value_name = "DIR", required = true)]
+    config_dirs: Vec<PathBuf>,
+
+    /// Mesh config YAML (Istio's MeshConfig: rootNamespace, outboundTrafficPolicy,
+    /// defaultServiceExportTo, connectTimeout, …). Unknown fields are warnings.
+    #[arg(long = "mesh-config", value_name = "FILE")]
+    mesh_config: Option<PathBuf>,
+
+    /// DNS domain suffix of the mesh.
+    #[arg(long, default_value = "cluster.local")]
+    domain: String,
+
+    /// Namespace given to objects that name none.
+    #[arg(long, default_value = "default")]
+    default_namespace: String,
+
+    /// ADS gRPC address (`:PORT` listens on all interfaces).
+    #[arg(long = "grpc-addr", default_value = ":15010")]
+    grpc_addr: String,
+
+    /// HTTP address for /ready and /debug/*.
+    #[arg(long = "http-addr", default_value = ":8080")]
+    http_addr: String,
+
+    /// Monitoring address for /metrics.
+    #[arg(long = "monitoring-addr", default_value = ":15014")]
+    monitoring_addr: String,
+
+    /// Log format.
+    #[arg(long = "log-format", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Log output format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `:15010` → `0.0.0.0:15010`; `host:port` as given.
+fn parse_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
+    let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
+    full.parse().map_err(|_| format!("invalid {flag} {text:?}: expected HOST:PORT or :PORT (e.g. :15010)"))
+}
+
+/// Runs the command; returns the process exit status.
+pub fn run(args: &Args) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("Error: cannot start the async runtime: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run_async(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            error!("{err}");
+            eprintln!("Error: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run_async(args: &Args) -> Result<(), String> {
+    let grpc_addr = parse_addr("--grpc-addr", &args.grpc_addr)?;
+    let http_addr = parse_addr("--http-addr", &args.http_addr)?;
+    let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
+    let debounce = DebounceOptions::from_env().map_err(|e| e.to_string())?;
+
+    let (mesh, mesh_warnings) = match &args.mesh_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?;
+            parse_mesh_config(&text, &args.domain)
+                .map_err(|e| format!("--mesh-config {}: {e}", path.display()))?
+        }
+        None => parse_mesh_config("", &args.domain)?,
+    };
+    for w in &mesh_warnings {
+        warn!("mesh config: {w}");
+    }
+
+    // Metrics first, so every later registration lands in the exporter.
+    let mut builder = metrics_exporter_prometheus::PrometheusBuilder::new();
+    for (name, buckets) in xds::metrics::HISTOGRAM_BUCKETS.iter().chain(discovery::metrics::HISTOGRAM_BUCKETS)
+    {
+        builder = builder
+            .set_buckets_for_metric(metrics_exporter_prometheus::Matcher::Full((*name).to_string()), buckets)
+            .map_err(|e| format!("metrics buckets: {e}"))?;
+    }
+    let handle =
+        builder.install_recorder().map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    discovery::metrics::describe();
+
+    let options = FileSourceOptions {
+        parse: ParseOptions {
+            default_namespace: args.default_namespace.clone(),
+            domain_suffix: args.domain.clone(),
+            ..ParseOptions::default()
+        },
+        ..FileSourceOptions::default()
+    };
+    let mut files = Vec::new();
+    let mut sources: Vec<Arc<dyn ConfigStoreController>> = Vec::new();
+    for dir in &args.config_dirs {
+        let source = Arc::new(
+            FileSource::new(dir.clone(), options.clone())
+                .map_err(|e| format!("cannot read config directory \"{}\": {e}", dir.display()))?,
+        );
+        let status = source.status();
+        for bad in &status.bad_files {
+            warn!(file = %bad.file.display(), errors = bad.errors.len(), "bad config file: its objects are not loaded");
+        }
+        files.push(source.clone());
+        sources.push(source);
+    }
+    let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
+    let se = Arc::new(ServiceEntryRegistry::new(
+        store.clone(),
+        ServiceEntryOptions { domain_suffix: args.domain.clone(), ..ServiceEntryOptions::default() },
+    ));
+    let services = Arc::new(AggregateRegistry::new());
+    services.add_registry(se);
+    let services: Arc<dyn ServiceController> = services;
+
+    let source = Arc::new(NetworkingSource::new());
+    let ads = AdsServer::new(source.clone());
+    let server = DiscoveryServer::new(store, services, mesh, debounce, ads.registry().clone());
+    source.attach(server.clone());
+
+    let grpc = tokio::net::TcpListener::bind(grpc_addr)
+        .await
+        .map_err(|e| format!("cannot listen on --grpc-addr {grpc_addr}: {e}"))?;
+    let http = tokio::net::TcpListener::bind(http_addr)
+        .await
+        .map_err(|e| format!("cannot listen on --http-addr {http_addr}: {e}"))?;
+    let monitoring = tokio::net::TcpListener::bind(monitoring_addr)
+        .await
+        .map_err(|e| format!("cannot listen on --monitoring-addr {monitoring_addr}: {e}"))?;
+    info!(grpc = %grpc_addr, http = %http_addr, monitoring = %monitoring_addr, "meshpilot discovery listening");
+
+    let (trigger, shutdown) = shutdown_channel();
+    let state = DebugState { server: server.clone(), files, startup_warnings: Arc::new(mesh_warnings) };
+    let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
+    let stop = |s: model::Shutdown| async move {
+        let mut s = s;
+        s.wait().await;
+    };
+    let http_task = tokio::spawn(
+        axum::serve(http, debug_router(state)).with_graceful_shutdown(stop(shutdown.clone())).into_future(),
+    );
+    let mon_task = tokio::spawn(
+        axum::serve(monitoring, monitoring_router(render))
+            .with_graceful_shutdown(stop(shutdown.clone()))
+            .into_future(),
+    );
+    let registry = ads.registry().clone();
+    let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
+    let server_task = tokio::spawn(server.run(shutdown.clone()));
+
+    wait_for_signal().await;
+    info!("shutting down");
+    trigger.trigger();
+    // Close xDS streams so the gRPC server's graceful shutdown does not wait for proxies.
+    registry.disconnect_all();
+    let deadline = std::time::Duration::from_secs(5);
+    let _ = tokio::time::timeout(deadline, async {
+        let _ = grpc_task.await;
+        let _ = http_task.await;
+        let _ = mon_task.await;
+        let _ = server_task.await;
+    })
+    .await;
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
