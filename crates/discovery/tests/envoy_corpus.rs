@@ -4,12 +4,12 @@
 
 mod support;
 
-use std::{path::Path, time::Duration};
+use std::{net::SocketAddr, path::Path, time::Duration};
 
-use support::Plane;
+use support::{NS, Plane, copy_samples, get};
 use xds::{
     SyncState,
-    testing::{AdsApi, Bootstrap, Envoy, wait_for},
+    testing::{AdsApi, Bootstrap, EchoServer, Envoy, free_port, wait_for},
 };
 
 /// Every corpus file copied (flattened, without renaming collisions away) into `dir`; returns how
@@ -174,4 +174,47 @@ async fn corpus_router_only_known_nacks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn corpus_router_only_known_nacks_delta() {
     corpus_acked(|p| router(p, AdsApi::Delta), &[CDS_FILE_CERT_NACK, LDS_FILE_CERT_NACK]).await;
+}
+
+/// `bookinfo-gateway.yaml` (its port moved to a free one) + productpage as a ServiceEntry/WorkloadEntry
+/// on a loopback echo server: the ingress gateway routes `/productpage` there and 404s the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gateway_routes_productpage() {
+    let dir = tempfile::tempdir().unwrap();
+    let productpage = EchoServer::start("productpage-v1").await.unwrap();
+    let gw_port = free_port();
+    copy_samples(dir.path(), &["samples/bookinfo/networking/bookinfo-gateway.yaml"], NS);
+    let gw = dir.path().join("bookinfo-gateway.yaml");
+    let text = std::fs::read_to_string(&gw).unwrap();
+    assert!(text.contains("number: 8080"));
+    std::fs::write(&gw, text.replace("number: 8080", &format!("number: {gw_port}"))).unwrap();
+    std::fs::write(
+        dir.path().join("productpage-registry.yaml"),
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: productpage, namespace: {NS}}}\n\
+             spec:\n  hosts: [productpage.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
+             - {{number: 9080, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: productpage}}\n\
+             ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: productpage-v1, namespace: {NS}}}\n\
+             spec:\n  address: 127.0.0.1\n  ports: {{http: {}}}\n  labels: {{app: productpage, version: v1}}\n",
+            productpage.addr.port()
+        ),
+    )
+    .unwrap();
+    let plane = Plane::start(dir.path()).await;
+    let envoy = Envoy::start(&router(&plane, AdsApi::Sotw)).await.unwrap();
+    let addr: SocketAddr = ([127, 0, 0, 1], gw_port).into();
+    let host = "bookinfo.example.com";
+    wait_for("/productpage through the gateway", Duration::from_secs(10), async || {
+        matches!(get(addr, host, "/productpage", &[]).await, Ok((200, _))).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
+    for i in 0..10 {
+        let (s, body) = get(addr, host, "/productpage", &[]).await.unwrap();
+        assert_eq!((s, body.as_str()), (200, "productpage-v1"), "request {i}");
+        let (s, _) = get(addr, host, "/nothing", &[]).await.unwrap();
+        assert_eq!(s, 404, "request {i}");
+    }
+    let (nonzero, _) = rejected_stats(&envoy).await;
+    assert!(nonzero.is_empty(), "{nonzero:?}");
 }
