@@ -6,7 +6,7 @@ mod support;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
-use support::{NS, Plane, copy_samples, get};
+use support::{NS, Plane, copy_samples, get, setup};
 use xds::{
     SyncState,
     testing::{AdsApi, Bootstrap, EchoServer, Envoy, free_port, wait_for},
@@ -217,4 +217,67 @@ async fn gateway_routes_productpage() {
     }
     let (nonzero, _) = rejected_stats(&envoy).await;
     assert!(nonzero.is_empty(), "{nonzero:?}");
+}
+
+/// An invalid rewrite of the VirtualService file keeps the last good routing in force and is
+/// reported with its line; a valid rewrite afterwards applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_virtual_service_keeps_last_good_config() {
+    let vs = "virtual-service-reviews-jason-v2-v3.yaml";
+    let (dir, _reviews, plane, envoy, addr) = setup(AdsApi::Sotw, vs).await;
+    let host = format!("reviews:{}", addr.port());
+    let target = dir.path().join(vs);
+    let good = std::fs::read_to_string(&target).unwrap();
+    let write = |text: &str| {
+        let tmp = dir.path().join(".vs.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &target).unwrap();
+    };
+    // The v3 route gets a negative weight.
+    assert!(good.contains("subset: v3\n"));
+    let bad = good.replace("subset: v3\n", "subset: v3\n      weight: -1\n");
+    assert_ne!(bad, good);
+    write(&bad);
+    let status = wait_for("the bad file reported", Duration::from_secs(5), async || {
+        let st = plane.files.status();
+        st.bad_files.iter().find(|b| b.file.ends_with(vs)).cloned()
+    })
+    .await
+    .unwrap();
+    eprintln!("bad file status: {:?}", status.errors);
+    assert!(status.errors.iter().any(|e| e.line > 0), "no line in {:?}", status.errors);
+    assert!(status.kept_objects >= 1);
+    for i in 0..20 {
+        let (s, body) = get(addr, &host, "/", &[("end-user", "jason")]).await.unwrap();
+        assert_eq!((s, body.as_str()), (200, "reviews-v2"), "jason request {i}");
+        let (s, body) = get(addr, &host, "/", &[]).await.unwrap();
+        assert_eq!((s, body.as_str()), (200, "reviews-v3"), "anonymous request {i}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A YAML syntax error next.
+    write(&format!("{good}\n  http: [oops\n"));
+    wait_for("the syntax error reported", Duration::from_secs(5), async || {
+        let st = plane.files.status();
+        st.bad_files.iter().find(|b| b.file.ends_with(vs) && b.errors.iter().any(|e| e.line > 0)).cloned()
+    })
+    .await
+    .unwrap();
+    for i in 0..10 {
+        let (s, body) = get(addr, &host, "/", &[("end-user", "jason")]).await.unwrap();
+        assert_eq!((s, body.as_str()), (200, "reviews-v2"), "jason request {i} after syntax error");
+    }
+    // A valid rewrite: everyone to v3 (jason too).
+    let v3 = std::fs::read_to_string(
+        support::testdata().join("samples/bookinfo/networking/virtual-service-reviews-v3.yaml"),
+    )
+    .unwrap()
+    .replace("metadata:\n", &format!("metadata:\n  namespace: {NS}\n"));
+    write(&v3);
+    wait_for("jason moved to v3", Duration::from_secs(5), async || {
+        matches!(get(addr, &host, "/", &[("end-user", "jason")]).await, Ok((200, b)) if b == "reviews-v3")
+            .then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
+    assert!(plane.files.status().bad_files.is_empty(), "{:?}", plane.files.status().bad_files);
 }
