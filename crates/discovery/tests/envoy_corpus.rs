@@ -281,3 +281,35 @@ async fn bad_virtual_service_keeps_last_good_config() {
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
     assert!(plane.files.status().bad_files.is_empty(), "{:?}", plane.files.status().bad_files);
 }
+
+/// A node id that is not `TYPE~IP~ID~DOMAIN` is refused with InvalidArgument naming the format; a
+/// valid proxy connected to the same server keeps being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn malformed_node_id_is_refused() {
+    let (_dir, _reviews, plane, _good, addr) = setup(AdsApi::Sotw, "virtual-service-reviews-v3.yaml").await;
+    let mut b = support::sidecar("broken", &plane, AdsApi::Sotw);
+    b.node_id = "not-a-valid-id".to_owned();
+    let bad = Envoy::start(&b).await.unwrap();
+    // Envoy logs the stream's close status: `... closed: 3, <message>`.
+    let line = wait_for("Envoy to log the refused stream", Duration::from_secs(10), async || {
+        bad.log().lines().map(support::percent_decode).find(|l| l.contains("closed: 3,"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", bad.log_tail(40)));
+    eprintln!("{line}");
+    assert!(line.contains("TYPE~IP~ID~DOMAIN"), "{line}");
+    assert_eq!(plane.server.connections().len(), 1);
+    let host = format!("reviews:{}", addr.port());
+    for _ in 0..5 {
+        let (s, body) = get(addr, &host, "/", &[]).await.unwrap();
+        assert_eq!((s, body.as_str()), (200, "reviews-v3"));
+    }
+    // And a new valid proxy still connects.
+    let other = Envoy::start(&support::sidecar("ratings", &plane, AdsApi::Delta)).await.unwrap();
+    wait_for("second proxy connected", Duration::from_secs(10), async || {
+        (plane.server.connections().len() == 2).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", other.log_tail(40)));
+    other.wait_live(Duration::from_secs(10)).await.unwrap();
+}
