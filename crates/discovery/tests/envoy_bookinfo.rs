@@ -6,45 +6,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{Plane, Reviews, copy_samples, get};
-use xds::testing::{AdsApi, Bootstrap, Envoy, free_port, wait_for};
-
-const NS: &str = "default";
-
-fn sidecar(name: &str, plane: &Plane, api: AdsApi) -> Bootstrap {
-    let mut b = Bootstrap::sidecar(name, plane.ads.addr, api);
-    b.node_id = format!("sidecar~127.0.0.1~{name}.{NS}~{NS}.svc.cluster.local");
-    b.metadata["NAMESPACE"] = NS.into();
-    b
-}
-
-async fn setup(api: AdsApi, vs: &str) -> (tempfile::TempDir, Reviews, Plane, Envoy, std::net::SocketAddr) {
-    let dir = tempfile::tempdir().unwrap();
-    let reviews = Reviews::start().await;
-    let port = free_port();
-    std::fs::write(dir.path().join("reviews-registry.yaml"), reviews.registry_yaml(NS, port)).unwrap();
-    copy_samples(
-        dir.path(),
-        &[
-            &format!("samples/bookinfo/networking/{vs}"),
-            "samples/bookinfo/networking/destination-rule-all.yaml",
-        ],
-        NS,
-    );
-    let plane = Plane::start(dir.path()).await;
-    let envoy = Envoy::start(&sidecar("productpage", &plane, api)).await.unwrap();
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let host = format!("reviews:{port}");
-    wait_for("reviews route through Envoy", Duration::from_secs(10), async || {
-        match get(addr, &host, "/", &[]).await {
-            Ok((200, body)) if body.starts_with("reviews-v") => Some(()),
-            _ => None,
-        }
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
-    (dir, reviews, plane, envoy, addr)
-}
+use support::{NS, get, setup};
+use xds::testing::AdsApi;
 
 async fn jason_v2_others_v3(api: AdsApi) {
     let (_dir, _reviews, plane, envoy, addr) = setup(api, "virtual-service-reviews-jason-v2-v3.yaml").await;

@@ -22,7 +22,7 @@ use tokio::{
 };
 use xds::{
     AdsServer,
-    testing::{EchoServer, RunningAds},
+    testing::{AdsApi, Bootstrap, EchoServer, Envoy, RunningAds, free_port, wait_for},
 };
 
 /// Istio's test data beside the repository (`../shared/istio-testdata`).
@@ -131,8 +131,27 @@ pub async fn get(
         }
         req.push_str("\r\n");
         s.write_all(req.as_bytes()).await?;
+        // Read until the body is complete (Content-Length) or EOF: Envoy delays closing after a
+        // locally generated response (delayed_close_timeout, 1 s) until the client closes.
         let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await?;
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+                if len.is_some_and(|len| buf.len() >= end + 4 + len) {
+                    break;
+                }
+            }
+        }
         let text = String::from_utf8_lossy(&buf).to_string();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
@@ -141,4 +160,64 @@ pub async fn get(
     tokio::time::timeout(Duration::from_secs(5), fut)
         .await
         .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+}
+
+/// The namespace of the bookinfo workloads.
+pub const NS: &str = "default";
+
+/// A sidecar bootstrap for workload `name` in [`NS`].
+pub fn sidecar(name: &str, plane: &Plane, api: AdsApi) -> Bootstrap {
+    let mut b = Bootstrap::sidecar(name, plane.ads.addr, api);
+    b.node_id = format!("sidecar~127.0.0.1~{name}.{NS}~{NS}.svc.cluster.local");
+    b.metadata["NAMESPACE"] = NS.into();
+    b
+}
+
+/// The bookinfo reviews setup: reviews v1/v2/v3 echo servers, `vs` plus `destination-rule-all.yaml`,
+/// a plane and a productpage sidecar Envoy whose reviews route works; returns the listener address.
+pub async fn setup(api: AdsApi, vs: &str) -> (tempfile::TempDir, Reviews, Plane, Envoy, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    let reviews = Reviews::start().await;
+    let port = free_port();
+    std::fs::write(dir.path().join("reviews-registry.yaml"), reviews.registry_yaml(NS, port)).unwrap();
+    copy_samples(
+        dir.path(),
+        &[
+            &format!("samples/bookinfo/networking/{vs}"),
+            "samples/bookinfo/networking/destination-rule-all.yaml",
+        ],
+        NS,
+    );
+    let plane = Plane::start(dir.path()).await;
+    let envoy = Envoy::start(&sidecar("productpage", &plane, api)).await.unwrap();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let host = format!("reviews:{port}");
+    wait_for("reviews route through Envoy", Duration::from_secs(10), async || {
+        match get(addr, &host, "/", &[]).await {
+            Ok((200, body)) if body.starts_with("reviews-v") => Some(()),
+            _ => None,
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
+    (dir, reviews, plane, envoy, addr)
+}
+
+/// Decodes `%XX` escapes (grpc-message is percent-encoded on the wire).
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
