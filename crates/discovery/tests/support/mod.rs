@@ -6,7 +6,10 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -18,7 +21,7 @@ use model::{ConfigStoreController, ShutdownTrigger, service::ServiceController, 
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
+    net::{TcpListener, TcpStream},
 };
 use xds::{
     AdsServer,
@@ -123,6 +126,35 @@ pub async fn get(
     path: &str,
     headers: &[(&str, &str)],
 ) -> std::io::Result<(u16, String)> {
+    request(addr, host, path, headers).await.map(|r| (r.status, r.body))
+}
+
+/// A response as [`request`] read it.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// The status line and headers, lowercased.
+    pub head: String,
+    pub body: String,
+}
+
+impl Response {
+    /// The first value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim())
+        })
+    }
+}
+
+/// Like [`get`], also returning the response headers.
+pub async fn request(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
     let fut = async {
         let mut s = TcpStream::connect(addr).await?;
         let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
@@ -155,11 +187,101 @@ pub async fn get(
         let text = String::from_utf8_lossy(&buf).to_string();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        Ok((status, body.to_string()))
+        Ok(Response { status, head: head.to_ascii_lowercase(), body: body.to_string() })
     };
     tokio::time::timeout(Duration::from_secs(5), fut)
         .await
         .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+}
+
+/// An HTTP/1.1 upstream on 127.0.0.1 that answers 200 with a body of its name, a newline and the
+/// request's head (request line and headers, lowercased), keep-alive supported; the first
+/// `fail_first` requests get 503 instead. Stops when dropped.
+pub struct HeaderEcho {
+    pub addr: SocketAddr,
+    /// Requests received so far.
+    pub hits: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HeaderEcho {
+    pub async fn start(name: &str, fail_first: usize) -> HeaderEcho {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let name = name.to_owned();
+        let counter = hits.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve_header_echo(stream, name.clone(), counter.clone(), fail_first));
+            }
+        });
+        HeaderEcho { addr, hits, task }
+    }
+}
+
+impl Drop for HeaderEcho {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve_header_echo(mut stream: TcpStream, name: String, hits: Arc<AtomicUsize>, fail_first: usize) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").map_or(buf.len(), |p| p + 4);
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        buf.drain(..end);
+        let close = head.contains("connection: close");
+        let n = hits.fetch_add(1, Ordering::SeqCst);
+        let (status, body) = if n < fail_first {
+            ("503 Service Unavailable", format!("{name} failing"))
+        } else {
+            ("200 OK", format!("{name}\n{head}"))
+        };
+        let resp = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n{body}",
+            body.len(),
+            if close { "connection: close\r\n" } else { "" }
+        );
+        if stream.write_all(resp.as_bytes()).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+/// A ServiceEntry `echo.<NS>.svc.cluster.local:port` with one WorkloadEntry at `upstream`, the
+/// VirtualService `vs_spec` (the YAML under `spec:`, indented two spaces) for host `echo`, a plane
+/// and a sidecar Envoy. Returns the listener address; the caller waits for the route's effect.
+pub async fn setup_echo(
+    upstream: SocketAddr,
+    vs_spec: &str,
+) -> (tempfile::TempDir, Plane, Envoy, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let registry = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
+         spec:\n  hosts: [echo.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
+         - {{number: {port}, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: echo}}\n\
+         ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
+         spec:\n  address: 127.0.0.1\n  ports: {{http: {}}}\n  labels: {{app: echo}}\n",
+        upstream.port()
+    );
+    std::fs::write(dir.path().join("echo-registry.yaml"), registry).unwrap();
+    let vs = format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: {NS}}}\nspec:\n{vs_spec}"
+    );
+    std::fs::write(dir.path().join("echo-vs.yaml"), vs).unwrap();
+    let plane = Plane::start(dir.path()).await;
+    let envoy = Envoy::start(&sidecar("client", &plane, AdsApi::Sotw)).await.unwrap();
+    (dir, plane, envoy, ([127, 0, 0, 1], port).into())
 }
 
 /// The namespace of the bookinfo workloads.
