@@ -82,13 +82,19 @@ pub(crate) fn check_cases<T: serde::de::DeserializeOwned>(
 ) {
     for (name, yaml, want, warning) in cases {
         let report = run(validate, meta, &spec::<T>(yaml));
-        match want {
-            None => assert!(report.is_valid(), "{name}: {report:?}"),
-            Some((message, path)) => assert!(
-                report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
-                "{name}: want {message:?} at {path}, got {report:?}"
-            ),
-        }
+        assert_error(name, &report, *want);
         assert_eq!(!report.warnings.is_empty(), *warning, "{name}: warnings {report:?}");
+    }
+}
+
+/// Asserts that `report` has no error (`want` is `None`) or an error at `path` whose message contains
+/// `message` (`want` is `Some((message, path))`); `name` names the case in the failure message.
+pub(crate) fn assert_error(name: &str, report: &crate::Report, want: Option<(&str, &str)>) {
+    match want {
+        None => assert!(report.is_valid(), "{name}: unexpected errors {report:?}"),
+        Some((message, path)) => assert!(
+            report.errors.iter().any(|e| e.message.contains(message) && e.path == path),
+            "{name}: want {message:?} at {path}, got {report:?}"
+        ),
     }
 }

@@ -189,15 +189,7 @@ mod tests {
     #[test]
     fn istio_cases() {
         for (name, yaml, expected) in CASES {
-            let report = check(yaml);
-            match expected {
-                None => assert!(report.errors.is_empty(), "{name}: unexpected errors {:?}", report.errors),
-                Some((message, path)) => assert!(
-                    report.errors.iter().any(|e| e.message.contains(message) && e.path == *path),
-                    "{name}: expected {message:?} at {path}, got {:?}",
-                    report.errors
-                ),
-            }
+            crate::testutil::assert_error(name, &check(yaml), *expected);
         }
         assert!(check(LUA).is_valid());
     }
