@@ -5,6 +5,7 @@
 //! | `PILOT_DEBOUNCE_AFTER` | `100ms` | quiet time after the last event before a merged push starts |
 //! | `PILOT_DEBOUNCE_MAX` | `10s` | longest time from the first event of a batch to its push |
 //! | `PILOT_ENABLE_EDS_DEBOUNCE` | `true` | `false`: endpoint-only updates skip the debounce |
+//! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //!
 //! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
 
@@ -31,6 +32,8 @@ pub struct DebounceOptions {
     pub max: Duration,
     /// `PILOT_ENABLE_EDS_DEBOUNCE`.
     pub eds_debounce: bool,
+    /// `PILOT_PUSH_THROTTLE` resolved (never 0: `0`/unset means [`xds::default_push_throttle`]).
+    pub push_throttle: usize,
 }
 
 impl Default for DebounceOptions {
@@ -39,6 +42,7 @@ impl Default for DebounceOptions {
             after: Duration::from_millis(100),
             max: Duration::from_secs(10),
             eds_debounce: true,
+            push_throttle: xds::default_push_throttle(),
         }
     }
 }
@@ -66,6 +70,16 @@ impl DebounceOptions {
         }
         if let Some(v) = lookup("PILOT_ENABLE_EDS_DEBOUNCE") {
             out.eds_debounce = bool_var("PILOT_ENABLE_EDS_DEBOUNCE", &v)?;
+        }
+        if let Some(v) = lookup("PILOT_PUSH_THROTTLE") {
+            let n: usize = v.trim().parse().map_err(|_| EnvError {
+                name: "PILOT_PUSH_THROTTLE".into(),
+                value: v.clone(),
+                reason: "expected a non-negative integer (0: automatic)".into(),
+            })?;
+            if n > 0 {
+                out.push_throttle = n;
+            }
         }
         Ok(out)
     }
@@ -156,6 +170,7 @@ mod tests {
             "PILOT_DEBOUNCE_AFTER" => Some("10ms".into()),
             "PILOT_DEBOUNCE_MAX" => Some("1s".into()),
             "PILOT_ENABLE_EDS_DEBOUNCE" => Some("false".into()),
+            "PILOT_PUSH_THROTTLE" => Some("7".into()),
             _ => None,
         })
         .unwrap();
@@ -164,12 +179,17 @@ mod tests {
             DebounceOptions {
                 after: Duration::from_millis(10),
                 max: Duration::from_secs(1),
-                eds_debounce: false
+                eds_debounce: false,
+                push_throttle: 7,
             }
         );
         let err =
             DebounceOptions::from_lookup(|n| (n == "PILOT_DEBOUNCE_MAX").then(|| "ten".into())).unwrap_err();
         assert_eq!(err.name, "PILOT_DEBOUNCE_MAX");
         assert!(err.to_string().contains("PILOT_DEBOUNCE_MAX=\"ten\""), "{err}");
+        let auto =
+            DebounceOptions::from_lookup(|n| (n == "PILOT_PUSH_THROTTLE").then(|| "0".into())).unwrap();
+        assert_eq!(auto.push_throttle, xds::default_push_throttle());
+        assert!(DebounceOptions::from_lookup(|n| (n == "PILOT_PUSH_THROTTLE").then(|| "-1".into())).is_err());
     }
 }

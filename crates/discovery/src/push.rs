@@ -9,7 +9,7 @@ use std::{
 
 use api::Kind;
 use model::ConfigKey;
-use networking::{ProxyKind, PushContext};
+use networking::{ProxyContext, ProxyKind, PushContext, SidecarScope};
 use xds::{PushEvent, type_url};
 
 /// Why a push happens (Istio's `TriggerReason`; the label of `pilot_push_triggers`).
@@ -135,6 +135,30 @@ pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
     request.forced
         || !request.endpoints_updated.is_empty()
         || request.configs_updated.iter().any(|k| kind_affects_proxy(k.kind, proxy_kind))
+}
+
+/// Whether a sidecar whose scope was `previous` and is now `current` is concerned by `request`
+/// (Istio's `checkProxyDependencies` with `SidecarScope` and `PrevSidecarScope`): forced and
+/// endpoint pushes always are (EDS generation filters by the proxy's watched clusters); a config
+/// change is when the object is a dependency of either scope, or is a service the proxy itself
+/// implements (its inbound side).
+pub fn scope_needs_push(
+    request: &PushRequest,
+    proxy: &ProxyContext,
+    previous: Option<&SidecarScope>,
+    current: &SidecarScope,
+) -> bool {
+    if request.forced || !request.endpoints_updated.is_empty() {
+        return true;
+    }
+    request.configs_updated.iter().filter(|k| kind_affects_proxy(k.kind, proxy.kind)).any(|key| {
+        current.depends_on(key)
+            || previous.is_some_and(|p| p.depends_on(key))
+            || (key.kind == Kind::ServiceEntry
+                && proxy.service_instances.iter().any(|i| {
+                    i.service.hostname.eq_ignore_ascii_case(&key.name) && i.service.namespace == key.namespace
+                }))
+    })
 }
 
 /// Whether `request` changes resources of `type_url` for a proxy of `proxy_kind` (Istio's per-type

@@ -12,7 +12,9 @@ use envoy_types::pb::envoy::config::{
     cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
     route::v3::RouteConfiguration,
 };
-use networking::{InterceptionMode, ProxyContext, ProxyKind, PushContext, naming::parse_cluster_name};
+use networking::{
+    InterceptionMode, ProxyContext, ProxyKind, PushContext, SidecarScope, naming::parse_cluster_name,
+};
 use tracing::debug;
 use xds::{
     GenerateRequest, Generated, NodeType, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url,
@@ -65,6 +67,9 @@ pub fn proxy_context(proxy: &Proxy) -> Result<ProxyContext, SourceError> {
 pub struct ConnectionContext {
     /// The proxy.
     pub proxy: ProxyContext,
+    /// The proxy's Sidecar scope in the last snapshot it was checked against (Istio's
+    /// `PrevSidecarScope`): a change that leaves the scope still concerns the proxy.
+    pub scope: Option<Arc<SidecarScope>>,
 }
 
 /// The [`ResourceSource`] of meshpilot's xDS server.
@@ -105,17 +110,24 @@ impl ResourceSource for NetworkingSource {
     type Context = ConnectionContext;
 
     fn connect(&self, proxy: &Proxy) -> Result<ConnectionContext, SourceError> {
-        self.current()?;
+        let push = self.current()?;
         let mut ctx = proxy_context(proxy)?;
         if let Some(server) = self.server.get() {
             let discovery: &dyn model::ServiceDiscovery = server.services().as_ref();
             ctx.set_instances_from(discovery);
         }
-        Ok(ConnectionContext { proxy: ctx })
+        let scope = ctx.is_sidecar().then(|| push.sidecar_scope(&ctx));
+        Ok(ConnectionContext { proxy: ctx, scope })
     }
 
     fn needs_push(&self, ctx: &mut ConnectionContext, _proxy: &Proxy, push: &PushRequest) -> bool {
-        crate::push::proxy_needs_push(push, ctx.proxy.kind)
+        if !crate::push::proxy_needs_push(push, ctx.proxy.kind) {
+            return false;
+        }
+        let (Some(snapshot), true) = (&push.push, ctx.proxy.is_sidecar()) else { return true };
+        let scope = snapshot.sidecar_scope(&ctx.proxy);
+        let previous = ctx.scope.replace(scope.clone());
+        crate::push::scope_needs_push(push, &ctx.proxy, previous.as_deref(), &scope)
     }
 
     fn generate(

@@ -13,7 +13,7 @@ use discovery::{
 use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tracing::{error, info, warn};
-use xds::AdsServer;
+use xds::{AdsConfig, AdsServer};
 
 /// Arguments of `meshpilot discovery`.
 #[derive(clap::Args, Debug)]
@@ -162,7 +162,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let services: Arc<dyn ServiceController> = services;
 
     let source = Arc::new(NetworkingSource::new());
-    let ads = AdsServer::new(source.clone());
+    let ads = AdsServer::with_config(
+        source.clone(),
+        AdsConfig { push_throttle: debounce.push_throttle, ..AdsConfig::default() },
+    );
     let server = DiscoveryServer::new(store, services, mesh, debounce, ads.registry().clone());
     source.attach(server.clone());
 

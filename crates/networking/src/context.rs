@@ -21,7 +21,7 @@
 //! that shares every config index and only re-reads the endpoints of the services named (the EDS path).
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::{Arc, LazyLock, Mutex},
 };
 
@@ -785,6 +785,53 @@ impl PushContext {
     }
 }
 
+/// The VirtualService and DestinationRule keys a scope reads: its VirtualServices and their
+/// delegates, and every DestinationRule visible from `namespace` whose host covers one of its
+/// services (a superset of the rule each service picks, so no change is missed).
+fn scope_dependencies(
+    push: &PushContext,
+    namespace: &str,
+    services: &[Arc<Service>],
+    virtual_services: &[Arc<IndexedVirtualService>],
+) -> HashSet<ConfigKey> {
+    let mut deps = HashSet::new();
+    for vs in virtual_services {
+        deps.insert(vs.key.clone());
+        let Spec::VirtualService(spec) = &vs.config.spec else { continue };
+        for d in spec.http.iter().filter_map(|h| h.delegate.as_ref()) {
+            let ns = if d.namespace.is_empty() { vs.namespace() } else { d.namespace.as_str() };
+            deps.insert(ConfigKey {
+                kind: Kind::VirtualService,
+                namespace: ns.to_string(),
+                name: d.name.clone(),
+            });
+        }
+    }
+    let root = &push.mesh.root_namespace;
+    let names: HashSet<String> = services.iter().map(|s| s.hostname.to_ascii_lowercase()).collect();
+    for (dr_ns, hosts) in &push.config.dr_namespace_local {
+        let visible = |dr: &IndexedDestinationRule| {
+            dr_ns == namespace || dr_ns == root || dr.visibility.visible(dr_ns, namespace)
+        };
+        let mut add = |dr: &Arc<IndexedDestinationRule>| {
+            if visible(dr) {
+                deps.extend(dr.keys.iter().cloned());
+            }
+        };
+        for (host, rules) in &hosts.specific {
+            if names.contains(host) {
+                rules.iter().for_each(&mut add);
+            }
+        }
+        for dr in &hosts.wildcard {
+            if names.iter().any(|n| host::subset_of(n, &dr.host)) {
+                add(dr);
+            }
+        }
+    }
+    deps
+}
+
 /// One `namespace/host` entry of a Sidecar's `egress.hosts`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct EgressHost {
@@ -821,6 +868,10 @@ pub struct SidecarScope {
     virtual_services: Vec<Arc<IndexedVirtualService>>,
     vs_exact: HashMap<String, Arc<IndexedVirtualService>>,
     vs_wildcard: Vec<(String, Arc<IndexedVirtualService>)>,
+    /// VirtualServices (roots and their delegates) and DestinationRules the scope's output reads
+    /// (Istio's `SidecarScope.configDependencies`).
+    dependencies: HashSet<ConfigKey>,
+    root_namespace: String,
     findings: Vec<Finding>,
 }
 
@@ -926,6 +977,7 @@ impl SidecarScope {
                 }
             }
         }
+        let dependencies = scope_dependencies(push, namespace, &services, &virtual_services);
         SidecarScope {
             namespace: namespace.to_string(),
             sidecar: key,
@@ -935,7 +987,27 @@ impl SidecarScope {
             virtual_services,
             vs_exact,
             vs_wildcard,
+            dependencies,
+            root_namespace: push.mesh.root_namespace.clone(),
             findings,
+        }
+    }
+
+    /// Whether a change of the object `key` can change what this scope's proxy gets (Istio's
+    /// `SidecarScope.DependsOnConfig`): a service (`{ServiceEntry, hostname, namespace}`) the scope
+    /// imports; a VirtualService or DestinationRule it reads (delegates included); a Sidecar in the
+    /// proxy's or the root namespace (it may be the one that applies). Other kinds always count.
+    /// Check the scopes before and after a change: an object that leaves the scope matters too.
+    pub fn depends_on(&self, key: &ConfigKey) -> bool {
+        match key.kind {
+            Kind::ServiceEntry => self.service(&key.name).is_some_and(|s| s.namespace == key.namespace),
+            Kind::VirtualService | Kind::DestinationRule => self.dependencies.contains(key),
+            Kind::Sidecar => {
+                self.sidecar.as_ref() == Some(key)
+                    || key.namespace == self.namespace
+                    || key.namespace == self.root_namespace
+            }
+            _ => true,
         }
     }
 

@@ -189,3 +189,84 @@ spec:
     assert_eq!(f[0].config.as_ref().unwrap().name, "default");
     assert!(f[0].message.contains("PeerAuthentication") && f[0].message.contains("mutual TLS"), "{}", f[0]);
 }
+
+/// Istio's `SidecarScope.DependsOnConfig`: a Sidecar limiting egress to `ns1` makes the scope
+/// depend on ns1's services, VirtualServices (and their delegates) and DestinationRules only.
+#[test]
+fn scope_depends_only_on_what_it_imports() {
+    use api::Kind;
+    use model::ConfigKey;
+    let key = |kind: Kind, ns: &str, name: &str| ConfigKey { kind, namespace: ns.into(), name: name.into() };
+    let mut text = String::new();
+    text += &se("a", "ns1", "a.ns1.svc.cluster.local", "", "10.0.0.1");
+    text += &se("b", "ns2", "b.ns2.svc.cluster.local", "", "10.0.0.2");
+    text += r#"
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: ns1}
+spec:
+  egress: [{hosts: ["./*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a-root, namespace: ns1}
+spec:
+  hosts: [a.ns1.svc.cluster.local]
+  http: [{delegate: {name: a-delegate}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a-delegate, namespace: ns1}
+spec:
+  http: [{route: [{destination: {host: a.ns1.svc.cluster.local}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: b-vs, namespace: ns2}
+spec:
+  hosts: [b.ns2.svc.cluster.local]
+  http: [{route: [{destination: {host: b.ns2.svc.cluster.local}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: a-dr, namespace: ns2}
+spec:
+  host: a.ns1.svc.cluster.local
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: wild-dr, namespace: istio-system}
+spec:
+  host: "*.ns1.svc.cluster.local"
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: b-dr, namespace: ns2}
+spec:
+  host: b.ns2.svc.cluster.local
+---
+"#;
+    let w = World::new(parse(&text, "default"));
+    let push = w.push();
+    let scoped = push.sidecar_scope(&sidecar("ns1", &[]));
+    let open = push.sidecar_scope(&sidecar("ns3", &[]));
+    let cases = [
+        (key(Kind::ServiceEntry, "ns1", "a.ns1.svc.cluster.local"), true, true),
+        (key(Kind::ServiceEntry, "ns2", "b.ns2.svc.cluster.local"), false, true),
+        (key(Kind::ServiceEntry, "ns2", "a.ns1.svc.cluster.local"), false, false),
+        (key(Kind::VirtualService, "ns1", "a-root"), true, true),
+        (key(Kind::VirtualService, "ns1", "a-delegate"), true, true),
+        (key(Kind::VirtualService, "ns2", "b-vs"), false, true),
+        (key(Kind::VirtualService, "ns2", "unknown"), false, false),
+        (key(Kind::DestinationRule, "ns2", "a-dr"), true, true),
+        (key(Kind::DestinationRule, "istio-system", "wild-dr"), true, true),
+        (key(Kind::DestinationRule, "ns2", "b-dr"), false, true),
+        (key(Kind::Sidecar, "ns1", "other"), true, false),
+        (key(Kind::Sidecar, "istio-system", "default"), true, true),
+        (key(Kind::Sidecar, "ns2", "default"), false, false),
+        (key(Kind::AuthorizationPolicy, "ns2", "any"), true, true),
+    ];
+    for (k, in_scoped, in_open) in cases {
+        assert_eq!((scoped.depends_on(&k), open.depends_on(&k)), (in_scoped, in_open), "{k}");
+    }
+}

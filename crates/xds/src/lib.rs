@@ -41,7 +41,7 @@ pub mod type_url;
 
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
 pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};
-pub use server::{AdsConfig, AdsServer, ServeError};
+pub use server::{AdsConfig, AdsServer, ServeError, default_push_throttle};
 pub use source::{
     GenerateRequest, Generated, Protocol, PushEvent, Resource, ResourceSource, SourceError, Trigger, Watch,
 };

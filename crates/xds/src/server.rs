@@ -28,7 +28,10 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     Resource as ProtoResource,
     aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
 };
-use tokio::{net::TcpListener, sync::mpsc};
+use tokio::{
+    net::TcpListener,
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
+};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
@@ -60,6 +63,17 @@ pub struct AdsConfig {
     pub keepalive_interval: Duration,
     /// HTTP/2 keepalive timeout. Default 10 s (Istio's `GRPC_KEEPALIVE_TIMEOUT`).
     pub keepalive_timeout: Duration,
+    /// How many connections may process a push at once (generate and send); the others wait with
+    /// their push pending (and keep merging newer ones into it) while still reading requests.
+    /// Istio's `PILOT_PUSH_THROTTLE`; default [`default_push_throttle`].
+    pub push_throttle: usize,
+}
+
+/// Istio's automatic `PILOT_PUSH_THROTTLE` (`pilot/pkg/features/tuning.go`): `min(15 + 5 × CPUs, 100)`
+/// (25 on 2 cores).
+pub fn default_push_throttle() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    (15 + 5 * cpus).min(100)
 }
 
 impl Default for AdsConfig {
@@ -70,6 +84,7 @@ impl Default for AdsConfig {
             max_encoding_message_size: 256 * 1024 * 1024,
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            push_throttle: default_push_throttle(),
         }
     }
 }
@@ -87,6 +102,7 @@ pub struct AdsServer<S: ResourceSource> {
     source: Arc<S>,
     registry: ConnectionRegistry<S::Push>,
     config: AdsConfig,
+    throttle: Arc<Semaphore>,
 }
 
 impl<S: ResourceSource> std::fmt::Debug for AdsServer<S> {
@@ -103,7 +119,8 @@ impl<S: ResourceSource> AdsServer<S> {
 
     /// A server over `source` with `config`.
     pub fn with_config(source: Arc<S>, config: AdsConfig) -> Self {
-        AdsServer { source, registry: ConnectionRegistry::new(), config }
+        let throttle = Arc::new(Semaphore::new(config.push_throttle.max(1)));
+        AdsServer { source, registry: ConnectionRegistry::new(), config, throttle }
     }
 
     /// The connection registry (clone it before [`AdsServer::into_service`] to push and to read
@@ -163,6 +180,8 @@ impl<S: ResourceSource> AdsServer<S> {
             proxy,
             reg,
             convergence: Convergence::default(),
+            throttle: Arc::clone(&self.throttle),
+            push_wanted: false,
         })
     }
 }
@@ -195,7 +214,7 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         };
         let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw)?;
         let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
-        tokio::spawn(conn.run_sotw(first, inbound, tx));
+        tokio::spawn(conn.run(SotwWire { session: SotwSession::new(), tx }, first, inbound));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -210,7 +229,7 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         };
         let conn = self.start(first.node.as_ref(), peer, Protocol::Delta)?;
         let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
-        tokio::spawn(conn.run_delta(first, inbound, tx));
+        tokio::spawn(conn.run(DeltaWire { session: DeltaSession::new(), tx }, first, inbound));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
@@ -301,7 +320,87 @@ impl Convergence {
 enum Event<T> {
     Stop,
     Request(Result<Option<T>, Status>),
+    /// A push is pending (the connection now waits for a throttle permit).
     Wake,
+    /// A throttle permit for the pending push.
+    Push(OwnedSemaphorePermit),
+}
+
+/// One wire protocol's half of a stream: its session state, its response channel, and how it
+/// answers a request or sends a pushed type. [`Connection::run`] and [`Connection::push`] are the
+/// parts common to SotW and Delta.
+trait Wire<S: ResourceSource>: Send {
+    type Request: prost::Message + Default + Send + 'static;
+
+    /// Handles one request (ACK/NACK bookkeeping, then a response if one is due).
+    async fn on_request(&mut self, conn: &mut Connection<S>, req: &Self::Request) -> Result<(), End>;
+
+    /// The subscribed types in push order.
+    fn watched_types(&self) -> Vec<String>;
+
+    /// Generates and sends `type_url` for a push; `None` when nothing was sent.
+    async fn send_push(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End>;
+}
+
+/// State-of-the-world half of a stream.
+struct SotwWire {
+    session: SotwSession,
+    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+}
+
+impl<S: ResourceSource> Wire<S> for SotwWire {
+    type Request = DiscoveryRequest;
+
+    async fn on_request(&mut self, conn: &mut Connection<S>, req: &DiscoveryRequest) -> Result<(), End> {
+        conn.sotw_request(&mut self.session, req, &self.tx).await
+    }
+
+    fn watched_types(&self) -> Vec<String> {
+        self.session.watched_types()
+    }
+
+    async fn send_push(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(watch) = self.session.get(type_url).map(|t| t.watch.clone()) else { return Ok(None) };
+        conn.sotw_send(&mut self.session, type_url, &watch, trigger, &self.tx).await
+    }
+}
+
+/// Incremental (delta) half of a stream.
+struct DeltaWire {
+    session: DeltaSession,
+    tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+}
+
+impl<S: ResourceSource> Wire<S> for DeltaWire {
+    type Request = DeltaDiscoveryRequest;
+
+    async fn on_request(&mut self, conn: &mut Connection<S>, req: &DeltaDiscoveryRequest) -> Result<(), End> {
+        conn.delta_request(&mut self.session, req, &self.tx).await
+    }
+
+    fn watched_types(&self) -> Vec<String> {
+        self.session.watched_types()
+    }
+
+    async fn send_push(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(watch) = self.session.get(type_url).map(|t| t.subscription.clone()) else { return Ok(None) };
+        conn.delta_send(&mut self.session, type_url, &watch, true, trigger, false, &self.tx).await
+    }
 }
 
 /// What a send produced.
@@ -317,6 +416,10 @@ struct Connection<S: ResourceSource> {
     proxy: Arc<Proxy>,
     reg: Registration<S::Push>,
     convergence: Convergence,
+    /// The server-wide push throttle (`PILOT_PUSH_THROTTLE`).
+    throttle: Arc<Semaphore>,
+    /// A push is pending and the connection waits for a throttle permit.
+    push_wanted: bool,
 }
 
 impl<S: ResourceSource> Connection<S> {
@@ -331,12 +434,68 @@ impl<S: ResourceSource> Connection<S> {
     async fn next_event<T: prost::Message + Default>(&mut self, inbound: &mut Streaming<T>) -> Event<T> {
         let stop = self.reg.entry.stop.notified();
         let wake = self.reg.wake.recv();
+        let permit = Arc::clone(&self.throttle).acquire_owned();
         tokio::select! {
             biased;
             () = stop => Event::Stop,
             m = inbound.message() => Event::Request(m),
-            _ = wake => Event::Wake,
+            Ok(p) = permit, if self.push_wanted => Event::Push(p),
+            _ = wake, if !self.push_wanted => Event::Wake,
         }
+    }
+
+    /// The stream's loop: the first request, then requests and pushes until either side ends.
+    async fn run<W: Wire<S>>(mut self, mut wire: W, first: W::Request, mut inbound: Streaming<W::Request>) {
+        let end = async {
+            wire.on_request(&mut self, &first).await?;
+            loop {
+                match self.next_event(&mut inbound).await {
+                    Event::Stop => return Err(End::Stopped),
+                    Event::Request(Ok(Some(req))) => wire.on_request(&mut self, &req).await?,
+                    Event::Request(Ok(None)) => return Err(End::ClientClosed),
+                    Event::Request(Err(status)) => return Err(End::Transport(status)),
+                    Event::Wake => self.push_wanted = true,
+                    Event::Push(permit) => {
+                        self.push_wanted = false;
+                        if let Some(p) = self.reg.entry.take_pending() {
+                            self.push(&mut wire, p).await?;
+                        }
+                        drop(permit);
+                    }
+                }
+            }
+        }
+        .await;
+        let end: End = match end {
+            Ok(()) => End::ClientClosed,
+            Err(e) => e,
+        };
+        self.finish(&end);
+    }
+
+    /// One push: every watched type the source regenerates, in push order (EDS right after CDS when
+    /// clusters went out, as their dependency).
+    async fn push<W: Wire<S>>(&mut self, wire: &mut W, pending: PendingPush<S::Push>) -> Result<(), End> {
+        let Some(ctx) = self.ctx.as_mut() else { return Ok(()) };
+        if !self.source.needs_push(ctx, &self.proxy, &pending.event) {
+            debug!(connection = %self.id(), "push skipped: not relevant to this proxy");
+            return Ok(());
+        }
+        let mut sent_nonces = Vec::new();
+        let mut clusters_sent = false;
+        for type_url in wire.watched_types() {
+            let trigger = if type_url == ENDPOINT && clusters_sent {
+                Trigger::Dependency
+            } else {
+                Trigger::Push(&pending.event)
+            };
+            if let Some(sent) = wire.send_push(self, &type_url, trigger).await? {
+                clusters_sent |= type_url == CLUSTER && sent.resources > 0;
+                sent_nonces.push((type_url, sent.nonce));
+            }
+        }
+        self.convergence.pushed(pending.enqueued, sent_nonces);
+        Ok(())
     }
 
     fn finish(mut self, end: &End) {
@@ -383,37 +542,6 @@ impl<S: ResourceSource> Connection<S> {
     }
 
     // === SotW ===
-
-    async fn run_sotw(
-        mut self,
-        first: DiscoveryRequest,
-        mut inbound: Streaming<DiscoveryRequest>,
-        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    ) {
-        let mut session = SotwSession::new();
-        let end = async {
-            self.sotw_request(&mut session, &first, &tx).await?;
-            loop {
-                match self.next_event(&mut inbound).await {
-                    Event::Stop => return Err(End::Stopped),
-                    Event::Request(Ok(Some(req))) => self.sotw_request(&mut session, &req, &tx).await?,
-                    Event::Request(Ok(None)) => return Err(End::ClientClosed),
-                    Event::Request(Err(status)) => return Err(End::Transport(status)),
-                    Event::Wake => {
-                        if let Some(p) = self.reg.entry.take_pending() {
-                            self.sotw_push(&mut session, p, &tx).await?;
-                        }
-                    }
-                }
-            }
-        }
-        .await;
-        let end: End = match end {
-            Ok(()) => End::ClientClosed,
-            Err(e) => e,
-        };
-        self.finish(&end);
-    }
 
     async fn sotw_request(
         &mut self,
@@ -467,35 +595,6 @@ impl<S: ResourceSource> Connection<S> {
     ) -> Result<Option<Sent>, End> {
         let Some(watch) = session.get(ENDPOINT).map(|t| t.watch.clone()) else { return Ok(None) };
         self.sotw_send(session, ENDPOINT, &watch, Trigger::Dependency, tx).await
-    }
-
-    async fn sotw_push(
-        &mut self,
-        session: &mut SotwSession,
-        pending: PendingPush<S::Push>,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    ) -> Result<(), End> {
-        let Some(ctx) = self.ctx.as_mut() else { return Ok(()) };
-        if !self.source.needs_push(ctx, &self.proxy, &pending.event) {
-            debug!(connection = %self.id(), "push skipped: not relevant to this proxy");
-            return Ok(());
-        }
-        let mut sent_nonces = Vec::new();
-        let mut clusters_sent = false;
-        for type_url in session.watched_types() {
-            let Some(watch) = session.get(&type_url).map(|t| t.watch.clone()) else { continue };
-            let trigger = if type_url == ENDPOINT && clusters_sent {
-                Trigger::Dependency
-            } else {
-                Trigger::Push(&pending.event)
-            };
-            if let Some(sent) = self.sotw_send(session, &type_url, &watch, trigger, tx).await? {
-                clusters_sent |= type_url == CLUSTER && sent.resources > 0;
-                sent_nonces.push((type_url, sent.nonce));
-            }
-        }
-        self.convergence.pushed(pending.enqueued, sent_nonces);
-        Ok(())
     }
 
     async fn sotw_send(
@@ -591,37 +690,6 @@ impl<S: ResourceSource> Connection<S> {
 
     // === Delta ===
 
-    async fn run_delta(
-        mut self,
-        first: DeltaDiscoveryRequest,
-        mut inbound: Streaming<DeltaDiscoveryRequest>,
-        tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-    ) {
-        let mut session = DeltaSession::new();
-        let end = async {
-            self.delta_request(&mut session, &first, &tx).await?;
-            loop {
-                match self.next_event(&mut inbound).await {
-                    Event::Stop => return Err(End::Stopped),
-                    Event::Request(Ok(Some(req))) => self.delta_request(&mut session, &req, &tx).await?,
-                    Event::Request(Ok(None)) => return Err(End::ClientClosed),
-                    Event::Request(Err(status)) => return Err(End::Transport(status)),
-                    Event::Wake => {
-                        if let Some(p) = self.reg.entry.take_pending() {
-                            self.delta_push(&mut session, p, &tx).await?;
-                        }
-                    }
-                }
-            }
-        }
-        .await;
-        let end: End = match end {
-            Ok(()) => End::ClientClosed,
-            Err(e) => e,
-        };
-        self.finish(&end);
-    }
-
     async fn delta_request(
         &mut self,
         session: &mut DeltaSession,
@@ -678,35 +746,6 @@ impl<S: ResourceSource> Connection<S> {
     ) -> Result<Option<Sent>, End> {
         let Some(watch) = session.get(ENDPOINT).map(|t| t.subscription.clone()) else { return Ok(None) };
         self.delta_send(session, ENDPOINT, &watch, true, Trigger::Dependency, false, tx).await
-    }
-
-    async fn delta_push(
-        &mut self,
-        session: &mut DeltaSession,
-        pending: PendingPush<S::Push>,
-        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-    ) -> Result<(), End> {
-        let Some(ctx) = self.ctx.as_mut() else { return Ok(()) };
-        if !self.source.needs_push(ctx, &self.proxy, &pending.event) {
-            debug!(connection = %self.id(), "push skipped: not relevant to this proxy");
-            return Ok(());
-        }
-        let mut sent_nonces = Vec::new();
-        let mut clusters_sent = false;
-        for type_url in session.watched_types() {
-            let Some(watch) = session.get(&type_url).map(|t| t.subscription.clone()) else { continue };
-            let trigger = if type_url == ENDPOINT && clusters_sent {
-                Trigger::Dependency
-            } else {
-                Trigger::Push(&pending.event)
-            };
-            if let Some(sent) = self.delta_send(session, &type_url, &watch, true, trigger, false, tx).await? {
-                clusters_sent |= type_url == CLUSTER && sent.resources > 0;
-                sent_nonces.push((type_url, sent.nonce));
-            }
-        }
-        self.convergence.pushed(pending.enqueued, sent_nonces);
-        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

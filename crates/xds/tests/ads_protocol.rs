@@ -16,7 +16,7 @@ use envoy_types::pb::{
     google::rpc::Status as RpcStatus,
 };
 use meshpilot_xds::{
-    AdsServer, SyncState,
+    AdsConfig, AdsServer, SyncState,
     testing::{RunningAds, wait_for},
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
 };
@@ -32,6 +32,10 @@ fn node(id: &str) -> Option<Node> {
 }
 
 async fn server() -> (Arc<TestSource>, RunningAds<TestSource>) {
+    server_with(AdsConfig::default()).await
+}
+
+async fn server_with(config: AdsConfig) -> (Arc<TestSource>, RunningAds<TestSource>) {
     prometheus();
     let up: SocketAddr = "127.0.0.1:9".parse().unwrap();
     let source = TestSource::new(vec![
@@ -40,7 +44,7 @@ async fn server() -> (Arc<TestSource>, RunningAds<TestSource>) {
         (LISTENER, vec![listener("listener_0", 9, "local_route")]),
         (ROUTE, vec![route_to("local_route", "a")]),
     ]);
-    let ads = RunningAds::start(AdsServer::new(Arc::clone(&source)), None).await.unwrap();
+    let ads = RunningAds::start(AdsServer::with_config(Arc::clone(&source), config), None).await.unwrap();
     (source, ads)
 }
 
@@ -298,4 +302,48 @@ async fn delta_removals_nack_and_unchanged_resources() {
     let r = c.recv().await;
     assert_eq!(r.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["a"]);
     assert_eq!(r.removed_resources, ["nope"]);
+}
+
+/// `PILOT_PUSH_THROTTLE`: with one permit, a second connection's push waits while the first is being
+/// generated, yet that connection still answers its requests; releasing the first lets it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn push_throttle_bounds_concurrent_pushes_but_not_requests() {
+    /// Opens the gate when the test ends, even by a panic (else the blocked push never returns).
+    struct Opener(Arc<TestSource>);
+    impl Drop for Opener {
+        fn drop(&mut self) {
+            self.0.open_gate();
+        }
+    }
+    let (source, ads) = server_with(AdsConfig { push_throttle: 1, ..AdsConfig::default() }).await;
+    let _opener = Opener(Arc::clone(&source));
+    let slow_id = "sidecar~10.0.0.1~slow-1.test~test.svc.cluster.local";
+    let mut slow =
+        Sotw::open(ads.addr, DiscoveryRequest { node: node(slow_id), ..req(CLUSTER, "", "", &[]) })
+            .await
+            .unwrap();
+    let mut fast = Sotw::open(ads.addr, DiscoveryRequest { node: node(NODE), ..req(CLUSTER, "", "", &[]) })
+        .await
+        .unwrap();
+    for s in [&mut slow, &mut fast] {
+        let r = s.recv().await;
+        s.ack(&r, &[]).await;
+    }
+    source.close_gate();
+    source.set(CLUSTER, vec![cluster("a")]);
+    assert_eq!(ads.registry.push_where(|p| p.node_id == slow_id, Changed::types(&[CLUSTER])), 1);
+    let started = || source.calls().iter().any(|c| c.node_id == slow_id && c.trigger == "push-started");
+    wait_for("the slow push holds the only permit", STEP, async || started().then_some(())).await.unwrap();
+    assert_eq!(ads.registry.push_where(|p| p.node_id == NODE, Changed::types(&[CLUSTER])), 1);
+    // The fast connection's push waits for the permit...
+    fast.silent().await;
+    assert!(!source.calls().iter().any(|c| c.node_id == NODE && c.trigger == "push"));
+    // ...but its requests are still answered.
+    fast.send(DiscoveryRequest { node: None, ..req(LISTENER, "", "", &[]) }).await;
+    assert_eq!(fast.recv().await.type_url, LISTENER);
+    source.open_gate();
+    let r = slow.recv().await;
+    assert_eq!((r.type_url.as_str(), r.resources.len()), (CLUSTER, 1));
+    let r = fast.recv().await;
+    assert_eq!((r.type_url.as_str(), r.resources.len()), (CLUSTER, 1));
 }

@@ -5,7 +5,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     net::SocketAddr,
-    sync::{Arc, Mutex, OnceLock},
+    sync::{Arc, Condvar, Mutex, OnceLock},
     time::Duration,
 };
 
@@ -247,6 +247,8 @@ pub struct Call {
     pub trigger: &'static str,
     /// Generated names.
     pub names: Vec<String>,
+    /// The proxy's node id.
+    pub node_id: String,
 }
 
 #[derive(Debug, Default)]
@@ -260,6 +262,9 @@ struct Snapshot {
 pub struct TestSource {
     snapshot: Mutex<Snapshot>,
     calls: Mutex<Vec<Call>>,
+    /// While `true`, push generation for proxies whose node id contains `slow` blocks (throttle
+    /// tests): `(closed, its condition)`.
+    gate: (Mutex<bool>, Condvar),
 }
 
 impl TestSource {
@@ -269,7 +274,22 @@ impl TestSource {
             version: 1,
             resources: resources.into_iter().map(|(t, r)| (t.to_owned(), r)).collect(),
         };
-        Arc::new(TestSource { snapshot: Mutex::new(snapshot), calls: Mutex::new(Vec::new()) })
+        Arc::new(TestSource {
+            snapshot: Mutex::new(snapshot),
+            calls: Mutex::new(Vec::new()),
+            gate: (Mutex::new(false), Condvar::new()),
+        })
+    }
+
+    /// Makes pushes to `slow` proxies block inside `generate` until [`TestSource::open_gate`].
+    pub fn close_gate(&self) {
+        *self.gate.0.lock().unwrap() = true;
+    }
+
+    /// Releases pushes blocked by [`TestSource::close_gate`].
+    pub fn open_gate(&self) {
+        *self.gate.0.lock().unwrap() = false;
+        self.gate.1.notify_all();
     }
 
     /// Replaces the resources of `type_url`; returns the new version.
@@ -310,6 +330,18 @@ impl ResourceSource for TestSource {
         {
             return Ok(None);
         }
+        if trigger == "push" && req.proxy.node_id.contains("slow") {
+            self.calls.lock().unwrap().push(Call {
+                type_url: req.type_url.to_owned(),
+                trigger: "push-started",
+                names: Vec::new(),
+                node_id: req.proxy.node_id.clone(),
+            });
+            let mut closed = self.gate.0.lock().unwrap();
+            while *closed {
+                closed = self.gate.1.wait(closed).unwrap();
+            }
+        }
         let s = self.snapshot.lock().unwrap();
         let resources: Vec<Resource> = s
             .resources
@@ -323,6 +355,7 @@ impl ResourceSource for TestSource {
             type_url: req.type_url.to_owned(),
             trigger,
             names: resources.iter().map(|r| r.name.clone()).collect(),
+            node_id: req.proxy.node_id.clone(),
         });
         Ok(Some(Generated::full(s.version.to_string(), resources)))
     }
