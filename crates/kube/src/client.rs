@@ -455,8 +455,11 @@ mod tests {
 
     #[test]
     fn api_errors_are_explained() {
-        let status = kube::core::Status::failure("virtualservices.networking.istio.io \"r\" is forbidden", "Forbidden")
-            .with_code(403);
+        let status = kube::core::Status::failure(
+            "virtualservices.networking.istio.io \"r\" is forbidden",
+            "Forbidden",
+        )
+        .with_code(403);
         let err = KubeError::from_kube(kube::Error::Api(Box::new(status)), "create VirtualService default/r");
         assert!(err.is_forbidden() && !err.is_conflict());
         let text = err.to_string();
@@ -479,7 +482,10 @@ mod tests {
         });
         let config = to_config(&value, &ParseOptions::default()).unwrap();
         let sent = to_object(&config);
-        assert_eq!(sent["metadata"], serde_json::json!({"name": "r", "namespace": "ns", "resourceVersion": "9"}));
+        assert_eq!(
+            sent["metadata"],
+            serde_json::json!({"name": "r", "namespace": "ns", "resourceVersion": "9"})
+        );
         assert_eq!(sent["spec"]["hosts"][0], "r");
     }
 }

@@ -21,7 +21,7 @@ pub mod testenv;
 pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
 pub use source::{KubeSource, KubeSourceOptions, Rejected};
 
-/// Re-exported so callers can hold a client configuration without depending on `kube`.
-pub use kube::Config as ClientConfig;
 /// Re-exported: the client type of [`Connection`].
 pub use kube::Client;
+/// Re-exported so callers can hold a client configuration without depending on `kube`.
+pub use kube::Config as ClientConfig;

@@ -258,7 +258,12 @@ impl Inner {
         metrics::counter!("meshpilot_config_kube_invalid_objects", "kind" => key.kind.as_str()).increment(1);
         state.rejected.insert(
             key.clone(),
-            Rejected { key: key.clone(), resource_version: resource_version.to_string(), errors, kept_previous },
+            Rejected {
+                key: key.clone(),
+                resource_version: resource_version.to_string(),
+                errors,
+                kept_previous,
+            },
         );
     }
 
@@ -365,8 +370,7 @@ fn backoff(options: &KubeSourceOptions) -> WatchBackoff {
 
 /// The served version to watch a kind at: its current version when served, else the first served alias.
 fn served_version(schema: &Schema, crd: &CustomResourceDefinition) -> Option<String> {
-    let served: Vec<&str> =
-        crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
+    let served: Vec<&str> = crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
     if served.contains(&schema.version) {
         return Some(schema.version.to_string());
     }
@@ -495,11 +499,9 @@ impl KubeSource {
     }
 
     fn writer(&self) -> Result<&Writer, StoreError> {
-        self.inner
-            .writer
-            .get_or_init(|| Writer::start(self.inner.config.clone()))
-            .as_ref()
-            .map_err(|message| StoreError::Backend { source_name: self.inner.name.clone(), message: message.clone() })
+        self.inner.writer.get_or_init(|| Writer::start(self.inner.config.clone())).as_ref().map_err(
+            |message| StoreError::Backend { source_name: self.inner.name.clone(), message: message.clone() },
+        )
     }
 
     fn backend(&self, err: &KubeError) -> StoreError {
@@ -556,10 +558,8 @@ impl Writer {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the writer runtime: {e}"))?;
-        let client = runtime
-            .block_on(async { client::connection(config) })
-            .map_err(|e| e.to_string())?
-            .client;
+        let client =
+            runtime.block_on(async { client::connection(config) }).map_err(|e| e.to_string())?.client;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("meshpilot-kube-writer".into())
@@ -620,7 +620,8 @@ impl ConfigStore for KubeSource {
             meta.remove("resourceVersion");
         }
         let ns = key.namespace.clone();
-        let created = writer.call(move |c| Box::pin(async move { client::create(&c, kind, &ns, object).await }));
+        let created =
+            writer.call(move |c| Box::pin(async move { client::create(&c, kind, &ns, object).await }));
         created.map(|o| resource_version(&o)).map_err(|e| self.write_error(writer, &key, "", &e))
     }
 
@@ -635,7 +636,8 @@ impl ConfigStore for KubeSource {
         let version = if given.is_empty() { self.current_version(writer, &key)? } else { given.clone() };
         object["metadata"]["resourceVersion"] = version.clone().into();
         let ns = key.namespace.clone();
-        let updated = writer.call(move |c| Box::pin(async move { client::replace(&c, kind, &ns, object).await }));
+        let updated =
+            writer.call(move |c| Box::pin(async move { client::replace(&c, kind, &ns, object).await }));
         updated.map(|o| resource_version(&o)).map_err(|e| self.write_error(writer, &key, &version, &e))
     }
 
@@ -657,9 +659,11 @@ impl ConfigStore for KubeSource {
         let mut object = current;
         object["status"] = config.status.unwrap_or(serde_json::Value::Null);
         let ns = key.namespace.clone();
-        let updated =
-            writer.call(move |c| Box::pin(async move { client::replace_status(&c, kind, &ns, object).await }));
-        updated.map(|o| resource_version(&o)).map_err(|e| self.write_error(writer, &key, &current_version, &e))
+        let updated = writer
+            .call(move |c| Box::pin(async move { client::replace_status(&c, kind, &ns, object).await }));
+        updated
+            .map(|o| resource_version(&o))
+            .map_err(|e| self.write_error(writer, &key, &current_version, &e))
     }
 
     fn delete(

@@ -70,7 +70,8 @@ impl TestEnv {
     /// When it cannot be started (the error says why).
     pub fn shared() -> &'static TestEnv {
         SHARED.get_or_init(|| {
-            let mut env = TestEnv::start().unwrap_or_else(|e| panic!("cannot start the Kubernetes test environment: {e}"));
+            let mut env = TestEnv::start()
+                .unwrap_or_else(|e| panic!("cannot start the Kubernetes test environment: {e}"));
             // Statics are never dropped; the script's pid watch stops the processes.
             env.owned = false;
             env

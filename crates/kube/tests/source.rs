@@ -93,9 +93,10 @@ async fn writes_reach_the_api_server_and_conflicts_are_typed() {
 
     // Delete with a stale version conflicts; without one it deletes.
     let (s, v) = (source.clone(), created.clone());
-    let stale = tokio::task::spawn_blocking(move || s.delete(Kind::VirtualService, "src-writes", "w", Some(&v)))
-        .await
-        .unwrap();
+    let stale =
+        tokio::task::spawn_blocking(move || s.delete(Kind::VirtualService, "src-writes", "w", Some(&v)))
+            .await
+            .unwrap();
     assert!(matches!(stale, Err(StoreError::Conflict { .. })), "{stale:?}");
     let s = source.clone();
     tokio::task::spawn_blocking(move || s.delete(Kind::VirtualService, "src-writes", "w", None))
@@ -104,9 +105,10 @@ async fn writes_reach_the_api_server_and_conflicts_are_typed() {
         .unwrap();
     wait_for("the delete event", || running.saw(Event::Delete, "src-writes/w")).await;
     let s = source.clone();
-    let missing = tokio::task::spawn_blocking(move || s.delete(Kind::VirtualService, "src-writes", "w", None))
-        .await
-        .unwrap();
+    let missing =
+        tokio::task::spawn_blocking(move || s.delete(Kind::VirtualService, "src-writes", "w", None))
+            .await
+            .unwrap();
     assert!(matches!(missing, Err(StoreError::NotFound(_))), "{missing:?}");
 }
 
@@ -116,7 +118,8 @@ async fn rbac_denials_are_backend_errors_in_plain_words() {
     let config = meshpilot_kube::client_config(Some(&env.viewer_kubeconfig())).await.unwrap();
     let source = meshpilot_kube::KubeSource::new(config, meshpilot_kube::KubeSourceOptions::default());
     let text = virtual_service("default", "denied", "reviews", "reviews");
-    let config = model::parse::parse_text("t.yaml", &text, &ParseOptions::default())[0].config.clone().unwrap();
+    let config =
+        model::parse::parse_text("t.yaml", &text, &ParseOptions::default())[0].config.clone().unwrap();
     let err = tokio::task::spawn_blocking(move || source.create(config)).await.unwrap().unwrap_err();
     let StoreError::Backend { message, .. } = &err else { panic!("{err:?}") };
     assert!(message.contains("forbidden") && message.contains("RBAC"), "{message}");

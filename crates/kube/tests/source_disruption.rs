@@ -25,7 +25,8 @@ async fn a_crd_installed_after_the_start_is_picked_up_and_its_removal_deletes() 
     assert!(!source.watched_kinds().iter().any(|(k, _)| *k == Kind::VirtualService));
 
     env.kubectl(&["apply", "--server-side", "-f", CRDS]).unwrap();
-    env.kubectl(&["wait", "--for", "condition=established", "crd/virtualservices.networking.istio.io"]).unwrap();
+    env.kubectl(&["wait", "--for", "condition=established", "crd/virtualservices.networking.istio.io"])
+        .unwrap();
     wait_for("the VirtualService watch", || {
         source.watched_kinds().iter().any(|(k, v)| *k == Kind::VirtualService && v == "v1")
     })

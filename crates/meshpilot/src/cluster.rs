@@ -216,7 +216,11 @@ pub fn run_write(args: &WriteArgs, create: bool) -> ExitCode {
 }
 
 /// Server-side apply; says whether the object was created, configured or left unchanged.
-async fn write_apply(client: &kube_source::Client, p: &Planned, force: bool) -> Result<&'static str, KubeError> {
+async fn write_apply(
+    client: &kube_source::Client,
+    p: &Planned,
+    force: bool,
+) -> Result<&'static str, KubeError> {
     let before = client::get(client, p.kind, &p.namespace, &p.name).await?;
     let after = client::apply(client, p.kind, &p.namespace, p.object.clone(), force).await?;
     Ok(match before {
@@ -274,7 +278,10 @@ pub fn run_get(args: &GetArgs) -> ExitCode {
             Some(name) => match client::get(client, kind, &namespace, name).await {
                 Ok(Some(o)) => vec![o],
                 Ok(None) => {
-                    return fail(&format!("{} \"{name}\" not found in namespace \"{namespace}\"", resource(kind)));
+                    return fail(&format!(
+                        "{} \"{name}\" not found in namespace \"{namespace}\"",
+                        resource(kind)
+                    ));
                 }
                 Err(e) => return fail(&e.to_string()),
             },
@@ -301,7 +308,8 @@ pub fn run_get(args: &GetArgs) -> ExitCode {
                                        "metadata": {"resourceVersion": ""}})
                 };
                 if args.output == GetOutput::Json {
-                    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::other)
+                    serde_json::to_writer_pretty(&mut *out, &doc)
+                        .map_err(io::Error::other)
                         .and_then(|()| writeln!(out))
                 } else {
                     match serde_saphyr::to_string(&doc) {
@@ -368,9 +376,7 @@ fn age(created: &str) -> String {
     let Some(then) = parse_rfc3339_utc(created) else {
         return "<unknown>".into();
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let secs = now.saturating_sub(then);
     match secs {
         s if s < 120 => format!("{s}s"),

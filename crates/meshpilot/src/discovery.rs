@@ -229,7 +229,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
 }
 
 /// The Kubernetes CRD config source for `--kubeconfig`.
-async fn kube_config_source(path: &std::path::Path, args: &Args) -> Result<Arc<dyn ConfigStoreController>, String> {
+async fn kube_config_source(
+    path: &std::path::Path,
+    args: &Args,
+) -> Result<Arc<dyn ConfigStoreController>, String> {
     let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
     let options = kube_source::KubeSourceOptions {
         parse: ParseOptions { domain_suffix: args.domain.clone(), ..ParseOptions::default() },

@@ -37,7 +37,12 @@ fn get_json(env: &TestEnv, kind: &str, ns: &str) -> serde_json::Value {
 }
 
 fn names(list: &serde_json::Value) -> Vec<String> {
-    list["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
