@@ -739,6 +739,8 @@ impl ConfigStoreController for KubeSource {
 
 #[cfg(test)]
 mod tests {
+    use model::Event;
+
     use super::*;
 
     #[test]
@@ -752,6 +754,65 @@ mod tests {
         assert_eq!(got, [100, 200, 400, 500, 500]);
         b.reset();
         assert_eq!(b.next(), Some(Duration::from_millis(100)));
+    }
+
+    fn object(name: &str, host: &str, rv: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
+            "spec": {"host": host},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_emits_only_what_changed() {
+        let source = KubeSource::new(
+            kube::Config::new("https://127.0.0.1:1".parse().unwrap()),
+            KubeSourceOptions::default(),
+        );
+        let log: Arc<Mutex<Vec<(Event, String)>>> = Arc::default();
+        let l = log.clone();
+        source.register_event_handler(
+            Kind::DestinationRule,
+            Arc::new(move |_, new: &Config, event| {
+                l.lock().unwrap().push((event, new.meta.name.clone()));
+                Ok(())
+            }),
+        );
+        let (_trigger, shutdown) = model::shutdown_channel();
+        tokio::spawn(source.store().run(shutdown));
+        let schema = Kind::DestinationRule.schema();
+        let inner = &source.inner;
+        inner.relisted(schema, "v1", vec![object("a", "a", "1"), object("b", "b", "2")]);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // After an API-server error: a relist where a is unchanged, b changed, c is new and one is invalid.
+        inner.relisted(
+            schema,
+            "v1",
+            vec![
+                object("a", "a", "1"),
+                object("b", "b2", "5"),
+                object("c", "c", "6"),
+                object("bad", "", "7"),
+            ],
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // The next relist misses b: only b is deleted; the invalid object stays rejected, not deleted.
+        inner.relisted(
+            schema,
+            "v1",
+            vec![object("a", "a", "1"), object("c", "c", "6"), object("bad", "", "7")],
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let got = log.lock().unwrap().clone();
+        let names = |e: Event| -> Vec<String> {
+            got.iter().filter(|(ev, _)| *ev == e).map(|(_, n)| n.clone()).collect()
+        };
+        assert_eq!(names(Event::Add), ["a", "b", "c"]);
+        assert_eq!(names(Event::Update), ["b"]);
+        assert_eq!(names(Event::Delete), ["b"]);
+        assert_eq!(source.rejected().iter().map(|r| r.key.name.as_str()).collect::<Vec<_>>(), ["bad"]);
     }
 
     #[test]
