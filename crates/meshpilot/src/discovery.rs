@@ -1,4 +1,5 @@
-//! `meshpilot discovery`: the control plane. Reads `--config-dir` directories (watched), builds the
+//! `meshpilot discovery`: the control plane. Reads `--config-dir` directories (watched) and/or the
+//! Istio custom resources of the cluster in `--kubeconfig` (watched), builds the
 //! ServiceEntry registry, and serves xDS (ADS, SotW and Delta) on `--grpc-addr`, readiness and debug
 //! endpoints on `--http-addr`, Prometheus metrics on `--monitoring-addr`, until SIGTERM/SIGINT.
 
@@ -20,8 +21,9 @@ use xds::{AdsConfig, AdsServer};
 #[command(
     about = "Run the control plane: serve Istio config from --config-dir to Envoy and gRPC clients over xDS",
     long_about = "Run the control plane (Istio's pilot-discovery). Config is read from --config-dir \
-directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz). \
-ServiceEntries and WorkloadEntries are the service registry.\n\n\
+directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz) \
+and/or from the Istio custom resources of the cluster in --kubeconfig (watched; an invalid object is skipped \
+with a warning). ServiceEntries and WorkloadEntries are the service registry.\n\n\
 Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --http-addr /ready and /debug/* \
 (configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz); --monitoring-addr \
 /metrics (Prometheus, Istio metric names).\n\n\
@@ -32,8 +34,18 @@ Stops cleanly on SIGTERM or SIGINT."
 pub struct Args {
     /// A directory of Istio config (YAML/JSON, read recursively, watched); repeatable. The first wins
     /// for an object defined in several.
-    #[arg(long = "config-dir", value_name = "DIR", required = true)]
+    #[arg(long = "config-dir", value_name = "DIR", required_unless_present = "kubeconfig")]
     config_dirs: Vec<PathBuf>,
+
+    /// Watch the Istio custom resources of the cluster in this kubeconfig (combined with --config-dir:
+    /// an object in both is taken from the directory; writes go to the cluster).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+
+    /// Control-plane revision (Istio's REVISION): cluster objects labelled istio.io/rev with another
+    /// value are ignored.
+    #[arg(long, env = "REVISION")]
+    revision: Option<String>,
 
     /// Mesh config YAML (Istio's MeshConfig: rootNamespace, outboundTrafficPolicy,
     /// defaultServiceExportTo, connectTimeout, …). Unknown fields are warnings.
@@ -152,6 +164,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files.push(source.clone());
         sources.push(source);
     }
+    if let Some(path) = &args.kubeconfig {
+        sources.push(kube_config_source(path, args).await?);
+    }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
         store.clone(),
@@ -214,6 +229,22 @@ async fn run_async(args: &Args) -> Result<(), String> {
     .await;
     info!("stopped");
     Ok(())
+}
+
+/// The Kubernetes CRD config source for `--kubeconfig`.
+async fn kube_config_source(
+    path: &std::path::Path,
+    args: &Args,
+) -> Result<Arc<dyn ConfigStoreController>, String> {
+    let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
+    let options = kube_source::KubeSourceOptions {
+        parse: ParseOptions { domain_suffix: args.domain.clone(), ..ParseOptions::default() },
+        revision: args.revision.clone(),
+        ..kube_source::KubeSourceOptions::default()
+    };
+    let source = kube_source::KubeSource::new(config, options);
+    info!(source = %model::ConfigStore::name(&source), "watching Istio config in Kubernetes");
+    Ok(Arc::new(source))
 }
 
 async fn wait_for_signal() {

@@ -3,8 +3,10 @@
 //! Subcommands:
 //! - `validate -f PATH…`: check Istio config files offline, like `istioctl validate`.
 //! - `configz --config-dir DIR…`: load config directories and print the config in force.
-//! - `discovery --config-dir DIR…`: the control plane (xDS, debug HTTP, metrics).
+//! - `discovery --config-dir DIR… | --kubeconfig PATH`: the control plane (xDS, debug HTTP, metrics).
+//! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
 
+mod cluster;
 mod configz;
 mod discovery;
 mod validate;
@@ -28,8 +30,16 @@ enum Command {
     Validate(validate::Args),
     /// Load --config-dir directories and print the config in force (Istio's /debug/configz shape).
     Configz(configz::Args),
-    /// Run the control plane: serve --config-dir config over xDS (Istio's pilot-discovery).
+    /// Run the control plane: serve --config-dir and/or --kubeconfig config over xDS (Istio's pilot-discovery).
     Discovery(discovery::Args),
+    /// Validate Istio config files, then server-side apply them to the cluster (create or update).
+    Apply(cluster::WriteArgs),
+    /// Validate Istio config files, then create their objects in the cluster (like `istioctl create -f`).
+    Create(cluster::WriteArgs),
+    /// Show Istio config objects in the cluster: `get KIND [NAME] [-n NS | -A] [-o yaml|json|name]`.
+    Get(cluster::GetArgs),
+    /// Delete Istio config objects from the cluster: `delete KIND NAME… [-n NS]` or `delete -f PATH`.
+    Delete(cluster::DeleteArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,5 +68,9 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Configz(args) => configz::run(&args),
         Command::Discovery(args) => discovery::run(&args),
+        Command::Apply(args) => cluster::run_write(&args, false),
+        Command::Create(args) => cluster::run_write(&args, true),
+        Command::Get(args) => cluster::run_get(&args),
+        Command::Delete(args) => cluster::run_delete(&args),
     }
 }

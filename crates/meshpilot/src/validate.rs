@@ -61,11 +61,11 @@ enum Output {
 }
 
 /// Results for one named input (a file given on the command line, or one found in a directory).
-struct FileResult {
-    name: String,
-    documents: Vec<ParsedDocument>,
+pub(crate) struct FileResult {
+    pub(crate) name: String,
+    pub(crate) documents: Vec<ParsedDocument>,
     /// The file could not be read at all.
-    read_error: Option<String>,
+    pub(crate) read_error: Option<String>,
 }
 
 /// Runs the command; returns the process exit status.
@@ -91,7 +91,8 @@ pub fn run(args: &Args) -> ExitCode {
     if invalid { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
-fn collect(paths: &[PathBuf], options: &ParseOptions) -> Vec<FileResult> {
+/// Reads and checks every path (files, directories recursively, `-` for stdin).
+pub(crate) fn collect(paths: &[PathBuf], options: &ParseOptions) -> Vec<FileResult> {
     let mut results = Vec::new();
     let read = |path: &Path, results: &mut Vec<FileResult>| {
         let name = path.display().to_string();
@@ -164,6 +165,13 @@ fn write_text(results: &[FileResult], stdout: &mut dyn Write, stderr: &mut dyn W
             writeln!(stdout, "\"{}\" is valid", r.name)?;
         }
     }
+    write_errors(results, stderr)?;
+    Ok(())
+}
+
+/// Writes `Error: N errors occurred:` and every error (object, reason, file:line, field path);
+/// returns N (nothing is written when it is 0).
+pub(crate) fn write_errors(results: &[FileResult], stderr: &mut dyn Write) -> io::Result<usize> {
     let errors: usize = results
         .iter()
         .map(|r| {
@@ -184,7 +192,7 @@ fn write_text(results: &[FileResult], stdout: &mut dyn Write, stderr: &mut dyn W
             }
         }
     }
-    Ok(())
+    Ok(errors)
 }
 
 fn findings_json(findings: &[Finding]) -> serde_json::Value {

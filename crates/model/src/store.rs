@@ -107,6 +107,15 @@ pub enum StoreError {
         /// The store's current resource version.
         current: String,
     },
+    /// The system behind the store refused or failed the operation (an API server that is unreachable,
+    /// denies access, or rejects the object); `message` says which and what to do.
+    #[error("{source_name}: {message}")]
+    Backend {
+        /// The source, as [`ConfigStore::name`] gives it.
+        source_name: String,
+        /// What happened, in plain words.
+        message: String,
+    },
 }
 
 /// A source of config objects (Istio's `model.ConfigStore`).

@@ -1,0 +1,491 @@
+//! Talking to the Kubernetes API server about Istio config: connecting, REST calls on Istio custom
+//! resources, converting objects into [`Config`]s, and errors explained in plain words.
+//!
+//! Objects are handled as [`DynamicObject`]s addressed by the [`api`] schema registry (group, version,
+//! plural), so no Rust type per CRD is needed and the server's JSON reaches meshpilot's own strict
+//! parser ([`model::parse::parse_json`]) unchanged.
+
+use std::path::Path;
+
+use api::{Kind, Schema};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions},
+    config::{KubeConfigOptions, Kubeconfig},
+    core::ApiResource,
+};
+use model::{
+    Config,
+    parse::{Finding, ParseOptions, parse_json},
+};
+
+/// The field manager meshpilot names in server-side apply and writes.
+pub const FIELD_MANAGER: &str = "meshpilot";
+
+/// An error talking to the API server, with what it means for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KubeError {
+    /// No usable client configuration (kubeconfig missing or broken, not in a cluster).
+    #[error("cannot load the Kubernetes client configuration: {0}")]
+    Config(String),
+    /// The API server answered with an error status.
+    #[error("{explanation}")]
+    Api {
+        /// HTTP status code (403, 404, 409, 422, …).
+        code: u16,
+        /// Kubernetes reason (`Forbidden`, `Conflict`, `AlreadyExists`, `NotFound`, `Invalid`, …).
+        reason: String,
+        /// The server's message.
+        message: String,
+        /// The server's message with what it means and what to do.
+        explanation: String,
+    },
+    /// The API server could not be reached or the connection failed.
+    #[error("cannot reach the Kubernetes API server: {0}")]
+    Transport(String),
+}
+
+impl KubeError {
+    /// The HTTP status of an API error (`None` for configuration and transport errors).
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            KubeError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// `true` for 404 Not Found.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    /// `true` for a 409 that is a write conflict (not AlreadyExists).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, KubeError::Api { code: 409, reason, .. } if reason != "AlreadyExists")
+    }
+
+    /// `true` for 409 AlreadyExists.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, KubeError::Api { reason, .. } if reason == "AlreadyExists")
+    }
+
+    /// `true` for 403 Forbidden (RBAC denied the request).
+    pub fn is_forbidden(&self) -> bool {
+        self.code() == Some(403)
+    }
+
+    /// Converts a kube-rs error. `action` says what was tried (`create VirtualService default/reviews`),
+    /// for the explanation.
+    pub fn from_kube(err: kube::Error, action: &str) -> KubeError {
+        match err {
+            kube::Error::Api(status) => {
+                let code = status.code;
+                let reason = status.reason.clone();
+                let message = status.message.clone();
+                let hint = match (code, reason.as_str()) {
+                    (401, _) => {
+                        "the API server did not accept the credentials in the kubeconfig (expired or wrong token \
+                         or certificate); log in again or use another kubeconfig"
+                    }
+                    (403, _) => {
+                        "Kubernetes RBAC denied it: the kubeconfig's user has no Role or ClusterRole allowing this \
+                         verb on this resource in this namespace; ask a cluster admin for one, or use a kubeconfig \
+                         with more rights"
+                    }
+                    (409, "AlreadyExists") => {
+                        "the object already exists; use `meshpilot apply -f` to update it"
+                    }
+                    (409, _) => {
+                        "the object was changed by someone else since it was read (its resourceVersion is stale): \
+                         read it again (`meshpilot get KIND NAME -n NS -o yaml`), redo the change on that copy and \
+                         retry, or remove metadata.resourceVersion from the file to overwrite unconditionally"
+                    }
+                    (404, _) => {
+                        "not found (if the resource type itself is missing, the Istio CRDs are not installed in \
+                         this cluster)"
+                    }
+                    (422, _) => "the API server's schema for this kind rejected the object",
+                    (429 | 500..=599, _) => "the API server is overloaded or failing; retry later",
+                    _ => "the API server refused the request",
+                };
+                let explanation = format!("{action}: {message} ({code} {reason}): {hint}");
+                KubeError::Api { code, reason, message, explanation }
+            }
+            other => KubeError::Transport(format!("{action}: {other}")),
+        }
+    }
+}
+
+/// A client and the namespace of the kubeconfig's current context (`default` when it names none).
+#[derive(Clone)]
+pub struct Connection {
+    /// The client.
+    pub client: Client,
+    /// The current context's namespace.
+    pub default_namespace: String,
+    /// The API server URL (for messages).
+    pub server: String,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("server", &self.server)
+            .field("default_namespace", &self.default_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Loads the client configuration: `kubeconfig` if given, else `$KUBECONFIG`, `~/.kube/config`, then
+/// the in-cluster service account (kubectl's order).
+///
+/// # Errors
+/// [`KubeError::Config`] naming the file or what is missing.
+pub async fn client_config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeError> {
+    match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .map_err(|e| KubeError::Config(format!("kubeconfig {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| KubeError::Config(format!("kubeconfig {}: {e}", path.display())))
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            KubeError::Config(format!(
+                "{e} (give --kubeconfig PATH, set KUBECONFIG, or run in a pod with a service account)"
+            ))
+        }),
+    }
+}
+
+/// Connects (see [`client_config`]). Must run inside a tokio runtime, which the client's background
+/// task then lives on.
+///
+/// # Errors
+/// [`KubeError::Config`].
+pub async fn connect(kubeconfig: Option<&Path>) -> Result<Connection, KubeError> {
+    let config = client_config(kubeconfig).await?;
+    connection(config)
+}
+
+/// A [`Connection`] from a loaded configuration (inside a tokio runtime).
+///
+/// # Errors
+/// [`KubeError::Config`] when the TLS or auth settings cannot be used.
+pub fn connection(config: kube::Config) -> Result<Connection, KubeError> {
+    let default_namespace = config.default_namespace.clone();
+    let server = config.cluster_url.to_string();
+    let client = Client::try_from(config).map_err(|e| KubeError::Config(e.to_string()))?;
+    Ok(Connection { client, default_namespace, server })
+}
+
+/// The REST coordinates of `schema` at `version` (one of its served versions).
+pub fn api_resource(schema: &Schema, version: &str) -> ApiResource {
+    ApiResource {
+        group: schema.group.to_string(),
+        version: version.to_string(),
+        api_version: format!("{}/{version}", schema.group),
+        kind: schema.kind.as_str().to_string(),
+        plural: schema.plural.to_string(),
+    }
+}
+
+/// The API of `kind` (at its current version) in `namespace`, or across all namespaces for `None`.
+pub fn kind_api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+    let schema = kind.schema();
+    let resource = api_resource(schema, schema.version);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// The name of the CustomResourceDefinition of `schema` (`virtualservices.networking.istio.io`).
+pub fn crd_name(schema: &Schema) -> String {
+    format!("{}.{}", schema.plural, schema.group)
+}
+
+/// Finds the kind a command-line word means: the kind name, its plural or singular, or one of Istio's
+/// CRD short names (`vs`, `dr`, `gw`, `se`, `we`, `wg`, `ap`, `ra`, `pa`), case-insensitively, with an
+/// optional `.group` suffix (`virtualservices.networking.istio.io`).
+pub fn kind_from_word(word: &str) -> Option<Kind> {
+    let lower = word.to_ascii_lowercase();
+    let (name, group) = match lower.split_once('.') {
+        Some((n, g)) => (n.to_string(), Some(g.to_string())),
+        None => (lower.clone(), None),
+    };
+    let short = |kind: Kind| -> &'static [&'static str] {
+        match kind {
+            Kind::VirtualService => &["vs"],
+            Kind::DestinationRule => &["dr"],
+            Kind::Gateway => &["gw"],
+            Kind::ServiceEntry => &["se"],
+            Kind::WorkloadEntry => &["we"],
+            Kind::WorkloadGroup => &["wg"],
+            Kind::AuthorizationPolicy => &["ap"],
+            Kind::RequestAuthentication => &["ra"],
+            Kind::PeerAuthentication => &["pa"],
+            _ => &[],
+        }
+    };
+    Kind::ALL.iter().copied().find(|kind| {
+        let schema = kind.schema();
+        let kind_lower = kind.as_str().to_ascii_lowercase();
+        let matches = name == kind_lower || name == schema.plural || short(*kind).contains(&name.as_str());
+        matches && group.as_deref().is_none_or(|g| g == schema.group)
+    })
+}
+
+/// Converts an object read from the API server into a [`Config`] through the same parsing and
+/// validation as config files.
+///
+/// # Errors
+/// The findings that make the object invalid (each with a field path and reason).
+pub fn to_config(object: &serde_json::Value, options: &ParseOptions) -> Result<Config, Vec<Finding>> {
+    let mut docs = parse_json("kubernetes", object, options);
+    if docs.len() != 1 {
+        return Err(vec![Finding {
+            path: String::new(),
+            line: 0,
+            message: format!("expected one object, found {}", docs.len()),
+        }]);
+    }
+    let doc = docs.remove(0);
+    match doc.config {
+        Some(config) if doc.errors.is_empty() => Ok(config),
+        _ if !doc.errors.is_empty() => Err(doc.errors),
+        _ => Err(vec![Finding {
+            path: String::new(),
+            line: 0,
+            message: doc.skipped.unwrap_or_else(|| "not an Istio config object".into()),
+        }]),
+    }
+}
+
+/// The object to send for `config`: Istio's JSON with `metadata` reduced to what a client sets
+/// (name, namespace, labels, annotations, resourceVersion when non-empty).
+pub fn to_object(config: &Config) -> serde_json::Value {
+    let mut doc = config.to_json();
+    if let Some(meta) = doc.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+        meta.remove("generation");
+        meta.remove("creationTimestamp");
+    }
+    doc
+}
+
+fn dynamic(value: serde_json::Value, action: &str) -> Result<DynamicObject, KubeError> {
+    serde_json::from_value(value)
+        .map_err(|e| KubeError::Config(format!("{action}: the object is not a Kubernetes object: {e}")))
+}
+
+fn object_json(object: &DynamicObject) -> serde_json::Value {
+    serde_json::to_value(object).unwrap_or_default()
+}
+
+fn describe(kind: Kind, namespace: &str, name: &str) -> String {
+    format!("{kind} {namespace}/{name}")
+}
+
+/// Creates `object` (JSON with `apiVersion`, `kind`, `metadata.name`/`namespace`). Returns the stored
+/// object.
+///
+/// # Errors
+/// [`KubeError`]; AlreadyExists when it exists.
+pub async fn create(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    object: serde_json::Value,
+) -> Result<serde_json::Value, KubeError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let action = format!("create {}", describe(kind, namespace, &name));
+    let object = dynamic(object, &action)?;
+    let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+    kind_api(client, kind, Some(namespace))
+        .create(&pp, &object)
+        .await
+        .map(|o| object_json(&o))
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+/// Server-side apply of `object` with field manager [`FIELD_MANAGER`] (kubectl `apply --server-side`);
+/// `force` takes over fields other managers own. A `metadata.resourceVersion` in the object makes the
+/// apply conditional on it (a Conflict when stale).
+///
+/// # Errors
+/// [`KubeError`].
+pub async fn apply(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    object: serde_json::Value,
+    force: bool,
+) -> Result<serde_json::Value, KubeError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let action = format!("apply {}", describe(kind, namespace, &name));
+    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    pp.force = force;
+    kind_api(client, kind, Some(namespace))
+        .patch(&name, &pp, &Patch::Apply(&object))
+        .await
+        .map(|o| object_json(&o))
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+/// Replaces an object (PUT); the object's `metadata.resourceVersion` must be the current one.
+///
+/// # Errors
+/// [`KubeError`]; a Conflict when the resource version is stale.
+pub async fn replace(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    object: serde_json::Value,
+) -> Result<serde_json::Value, KubeError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let action = format!("update {}", describe(kind, namespace, &name));
+    let object = dynamic(object, &action)?;
+    let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+    kind_api(client, kind, Some(namespace))
+        .replace(&name, &pp, &object)
+        .await
+        .map(|o| object_json(&o))
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+/// Replaces an object's status subresource (PUT `/status`); `object` carries the current
+/// `metadata.resourceVersion` and the new `status`.
+///
+/// # Errors
+/// [`KubeError`]; a Conflict when the resource version is stale.
+pub async fn replace_status(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    object: serde_json::Value,
+) -> Result<serde_json::Value, KubeError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let action = format!("update the status of {}", describe(kind, namespace, &name));
+    let object = dynamic(object, &action)?;
+    let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+    kind_api(client, kind, Some(namespace))
+        .replace_status(&name, &pp, &object)
+        .await
+        .map(|o| object_json(&o))
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+/// Reads one object; `None` when it does not exist.
+///
+/// # Errors
+/// [`KubeError`] other than Not Found.
+pub async fn get(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<serde_json::Value>, KubeError> {
+    let action = format!("get {}", describe(kind, namespace, name));
+    kind_api(client, kind, Some(namespace))
+        .get_opt(name)
+        .await
+        .map(|o| o.as_ref().map(object_json))
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+/// Lists the objects of `kind` in `namespace` (all namespaces for `None`), as the server orders them
+/// (by namespace and name).
+///
+/// # Errors
+/// [`KubeError`].
+pub async fn list(
+    client: &Client,
+    kind: Kind,
+    namespace: Option<&str>,
+) -> Result<Vec<serde_json::Value>, KubeError> {
+    let action = match namespace {
+        Some(ns) => format!("list {kind} in namespace {ns}"),
+        None => format!("list {kind} in all namespaces"),
+    };
+    kind_api(client, kind, namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.iter().map(object_json).collect())
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+/// Deletes one object; with `resource_version`, only if it is the current one (a Conflict otherwise).
+///
+/// # Errors
+/// [`KubeError`]; Not Found when it does not exist.
+pub async fn delete(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    resource_version: Option<&str>,
+) -> Result<(), KubeError> {
+    let action = format!("delete {}", describe(kind, namespace, name));
+    let dp = DeleteParams {
+        preconditions: resource_version
+            .map(|rv| Preconditions { resource_version: Some(rv.to_string()), uid: None }),
+        ..DeleteParams::default()
+    };
+    kind_api(client, kind, Some(namespace))
+        .delete(name, &dp)
+        .await
+        .map(|_| ())
+        .map_err(|e| KubeError::from_kube(e, &action))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_name_kinds_like_kubectl() {
+        assert_eq!(kind_from_word("vs"), Some(Kind::VirtualService));
+        assert_eq!(kind_from_word("VirtualService"), Some(Kind::VirtualService));
+        assert_eq!(kind_from_word("destinationrules"), Some(Kind::DestinationRule));
+        assert_eq!(kind_from_word("gateways.networking.istio.io"), Some(Kind::Gateway));
+        assert_eq!(kind_from_word("gateways.gateway.networking.k8s.io"), None);
+        assert_eq!(kind_from_word("telemetry"), Some(Kind::Telemetry));
+        assert_eq!(kind_from_word("pods"), None);
+    }
+
+    #[test]
+    fn api_errors_are_explained() {
+        let status = kube::core::Status::failure(
+            "virtualservices.networking.istio.io \"r\" is forbidden",
+            "Forbidden",
+        )
+        .with_code(403);
+        let err = KubeError::from_kube(kube::Error::Api(Box::new(status)), "create VirtualService default/r");
+        assert!(err.is_forbidden() && !err.is_conflict());
+        let text = err.to_string();
+        assert!(text.starts_with("create VirtualService default/r: virtualservices"), "{text}");
+        assert!(text.contains("RBAC denied it"), "{text}");
+
+        let status = kube::core::Status::failure("the object has been modified", "Conflict").with_code(409);
+        let err = KubeError::from_kube(kube::Error::Api(Box::new(status)), "update x");
+        assert!(err.is_conflict() && !err.is_already_exists());
+        assert!(err.to_string().contains("resourceVersion is stale"), "{err}");
+    }
+
+    #[test]
+    fn objects_sent_carry_no_server_fields() {
+        let value = serde_json::json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "r", "namespace": "ns", "resourceVersion": "9", "generation": 3,
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"hosts": ["r"], "http": [{"route": [{"destination": {"host": "r"}}]}]},
+        });
+        let config = to_config(&value, &ParseOptions::default()).unwrap();
+        let sent = to_object(&config);
+        assert_eq!(
+            sent["metadata"],
+            serde_json::json!({"name": "r", "namespace": "ns", "resourceVersion": "9"})
+        );
+        assert_eq!(sent["spec"]["hosts"][0], "r");
+    }
+}

@@ -1,0 +1,27 @@
+//! meshpilot's Kubernetes side.
+//!
+//! ```text
+//!  kube-apiserver ◄──watch CRDs + Istio kinds── source::KubeSource ──► ConfigStoreController
+//!        ▲                                            (same parsing/validation as files)
+//!        └──REST (create/apply/get/list/delete)── client ◄── meshpilot apply/create/get/delete
+//! ```
+//!
+//! - [`client`]: connecting (kubeconfig, `KUBECONFIG`, in-cluster), REST calls on Istio custom
+//!   resources as dynamic objects, conversion into [`model::Config`], errors explained.
+//! - [`source`]: [`KubeSource`], the CRD config source (Istio's crdclient): watches, validation,
+//!   relist without spurious deletes, writes with typed conflicts.
+//! - [`testenv`]: a real etcd + kube-apiserver for tests (`scripts/kube-testenv.sh`).
+//!
+//! Keeps `kube` and `k8s-openapi` out of the other crates.
+
+pub mod client;
+pub mod source;
+pub mod testenv;
+
+pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
+pub use source::{KubeSource, KubeSourceOptions, Rejected};
+
+/// Re-exported: the client type of [`Connection`].
+pub use kube::Client;
+/// Re-exported so callers can hold a client configuration without depending on `kube`.
+pub use kube::Config as ClientConfig;

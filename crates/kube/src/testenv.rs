@@ -1,0 +1,158 @@
+//! A real Kubernetes control plane for tests: etcd and kube-apiserver started by
+//! `scripts/kube-testenv.sh` (built from source by `scripts/kube-testenv.sh build`, which `.ci/run` and
+//! `scripts/test.sh` call), on free loopback ports, with the Istio CRDs installed.
+//!
+//! [`TestEnv::start`] starts one; dropping it stops both processes and removes its directory.
+//! [`TestEnv::shared`] gives one per test process (tests then use their own namespaces); its processes
+//! stop when the process exits (the script watches the test process's pid).
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::{
+        OnceLock,
+        atomic::{AtomicU32, Ordering},
+    },
+};
+
+/// A running etcd + kube-apiserver.
+#[derive(Debug)]
+pub struct TestEnv {
+    dir: PathBuf,
+    owned: bool,
+    /// The script's report of how long the start took (`ready in … ms (…)`).
+    pub start_report: String,
+}
+
+/// The repository's `scripts/kube-testenv.sh`.
+pub fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kube-testenv.sh")
+}
+
+fn run_script(args: &[&str]) -> io::Result<Output> {
+    let out = Command::new("bash").arg(script()).args(args).output()?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(io::Error::other(format!(
+            "scripts/kube-testenv.sh {} failed ({}):\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+static SHARED: OnceLock<TestEnv> = OnceLock::new();
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl TestEnv {
+    /// Starts etcd + kube-apiserver in a fresh directory and installs the Istio CRDs.
+    ///
+    /// # Errors
+    /// The script failed (its stderr is in the message).
+    pub fn start() -> io::Result<TestEnv> {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("meshpilot-kube-testenv-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let pid = std::process::id().to_string();
+        let out = run_script(&["start", &dir.display().to_string(), "--watch-pid", &pid])?;
+        let start_report = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Ok(TestEnv { dir, owned: true, start_report })
+    }
+
+    /// One environment per test process, started on first use. Its processes stop when the process
+    /// exits.
+    ///
+    /// # Panics
+    /// When it cannot be started (the error says why).
+    pub fn shared() -> &'static TestEnv {
+        SHARED.get_or_init(|| {
+            let mut env = TestEnv::start()
+                .unwrap_or_else(|e| panic!("cannot start the Kubernetes test environment: {e}"));
+            // Statics are never dropped; the script's pid watch stops the processes.
+            env.owned = false;
+            env
+        })
+    }
+
+    /// The environment's directory (logs, certificates, pid files).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A kubeconfig for the admin user (`system:masters`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// A kubeconfig for a user with no RBAC grants (every request is forbidden).
+    pub fn viewer_kubeconfig(&self) -> PathBuf {
+        self.dir.join("viewer.kubeconfig")
+    }
+
+    /// Runs the environment's `kubectl` with the admin kubeconfig.
+    ///
+    /// # Errors
+    /// kubectl could not run or exited non-zero (its stderr is in the message).
+    pub fn kubectl(&self, args: &[&str]) -> io::Result<String> {
+        let bin = run_script(&["bin-dir"])?;
+        let bin = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("kubectl");
+        let out = Command::new(bin).arg("--kubeconfig").arg(self.kubeconfig()).args(args).output()?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(io::Error::other(format!(
+                "kubectl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            )))
+        }
+    }
+
+    /// Applies a manifest (YAML text) with kubectl, bypassing meshpilot's validation (to put objects
+    /// meshpilot would refuse into the cluster).
+    ///
+    /// # Errors
+    /// As [`TestEnv::kubectl`].
+    pub fn kubectl_apply(&self, manifest: &str) -> io::Result<String> {
+        let file = self.dir.join(format!("manifest-{}.yaml", COUNTER.fetch_add(1, Ordering::SeqCst)));
+        std::fs::write(&file, manifest)?;
+        self.kubectl(&["apply", "-f", &file.display().to_string()])
+    }
+
+    /// Loads the admin kubeconfig as a client configuration.
+    ///
+    /// # Errors
+    /// The kubeconfig cannot be read.
+    pub async fn client_config(&self) -> Result<kube::Config, crate::KubeError> {
+        crate::client::client_config(Some(&self.kubeconfig())).await
+    }
+
+    /// Stops only the API server (etcd keeps the data).
+    ///
+    /// # Errors
+    /// The script failed.
+    pub fn stop_apiserver(&self) -> io::Result<()> {
+        run_script(&["stop-apiserver", &self.dir.display().to_string()]).map(|_| ())
+    }
+
+    /// Starts the API server again on the same port and waits until it is ready.
+    ///
+    /// # Errors
+    /// The script failed.
+    pub fn start_apiserver(&self) -> io::Result<()> {
+        run_script(&["start-apiserver", &self.dir.display().to_string()]).map(|_| ())
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = run_script(&["stop", &self.dir.display().to_string()]);
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
