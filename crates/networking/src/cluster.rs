@@ -583,7 +583,15 @@ fn slow_start(lb: &LoadBalancerSettings) -> Option<SlowStartConfig> {
         .map(|d| SlowStartConfig { slow_start_window: Some(duration(d)), ..Default::default() })
 }
 
-fn apply_lb(b: &mut Builder, lb: Option<Part<'_, LoadBalancerSettings>>, report: &mut Report<'_>) {
+/// Istio's load balancer for `lb`. Unset (or UNSPECIFIED) means LEAST_REQUEST for Envoy but
+/// ROUND_ROBIN for proxyless gRPC (Istio's grpcgen leaves `lb_policy` at its zero value; gRPC C-core
+/// NACKs LEAST_REQUEST: "LB policy is not supported").
+fn apply_lb(
+    b: &mut Builder,
+    lb: Option<Part<'_, LoadBalancerSettings>>,
+    proxyless: bool,
+    report: &mut Report<'_>,
+) {
     if cluster_type(&b.cluster) == Some(DiscoveryType::OriginalDst) {
         b.cluster.lb_policy = LbPolicy::ClusterProvided as i32;
         return;
@@ -592,6 +600,7 @@ fn apply_lb(b: &mut Builder, lb: Option<Part<'_, LoadBalancerSettings>>, report:
     let simple = settings.and_then(|l| l.simple).and_then(|s| SimpleLb::try_from(s).ok());
     match simple {
         Some(SimpleLb::Random) => b.cluster.lb_policy = LbPolicy::Random as i32,
+        None | Some(SimpleLb::Unspecified) if proxyless => b.cluster.lb_policy = LbPolicy::RoundRobin as i32,
         Some(SimpleLb::RoundRobin) => {
             b.cluster.lb_policy = LbPolicy::RoundRobin as i32;
             if let Some(ss) = settings.and_then(slow_start) {
@@ -691,7 +700,7 @@ fn apply_policy(
 ) {
     apply_connection_pool(push, b, policy.connection_pool, policy.retry_budget, port, true);
     apply_outlier(b, policy.outlier, report);
-    apply_lb(b, policy.lb, report);
+    apply_lb(b, policy.lb, proxy.proxyless_grpc, report);
     apply_tls(b, policy.tls, proxy.proxyless_grpc, report);
     if let Some(path) = policy.tunnel {
         report.unsupported(path, "tunnelling through an HTTP CONNECT/POST proxy is not translated");

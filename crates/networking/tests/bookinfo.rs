@@ -266,6 +266,9 @@ fn proxyless_grpc_shapes() {
     assert_eq!(cds.resources.len(), 1);
     assert_eq!(discovery(&cds.resources[0]), DiscoveryType::Eds);
     assert!(cds.resources[0].typed_extension_protocol_options.is_empty());
+    // No load balancer in the rule: ROUND_ROBIN (Envoy's default here is LEAST_REQUEST, which gRPC
+    // C-core NACKs).
+    assert_eq!(cds.resources[0].lb_policy, LbPolicy::RoundRobin as i32);
 }
 
 #[test]
