@@ -96,6 +96,8 @@ impl EchoServer {
 struct Batch {
     servers: Vec<String>,
     errors: Vec<String>,
+    /// The request metadata the first answering server saw.
+    metadata: BTreeMap<String, String>,
 }
 
 impl Batch {
@@ -116,7 +118,8 @@ impl XdsClient {
         let bootstrap = dir.join("grpc-bootstrap.json");
         std::fs::write(&bootstrap, bootstrap_json(plane).to_string()).unwrap();
         let target = format!("xds:///{HOST}:{PORT}");
-        let mut py = Py::spawn(dir, "client", "xds_client.py", &[&target], &[("GRPC_XDS_BOOTSTRAP", &bootstrap)]);
+        let mut py =
+            Py::spawn(dir, "client", "xds_client.py", &[&target], &[("GRPC_XDS_BOOTSTRAP", &bootstrap)]);
         let stdin = py.child.stdin.take().unwrap();
         let stdout = BufReader::new(py.child.stdout.take().unwrap());
         XdsClient { stdin, stdout, py }
@@ -263,7 +266,9 @@ async fn default_route_reaches_both_servers() {
     let mut client = mesh.client();
     // ROUND_ROBIN picks among connected endpoints: the first calls may all go to whichever server
     // connected first.
-    client.wait_batch("both servers answer", 10, &[], |b| b.count("echo-v1") > 0 && b.count("echo-v2") > 0).await;
+    client
+        .wait_batch("both servers answer", 10, &[], |b| b.count("echo-v1") > 0 && b.count("echo-v2") > 0)
+        .await;
     // Both connected: strict alternation over the (subset-less) cluster's two endpoints.
     let b = client.call(20, &[]);
     assert_eq!((b.count("echo-v1"), b.count("echo-v2"), b.errors.len()), (10, 10, 0), "{b:?}");
@@ -280,6 +285,11 @@ async fn header_match_routes_to_subsets() {
     assert!(jason.errors.is_empty() && other.errors.is_empty(), "{jason:?} {other:?}\n{log}");
     assert_eq!(jason.count("echo-v2"), 20, "end-user: jason → v2: {jason:?}");
     assert_eq!(other.count("echo-v1"), 20, "default → v1: {other:?}");
+    assert_eq!(
+        jason.metadata.get("end-user").map(String::as_str),
+        Some("jason"),
+        "header reached the server"
+    );
     mesh.assert_all_acked(&client).await;
 }
 
