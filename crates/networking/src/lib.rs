@@ -35,6 +35,7 @@ pub mod host;
 pub mod listener;
 pub mod naming;
 pub mod rds;
+pub mod sds;
 
 pub use context::{
     InterceptionMode, MeshSettings, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
