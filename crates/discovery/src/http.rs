@@ -11,7 +11,7 @@
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointz` | endpoints per service and shard |
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
-//! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings |
+//! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, file secrets (SDS names served or refused, with the reason) |
 
 use std::sync::Arc;
 
@@ -26,7 +26,7 @@ use config::FileSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{DiscoveryServer, PushRequest, TriggerReason, source::proxy_context};
+use crate::{DiscoveryServer, FileSecrets, PushRequest, TriggerReason, source::proxy_context};
 
 /// What the debug handlers read.
 #[derive(Clone, Debug)]
@@ -37,6 +37,8 @@ pub struct DebugState {
     pub files: Vec<Arc<FileSource>>,
     /// Warnings read at start-up (mesh config).
     pub startup_warnings: Arc<Vec<String>>,
+    /// The SDS file secrets (for their status).
+    pub secrets: Arc<FileSecrets>,
 }
 
 const ENDPOINTS: &[&str] = &[
@@ -162,5 +164,6 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
         "registryWarnings": registry::debug::registry_warnings(&s.server.services().warnings()),
         "pushContextFindings": findings,
         "startupWarnings": *s.startup_warnings,
+        "fileSecrets": s.secrets.status_json(),
     }))
 }

@@ -7,6 +7,8 @@
 //! - [`push`]: [`PushRequest`], trigger reasons, which proxies and types a change affects.
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
+//! - [`file_secrets`]: [`FileSecrets`], the SDS secrets `file-cert:`/`file-root:` read from files under
+//!   `--file-secret-root`, re-pushed when the files change.
 //! - [`mesh`]: the mesh config file (`--mesh-config`).
 //! - [`http`]: `/ready`, `/debug/*`, `/metrics` routers (axum).
 //! - [`metrics`]: metric names.
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod file_secrets;
 pub mod http;
 pub mod mesh;
 pub mod metrics;
@@ -22,7 +25,8 @@ pub mod push;
 pub mod server;
 pub mod source;
 
-pub use options::{DebounceOptions, EnvError};
+pub use file_secrets::FileSecrets;
+pub use options::{DebounceOptions, EnvError, FileSecretOptions};
 pub use push::{PushRequest, TriggerReason};
 pub use server::DiscoveryServer;
 pub use source::NetworkingSource;

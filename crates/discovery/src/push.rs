@@ -25,6 +25,8 @@ pub enum TriggerReason {
     Debug,
     /// Mesh-wide settings changed, or the first push.
     Global,
+    /// Certificate files behind served SDS secrets changed.
+    Secret,
 }
 
 impl TriggerReason {
@@ -36,6 +38,7 @@ impl TriggerReason {
             TriggerReason::Service => "service",
             TriggerReason::Debug => "debug",
             TriggerReason::Global => "global",
+            TriggerReason::Secret => "secret",
         }
     }
 }
@@ -47,6 +50,8 @@ pub struct PushRequest {
     pub configs_updated: BTreeSet<ConfigKey>,
     /// Services `(hostname, namespace)` whose endpoints changed (Istio's `Endpoints` pseudo-kind keys).
     pub endpoints_updated: BTreeSet<(String, String)>,
+    /// SDS secrets whose content changed (resource names); only their subscribers get them, SDS only.
+    pub secrets_updated: BTreeSet<String>,
     /// Regenerate everything for every proxy.
     pub forced: bool,
     /// Reason → count.
@@ -72,6 +77,13 @@ impl PushRequest {
         r
     }
 
+    /// An SDS-only request for the secrets `names` (no config or endpoint change).
+    pub fn secrets(names: impl IntoIterator<Item = String>) -> Self {
+        let mut r = Self::empty(TriggerReason::Secret);
+        r.secrets_updated = names.into_iter().collect();
+        r
+    }
+
     /// A forced push of everything.
     pub fn forced(reason: TriggerReason) -> Self {
         let mut r = Self::empty(reason);
@@ -83,6 +95,7 @@ impl PushRequest {
         PushRequest {
             configs_updated: BTreeSet::new(),
             endpoints_updated: BTreeSet::new(),
+            secrets_updated: BTreeSet::new(),
             forced: false,
             reasons: BTreeMap::from([(reason, 1)]),
             start: Instant::now(),
@@ -101,6 +114,7 @@ impl PushRequest {
     pub fn merge_from(&mut self, newer: PushRequest) {
         self.configs_updated.extend(newer.configs_updated);
         self.endpoints_updated.extend(newer.endpoints_updated);
+        self.secrets_updated.extend(newer.secrets_updated);
         self.forced |= newer.forced;
         for (reason, n) in newer.reasons {
             *self.reasons.entry(reason).or_default() += n;

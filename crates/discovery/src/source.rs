@@ -5,8 +5,10 @@
 //! ([`proxy_context`]); each request or push generates from the newest [`PushContext`]. A push
 //! regenerates only the types its change affects ([`type_needs_push`]); an endpoint-only push
 //! regenerates only the ClusterLoadAssignments of the changed services (partial EDS response).
+//! SDS (`file-cert:`/`file-root:` names) is answered by [`FileSecrets`] for exactly the names asked
+//! for; names that cannot be served are left unanswered (never reported removed).
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use envoy_types::pb::envoy::config::{
     cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
@@ -21,6 +23,7 @@ use xds::{
 };
 
 use crate::{
+    file_secrets::FileSecrets,
     push::{PushRequest, type_needs_push},
     server::DiscoveryServer,
 };
@@ -76,6 +79,7 @@ pub struct ConnectionContext {
 #[derive(Debug, Clone)]
 pub struct NetworkingSource {
     server: Arc<std::sync::OnceLock<Arc<DiscoveryServer>>>,
+    secrets: Arc<FileSecrets>,
 }
 
 impl Default for NetworkingSource {
@@ -86,9 +90,19 @@ impl Default for NetworkingSource {
 
 impl NetworkingSource {
     /// A source not yet attached to a server (connections are refused as not ready until
-    /// [`NetworkingSource::attach`]).
+    /// [`NetworkingSource::attach`]), serving no file secrets.
     pub fn new() -> Self {
-        NetworkingSource { server: Arc::new(std::sync::OnceLock::new()) }
+        Self::with_file_secrets(FileSecrets::disabled())
+    }
+
+    /// A source answering SDS requests from `secrets`.
+    pub fn with_file_secrets(secrets: Arc<FileSecrets>) -> Self {
+        NetworkingSource { server: Arc::new(std::sync::OnceLock::new()), secrets }
+    }
+
+    /// The file secrets it serves (run them with [`FileSecrets::run`] for rotation).
+    pub fn file_secrets(&self) -> &Arc<FileSecrets> {
+        &self.secrets
     }
 
     /// Attaches the server whose snapshots the source reads (once; later calls are ignored).
@@ -121,13 +135,15 @@ impl ResourceSource for NetworkingSource {
     }
 
     fn needs_push(&self, ctx: &mut ConnectionContext, _proxy: &Proxy, push: &PushRequest) -> bool {
+        // Changed file secrets concern exactly the connections they were pushed to.
+        let secrets = !push.secrets_updated.is_empty();
         if !crate::push::proxy_needs_push(push, ctx.proxy.kind) {
-            return false;
+            return secrets;
         }
         let (Some(snapshot), true) = (&push.push, ctx.proxy.is_sidecar()) else { return true };
         let scope = snapshot.sidecar_scope(&ctx.proxy);
         let previous = ctx.scope.replace(scope.clone());
-        crate::push::scope_needs_push(push, &ctx.proxy, previous.as_deref(), &scope)
+        crate::push::scope_needs_push(push, &ctx.proxy, previous.as_deref(), &scope) || secrets
     }
 
     fn generate(
@@ -135,6 +151,9 @@ impl ResourceSource for NetworkingSource {
         ctx: &mut ConnectionContext,
         request: &GenerateRequest<'_, PushRequest>,
     ) -> Result<Option<Generated>, SourceError> {
+        if request.type_url == type_url::SECRET {
+            return Ok(self.generate_secrets(request));
+        }
         let push = match request.trigger {
             Trigger::Push(p) => {
                 if !type_needs_push(p, request.type_url, ctx.proxy.kind) {
@@ -180,6 +199,30 @@ impl ResourceSource for NetworkingSource {
         } else {
             Generated::full(push.version(), resources)
         }))
+    }
+}
+
+impl NetworkingSource {
+    /// SDS: the requested names on a request; on a push, only the subscribed names whose files
+    /// changed (all subscribed names when forced). Always an incremental result, so a name that cannot
+    /// be served is neither sent nor reported removed: the proxy keeps waiting for it.
+    fn generate_secrets(&self, request: &GenerateRequest<'_, PushRequest>) -> Option<Generated> {
+        let names: BTreeSet<String> = match request.trigger {
+            Trigger::Push(p) if !p.forced => {
+                request.watch.names.intersection(&p.secrets_updated).cloned().collect()
+            }
+            _ => request.watch.names.clone(),
+        };
+        let is_request = matches!(request.trigger, Trigger::Request);
+        if names.is_empty() && !is_request {
+            return None;
+        }
+        let resources = self.secrets.resources(&names);
+        if resources.is_empty() && !is_request {
+            return None;
+        }
+        let version = self.current().map(|p| p.version().to_string()).unwrap_or_default();
+        Some(Generated::incremental(version, resources, Vec::new()))
     }
 }
 

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
-    DebounceOptions, DiscoveryServer, NetworkingSource,
+    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource,
     http::{DebugState, debug_router, monitoring_router},
     mesh::parse_mesh_config,
 };
@@ -24,6 +24,9 @@ use xds::{AdsConfig, AdsServer};
 directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz) \
 and/or from the Istio custom resources of the cluster in --kubeconfig (watched; an invalid object is skipped \
 with a warning). ServiceEntries and WorkloadEntries are the service registry.\n\n\
+Certificate files named by DestinationRule and Gateway `tls` settings are sent to proxies as SDS secrets \
+(`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
+from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
 Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --http-addr /ready and /debug/* \
 (configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz); --monitoring-addr \
 /metrics (Prometheus, Istio metric names).\n\n\
@@ -71,6 +74,12 @@ pub struct Args {
     /// Monitoring address for /metrics.
     #[arg(long = "monitoring-addr", default_value = ":15014")]
     monitoring_addr: String,
+
+    /// A directory whose certificate files may be served as SDS secrets (`file-cert:`, `file-root:`);
+    /// repeatable. Files outside every such directory (after resolving `..` and symlinks) are never
+    /// read; without this flag no file secret is served.
+    #[arg(long = "file-secret-root", value_name = "DIR")]
+    file_secret_roots: Vec<PathBuf>,
 
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
@@ -176,7 +185,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
     services.add_registry(se);
     let services: Arc<dyn ServiceController> = services;
 
-    let source = Arc::new(NetworkingSource::new());
+    let secrets = FileSecrets::new(FileSecretOptions {
+        roots: args.file_secret_roots.clone(),
+        ..FileSecretOptions::default()
+    })?;
+    let source = Arc::new(NetworkingSource::with_file_secrets(secrets.clone()));
     let ads = AdsServer::with_config(
         source.clone(),
         AdsConfig { push_throttle: debounce.push_throttle, ..AdsConfig::default() },
@@ -196,7 +209,12 @@ async fn run_async(args: &Args) -> Result<(), String> {
     info!(grpc = %grpc_addr, http = %http_addr, monitoring = %monitoring_addr, "meshpilot discovery listening");
 
     let (trigger, shutdown) = shutdown_channel();
-    let state = DebugState { server: server.clone(), files, startup_warnings: Arc::new(mesh_warnings) };
+    let state = DebugState {
+        server: server.clone(),
+        files,
+        startup_warnings: Arc::new(mesh_warnings),
+        secrets: secrets.clone(),
+    };
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
         let mut s = s;
@@ -213,6 +231,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let registry = ads.registry().clone();
     let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
     let server_task = tokio::spawn(server.run(shutdown.clone()));
+    let secrets_task = tokio::spawn(secrets.run(registry.clone(), shutdown.clone()));
 
     wait_for_signal().await;
     info!("shutting down");
@@ -225,6 +244,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         let _ = http_task.await;
         let _ = mon_task.await;
         let _ = server_task.await;
+        let _ = secrets_task.await;
     })
     .await;
     info!("stopped");
