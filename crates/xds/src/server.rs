@@ -769,7 +769,8 @@ impl<S: ResourceSource> Connection<S> {
             None => return Ok(None),
         };
         let version = generated.version.clone();
-        let plan = session.plan(type_url, watch, full, generated, force, is_request);
+        let report_missing = is_request && type_url::delta_reports_missing(type_url);
+        let plan = session.plan(type_url, watch, full, generated, force, report_missing);
         if plan.is_empty() && !always {
             debug!(connection = %self.id(), "{}: nothing changed for this proxy", short_name(type_url));
             return Ok(None);

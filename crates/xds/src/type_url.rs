@@ -36,6 +36,18 @@ pub fn sotw_requires_full_state(type_url: &str) -> bool {
     is_wildcard_type(type_url)
 }
 
+/// Whether a Delta response to a request reports the explicitly subscribed names that do not exist
+/// in `removed_resources`, so the client stops waiting for them.
+///
+/// True for every type except Secret: a secret that cannot be served yet (e.g. a certificate file
+/// that is missing) is left unanswered, so Envoy keeps the cluster or listener that needs it warming
+/// until it arrives or the SDS initial fetch timeout passes, exactly as with SotW (where an absent
+/// resource is simply not sent). Envoy would take a removal as "stop waiting" and activate the
+/// cluster or listener without its certificate.
+pub fn delta_reports_missing(type_url: &str) -> bool {
+    type_url != SECRET
+}
+
 /// Rank of `type_url` in the push order of one ADS stream: CDS, EDS, LDS, RDS, SDS, then every other
 /// type ("make before break": a cluster exists before endpoints are assigned to it, a listener's
 /// routes arrive after the listener; Istio's `PushOrder`).
@@ -97,6 +109,13 @@ mod tests {
         assert!(!is_wildcard_type(ENDPOINT));
         assert!(!is_wildcard_type(SECRET));
         assert!(is_wildcard_type("type.googleapis.com/istio.networking.nds.v1.NameTable"));
+    }
+
+    #[test]
+    fn delta_reports_missing_names_except_secrets() {
+        assert!(delta_reports_missing(ENDPOINT));
+        assert!(delta_reports_missing(ROUTE));
+        assert!(!delta_reports_missing(SECRET));
     }
 
     #[test]

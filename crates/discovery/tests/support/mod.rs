@@ -16,7 +16,10 @@ use std::{
 use meshpilot_discovery as discovery;
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, PushRequest, mesh::parse_mesh_config};
+use discovery::{
+    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource, PushRequest,
+    mesh::parse_mesh_config,
+};
 use model::{ConfigStoreController, ShutdownTrigger, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tokio::{
@@ -38,11 +41,17 @@ pub struct Plane {
     pub server: Arc<DiscoveryServer>,
     pub ads: RunningAds<NetworkingSource>,
     pub files: Arc<FileSource>,
+    pub secrets: Arc<FileSecrets>,
     _trigger: ShutdownTrigger,
 }
 
 impl Plane {
     pub async fn start(dir: &Path) -> Plane {
+        Self::start_with(dir, FileSecretOptions::default()).await
+    }
+
+    /// A plane whose file secrets come from `secrets` (e.g. `--file-secret-root`), kept up to date.
+    pub async fn start_with(dir: &Path, secrets: FileSecretOptions) -> Plane {
         let files = Arc::new(FileSource::new(dir, FileSourceOptions::default()).expect("config dir"));
         let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(
             vec![files.clone() as Arc<dyn ConfigStoreController>],
@@ -52,7 +61,8 @@ impl Plane {
         let services = Arc::new(AggregateRegistry::new());
         services.add_registry(se);
         let services: Arc<dyn ServiceController> = services;
-        let source = Arc::new(NetworkingSource::new());
+        let secrets = FileSecrets::new(secrets).expect("file secret roots");
+        let source = Arc::new(NetworkingSource::with_file_secrets(secrets.clone()));
         let ads = AdsServer::new(source.clone());
         let (mesh, _) = parse_mesh_config("", "cluster.local").unwrap();
         let server =
@@ -60,13 +70,14 @@ impl Plane {
         source.attach(server.clone());
         let ads = RunningAds::start(ads, None).await.expect("ADS");
         let (trigger, shutdown) = shutdown_channel();
-        tokio::spawn(server.clone().run(shutdown));
+        tokio::spawn(server.clone().run(shutdown.clone()));
+        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown));
         xds::testing::wait_for("server ready", Duration::from_secs(5), async || {
             server.is_ready().then_some(())
         })
         .await
         .unwrap();
-        Plane { server, ads, files, _trigger: trigger }
+        Plane { server, ads, files, secrets, _trigger: trigger }
     }
 
     pub fn force_push(&self) {
