@@ -249,7 +249,11 @@ impl FileSecrets {
     /// (notify), re-reads after `options.debounce`, and every `options.recheck_interval` re-reads
     /// all names (lost events, files that appear later) and forgets names no connection watches.
     /// Changed secrets are pushed to the connections subscribed to them, as SDS-only pushes.
-    pub async fn run(self: Arc<Self>, connections: ConnectionRegistry<PushRequest>, mut shutdown: model::Shutdown) {
+    pub async fn run(
+        self: Arc<Self>,
+        connections: ConnectionRegistry<PushRequest>,
+        mut shutdown: model::Shutdown,
+    ) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
         match notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => {}
@@ -267,7 +271,9 @@ impl FileSecrets {
                 let dirs: Vec<PathBuf> = std::mem::take(&mut state.watched).into_iter().collect();
                 watch_dirs(&mut state, &dirs);
             }
-            Err(err) => warn!(error = %err, "cannot create a file watcher for certificate files; relying on periodic re-checks"),
+            Err(err) => {
+                warn!(error = %err, "cannot create a file watcher for certificate files; relying on periodic re-checks")
+            }
         }
         // Catch up with changes made before the watch.
         self.refresh_and_push(&connections).await;
@@ -354,7 +360,10 @@ impl FileSecrets {
             return Err(format!("{path}: not a regular file"));
         }
         if meta.len() > MAX_FILE_BYTES {
-            return Err(format!("{path}: {} bytes, larger than a certificate file can be (1 MiB)", meta.len()));
+            return Err(format!(
+                "{path}: {} bytes, larger than a certificate file can be (1 MiB)",
+                meta.len()
+            ));
         }
         let bytes = std::fs::read(&file).map_err(|e| format!("{path}: {e}"))?;
         match role {
@@ -612,7 +621,10 @@ mod tests {
 
     #[test]
     fn pem_checks() {
-        assert_eq!(check_certificates(format!("junk\n{}{}", pem("CERTIFICATE"), pem("CERTIFICATE")).as_bytes()), Ok(2));
+        assert_eq!(
+            check_certificates(format!("junk\n{}{}", pem("CERTIFICATE"), pem("CERTIFICATE")).as_bytes()),
+            Ok(2)
+        );
         assert_eq!(check_certificates(pem("PRIVATE KEY").as_bytes()), Err("no PEM CERTIFICATE block".into()));
         assert_eq!(check_certificates(b"hello"), Err("no PEM CERTIFICATE block".into()));
         assert_eq!(check_certificates(&[0xff, 0xfe]), Err("not a PEM file (not text)".into()));
@@ -628,7 +640,9 @@ mod tests {
         for label in ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"] {
             assert_eq!(check_private_key(pem(label).as_bytes()), Ok(()), "{label}");
         }
-        assert!(check_private_key(pem("ENCRYPTED PRIVATE KEY").as_bytes()).unwrap_err().contains("encrypted"));
+        assert!(
+            check_private_key(pem("ENCRYPTED PRIVATE KEY").as_bytes()).unwrap_err().contains("encrypted")
+        );
         let legacy = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nMAA=\n-----END RSA PRIVATE KEY-----\n";
         assert!(check_private_key(legacy.as_bytes()).unwrap_err().contains("encrypted"));
         assert!(check_private_key(pem("CERTIFICATE").as_bytes()).unwrap_err().contains("no PEM private key"));
@@ -658,7 +672,9 @@ mod tests {
         let Some(secret::Type::TlsCertificate(t)) = secret.r#type else { panic!("{secret:?}") };
         assert_eq!(
             t.certificate_chain.unwrap().specifier,
-            Some(envoy_types::pb::envoy::config::core::v3::data_source::Specifier::InlineBytes(cert.into_bytes()))
+            Some(envoy_types::pb::envoy::config::core::v3::data_source::Specifier::InlineBytes(
+                cert.into_bytes()
+            ))
         );
         assert!(s.status().iter().all(|st| st.served && st.error.is_none()));
     }

@@ -6,7 +6,7 @@ mod support;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
-use support::{NS, Plane, copy_samples, get, setup};
+use support::{NS, Plane, copy_samples, get, router, setup};
 use xds::{
     SyncState,
     testing::{AdsApi, Bootstrap, EchoServer, Envoy, free_port, wait_for},
@@ -42,16 +42,6 @@ fn copy_corpus(dir: &Path) -> usize {
         std::fs::copy(p, dir.join(rel)).unwrap();
     }
     files.len()
-}
-
-fn router(plane: &Plane, api: AdsApi) -> Bootstrap {
-    let mut b = Bootstrap::sidecar("istio-ingressgateway", plane.ads.addr, api);
-    b.node_id =
-        "router~127.0.0.1~istio-ingressgateway-1.istio-system~istio-system.svc.cluster.local".to_owned();
-    b.node_cluster = "istio-ingressgateway.istio-system".to_owned();
-    b.metadata["NAMESPACE"] = "istio-system".into();
-    b.metadata["LABELS"] = serde_json::json!({"istio": "ingressgateway", "app": "istio-ingressgateway"});
-    b
 }
 
 fn sidecar(plane: &Plane, api: AdsApi) -> Bootstrap {
@@ -129,7 +119,11 @@ async fn corpus_acked(label: &str, bootstrap: impl Fn(&Plane) -> Bootstrap) {
     let files = plane.files.status();
     assert!(files.bad_files.is_empty(), "{:?}", files.bad_files);
     let refused = plane.secrets.status();
-    assert!(refused.iter().all(|s| !s.served && s.error.as_deref().is_some_and(|e| e.contains("--file-secret-root"))));
+    assert!(
+        refused
+            .iter()
+            .all(|s| !s.served && s.error.as_deref().is_some_and(|e| e.contains("--file-secret-root")))
+    );
     eprintln!(
         "{label}: {n} corpus files, {} objects, SDS names {secrets:?} (refused: no --file-secret-root), resources {:?}, {:?}",
         files.objects,

@@ -168,6 +168,21 @@ pub async fn request(
 ) -> std::io::Result<Response> {
     let fut = async {
         let mut s = TcpStream::connect(addr).await?;
+        exchange(&mut s, host, path, headers).await
+    };
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+}
+
+/// One `GET` over an open connection (plain or TLS), read as [`request`] does.
+pub async fn exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    s: &mut S,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
+    {
         let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -199,10 +214,7 @@ pub async fn request(
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
         Ok(Response { status, head: head.to_ascii_lowercase(), body: body.to_string() })
-    };
-    tokio::time::timeout(Duration::from_secs(5), fut)
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+    }
 }
 
 /// An HTTP/1.1 upstream on 127.0.0.1 that answers 200 with a body of its name, a newline and the
@@ -303,6 +315,17 @@ pub fn sidecar(name: &str, plane: &Plane, api: AdsApi) -> Bootstrap {
     let mut b = Bootstrap::sidecar(name, plane.ads.addr, api);
     b.node_id = format!("sidecar~127.0.0.1~{name}.{NS}~{NS}.svc.cluster.local");
     b.metadata["NAMESPACE"] = NS.into();
+    b
+}
+
+/// An ingress gateway bootstrap (`istio: ingressgateway` in `istio-system`).
+pub fn router(plane: &Plane, api: AdsApi) -> Bootstrap {
+    let mut b = Bootstrap::sidecar("istio-ingressgateway", plane.ads.addr, api);
+    b.node_id =
+        "router~127.0.0.1~istio-ingressgateway-1.istio-system~istio-system.svc.cluster.local".to_owned();
+    b.node_cluster = "istio-ingressgateway.istio-system".to_owned();
+    b.metadata["NAMESPACE"] = "istio-system".into();
+    b.metadata["LABELS"] = serde_json::json!({"istio": "ingressgateway", "app": "istio-ingressgateway"});
     b
 }
 

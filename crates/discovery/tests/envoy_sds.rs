@@ -1,0 +1,180 @@
+//! Certificate files served over SDS to a real Envoy: a Gateway server with `SIMPLE` TLS whose
+//! certificate and key are files under `--file-secret-root`; the ingress gateway terminates TLS with
+//! them and routes to a loopback upstream; rewriting the files rotates the certificate Envoy serves
+//! without a restart; a server naming files outside the root is refused and reported. Needs Envoy
+//! (scripts/install-envoy.sh).
+
+mod support;
+
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+
+use meshpilot_discovery::FileSecretOptions;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use support::{NS, Plane, exchange, router};
+use tokio_rustls::{
+    TlsConnector,
+    rustls::{self, ClientConfig, RootCertStore},
+};
+use xds::{
+    SyncState,
+    testing::{AdsApi, EchoServer, Envoy, free_port, wait_for},
+};
+
+const HOST: &str = "secure.example.com";
+
+/// A test CA issuing server certificates for [`HOST`].
+struct Ca {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "meshpilot test CA");
+        Ca { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
+    }
+
+    /// A new key and certificate for [`HOST`] with common name `cn`: (certificate PEM, key PEM, DER).
+    fn issue(&self, cn: &str) -> (String, String, Vec<u8>) {
+        let mut params = CertificateParams::new(vec![HOST.to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem(), cert.der().to_vec())
+    }
+
+    fn client(&self) -> TlsConnector {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.issuer.der().clone()).unwrap();
+        let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        TlsConnector::from(Arc::new(config))
+    }
+}
+
+/// `GET /` over TLS to `addr` with SNI [`HOST`], verified against the test CA: (status, body, the
+/// certificate the server presented).
+async fn https_get(client: &TlsConnector, addr: SocketAddr) -> std::io::Result<(u16, String, Vec<u8>)> {
+    let fut = async {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let name = rustls::pki_types::ServerName::try_from(HOST).unwrap();
+        let mut tls = client.connect(name, tcp).await?;
+        let served: Vec<u8> = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
+        let r = exchange(&mut tls, HOST, "/", &[]).await?;
+        Ok((r.status, r.body, served))
+    };
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+}
+
+fn write_pair(root: &Path, (cert, key, _): &(String, String, Vec<u8>)) {
+    std::fs::write(root.join("cert.pem"), cert).unwrap();
+    std::fs::write(root.join("key.pem"), key).unwrap();
+}
+
+fn gateway_yaml(name: &str, port: u16, host: &str, cert: &Path, key: &Path) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {NS}}}\n\
+         spec:\n  selector: {{istio: ingressgateway}}\n  servers:\n  - port: {{number: {port}, name: https, protocol: HTTPS}}\n    \
+         hosts: [{host}]\n    tls: {{mode: SIMPLE, serverCertificate: {}, privateKey: {}}}\n",
+        cert.display(),
+        key.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
+    let certs = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let first = ca.issue("first");
+    write_pair(certs.path(), &first);
+    let backend = EchoServer::start("secure-backend").await.unwrap();
+    let port = free_port();
+    std::fs::write(
+        config.path().join("secure.yaml"),
+        format!(
+            "{}---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: secure, namespace: {NS}}}\n\
+             spec:\n  hosts: [{HOST}]\n  gateways: [secure]\n  http:\n  - route:\n    - destination: {{host: backend.{NS}.svc.cluster.local, port: {{number: 8080}}}}\n\
+             ---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: backend, namespace: {NS}}}\n\
+             spec:\n  hosts: [backend.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
+             - {{number: 8080, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: backend}}\n\
+             ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: backend-1, namespace: {NS}}}\n\
+             spec:\n  address: 127.0.0.1\n  ports: {{http: {}}}\n  labels: {{app: backend}}\n",
+            gateway_yaml("secure", port, HOST, &certs.path().join("cert.pem"), &certs.path().join("key.pem")),
+            backend.addr.port()
+        ),
+    )
+    .unwrap();
+    let options =
+        FileSecretOptions { roots: vec![certs.path().to_path_buf()], ..FileSecretOptions::default() };
+    let plane = Plane::start_with(config.path(), options).await;
+    let envoy = Envoy::start(&router(&plane, AdsApi::Sotw)).await.unwrap();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let client = ca.client();
+
+    let (status, body, served) = wait_for("HTTPS through the gateway", Duration::from_secs(10), async || {
+        https_get(&client, addr).await.ok()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{:#?}\n{}", plane.secrets.status(), envoy.log_tail(40)));
+    assert_eq!((status, body.as_str()), (200, "secure-backend"));
+    assert_eq!(served, first.2, "Envoy presents the certificate from the file");
+    let name = format!("file-cert:{0}/cert.pem~{0}/key.pem", certs.path().display());
+    let st = plane.secrets.status();
+    assert!(st.iter().any(|s| s.name == name && s.served && s.error.is_none()), "{st:#?}");
+
+    // Rotation: the files are rewritten in place (certificate first, then key); Envoy gets the new
+    // secret over SDS and serves it on new connections, without a restart.
+    let second = ca.issue("second");
+    write_pair(certs.path(), &second);
+    wait_for("the rotated certificate served", Duration::from_secs(10), async || {
+        https_get(&client, addr).await.ok().filter(|(_, _, served)| *served == second.2)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{:#?}\n{}", plane.secrets.status(), envoy.log_tail(40)));
+    for i in 0..5 {
+        let (status, body, served) = https_get(&client, addr).await.unwrap();
+        assert_eq!((status, body.as_str(), served == second.2), (200, "secure-backend", true), "request {i}");
+    }
+
+    // A server naming files outside the root: refused and reported; the first server keeps working.
+    let refused_port = free_port();
+    std::fs::write(
+        config.path().join("refused.yaml"),
+        gateway_yaml(
+            "refused",
+            refused_port,
+            "refused.example.com",
+            Path::new("/etc/ssl/x.pem"),
+            Path::new("/etc/ssl/x-key.pem"),
+        ),
+    )
+    .unwrap();
+    let reason = wait_for("the refused secret reported", Duration::from_secs(10), async || {
+        plane.secrets.status().into_iter().find(|s| s.name.contains("/etc/ssl/x.pem")).and_then(|s| s.error)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
+    assert!(reason.contains("outside every --file-secret-root"), "{reason}");
+    let (status, _, served) = https_get(&client, addr).await.unwrap();
+    assert_eq!((status, served == second.2), (200, true));
+
+    let conns = plane.server.connections().snapshot();
+    let sds = &conns[0].types[xds::type_url::SECRET];
+    assert_eq!((sds.state, sds.rejects), (SyncState::Acked, 0), "{sds:#?}");
+    assert!(conns[0].types.values().all(|t| t.rejects == 0), "{:#?}", conns[0].types);
+    let (_, stats) = envoy.admin_get("/stats?filter=update_rejected").await.unwrap();
+    assert!(stats.lines().all(|l| l.ends_with(": 0")), "{stats}");
+}
