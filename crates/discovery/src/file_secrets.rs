@@ -12,7 +12,8 @@
 //! A name that cannot be served (malformed, outside the roots, missing, unreadable, not PEM) is not
 //! answered: Envoy keeps the cluster or listener warming until the secret comes or its initial fetch
 //! timeout (15 s) passes, as it does when istio-agent cannot read a file. The reason is logged once per
-//! name and listed by [`FileSecrets::status`] (`/debug/configstatusz`). A secret that was served keeps
+//! name and listed by [`FileSecrets::status`] (`/debug/configstatusz`). A key that does not belong to
+//! its certificate (a rotation caught half written) counts as not servable, as in istio-agent. A secret that was served keeps
 //! its last good content when its files later become unusable (a half-written rotation must not take
 //! TLS down).
 //!
@@ -37,7 +38,9 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 use xds::{ConnectionRegistry, Resource, type_url};
 
-use crate::{metrics as m, options::FileSecretOptions, push::PushRequest};
+use crate::{
+    key_match::key_matches_certificate, metrics as m, options::FileSecretOptions, push::PushRequest,
+};
 
 /// Largest certificate or key file read (1 MiB); larger files are refused as not certificates.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -348,6 +351,14 @@ impl FileSecrets {
                 Err(reason) => return Loaded { result: Err(reason), dirs },
             }
         }
+        if let FileSecret::KeyPair { cert, key } = &secret
+            && let (Ok(certs), Ok(k)) = (check_certificates(&contents[0]), check_private_key(&contents[1]))
+            && key_matches_certificate(&certs[0].der, &k.label, &k.der) == Some(false)
+        {
+            // Typically a rotation caught between writing the certificate and the key.
+            let reason = format!("{key}: the private key does not belong to the first certificate of {cert}");
+            return Loaded { result: Err(reason), dirs };
+        }
         let resource = Resource::new(name, &secret.to_secret(contents));
         Loaded { result: Ok(Served { resource, files }), dirs }
     }
@@ -368,7 +379,7 @@ impl FileSecrets {
         let bytes = std::fs::read(&file).map_err(|e| format!("{path}: {e}"))?;
         match role {
             Role::Certificates => check_certificates(&bytes).map(|_| ()),
-            Role::PrivateKey => check_private_key(&bytes),
+            Role::PrivateKey => check_private_key(&bytes).map(|_| ()),
         }
         .map_err(|e| format!("{path}: {e}"))?;
         Ok((file, bytes))
@@ -559,31 +570,32 @@ pub fn pem_blocks(bytes: &[u8]) -> Result<Vec<PemBlock>, String> {
     Ok(blocks)
 }
 
-/// Checks a certificate chain or CA bundle: PEM with at least one `CERTIFICATE` block; returns how many.
+/// Checks a certificate chain or CA bundle: PEM with at least one `CERTIFICATE` block; returns the
+/// certificate blocks in file order (the leaf first, for a chain).
 ///
 /// # Errors
 /// What is wrong, for the status and the log.
-pub fn check_certificates(bytes: &[u8]) -> Result<usize, String> {
-    let n = pem_blocks(bytes)?.iter().filter(|b| b.label == "CERTIFICATE").count();
-    if n == 0 {
+pub fn check_certificates(bytes: &[u8]) -> Result<Vec<PemBlock>, String> {
+    let certs: Vec<PemBlock> = pem_blocks(bytes)?.into_iter().filter(|b| b.label == "CERTIFICATE").collect();
+    if certs.is_empty() {
         return Err("no PEM CERTIFICATE block".into());
     }
-    Ok(n)
+    Ok(certs)
 }
 
 /// Checks a private key file: PEM with an unencrypted `PRIVATE KEY`, `RSA PRIVATE KEY` or
-/// `EC PRIVATE KEY` block (what Envoy loads without a password).
+/// `EC PRIVATE KEY` block (what Envoy loads without a password); returns that block.
 ///
 /// # Errors
 /// What is wrong (an encrypted key is named as such).
-pub fn check_private_key(bytes: &[u8]) -> Result<(), String> {
+pub fn check_private_key(bytes: &[u8]) -> Result<PemBlock, String> {
     let blocks = pem_blocks(bytes)?;
     let keys: Vec<&PemBlock> = blocks
         .iter()
         .filter(|b| matches!(b.label.as_str(), "PRIVATE KEY" | "RSA PRIVATE KEY" | "EC PRIVATE KEY"))
         .collect();
-    if keys.iter().any(|b| !b.encrypted) {
-        return Ok(());
+    if let Some(key) = keys.iter().find(|b| !b.encrypted) {
+        return Ok((*key).clone());
     }
     if !keys.is_empty() || blocks.iter().any(|b| b.label == "ENCRYPTED PRIVATE KEY") {
         return Err("the private key is encrypted; Envoy cannot load it without a password".into());
@@ -622,7 +634,8 @@ mod tests {
     #[test]
     fn pem_checks() {
         assert_eq!(
-            check_certificates(format!("junk\n{}{}", pem("CERTIFICATE"), pem("CERTIFICATE")).as_bytes()),
+            check_certificates(format!("junk\n{}{}", pem("CERTIFICATE"), pem("CERTIFICATE")).as_bytes())
+                .map(|c| c.len()),
             Ok(2)
         );
         assert_eq!(check_certificates(pem("PRIVATE KEY").as_bytes()), Err("no PEM CERTIFICATE block".into()));
@@ -638,7 +651,7 @@ mod tests {
         assert!(check_certificates(mismatched.as_bytes()).unwrap_err().contains("ends with END PRIVATE KEY"));
 
         for label in ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"] {
-            assert_eq!(check_private_key(pem(label).as_bytes()), Ok(()), "{label}");
+            assert_eq!(check_private_key(pem(label).as_bytes()).map(|k| k.label), Ok(label.to_string()));
         }
         assert!(
             check_private_key(pem("ENCRYPTED PRIVATE KEY").as_bytes()).unwrap_err().contains("encrypted")
@@ -646,6 +659,23 @@ mod tests {
         let legacy = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nMAA=\n-----END RSA PRIVATE KEY-----\n";
         assert!(check_private_key(legacy.as_bytes()).unwrap_err().contains("encrypted"));
         assert!(check_private_key(pem("CERTIFICATE").as_bytes()).unwrap_err().contains("no PEM private key"));
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused_until_the_pair_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, include_str!("../testdata/rsa-cert.pem")).unwrap();
+        std::fs::write(&key, include_str!("../testdata/ec-key-sec1.pem")).unwrap();
+        let s = secrets(&[dir.path()]);
+        let name = format!("file-cert:{}~{}", cert.display(), key.display());
+        let want = names(&[name.clone()]);
+        assert!(s.resources(&want).is_empty());
+        let err = error_of(&s, &name);
+        assert!(err.contains("does not belong to the first certificate"), "{err}");
+        std::fs::write(&key, include_str!("../testdata/rsa-key.pem")).unwrap();
+        assert_eq!(s.refresh(), want);
+        assert!(error_of(&s, &name).is_empty());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
 //! - [`file_secrets`]: [`FileSecrets`], the SDS secrets `file-cert:`/`file-root:` read from files under
-//!   `--file-secret-root`, re-pushed when the files change.
+//!   `--file-secret-root`, re-pushed when the files change; [`key_match`] checks a key belongs to its
+//!   certificate.
 //! - [`mesh`]: the mesh config file (`--mesh-config`).
 //! - [`http`]: `/ready`, `/debug/*`, `/metrics` routers (axum).
 //! - [`metrics`]: metric names.
@@ -18,6 +19,7 @@
 
 pub mod file_secrets;
 pub mod http;
+pub mod key_match;
 pub mod mesh;
 pub mod metrics;
 pub mod options;
