@@ -203,7 +203,10 @@ mod tests {
             ("default", NameError::UnknownPrefix),
             ("kubernetes://my-secret", NameError::UnknownPrefix),
             ("file-cert:/c.pem", NameError::Malformed("file-cert: needs CERT~KEY, found no '~'")),
-            ("file-cert:/c.pem~/k.pem~/x", NameError::Malformed("file-cert: needs exactly one '~' between CERT and KEY")),
+            (
+                "file-cert:/c.pem~/k.pem~/x",
+                NameError::Malformed("file-cert: needs exactly one '~' between CERT and KEY"),
+            ),
             ("file-cert:~/k.pem", NameError::Malformed("file-cert: the certificate or key path is empty")),
             ("file-cert:/c.pem~", NameError::Malformed("file-cert: the certificate or key path is empty")),
             ("file-root:", NameError::Malformed("file-root: the path is empty")),

@@ -294,7 +294,10 @@ mod tests {
             ["file-cert:/etc/certs/cert-chain.pem~/etc/certs/key.pem"]
         );
         let c = combined(&common);
-        assert_eq!(c.validation_context_sds_secret_config.as_ref().unwrap().name, "file-root:/etc/certs/root-cert.pem");
+        assert_eq!(
+            c.validation_context_sds_secret_config.as_ref().unwrap().name,
+            "file-root:/etc/certs/root-cert.pem"
+        );
         let static_part = c.default_validation_context.as_ref().unwrap();
         assert_eq!(static_part.trusted_ca, None);
         assert_eq!(static_part.crl, Some(file("/etc/certs/crl.pem")), "the CRL stays a file, as in Istio");
@@ -370,7 +373,10 @@ mod tests {
         );
         assert_eq!(common.alpn_protocols, ["h2", "http/1.1"]);
         let c = combined(&common);
-        assert_eq!(c.validation_context_sds_secret_config.as_ref().unwrap().name, "file-root:/etc/certs/root-cert.pem");
+        assert_eq!(
+            c.validation_context_sds_secret_config.as_ref().unwrap().name,
+            "file-root:/etc/certs/root-cert.pem"
+        );
         let static_part = c.default_validation_context.as_ref().unwrap();
         assert_eq!(static_part.verify_certificate_spki, ["spki"]);
         assert_eq!(static_part.verify_certificate_hash, ["hash"]);

@@ -3,9 +3,10 @@
 //! The whole valid corpus (`tests/testdata/config`, `samples/**/networking` of the shared Istio test
 //! data, the repository's `examples/bookinfo`) is loaded; CDS, EDS, LDS and RDS are generated for
 //! several sidecars and gateways and put into a static bootstrap (EDS clusters become STATIC with their
-//! generated assignment, RDS references become the generated route configurations inline), which
-//! `envoy --mode validate` must accept. Certificate paths in the config are pointed at a test
-//! certificate first, because Envoy reads them while validating.
+//! generated assignment, RDS references become the generated route configurations inline, SDS
+//! references to `file-cert:`/`file-root:` secrets become static secrets read from those files, as the
+//! control plane would serve them), which `envoy --mode validate` must accept. Certificate paths in the
+//! config are pointed at a test certificate first, so the secrets can be read.
 //!
 //! Envoy: `$ENVOY_BIN`, else `<repo>/.venv-envoy/bin/envoy` (`scripts/install-envoy.sh`).
 
@@ -31,19 +32,25 @@ use envoy_types::pb::envoy::{
             Cluster,
             cluster::{ClusterDiscoveryType, DiscoveryType},
         },
-        core::v3::Node,
+        core::v3::{Node, TransportSocket, transport_socket},
         endpoint::v3::ClusterLoadAssignment,
         listener::v3::{Listener, filter},
         route::v3::RouteConfiguration,
     },
-    extensions::filters::network::http_connection_manager::v3::{
-        HttpConnectionManager, http_connection_manager::RouteSpecifier,
+    extensions::{
+        filters::network::http_connection_manager::v3::{
+            HttpConnectionManager, http_connection_manager::RouteSpecifier,
+        },
+        transport_sockets::tls::v3::{
+            CommonTlsContext, DownstreamTlsContext, Secret, UpstreamTlsContext,
+            common_tls_context::ValidationContextType,
+        },
     },
 };
 use meshpilot_networking::{
     MeshSettings, OutboundTrafficPolicy, ProxyContext, PushContext, cluster::generate_clusters,
     endpoint::generate_endpoints, filters::HTTP_CONNECTION_MANAGER, listener::generate_listeners,
-    rds::generate_routes,
+    rds::generate_routes, sds::FileSecret,
 };
 use model::Config;
 use prost::Message;
@@ -168,6 +175,53 @@ fn use_test_certificates(configs: &mut [Config]) {
     }
 }
 
+/// Turns the SDS references of a TLS context into static ones (no `sds_config`: Envoy looks the name up
+/// in `static_resources.secrets`) and collects their names.
+fn static_sds(common: &mut CommonTlsContext, names: &mut std::collections::BTreeSet<String>) {
+    for c in &mut common.tls_certificate_sds_secret_configs {
+        assert!(c.sds_config.is_some(), "{} has no SDS config source", c.name);
+        c.sds_config = None;
+        names.insert(c.name.clone());
+    }
+    if let Some(ValidationContextType::CombinedValidationContext(v)) = &mut common.validation_context_type
+        && let Some(c) = v.validation_context_sds_secret_config.as_mut()
+    {
+        assert!(c.sds_config.is_some(), "{} has no SDS config source", c.name);
+        c.sds_config = None;
+        names.insert(c.name.clone());
+    }
+}
+
+/// [`static_sds`] on a transport socket holding an upstream or downstream TLS context.
+fn static_sds_socket(socket: Option<&mut TransportSocket>, names: &mut std::collections::BTreeSet<String>) {
+    let Some(transport_socket::ConfigType::TypedConfig(any)) = socket.and_then(|s| s.config_type.as_mut())
+    else {
+        return;
+    };
+    if any.type_url.ends_with("UpstreamTlsContext") {
+        let mut ctx = UpstreamTlsContext::decode(any.value.as_slice()).unwrap();
+        static_sds(ctx.common_tls_context.as_mut().unwrap(), names);
+        any.value = ctx.encode_to_vec();
+    } else if any.type_url.ends_with("DownstreamTlsContext") {
+        let mut ctx = DownstreamTlsContext::decode(any.value.as_slice()).unwrap();
+        static_sds(ctx.common_tls_context.as_mut().unwrap(), names);
+        any.value = ctx.encode_to_vec();
+    }
+}
+
+/// The secrets the control plane would serve for `names`, read from the (test) files they name.
+fn file_secrets(names: &std::collections::BTreeSet<String>) -> Vec<Secret> {
+    names
+        .iter()
+        .map(|n| {
+            let s = FileSecret::parse(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+            s.to_secret(
+                s.paths().iter().map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"))).collect(),
+            )
+        })
+        .collect()
+}
+
 /// What was generated for one proxy, as a static bootstrap.
 fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
     let cds = generate_clusters(push, proxy, &[]).resources;
@@ -179,9 +233,11 @@ fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
     let lds = generate_listeners(push, proxy, &[]).resources;
     let rds: HashMap<String, RouteConfiguration> =
         generate_routes(push, proxy, &[]).resources.into_iter().map(|r| (r.name.clone(), r)).collect();
+    let mut sds = std::collections::BTreeSet::new();
     let clusters: Vec<Cluster> = cds
         .into_iter()
         .map(|mut c| {
+            static_sds_socket(c.transport_socket.as_mut(), &mut sds);
             if c.eds_cluster_config.take().is_some() {
                 c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
                 c.load_assignment =
@@ -195,6 +251,7 @@ fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
         .into_iter()
         .map(|mut l| {
             for chain in &mut l.filter_chains {
+                static_sds_socket(chain.transport_socket.as_mut(), &mut sds);
                 for f in &mut chain.filters {
                     let Some(filter::ConfigType::TypedConfig(any)) = &mut f.config_type else { continue };
                     if f.name != HTTP_CONNECTION_MANAGER {
@@ -223,7 +280,12 @@ fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
             cluster: "meshpilot-test".to_string(),
             ..Default::default()
         }),
-        static_resources: Some(StaticResources { listeners, clusters, ..Default::default() }),
+        static_resources: Some(StaticResources {
+            listeners,
+            clusters,
+            secrets: file_secrets(&sds),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     (b, routes)
@@ -274,9 +336,10 @@ fn envoy_accepts_generated_config_for_the_whole_corpus() {
         let (b, routes) = bootstrap(push, &proxy);
         let res = b.static_resources.as_ref().unwrap();
         eprintln!(
-            "{name}: {} clusters, {} listeners, {routes} routes",
+            "{name}: {} clusters, {} listeners, {routes} routes, {} secrets",
             res.clusters.len(),
-            res.listeners.len()
+            res.listeners.len(),
+            res.secrets.len()
         );
         assert!(
             res.clusters.len() > 3 && !res.listeners.is_empty(),

@@ -3,7 +3,10 @@
 
 mod support;
 
-use envoy_types::pb::envoy::config::route::v3::virtual_host::TlsRequirementType;
+use envoy_types::pb::envoy::{
+    config::{core::v3::transport_socket::ConfigType, route::v3::virtual_host::TlsRequirementType},
+    extensions::transport_sockets::tls::v3::DownstreamTlsContext,
+};
 use meshpilot_networking::{
     Severity, cluster::generate_clusters, debug::listener_summary, listener::generate_listeners,
     rds::generate_routes,
@@ -201,6 +204,19 @@ fn gateway_https_passthrough_tcp_and_redirect() {
     assert_eq!(chains.len(), 2, "{chains:#?}");
     assert_eq!(chains[0]["server_names"][0], "app.example.com");
     assert_eq!(chains[0]["tls"], true);
+    // The certificate files are an SDS secret, never file paths in LDS.
+    let l443 = out.resources.iter().find(|l| l.name == "0.0.0.0_443").unwrap();
+    let Some(ConfigType::TypedConfig(any)) =
+        l443.filter_chains[0].transport_socket.as_ref().and_then(|t| t.config_type.clone())
+    else {
+        panic!("no TLS transport socket")
+    };
+    let common = <DownstreamTlsContext as prost::Message>::decode(any.value.as_slice())
+        .unwrap()
+        .common_tls_context
+        .unwrap();
+    assert!(common.tls_certificates.is_empty());
+    assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "file-cert:/certs/cert.pem~/certs/key.pem");
     assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.443.https.gw.apps");
     assert_eq!(chains[1]["server_names"][0], "pass.example.com");
     assert_eq!(chains[1]["tls"], false);

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::{
     },
     config::core::v3::transport_socket,
     extensions::{
-        transport_sockets::tls::v3::UpstreamTlsContext,
+        transport_sockets::tls::v3::{UpstreamTlsContext, common_tls_context::ValidationContextType},
         upstreams::http::v3::{
             HttpProtocolOptions,
             http_protocol_options::{UpstreamProtocolOptions, explicit_http_config::ProtocolConfig},
@@ -130,7 +130,14 @@ fn destination_level_policy() {
     assert_eq!(main.common_lb_config.as_ref().unwrap().healthy_panic_threshold.as_ref().unwrap().value, 0.0);
     let tls = upstream_tls(main).expect("SIMPLE TLS");
     assert_eq!(tls.sni, "svc.example");
-    assert!(tls.common_tls_context.unwrap().tls_certificates.is_empty());
+    let common = tls.common_tls_context.unwrap();
+    assert!(common.tls_certificates.is_empty() && common.tls_certificate_sds_secret_configs.is_empty());
+    // The CA file through SDS, the SAN in the static part.
+    let Some(ValidationContextType::CombinedValidationContext(v)) = common.validation_context_type else {
+        panic!("expected a combined validation context")
+    };
+    assert_eq!(v.validation_context_sds_secret_config.unwrap().name, "file-root:/etc/ca.pem");
+    assert_eq!(v.default_validation_context.unwrap().match_typed_subject_alt_names.len(), 1);
     // The tunnel is reported, once per cluster it would apply to.
     assert!(findings.iter().any(|f| f.severity == Severity::Unsupported
         && f.path == "spec.trafficPolicy.tunnel"
@@ -170,7 +177,9 @@ fn subset_policy_overrides_part_by_part() {
     assert_eq!(v1.lb_policy, LbPolicy::Random as i32);
     assert!(v1.outlier_detection.is_some(), "inherited from the destination level");
     let tls = upstream_tls(v1).unwrap().common_tls_context.unwrap();
-    assert_eq!(tls.tls_certificates.len(), 1, "MUTUAL presents the client certificate");
+    assert!(tls.tls_certificates.is_empty(), "no certificate files in CDS");
+    let sds: Vec<&str> = tls.tls_certificate_sds_secret_configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(sds, ["file-cert:/c.pem~/k.pem"], "MUTUAL presents the client certificate, over SDS");
     let v2 = get(&c, &format!("outbound|80|v2|{SVC}"));
     assert_eq!(kind(v2), DiscoveryType::OriginalDst);
     assert_eq!(v2.lb_policy, LbPolicy::ClusterProvided as i32);
