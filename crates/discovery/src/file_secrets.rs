@@ -623,8 +623,8 @@ mod tests {
         .unwrap()
     }
 
-    fn names(list: &[String]) -> BTreeSet<String> {
-        list.iter().cloned().collect()
+    fn names(list: &[impl AsRef<str>]) -> BTreeSet<String> {
+        list.iter().map(|n| n.as_ref().to_string()).collect()
     }
 
     fn error_of(s: &FileSecrets, name: &str) -> String {
@@ -669,7 +669,7 @@ mod tests {
         std::fs::write(&key, include_str!("../testdata/ec-key-sec1.pem")).unwrap();
         let s = secrets(&[dir.path()]);
         let name = format!("file-cert:{}~{}", cert.display(), key.display());
-        let want = names(&[name.clone()]);
+        let want = names(&[&name]);
         assert!(s.resources(&want).is_empty());
         let err = error_of(&s, &name);
         assert!(err.contains("does not belong to the first certificate"), "{err}");
@@ -748,7 +748,7 @@ mod tests {
 
         let none = FileSecrets::disabled();
         let n = format!("file-root:{}/ca.pem", outside.display());
-        assert!(none.resources(&names(&[n.clone()])).is_empty());
+        assert!(none.resources(&names(&[&n])).is_empty());
         assert!(error_of(&none, &n).contains("no --file-secret-root"));
     }
 
@@ -775,7 +775,7 @@ mod tests {
         let ca = dir.path().join("ca.pem");
         let s = secrets(&[dir.path()]);
         let name = format!("file-root:{}", ca.display());
-        let want = names(&[name.clone()]);
+        let want = names(&[&name]);
         assert!(s.resources(&want).is_empty(), "missing at first");
         std::fs::write(&ca, pem("CERTIFICATE")).unwrap();
         assert_eq!(s.refresh(), want, "appeared");

@@ -280,12 +280,7 @@ fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
             cluster: "meshpilot-test".to_string(),
             ..Default::default()
         }),
-        static_resources: Some(StaticResources {
-            listeners,
-            clusters,
-            secrets: file_secrets(&sds),
-            ..Default::default()
-        }),
+        static_resources: Some(StaticResources { listeners, clusters, secrets: file_secrets(&sds) }),
         ..Default::default()
     };
     (b, routes)
