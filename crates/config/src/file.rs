@@ -584,23 +584,10 @@ impl FileSource {
         // Catch up with changes made between the initial scan and the watch.
         self.rescan_async().await;
 
-        let period = self.inner.options.rescan_interval.filter(|d| !d.is_zero());
-        let mut ticker = period.map(|p| {
-            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
-            // A slow scan must not be followed by a burst of catch-up scans.
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker
-        });
+        // A slow scan must not be followed by a burst of catch-up scans (Periodic delays instead).
+        let mut ticker = crate::time::Periodic::new(self.inner.options.rescan_interval);
         let debounce = self.inner.options.debounce;
         loop {
-            let tick = async {
-                match ticker.as_mut() {
-                    Some(t) => {
-                        t.tick().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = shutdown.wait() => break,
                 Some(()) = rx.recv() => {
@@ -612,7 +599,7 @@ impl FileSource {
                     while rx.try_recv().is_ok() {}
                     self.rescan_async().await;
                 }
-                () = tick => self.rescan_async().await,
+                () = ticker.tick() => self.rescan_async().await,
             }
         }
         tracing::debug!(source = %self.name(), "file watch stopped");

@@ -32,4 +32,4 @@ pub use configz::{configz, kubernetes_object};
 pub use file::{FileSource, FileSourceOptions, FileSourceStatus};
 pub use memory::{Change, MemoryStore};
 pub use queue::{Queue, QueueOptions};
-pub use time::rfc3339;
+pub use time::{Periodic, rfc3339};

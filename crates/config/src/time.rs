@@ -1,6 +1,33 @@
-//! RFC 3339 timestamps (UTC, whole seconds) without a date-time dependency.
+//! RFC 3339 timestamps (UTC, whole seconds) without a date-time dependency; [`Periodic`] re-scan timers.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A timer for periodic re-scans: ticks every `period`, the first one period from now; never when the
+/// period is `None` or zero. A slow tick handler delays the next tick instead of causing a burst of
+/// catch-up ticks.
+#[derive(Debug)]
+pub struct Periodic(Option<tokio::time::Interval>);
+
+impl Periodic {
+    /// A timer with `period` (see the type).
+    pub fn new(period: Option<Duration>) -> Self {
+        Periodic(period.filter(|p| !p.is_zero()).map(|p| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        }))
+    }
+
+    /// Waits for the next tick (forever for a timer that never ticks).
+    pub async fn tick(&mut self) {
+        match self.0.as_mut() {
+            Some(t) => {
+                t.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
 
 /// `t` as `YYYY-MM-DDTHH:MM:SSZ` (the form Kubernetes writes `creationTimestamp` in). Times before
 /// 1970 print as the epoch.

@@ -280,21 +280,8 @@ impl FileSecrets {
         }
         // Catch up with changes made before the watch.
         self.refresh_and_push(&connections).await;
-        let period = self.options.recheck_interval.filter(|d| !d.is_zero());
-        let mut ticker = period.map(|p| {
-            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
-            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            t
-        });
+        let mut ticker = config::Periodic::new(self.options.recheck_interval);
         loop {
-            let tick = async {
-                match ticker.as_mut() {
-                    Some(t) => {
-                        t.tick().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = shutdown.wait() => break,
                 Some(()) = rx.recv() => {
@@ -305,7 +292,7 @@ impl FileSecrets {
                     while rx.try_recv().is_ok() {}
                     self.refresh_and_push(&connections).await;
                 }
-                () = tick => {
+                () = ticker.tick() => {
                     self.retain(&subscribed(&connections));
                     self.refresh_and_push(&connections).await;
                 }
