@@ -71,7 +71,7 @@ async fn rejected_stats(envoy: &Envoy) -> (Vec<String>, bool) {
 /// The corpus's certificate files (`/etc/certs/…`, `tests/testdata/certs/…`) do not exist and no
 /// `--file-secret-root` is given, so their `file-cert:`/`file-root:` secrets are not answered: the
 /// clusters and listeners using them warm until Envoy's SDS initial fetch timeout (15 s), which holds
-/// a sidecar's first LDS request back by that long. Before SDS, those paths were in CDS/LDS and Envoy
+/// the proxy's first LDS request back by that long (clusters warm before listeners are asked for). Before SDS, those paths were in CDS/LDS and Envoy
 /// rejected the whole update.
 async fn corpus_acked(label: &str, bootstrap: impl Fn(&Plane) -> Bootstrap) {
     let started = std::time::Instant::now();

@@ -182,39 +182,37 @@ pub async fn exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     path: &str,
     headers: &[(&str, &str)],
 ) -> std::io::Result<Response> {
-    {
-        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await?;
+    // Read until the body is complete (Content-Length) or EOF: Envoy delays closing after a
+    // locally generated response (delayed_close_timeout, 1 s) until the client closes.
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            break;
         }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).await?;
-        // Read until the body is complete (Content-Length) or EOF: Envoy delays closing after a
-        // locally generated response (delayed_close_timeout, 1 s) until the client closes.
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let n = s.read(&mut chunk).await?;
-            if n == 0 {
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if len.is_some_and(|len| buf.len() >= end + 4 + len) {
                 break;
             }
-            buf.extend_from_slice(&chunk[..n]);
-            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                let len = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok());
-                if len.is_some_and(|len| buf.len() >= end + 4 + len) {
-                    break;
-                }
-            }
         }
-        let text = String::from_utf8_lossy(&buf).to_string();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        Ok(Response { status, head: head.to_ascii_lowercase(), body: body.to_string() })
     }
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok(Response { status, head: head.to_ascii_lowercase(), body: body.to_string() })
 }
 
 /// An HTTP/1.1 upstream on 127.0.0.1 that answers 200 with a body of its name, a newline and the
