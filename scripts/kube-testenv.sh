@@ -261,7 +261,7 @@ exec "$BIN/kube-apiserver" \\
   --token-auth-file="$dir/pki/tokens.csv" --authorization-mode=RBAC \\
   --service-account-issuer=https://127.0.0.1:$api_port/ \\
   --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \\
-  --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \\
+  --service-cluster-ip-range=10.0.0.0/16 --allow-privileged=true \\
   --disable-admission-plugins=ServiceAccount \\
   --v=1
 EOF

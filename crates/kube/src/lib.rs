@@ -3,6 +3,7 @@
 //! ```text
 //!  kube-apiserver ◄──watch CRDs + Istio kinds── source::KubeSource ──► ConfigStoreController
 //!        ▲                                            (same parsing/validation as files)
+//!        ├──watch Services, EndpointSlices, Pods, Nodes, Namespaces── registry::KubeRegistry ──► ServiceController
 //!        └──REST (create/apply/get/list/delete)── client ◄── meshpilot apply/create/get/delete
 //! ```
 //!
@@ -10,15 +11,20 @@
 //!   resources as dynamic objects, conversion into [`model::Config`], errors explained.
 //! - [`source`]: [`KubeSource`], the CRD config source (Istio's crdclient): watches, validation,
 //!   relist without spurious deletes, writes with typed conflicts.
+//! - [`registry`]: [`KubeRegistry`], the Kubernetes service registry (Istio's kube controller):
+//!   Services and EndpointSlices as services and endpoints, Pods for labels, identities and proxy
+//!   instances, Nodes for locality.
 //! - [`testenv`]: a real etcd + kube-apiserver for tests (`scripts/kube-testenv.sh`).
 //!
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
 pub mod client;
+pub mod registry;
 pub mod source;
 pub mod testenv;
 
 pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
+pub use registry::{KubeRegistry, KubeRegistryOptions};
 pub use source::{KubeSource, KubeSourceOptions, Rejected};
 
 /// Re-exported: the client type of [`Connection`].

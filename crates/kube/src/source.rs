@@ -341,7 +341,7 @@ impl Inner {
 }
 
 /// Exponential backoff for watch retries: `initial`, doubling, capped at `max`; reset after a success.
-struct WatchBackoff {
+pub(crate) struct WatchBackoff {
     initial: Duration,
     max: Duration,
     next: Duration,
@@ -364,7 +364,11 @@ impl Backoff for WatchBackoff {
 }
 
 fn backoff(options: &KubeSourceOptions) -> WatchBackoff {
-    let (initial, max) = options.backoff;
+    watch_backoff(options.backoff)
+}
+
+/// A [`WatchBackoff`] from `(initial, max)`.
+pub(crate) fn watch_backoff((initial, max): (Duration, Duration)) -> WatchBackoff {
     WatchBackoff { initial, max, next: initial }
 }
 
