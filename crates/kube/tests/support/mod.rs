@@ -100,3 +100,73 @@ pub fn destination_rule(namespace: &str, name: &str, host: &str) -> String {
          spec:\n  host: {host}\n"
     )
 }
+
+/// A started Kubernetes registry with a log of its notifications.
+pub struct RunningRegistry {
+    pub registry: meshpilot_kube::KubeRegistry,
+    pub events: Arc<Mutex<Vec<model::service::RegistryEvent>>>,
+    _trigger: ShutdownTrigger,
+}
+
+/// Starts a Kubernetes registry over `env` restricted to `namespaces`, recording its notifications,
+/// and waits until it has synced.
+pub async fn start_registry(env: &TestEnv, namespaces: &[&str]) -> RunningRegistry {
+    use model::service::ServiceController;
+    let config = env.client_config().await.expect("kubeconfig");
+    let options = meshpilot_kube::KubeRegistryOptions {
+        namespaces: namespaces.iter().map(|s| (*s).to_string()).collect(),
+        backoff: (Duration::from_millis(100), Duration::from_secs(1)),
+        ..meshpilot_kube::KubeRegistryOptions::default()
+    };
+    let registry = meshpilot_kube::KubeRegistry::new(config, options);
+    let events: Arc<Mutex<Vec<model::service::RegistryEvent>>> = Arc::default();
+    let log = events.clone();
+    registry.append_event_handler(Arc::new(move |e| log.lock().unwrap().push(e.clone())));
+    let (trigger, shutdown) = shutdown_channel();
+    tokio::spawn(registry.run(shutdown));
+    wait_for("registry has_synced", || registry.has_synced()).await;
+    RunningRegistry { registry, events, _trigger: trigger }
+}
+
+/// A non-loopback IPv4 address of this machine (the API server refuses loopback endpoint and pod
+/// addresses): the source address of a route to a documentation address (no packet is sent).
+pub fn host_ip() -> std::net::Ipv4Addr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+    socket.connect("198.51.100.1:9").expect("a default route (needed for a non-loopback host address)");
+    match socket.local_addr().expect("local address").ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_loopback() => ip,
+        other => panic!("no non-loopback IPv4 address on this machine (got {other})"),
+    }
+}
+
+/// A Pod manifest (`status` is set separately with [`set_pod_ip`]).
+pub fn pod(namespace: &str, name: &str, labels: &str, account: &str, node: &str, ports: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {namespace}, labels: {{{labels}}}}}\n\
+         spec:\n  serviceAccountName: {account}\n  nodeName: {node}\n  automountServiceAccountToken: false\n  \
+         containers: [{{name: app, image: example.invalid/app, ports: [{ports}]}}]\n"
+    )
+}
+
+/// Sets a pod's `status.podIP(s)` (no kubelet does it here).
+pub fn set_pod_ip(env: &TestEnv, namespace: &str, name: &str, ip: &str) {
+    let patch = format!("{{\"status\":{{\"phase\":\"Running\",\"podIP\":\"{ip}\",\"podIPs\":[{{\"ip\":\"{ip}\"}}]}}}}");
+    env.kubectl(&["-n", namespace, "patch", "pod", name, "--subresource=status", "--type=merge", "-p", &patch])
+        .expect("patch pod status");
+}
+
+/// An EndpointSlice of `service` with `ports` (`name: port` YAML flow items) and `endpoints` (YAML
+/// flow items).
+pub fn slice(namespace: &str, name: &str, service: &str, ports: &str, endpoints: &[String]) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: {name}, namespace: {namespace}, \
+         labels: {{kubernetes.io/service-name: {service}}}}}\naddressType: IPv4\nports: [{ports}]\nendpoints: [{}]\n",
+        endpoints.join(", ")
+    )
+}
+
+/// One slice endpoint at `ip` pointing at pod `pod` (empty: no targetRef) with `ready`/`terminating`.
+pub fn slice_endpoint(ip: &str, pod: &str, ready: bool, terminating: bool) -> String {
+    let target = if pod.is_empty() { String::new() } else { format!(", targetRef: {{kind: Pod, name: {pod}}}") };
+    format!("{{addresses: [{ip}], conditions: {{ready: {ready}, terminating: {terminating}}}{target}}}")
+}
