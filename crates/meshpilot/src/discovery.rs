@@ -23,7 +23,8 @@ use xds::{AdsConfig, AdsServer};
     long_about = "Run the control plane (Istio's pilot-discovery). Config is read from --config-dir \
 directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz) \
 and/or from the Istio custom resources of the cluster in --kubeconfig (watched; an invalid object is skipped \
-with a warning). ServiceEntries and WorkloadEntries are the service registry.\n\n\
+with a warning). ServiceEntries and WorkloadEntries are a service registry; with --kubeconfig, so are the \
+cluster's Services and EndpointSlices (--registries Kubernetes, the default).\n\n\
 Certificate files named by DestinationRule and Gateway `tls` settings are sent to proxies as SDS secrets \
 (`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
@@ -44,6 +45,15 @@ pub struct Args {
     /// an object in both is taken from the directory; writes go to the cluster).
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
+
+    /// Service registries to read besides ServiceEntries (Istio's --registries, comma-separated):
+    /// `Kubernetes` reads Services, EndpointSlices, Pods and Nodes of the --kubeconfig cluster.
+    #[arg(long, value_delimiter = ',', default_value = "Kubernetes")]
+    registries: Vec<String>,
+
+    /// The cluster id (Istio's --clusterID): the registries' shard and the endpoints' cluster.
+    #[arg(long = "clusterID", default_value = model::service::DEFAULT_CLUSTER_ID)]
+    cluster_id: String,
 
     /// Control-plane revision (Istio's REVISION): cluster objects labelled istio.io/rev with another
     /// value are ignored.
@@ -179,9 +189,18 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
         store.clone(),
-        ServiceEntryOptions { domain_suffix: args.domain.clone(), ..ServiceEntryOptions::default() },
+        ServiceEntryOptions {
+            domain_suffix: args.domain.clone(),
+            cluster_id: args.cluster_id.clone(),
+            ..ServiceEntryOptions::default()
+        },
     ));
+    let (trigger, shutdown) = shutdown_channel();
     let services = Arc::new(AggregateRegistry::new());
+    if let Some(registry) = kube_registry(args).await? {
+        tokio::spawn(registry.run(shutdown.clone()));
+        services.add_registry(Arc::new(registry));
+    }
     services.add_registry(se);
     let services: Arc<dyn ServiceController> = services;
 
@@ -208,7 +227,6 @@ async fn run_async(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on --monitoring-addr {monitoring_addr}: {e}"))?;
     info!(grpc = %grpc_addr, http = %http_addr, monitoring = %monitoring_addr, "meshpilot discovery listening");
 
-    let (trigger, shutdown) = shutdown_channel();
     let state = DebugState {
         server: server.clone(),
         files,
@@ -265,6 +283,27 @@ async fn kube_config_source(
     let source = kube_source::KubeSource::new(config, options);
     info!(source = %model::ConfigStore::name(&source), "watching Istio config in Kubernetes");
     Ok(Arc::new(source))
+}
+
+/// The Kubernetes service registry, when a kubeconfig is given and `--registries` names `Kubernetes`.
+async fn kube_registry(args: &Args) -> Result<Option<kube_source::KubeRegistry>, String> {
+    for r in &args.registries {
+        if !r.is_empty() && r != "Kubernetes" {
+            return Err(format!("unknown --registries entry {r:?}: meshpilot knows Kubernetes"));
+        }
+    }
+    let Some(path) = args.kubeconfig.as_deref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
+    else {
+        return Ok(None);
+    };
+    let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
+    let options = kube_source::KubeRegistryOptions {
+        cluster_id: args.cluster_id.clone(),
+        domain_suffix: args.domain.clone(),
+        ..kube_source::KubeRegistryOptions::default()
+    };
+    info!(cluster = %args.cluster_id, "reading Kubernetes services");
+    Ok(Some(kube_source::KubeRegistry::new(config, options)))
 }
 
 async fn wait_for_signal() {

@@ -7,7 +7,7 @@
 //!  EndpointSlice ─(kubernetes.io/service-name)──► slices of a service ─┐
 //!  Pod ──(targetRef, else IP)───────────────────► labels, account ─────┼─► endpoints of the service
 //!  Node ─(pod.spec.nodeName)────────────────────► locality ────────────┤     (slices in name order,
-//!  Namespace ───────────────────────────────────► network label ───────┘      deduplicated by IP+port)
+//!  Namespace ───────────────────────────────────► network label ───────┘      deduplicated by address+port)
 //!                                                      │
 //!                          diff with the published list ──► ServiceEvent / EndpointUpdate
 //! ```
@@ -20,6 +20,11 @@
 //! (incremental unless the service is new in this shard or its set of service accounts changed), and
 //! always [`EndpointPush::Full`] for an `ExternalName` service (DNS: endpoints live in CDS) and for a
 //! headless service with a non-HTTP port (Istio pushes those fully: per-endpoint listeners).
+//!
+//! **Duplicates.** An address that appears in several slices of a service (a pod moving between
+//! slices) gives one endpoint per service port name and endpoint port, from the first slice by name.
+//! Istio keys by address and port name only; the endpoint port is added here so that workloads that
+//! share an IP (pods on the host network) at different ports stay distinct.
 //!
 //! **Pods.** An endpoint whose `targetRef` names a Pod the index has not seen is left out until the
 //! Pod arrives (Istio: "endpoint without pod", re-queued on pod arrival); an endpoint without a
@@ -477,7 +482,7 @@ impl KubeIndex {
             return external_name_endpoints(converted, &self.options).into_iter().map(Arc::new).collect();
         }
         let mut out: Vec<Arc<Endpoint>> = Vec::new();
-        let mut seen: HashSet<(String, String)> = HashSet::new();
+        let mut seen: HashSet<(String, String, u32)> = HashSet::new();
         let namespace_labels = self.namespaces.get(&key.0).map(|(_, l)| l);
         for slice_name in self.slices_by_service.get(key).into_iter().flatten() {
             let Some(slice) = self.slices.get(&(key.0.clone(), slice_name.clone())) else { continue };
@@ -502,7 +507,7 @@ impl KubeIndex {
                         .map(|(_, l)| l);
                     let facts = workload_facts(pod, node, namespace_labels, &key.0, &self.options);
                     for ep in slice_endpoints(address, &ports, &facts, health, &self.options.cluster_id) {
-                        if seen.insert((address.clone(), ep.service_port_name.clone())) {
+                        if seen.insert((address.clone(), ep.service_port_name.clone(), ep.endpoint_port)) {
                             out.push(Arc::new(ep));
                         }
                     }

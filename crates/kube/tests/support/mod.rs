@@ -1,6 +1,9 @@
-//! Shared helpers of the Kubernetes tests: a running source, an event log, waiting.
+//! Shared helpers of the Kubernetes tests: a running source, an event log, waiting, a registry,
+//! object manifests, and (in `plane`) a whole control plane with upstreams.
 
 #![allow(dead_code)]
+
+pub mod plane;
 
 use std::{
     sync::{Arc, Mutex},
