@@ -32,7 +32,10 @@ use model::service::{RegistryEvent, ServiceController, ServiceDiscovery};
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").to_string())))
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").to_string()))
+        })
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
@@ -73,7 +76,10 @@ async fn main() {
     let client = kube::Client::try_from(config.clone()).expect("client");
     let ns = "bench";
     Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap(),
+        )
         .await
         .expect("namespace");
     let t = Instant::now();
@@ -84,7 +90,10 @@ async fn main() {
             let (svc_api, slice_api) = (svc_api.clone(), slice_api.clone());
             async move {
                 svc_api.create(&PostParams::default(), &service(ns, i)).await.expect("create service");
-                slice_api.create(&PostParams::default(), &endpoint_slice(ns, i, per, 0)).await.expect("create slice");
+                slice_api
+                    .create(&PostParams::default(), &endpoint_slice(ns, i, per, 0))
+                    .await
+                    .expect("create slice");
             }
         })
         .buffer_unordered(16)
@@ -114,7 +123,9 @@ async fn main() {
     }
     let sync = t.elapsed();
     let in_ns = registry.services().iter().filter(|s| s.namespace == ns).count();
-    let eps: usize = (0..services).map(|i| registry.endpoints(&format!("svc-{i}.{ns}.svc.cluster.local"), ns, 80, None).len()).sum();
+    let eps: usize = (0..services)
+        .map(|i| registry.endpoints(&format!("svc-{i}.{ns}.svc.cluster.local"), ns, 80, None).len())
+        .sum();
     let rss_after = rss_kib();
     println!(
         "initial sync: {in_ns} services, {eps} endpoints in {} ms; RSS {} MiB → {} MiB (+{} MiB)",
@@ -145,7 +156,11 @@ async fn main() {
                         // A failed read (API server busy) skips this slice for the round.
                         let Ok(current) = slice_api.get(&format!("svc-{i}-abc")).await else { continue };
                         s.metadata.resource_version = current.metadata.resource_version;
-                        if slice_api.replace(&format!("svc-{i}-abc"), &PostParams::default(), &s).await.is_ok() {
+                        if slice_api
+                            .replace(&format!("svc-{i}-abc"), &PostParams::default(), &s)
+                            .await
+                            .is_ok()
+                        {
                             writes.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -199,6 +214,9 @@ async fn main() {
         events += index.apply_slice(&Arc::new(s)).len();
     }
     let secs = t.elapsed().as_secs_f64();
-    println!("index alone: {n} slice updates ({events} endpoint updates) at {:.0} updates/s", n as f64 / secs);
+    println!(
+        "index alone: {n} slice updates ({events} endpoint updates) at {:.0} updates/s",
+        n as f64 / secs
+    );
     drop(env);
 }

@@ -8,13 +8,12 @@ use meshpilot_kube::testenv::TestEnv;
 use model::{
     Event,
     service::{
-        EndpointPush, ExportTo, HealthStatus, LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
-        Protocol, ProviderId, RegistryEvent, Resolution, ServiceController, ServiceDiscovery,
+        EndpointPush, ExportTo, HealthStatus, LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_REGION,
+        LABEL_TOPOLOGY_ZONE, Protocol, ProviderId, RegistryEvent, Resolution, ServiceController,
+        ServiceDiscovery,
     },
 };
-use support::{
-    host_ip, namespace, pod, set_pod_ip, slice, slice_endpoint, start_registry, wait_for,
-};
+use support::{host_ip, namespace, pod, set_pod_ip, slice, slice_endpoint, start_registry, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_convert_like_istio() {
@@ -40,7 +39,10 @@ async fn services_convert_like_istio() {
 
     let web = r.get_service(&host("web"), ns).unwrap();
     assert_eq!(web.registry, ProviderId::Kubernetes);
-    assert_eq!((web.name.as_str(), web.resolution, web.mesh_external), ("web", Resolution::ClientSideLb, false));
+    assert_eq!(
+        (web.name.as_str(), web.resolution, web.mesh_external),
+        ("web", Resolution::ClientSideLb, false)
+    );
     assert_eq!(web.addresses.len(), 1, "the ClusterIP the API server allocated");
     assert!(web.addresses[0].starts_with("10.0."), "{:?}", web.addresses);
     let protocols: Vec<(&str, u32, Protocol)> =
@@ -77,7 +79,9 @@ async fn services_convert_like_istio() {
     let events = running.events.lock().unwrap().clone();
     for n in ["web", "db", "ext"] {
         assert!(
-            events.iter().any(|e| matches!(e, RegistryEvent::Service(s) if s.hostname == host(n) && s.event == Event::Add)),
+            events.iter().any(
+                |e| matches!(e, RegistryEvent::Service(s) if s.hostname == host(n) && s.event == Event::Add)
+            ),
             "{n}: {events:?}"
         );
     }
@@ -87,7 +91,9 @@ async fn services_convert_like_istio() {
     env.kubectl(&["-n", ns, "delete", "service", "ext"]).unwrap();
     wait_for("ext deleted", || r.get_service(&host("ext"), ns).is_none()).await;
     let events = running.events.lock().unwrap().clone();
-    assert!(events.iter().any(|e| matches!(e, RegistryEvent::Service(s) if s.hostname == host("ext") && s.event == Event::Delete)));
+    assert!(events.iter().any(
+        |e| matches!(e, RegistryEvent::Service(s) if s.hostname == host("ext") && s.event == Event::Delete)
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,21 +154,32 @@ async fn endpoints_take_pod_identity_node_locality_and_conditions() {
     assert_eq!(r.endpoints(&host, ns, 80, Some(&v1)).len(), 1);
 
     // publishNotReadyAddresses: the not-ready (but not terminating) endpoint counts as ready.
-    env.kubectl(&["-n", ns, "patch", "service", "app", "--type=merge", "-p", "{\"spec\":{\"publishNotReadyAddresses\":true}}"])
-        .unwrap();
+    env.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "service",
+        "app",
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"publishNotReadyAddresses\":true}}",
+    ])
+    .unwrap();
     wait_for("not-ready published", || {
         r.endpoints(&host, ns, 80, None)
             .iter()
             .any(|e| e.first_address() == "10.1.0.2" && e.health_status == HealthStatus::Healthy)
     })
     .await;
-    assert!(r
-        .endpoints(&host, ns, 80, None)
-        .iter()
-        .any(|e| e.first_address() == "10.1.0.3" && e.health_status == HealthStatus::Terminating));
+    assert!(
+        r.endpoints(&host, ns, 80, None)
+            .iter()
+            .any(|e| e.first_address() == "10.1.0.3" && e.health_status == HealthStatus::Terminating)
+    );
 
     // The node's labels change: the locality follows.
-    env.kubectl(&["label", "node", "kreg-node-a", "--overwrite", "topology.kubernetes.io/zone=us-east1-c"]).unwrap();
+    env.kubectl(&["label", "node", "kreg-node-a", "--overwrite", "topology.kubernetes.io/zone=us-east1-c"])
+        .unwrap();
     wait_for("locality follows the node", || {
         r.endpoints(&host, ns, 80, None).iter().any(|e| e.locality.label == "us-east1/us-east1-c/")
     })
@@ -191,7 +208,9 @@ async fn endpoint_changes_are_incremental_and_service_changes_are_service_events
     let endpoints = |n: usize| -> Vec<String> {
         (0..n).map(|i| slice_endpoint(&format!("10.2.0.{}", i + 1), "", true, false)).collect()
     };
-    let apply = |n: usize| env.kubectl_apply(&slice(ns, "svc-1", "svc", "{name: http, port: 8080}", &endpoints(n))).unwrap();
+    let apply = |n: usize| {
+        env.kubectl_apply(&slice(ns, "svc-1", "svc", "{name: http, port: 8080}", &endpoints(n))).unwrap()
+    };
     apply(1);
     wait_for("one endpoint", || r.endpoints(&host, ns, 80, None).len() == 1).await;
     for n in [3, 2, 5, 1] {
@@ -253,7 +272,8 @@ async fn an_endpoint_waits_for_its_pod() {
     wait_for("warning about the missing pod", || !r.warnings().is_empty()).await;
     assert!(r.endpoints(&host, ns, 80, None).is_empty(), "left out until the pod is known");
     assert!(r.warnings()[0].message.contains("late-pod"), "{:?}", r.warnings());
-    env.kubectl_apply(&pod(ns, "late-pod", "app: late", "late-sa", "kreg-node-b", "{containerPort: 8080}")).unwrap();
+    env.kubectl_apply(&pod(ns, "late-pod", "app: late", "late-sa", "kreg-node-b", "{containerPort: 8080}"))
+        .unwrap();
     wait_for("endpoint once the pod arrived", || r.endpoints(&host, ns, 80, None).len() == 1).await;
     assert_eq!(
         r.endpoints(&host, ns, 80, None)[0].service_account,

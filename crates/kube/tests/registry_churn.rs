@@ -40,7 +40,8 @@ async fn endpoint_churn_is_eds_only() {
     ))
     .unwrap();
     let scale = |n: usize| {
-        let eps: Vec<String> = (0..n).map(|i| slice_endpoint(&format!("10.3.0.{}", i + 1), "", true, false)).collect();
+        let eps: Vec<String> =
+            (0..n).map(|i| slice_endpoint(&format!("10.3.0.{}", i + 1), "", true, false)).collect();
         env.kubectl_apply(&slice(NS, "churn-1", "churn", "{name: http, port: 8080}", &eps)).unwrap();
     };
     scale(1);

@@ -16,9 +16,9 @@ use api::Kind;
 use meshpilot_kube::testenv::TestEnv;
 use model::{ConfigStore, parse::ParseOptions};
 use support::{
-    host_ip, namespace, pod,
+    host_ip, namespace,
     plane::{HostEcho, KubePlane, get, testdata},
-    set_pod_ip, slice, slice_endpoint,
+    pod, set_pod_ip, slice, slice_endpoint,
 };
 use xds::testing::{Envoy, free_port, wait_for};
 

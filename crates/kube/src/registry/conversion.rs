@@ -20,8 +20,8 @@ use k8s_openapi::{
 };
 use model::service::{
     Endpoint, ExportTo, HealthStatus, LABEL_ISTIO_LOCALITY, LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_LOCALITY,
-    LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels, Locality,
-    Port, ProviderId, Resolution, Service, TLS_MODE_DISABLED, TLS_MODE_LABEL, convert_protocol,
+    LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels,
+    Locality, Port, ProviderId, Resolution, Service, TLS_MODE_DISABLED, TLS_MODE_LABEL, convert_protocol,
 };
 
 use super::KubeRegistryOptions;
@@ -111,10 +111,8 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
     let annotations = meta.annotations.clone().unwrap_or_default();
     let cluster_ip = spec.cluster_ip.as_deref().unwrap_or("");
     let headless = cluster_ip == "None";
-    let external_name = spec
-        .external_name
-        .clone()
-        .filter(|n| !n.is_empty() && spec.type_.as_deref() == Some("ExternalName"));
+    let external_name =
+        spec.external_name.clone().filter(|n| !n.is_empty() && spec.type_.as_deref() == Some("ExternalName"));
     let mut resolution = if external_name.is_some() { Resolution::Dns } else { Resolution::ClientSideLb };
     let mut addresses = Vec::new();
     if headless {
@@ -129,8 +127,12 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
     let mut target_ports = Vec::new();
     for p in spec.ports.iter().flatten() {
         let port_name = p.name.clone().unwrap_or_default();
-        let protocol =
-            convert_protocol(p.port, &port_name, p.protocol.as_deref().unwrap_or("TCP"), p.app_protocol.as_deref());
+        let protocol = convert_protocol(
+            p.port,
+            &port_name,
+            p.protocol.as_deref().unwrap_or("TCP"),
+            p.app_protocol.as_deref(),
+        );
         ports.push(Port { name: port_name, port: u32::try_from(p.port).unwrap_or(0), protocol });
         target_ports.push(match &p.target_port {
             None => TargetPort::Unset,
@@ -151,7 +153,8 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
     for ksa in split(ANNOTATION_KUBERNETES_SERVICE_ACCOUNTS) {
         service_accounts.push(spiffe_identity(&options.trust_domain, &namespace, &ksa));
     }
-    let export_to: BTreeSet<ExportTo> = split(ANNOTATION_EXPORT_TO).iter().map(|e| ExportTo::parse(e)).collect();
+    let export_to: BTreeSet<ExportTo> =
+        split(ANNOTATION_EXPORT_TO).iter().map(|e| ExportTo::parse(e)).collect();
     let service = Service {
         hostname: service_hostname(&name, &namespace, &options.domain_suffix),
         namespace,
@@ -444,8 +447,14 @@ mod tests {
         // Istio reads an unset `terminating` of a not-ready endpoint as terminating.
         assert_eq!(endpoint_health(Some(&c(Some(false), None, None)), &svc), HealthStatus::Terminating);
         let publish = ConvertedService { publish_not_ready: true, ..svc.clone() };
-        assert_eq!(endpoint_health(Some(&c(Some(false), None, Some(false))), &publish), HealthStatus::Healthy);
-        assert_eq!(endpoint_health(Some(&c(Some(false), None, Some(true))), &publish), HealthStatus::Terminating);
+        assert_eq!(
+            endpoint_health(Some(&c(Some(false), None, Some(false))), &publish),
+            HealthStatus::Healthy
+        );
+        assert_eq!(
+            endpoint_health(Some(&c(Some(false), None, Some(true))), &publish),
+            HealthStatus::Terminating
+        );
     }
 
     #[test]
@@ -461,9 +470,11 @@ mod tests {
 
     #[test]
     fn workload_name_strips_the_replicaset_hash() {
-        let pod: Pod = object(serde_json::json!({"metadata": {"name": "reviews-v1-7f9-abc", "namespace": "n",
+        let pod: Pod = object(
+            serde_json::json!({"metadata": {"name": "reviews-v1-7f9-abc", "namespace": "n",
             "labels": {"pod-template-hash": "7f9"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "reviews-v1-7f9", "uid": "u", "controller": true}]}}));
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "reviews-v1-7f9", "uid": "u", "controller": true}]}}),
+        );
         assert_eq!(workload_name(&pod), "reviews-v1");
         let bare: Pod = object(serde_json::json!({"metadata": {"name": "p", "namespace": "n"}}));
         assert_eq!(workload_name(&bare), "p");

@@ -44,9 +44,9 @@ use k8s_openapi::api::{
 use model::{
     ConfigKey, Event,
     service::{
-        Endpoint, EndpointPush, EndpointShard, EndpointUpdate, ExportTo, Labels, LABEL_TOPOLOGY_NETWORK, ProviderId,
-        RegistryEvent, RegistryWarning, Service, ServiceEvent, ServiceInstance, ShardKey, classify_endpoint_update,
-        labels_match, pick_visible_service,
+        Endpoint, EndpointPush, EndpointShard, EndpointUpdate, ExportTo, LABEL_TOPOLOGY_NETWORK, Labels,
+        ProviderId, RegistryEvent, RegistryWarning, Service, ServiceEvent, ServiceInstance, ShardKey,
+        classify_endpoint_update, labels_match, pick_visible_service,
     },
 };
 
@@ -231,7 +231,8 @@ impl KubeIndex {
             Some(old) => {
                 let before = &old.converted;
                 !(exported_to_none(&before.service) && exported_to_none(&service))
-                    && (!before.service.equals_for_push(&service) || before.target_ports != converted.target_ports)
+                    && (!before.service.equals_for_push(&service)
+                        || before.target_ports != converted.target_ports)
             }
         };
         let event = if self.services.contains_key(&key) { Event::Update } else { Event::Add };
@@ -433,7 +434,12 @@ impl KubeIndex {
 
     /// A Namespace was added or changed: when its `topology.istio.io/network` label changed, its
     /// services are rebuilt.
-    pub fn apply_namespace(&mut self, name: &str, resource_version: &str, labels: Labels) -> Vec<RegistryEvent> {
+    pub fn apply_namespace(
+        &mut self,
+        name: &str,
+        resource_version: &str,
+        labels: Labels,
+    ) -> Vec<RegistryEvent> {
         let network = |l: &Labels| l.get(LABEL_TOPOLOGY_NETWORK).cloned();
         let changed = self.namespaces.get(name).is_none_or(|(_, old)| network(old) != network(&labels));
         self.namespaces.insert(name.to_string(), (resource_version.to_string(), labels));
@@ -449,7 +455,8 @@ impl KubeIndex {
     }
 
     fn refresh_namespace(&mut self, name: &str) -> Vec<RegistryEvent> {
-        let services: Vec<ObjectKey> = self.slices_by_service.keys().filter(|k| k.0 == name).cloned().collect();
+        let services: Vec<ObjectKey> =
+            self.slices_by_service.keys().filter(|k| k.0 == name).cloned().collect();
         services.iter().filter_map(|s| self.refresh(s)).collect()
     }
 
@@ -495,7 +502,12 @@ impl KubeIndex {
                 .ports
                 .iter()
                 .flatten()
-                .map(|p| (p.name.clone().unwrap_or_default(), p.port.and_then(|n| u32::try_from(n).ok()).unwrap_or(0)))
+                .map(|p| {
+                    (
+                        p.name.clone().unwrap_or_default(),
+                        p.port.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+                    )
+                })
                 .collect();
             for e in &slice.endpoints {
                 let health = endpoint_health(e.conditions.as_ref(), converted);
@@ -527,7 +539,9 @@ impl KubeIndex {
             classify_endpoint_update(record.endpoints.as_deref(), &endpoints, &mut record.service_accounts)?;
         let converted = &record.converted;
         let service = &converted.service;
-        if service.resolution.is_dns() || (converted.headless && service.ports.iter().any(|p| !p.protocol.is_http())) {
+        if service.resolution.is_dns()
+            || (converted.headless && service.ports.iter().any(|p| !p.protocol.is_http()))
+        {
             push = EndpointPush::Full;
         }
         record.endpoints = Some(endpoints.clone());
@@ -547,7 +561,11 @@ impl KubeIndex {
 
     /// Every service, ordered by hostname.
     pub fn services(&self) -> Vec<Arc<Service>> {
-        self.by_hostname.values().filter_map(|k| self.services.get(k)).map(|r| r.converted.service.clone()).collect()
+        self.by_hostname
+            .values()
+            .filter_map(|k| self.services.get(k))
+            .map(|r| r.converted.service.clone())
+            .collect()
     }
 
     /// The service with this hostname in `namespace`.
@@ -563,8 +581,15 @@ impl KubeIndex {
     }
 
     /// Endpoints of a service port, optionally restricted to a subset's labels.
-    pub fn endpoints(&self, hostname: &str, namespace: &str, port: u32, subset: Option<&Labels>) -> Vec<Arc<Endpoint>> {
-        let Some(record) = self.by_hostname.get(hostname).filter(|k| k.0 == namespace).and_then(|k| self.services.get(k))
+    pub fn endpoints(
+        &self,
+        hostname: &str,
+        namespace: &str,
+        port: u32,
+        subset: Option<&Labels>,
+    ) -> Vec<Arc<Endpoint>> {
+        let Some(record) =
+            self.by_hostname.get(hostname).filter(|k| k.0 == namespace).and_then(|k| self.services.get(k))
         else {
             return Vec::new();
         };
@@ -594,15 +619,25 @@ impl KubeIndex {
             let object = &pod.object;
             let ns = object.metadata.namespace.clone().unwrap_or_default();
             let labels = object.metadata.labels.clone().unwrap_or_default();
-            let node =
-                object.spec.as_ref().and_then(|s| s.node_name.as_ref()).and_then(|n| self.nodes.get(n)).map(|(_, l)| l);
-            let facts =
-                workload_facts(Some(object), node, self.namespaces.get(&ns).map(|(_, l)| l), &ns, &self.options);
+            let node = object
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .and_then(|n| self.nodes.get(n))
+                .map(|(_, l)| l);
+            let facts = workload_facts(
+                Some(object),
+                node,
+                self.namespaces.get(&ns).map(|(_, l)| l),
+                &ns,
+                &self.options,
+            );
             let ip = ips.iter().find(|ip| pod.ips.contains(ip)).cloned().unwrap_or_default();
             for name in self.services_by_namespace.get(&ns).into_iter().flatten() {
                 let Some(record) = self.services.get(&(ns.clone(), name.clone())) else { continue };
                 let converted = &record.converted;
-                let Some(selector) = converted.service.label_selector.as_ref().filter(|s| !s.is_empty()) else {
+                let Some(selector) = converted.service.label_selector.as_ref().filter(|s| !s.is_empty())
+                else {
                     continue;
                 };
                 if !labels_match(selector, &labels) {
@@ -680,7 +715,8 @@ impl KubeIndex {
     pub fn warnings(&self) -> Vec<RegistryWarning> {
         let mut out = Vec::new();
         for ((ns, name), slice) in &self.slices {
-            let missing: Vec<&ObjectKey> = slice.pods.iter().filter(|p| !self.pods.contains_key(*p)).collect();
+            let missing: Vec<&ObjectKey> =
+                slice.pods.iter().filter(|p| !self.pods.contains_key(*p)).collect();
             if missing.is_empty() {
                 continue;
             }

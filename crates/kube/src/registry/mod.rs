@@ -127,7 +127,8 @@ enum Watched {
     Namespace,
 }
 
-/// One watch event of any watched kind.
+/// One watch event of any watched kind (moved, never copied: the size difference does not matter).
+#[allow(clippy::large_enum_variant)]
 enum Update {
     Service(watcher::Event<KubeService>),
     Slice(watcher::Event<EndpointSlice>),
@@ -219,7 +220,10 @@ impl KubeRegistry {
         for event in &events {
             for handler in &handlers {
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(event))).is_err() {
-                    tracing::error!(?event, "registry event handler panicked; event skipped for that handler");
+                    tracing::error!(
+                        ?event,
+                        "registry event handler panicked; event skipped for that handler"
+                    );
                 }
             }
         }
@@ -261,7 +265,9 @@ impl KubeRegistry {
                 .map(|r| (Watched::Slice, r.map(Update::Slice)))
                 .boxed(),
             self.stream(Api::<Pod>::all(client.clone())).map(|r| (Watched::Pod, r.map(Update::Pod))).boxed(),
-            self.stream(Api::<Node>::all(client.clone())).map(|r| (Watched::Node, r.map(Update::Node))).boxed(),
+            self.stream(Api::<Node>::all(client.clone()))
+                .map(|r| (Watched::Node, r.map(Update::Node)))
+                .boxed(),
             self.stream(Api::<Namespace>::all(client))
                 .map(|r| (Watched::Namespace, r.map(Update::Namespace)))
                 .boxed(),
@@ -347,8 +353,10 @@ impl KubeRegistry {
                 Phase::InitDone => {
                     let listed = lists.nodes.take().unwrap_or_default();
                     self.update(|index| {
-                        let keep: HashSet<String> = listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
-                        let mut events: Vec<RegistryEvent> = listed.iter().flat_map(|o| apply_node(index, o)).collect();
+                        let keep: HashSet<String> =
+                            listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
+                        let mut events: Vec<RegistryEvent> =
+                            listed.iter().flat_map(|o| apply_node(index, o)).collect();
                         for name in index.node_names().into_iter().filter(|k| !keep.contains(k)) {
                             events.extend(index.delete_node(&name));
                         }
@@ -367,7 +375,8 @@ impl KubeRegistry {
                 Phase::InitDone => {
                     let listed = lists.namespaces.take().unwrap_or_default();
                     self.update(|index| {
-                        let keep: HashSet<String> = listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
+                        let keep: HashSet<String> =
+                            listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
                         let mut events: Vec<RegistryEvent> =
                             listed.iter().flat_map(|o| apply_namespace(index, o)).collect();
                         for name in index.namespace_names().into_iter().filter(|k| !keep.contains(k)) {
@@ -379,7 +388,9 @@ impl KubeRegistry {
                 }
                 Phase::Apply(o) => self.update(|index| apply_namespace(index, &o)),
                 Phase::Delete(o) => {
-                    self.update(|index| index.delete_namespace(o.metadata.name.as_deref().unwrap_or_default()));
+                    self.update(|index| {
+                        index.delete_namespace(o.metadata.name.as_deref().unwrap_or_default())
+                    });
                 }
             },
         }
@@ -417,7 +428,13 @@ impl ServiceDiscovery for KubeRegistry {
         self.read().visible_service(hostname, viewer)
     }
 
-    fn endpoints(&self, hostname: &str, namespace: &str, port: u32, subset: Option<&Labels>) -> Vec<Arc<Endpoint>> {
+    fn endpoints(
+        &self,
+        hostname: &str,
+        namespace: &str,
+        port: u32,
+        subset: Option<&Labels>,
+    ) -> Vec<Arc<Endpoint>> {
         self.read().endpoints(hostname, namespace, port, subset)
     }
 

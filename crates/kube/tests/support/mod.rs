@@ -153,9 +153,21 @@ pub fn pod(namespace: &str, name: &str, labels: &str, account: &str, node: &str,
 
 /// Sets a pod's `status.podIP(s)` (no kubelet does it here).
 pub fn set_pod_ip(env: &TestEnv, namespace: &str, name: &str, ip: &str) {
-    let patch = format!("{{\"status\":{{\"phase\":\"Running\",\"podIP\":\"{ip}\",\"podIPs\":[{{\"ip\":\"{ip}\"}}]}}}}");
-    env.kubectl(&["-n", namespace, "patch", "pod", name, "--subresource=status", "--type=merge", "-p", &patch])
-        .expect("patch pod status");
+    let patch = format!(
+        "{{\"status\":{{\"phase\":\"Running\",\"podIP\":\"{ip}\",\"podIPs\":[{{\"ip\":\"{ip}\"}}]}}}}"
+    );
+    env.kubectl(&[
+        "-n",
+        namespace,
+        "patch",
+        "pod",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch,
+    ])
+    .expect("patch pod status");
 }
 
 /// An EndpointSlice of `service` with `ports` (`name: port` YAML flow items) and `endpoints` (YAML
@@ -170,6 +182,7 @@ pub fn slice(namespace: &str, name: &str, service: &str, ports: &str, endpoints:
 
 /// One slice endpoint at `ip` pointing at pod `pod` (empty: no targetRef) with `ready`/`terminating`.
 pub fn slice_endpoint(ip: &str, pod: &str, ready: bool, terminating: bool) -> String {
-    let target = if pod.is_empty() { String::new() } else { format!(", targetRef: {{kind: Pod, name: {pod}}}") };
+    let target =
+        if pod.is_empty() { String::new() } else { format!(", targetRef: {{kind: Pod, name: {pod}}}") };
     format!("{{addresses: [{ip}], conditions: {{ready: {ready}, terminating: {terminating}}}{target}}}")
 }

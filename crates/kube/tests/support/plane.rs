@@ -12,10 +12,7 @@ use config::{Aggregate, QueueOptions};
 use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, mesh::parse_mesh_config};
 use meshpilot_kube::{KubeRegistry, KubeRegistryOptions, KubeSource, KubeSourceOptions, testenv::TestEnv};
 use model::{
-    ConfigStoreController, ShutdownTrigger,
-    parse::ParseOptions,
-    service::ServiceController,
-    shutdown_channel,
+    ConfigStoreController, ShutdownTrigger, parse::ParseOptions, service::ServiceController, shutdown_channel,
 };
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tokio::{
@@ -57,7 +54,11 @@ impl KubePlane {
         let se = Arc::new(ServiceEntryRegistry::new(store.clone(), ServiceEntryOptions::default()));
         let registry = KubeRegistry::new(
             config,
-            KubeRegistryOptions { namespaces: vec![namespace.into()], backoff, ..KubeRegistryOptions::default() },
+            KubeRegistryOptions {
+                namespaces: vec![namespace.into()],
+                backoff,
+                ..KubeRegistryOptions::default()
+            },
         );
         let services = Arc::new(AggregateRegistry::new());
         services.add_registry(Arc::new(registry.clone()));
@@ -73,9 +74,11 @@ impl KubePlane {
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(registry.run(shutdown.clone()));
         tokio::spawn(server.clone().run(shutdown));
-        xds::testing::wait_for("server ready", Duration::from_secs(60), async || server.is_ready().then_some(()))
-            .await
-            .unwrap();
+        xds::testing::wait_for("server ready", Duration::from_secs(60), async || {
+            server.is_ready().then_some(())
+        })
+        .await
+        .unwrap();
         KubePlane { server, ads, source, registry, _trigger: trigger }
     }
 
@@ -177,5 +180,7 @@ pub async fn get(addr: SocketAddr, host: &str, headers: &[(&str, &str)]) -> std:
         let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
         Ok((status, body.to_string()))
     };
-    tokio::time::timeout(Duration::from_secs(5), fut).await.unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
 }
