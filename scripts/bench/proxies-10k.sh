@@ -7,5 +7,5 @@
 source "$(dirname "$0")/common.sh"
 setup proxies-10k
 "$XDS_LOAD" gen --out "$CONFIG" --services 100 --workloads 10000 --namespaces 10 --sidecar-scope
-runs --proxies 10000 --ramp "${RAMP:-1000}" --streams-per-conn "${STREAMS_PER_CONN:-1}" \
+runs --proxies 10000 --ramp "${RAMP:-500}" --streams-per-conn "${STREAMS_PER_CONN:-1}" \
   --change service-entry --changes "${CHANGES:-2}" --ready-timeout 120s --change-timeout 60s

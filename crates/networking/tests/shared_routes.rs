@@ -57,7 +57,8 @@ fn shared_routes_follow_labels_domain_and_namespace() {
 
 #[test]
 fn without_source_labels_proxies_of_a_scope_share_one_route_configuration() {
-    let text = MESH.replace("  - match: [{sourceLabels: {app: productpage}}]\n", "  - match: [{uri: {prefix: /x}}]\n");
+    let text = MESH
+        .replace("  - match: [{sourceLabels: {app: productpage}}]\n", "  - match: [{uri: {prefix: /x}}]\n");
     let world = World::new(parse(&text, "ns1"));
     let push = world.push();
     let a = routes(&push, &sidecar("ns1", &[("app", "productpage")]));

@@ -125,7 +125,8 @@ pub fn builtin(kind: ChangeKind, layout: &Layout, seq: u64) -> Option<(String, M
 pub fn write_atomic(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
     let tmp = dir.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join(name)).with_context(|| format!("cannot rename {} into place", tmp.display()))
+    std::fs::rename(&tmp, dir.join(name))
+        .with_context(|| format!("cannot rename {} into place", tmp.display()))
 }
 
 /// A change that writes files into the control plane's `--config-dir`.

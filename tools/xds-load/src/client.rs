@@ -322,7 +322,12 @@ struct Stream<'a> {
 }
 
 /// Runs one stream on `channel` until [`Shared::stop`], then returns what it measured.
-pub async fn run(channel: Channel, spec: StreamSpec, options: StreamOptions, shared: Arc<Shared>) -> StreamReport {
+pub async fn run(
+    channel: Channel,
+    spec: StreamSpec,
+    options: StreamOptions,
+    shared: Arc<Shared>,
+) -> StreamReport {
     let start = Instant::now();
     let mut s = Stream {
         spec: &spec,
@@ -372,8 +377,19 @@ pub async fn run(channel: Channel, spec: StreamSpec, options: StreamOptions, sha
     s.report
 }
 
+/// `Code: message: cause: cause…` (the transport's causes say what broke: refused, reset, timed out).
 fn status_text(s: &tonic::Status) -> String {
-    format!("{:?}: {}", s.code(), s.message())
+    let mut text = format!("{:?}: {}", s.code(), s.message());
+    let mut cause = std::error::Error::source(s);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.ends_with(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn nack_detail() -> Option<RpcStatus> {
@@ -399,7 +415,11 @@ impl Stream<'_> {
 
     /// The newest announced change of type `t` newer than what the stream saw, whose marker is in
     /// one of `bodies`.
-    fn find_marker<'b>(&self, t: XdsType, bodies: impl Iterator<Item = &'b [u8]> + Clone) -> Option<(u64, Instant)> {
+    fn find_marker<'b>(
+        &self,
+        t: XdsType,
+        bodies: impl Iterator<Item = &'b [u8]> + Clone,
+    ) -> Option<(u64, Instant)> {
         let markers = self.shared.markers.read().unwrap_or_else(|p| p.into_inner());
         for m in markers.iter().rev().take_while(|m| m.seq > self.last_seen) {
             if m.marker.xds_type != t {
@@ -416,8 +436,11 @@ impl Stream<'_> {
     /// Records convergence on every change up to `seq` not yet seen (a later change supersedes).
     fn converged(&mut self, seq: u64, received: Instant, acked: Instant) {
         let markers = self.shared.markers.read().unwrap_or_else(|p| p.into_inner());
-        let t0s: Vec<(u64, Instant)> =
-            markers.iter().filter(|m| m.seq > self.last_seen && m.seq <= seq).map(|m| (m.seq, m.t0)).collect();
+        let t0s: Vec<(u64, Instant)> = markers
+            .iter()
+            .filter(|m| m.seq > self.last_seen && m.seq <= seq)
+            .map(|m| (m.seq, m.t0))
+            .collect();
         drop(markers);
         for (s, t0) in t0s {
             let e = self.report.epoch(s);
@@ -484,7 +507,12 @@ impl Stream<'_> {
         }
     }
 
-    async fn sotw_send(&self, tx: &mpsc::Sender<DiscoveryRequest>, t: XdsType, nack: bool) -> Result<(), String> {
+    async fn sotw_send(
+        &self,
+        tx: &mpsc::Sender<DiscoveryRequest>,
+        t: XdsType,
+        nack: bool,
+    ) -> Result<(), String> {
         let st = &self.types[t.index()];
         let req = DiscoveryRequest {
             type_url: t.url().into(),
@@ -710,7 +738,8 @@ impl Stream<'_> {
         };
         if lds_due && !self.types[XdsType::Listener.index()].requested {
             self.types[XdsType::Listener.index()].requested = true;
-            send(DeltaDiscoveryRequest { type_url: XdsType::Listener.url().into(), ..Default::default() }).await?;
+            send(DeltaDiscoveryRequest { type_url: XdsType::Listener.url().into(), ..Default::default() })
+                .await?;
         }
         self.check_ready();
         Ok(())

@@ -100,7 +100,8 @@ mod tests {
 
     #[test]
     fn namespace_holds_its_services_workloads_and_sidecar() {
-        let layout = Layout { services: 4, namespaces: 2, workloads: 8, sidecar_scope: true, ..Layout::default() };
+        let layout =
+            Layout { services: 4, namespaces: 2, workloads: 8, sidecar_scope: true, ..Layout::default() };
         let y = namespace_yaml(&layout, 1);
         assert!(y.contains("name: svc-1\n") && y.contains("name: svc-3\n") && !y.contains("name: svc-2\n"));
         assert!(y.contains("address: 10.1.0.2\n"), "workload 1 serves svc-1");

@@ -134,9 +134,9 @@ impl Layout {
     pub fn read(dir: &Path) -> anyhow::Result<Option<Layout>> {
         let path = dir.join(LAYOUT_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(
-                serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-            )),
+            Ok(text) => {
+                Ok(Some(serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
         }

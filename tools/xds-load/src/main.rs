@@ -149,7 +149,7 @@ struct RunArgs {
     #[arg(long)]
     pid: Option<u32>,
     /// Start the control plane: `BIN discovery --config-dir DIR --grpc-addr 127.0.0.1:<free port> …`
-    /// (needs --config-dir), sample it, stop it at the end.
+    /// (needs --config-dir), wait until its /ready answers 200, sample it, stop it at the end.
     #[arg(long, value_name = "BIN")]
     meshpilot: Option<PathBuf>,
     /// Extra argument for --meshpilot; repeatable.
@@ -161,6 +161,9 @@ struct RunArgs {
     /// Period of /proc sampling.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     sample_interval: Duration,
+    /// TCP connect timeout per connection (a loaded control plane may accept slowly).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    connect_timeout: Duration,
     /// Tokio worker threads of xds-load itself (1 leaves the other core to the control plane).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -205,8 +208,34 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Waits until the spawned control plane answers `GET /ready` with 200, so startup times measure
+/// serving, not the process loading its config.
+fn wait_ready(child: &mut Spawned, http_port: u16, timeout: Duration) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.0.try_wait()? {
+            anyhow::bail!("--meshpilot exited before it was ready ({status}); see --meshpilot-log");
+        }
+        let ok = std::net::TcpStream::connect(("127.0.0.1", http_port)).ok().and_then(|mut c| {
+            c.write_all(b"GET /ready HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+            let mut head = String::new();
+            c.read_to_string(&mut head).ok()?;
+            Some(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"))
+        });
+        if ok == Some(true) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!("--meshpilot not ready on 127.0.0.1:{http_port}/ready after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn git_sha() -> Option<String> {
-    let out = Command::new("git").args(["rev-parse", "--short", "HEAD"]).stderr(Stdio::null()).output().ok()?;
+    let out =
+        Command::new("git").args(["rev-parse", "--short", "HEAD"]).stderr(Stdio::null()).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
@@ -253,9 +282,12 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     let changer: Option<Box<dyn Changer>> = match a.change {
         ChangeKind::None => None,
         kind => {
-            let dir = a.config_dir.clone().context("--change needs --config-dir (where the change is written)")?;
+            let dir =
+                a.config_dir.clone().context("--change needs --config-dir (where the change is written)")?;
             let template = match &a.template {
-                Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--template {}", p.display()))?),
+                Some(p) => {
+                    Some(std::fs::read_to_string(p).with_context(|| format!("--template {}", p.display()))?)
+                }
                 None => None,
             };
             Some(Box::new(FileChanger {
@@ -276,10 +308,12 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     if let Some(bin) = &a.meshpilot {
         let dir = a.config_dir.as_ref().context("--meshpilot needs --config-dir")?;
         let port = free_port()?;
+        let http_port = free_port()?;
         address = format!("http://127.0.0.1:{port}");
         let (out, err) = match &a.meshpilot_log {
             Some(p) => {
-                let f = std::fs::File::create(p).with_context(|| format!("--meshpilot-log {}", p.display()))?;
+                let f =
+                    std::fs::File::create(p).with_context(|| format!("--meshpilot-log {}", p.display()))?;
                 (Stdio::from(f.try_clone()?), Stdio::from(f))
             }
             None => (Stdio::null(), Stdio::null()),
@@ -289,14 +323,16 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
             .arg("--config-dir")
             .arg(dir)
             .args(["--grpc-addr", &format!("127.0.0.1:{port}")])
-            .args(["--http-addr", "127.0.0.1:0", "--monitoring-addr", "127.0.0.1:0"])
+            .args(["--http-addr", &format!("127.0.0.1:{http_port}"), "--monitoring-addr", "127.0.0.1:0"])
             .args(&a.meshpilot_args)
             .stdout(out)
             .stderr(err)
             .spawn()
             .with_context(|| format!("cannot start --meshpilot {}", bin.display()))?;
         pid = Some(child.id());
-        spawned = Some(Spawned(child));
+        let mut child = Spawned(child);
+        wait_ready(&mut child, http_port, a.ready_timeout)?;
+        spawned = Some(child);
     }
 
     let label = serde_json::json!({
@@ -320,7 +356,12 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         first_index: a.first_index,
         kind: a.proxy_type,
         layout,
-        stream: StreamOptions { protocol: a.protocol, nack_rate: a.nack_rate, metadata, ..StreamOptions::default() },
+        stream: StreamOptions {
+            protocol: a.protocol,
+            nack_rate: a.nack_rate,
+            metadata,
+            ..StreamOptions::default()
+        },
         streams_per_conn: a.streams_per_conn.max(1),
         ramp: a.ramp,
         settle: a.settle,
@@ -333,6 +374,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         pid,
         sample_interval: a.sample_interval,
         label,
+        connect_timeout: a.connect_timeout,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(a.threads.max(1))
@@ -347,7 +389,11 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write --json {}", path.display()))?;
     }
     if summary.ready < summary.streams {
-        anyhow::bail!("{} of {} streams never became ready", summary.streams - summary.ready, summary.streams);
+        anyhow::bail!(
+            "{} of {} streams never became ready",
+            summary.streams - summary.ready,
+            summary.streams
+        );
     }
     Ok(())
 }

@@ -144,6 +144,8 @@ pub struct Summary {
     pub not_converged: usize,
     /// Control plane, when a pid was known.
     pub control_plane: Option<ControlPlane>,
+    /// CPU seconds xds-load itself used (it shares the machine with the control plane).
+    pub client_cpu_seconds: f64,
 }
 
 impl Summary {
@@ -195,7 +197,8 @@ impl Summary {
                 converged: acked.len(),
                 received: distribution(affected.iter().filter_map(|o| o.received).collect()),
                 converged_after: distribution(acked),
-                responses_per_stream: all.iter().map(|o| o.responses).sum::<u64>() as f64 / all.len().max(1) as f64,
+                responses_per_stream: all.iter().map(|o| o.responses).sum::<u64>() as f64
+                    / all.len().max(1) as f64,
                 max_responses_per_stream: all.iter().map(|o| o.responses).max().unwrap_or(0),
                 bytes_per_stream: all.iter().map(|o| o.bytes).sum::<u64>() as f64 / all.len().max(1) as f64,
                 total_bytes: all.iter().map(|o| o.bytes).sum(),
@@ -209,7 +212,14 @@ impl Summary {
     }
 
     /// Adds the control plane's samples, with the phase boundaries (times since the run's origin).
-    pub fn control_plane(&mut self, pid: u32, samples: Vec<Sample>, connect_start: Duration, ready: Duration, changes: (Duration, Duration)) {
+    pub fn control_plane(
+        &mut self,
+        pid: u32,
+        samples: Vec<Sample>,
+        connect_start: Duration,
+        ready: Duration,
+        changes: (Duration, Duration),
+    ) {
         let before = |t: Duration| samples.iter().rev().find(|s| s.at <= t).or(samples.first()).copied();
         let after = |t: Duration| samples.iter().find(|s| s.at >= t).or(samples.last()).copied();
         let cpu = |a: Option<Sample>, b: Option<Sample>| match (a, b) {
@@ -237,7 +247,10 @@ impl Summary {
     pub fn table(&self) -> String {
         let mut o = String::new();
         let d = |d: &Distribution| {
-            format!("p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1} ms (n={})", d.p50_ms, d.p90_ms, d.p99_ms, d.max_ms, d.count)
+            format!(
+                "p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1} ms (n={})",
+                d.p50_ms, d.p90_ms, d.p99_ms, d.max_ms, d.count
+            )
         };
         let _ = writeln!(o, "streams          {} opened, {} ready", self.streams, self.ready);
         let _ = writeln!(o, "connect → ready  {}", d(&self.startup));
@@ -249,7 +262,12 @@ impl Summary {
             let _ = writeln!(
                 o,
                 "{:<4}  {:>9}  {:>11}  {:>10}  p50 {:.1}  p99 {:.1}  max {:.1} ms",
-                t.xds_type, t.responses, t.bytes, t.resources, t.first_response.p50_ms, t.first_response.p99_ms,
+                t.xds_type,
+                t.responses,
+                t.bytes,
+                t.resources,
+                t.first_response.p50_ms,
+                t.first_response.p99_ms,
                 t.first_response.max_ms
             );
         }
@@ -262,7 +280,10 @@ impl Summary {
             let _ = writeln!(o, "  error: {e}");
         }
         if !self.changes.is_empty() {
-            let _ = writeln!(o, "change  converged   T2−T0 (ACK sent after the change)                  resp/stream  bytes/stream");
+            let _ = writeln!(
+                o,
+                "change  converged   T2−T0 (ACK sent after the change)                  resp/stream  bytes/stream"
+            );
             for c in &self.changes {
                 let _ = writeln!(
                     o,
@@ -277,8 +298,13 @@ impl Summary {
                 );
             }
             let _ = writeln!(o, "convergence      {}", d(&self.convergence));
-            let _ = writeln!(o, "time to last     {:.1} ms (worst change); not converged: {}", self.time_to_last_ms, self.not_converged);
+            let _ = writeln!(
+                o,
+                "time to last     {:.1} ms (worst change); not converged: {}",
+                self.time_to_last_ms, self.not_converged
+            );
         }
+        let _ = writeln!(o, "xds-load CPU     {:.2} s", self.client_cpu_seconds);
         if let Some(cp) = &self.control_plane {
             let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
             let _ = writeln!(
@@ -328,7 +354,8 @@ mod tests {
             changes: vec![ChangeObservation::default(), obs(acked)],
             ..Default::default()
         };
-        let s = Summary::new(serde_json::Value::Null, &[r(true, Some(100)), r(true, None), r(false, None)], 1);
+        let s =
+            Summary::new(serde_json::Value::Null, &[r(true, Some(100)), r(true, None), r(false, None)], 1);
         let c = &s.changes[0];
         assert_eq!((c.affected, c.converged, s.not_converged), (2, 1, 1));
         assert_eq!(c.converged_after.max_ms, 100.0);

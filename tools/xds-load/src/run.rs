@@ -68,6 +68,8 @@ pub struct RunOptions {
     pub sample_interval: Duration,
     /// Recorded as `run` in the summary.
     pub label: serde_json::Value,
+    /// TCP connect timeout of each connection.
+    pub connect_timeout: Duration,
 }
 
 impl Default for RunOptions {
@@ -91,6 +93,7 @@ impl Default for RunOptions {
             pid: None,
             sample_interval: Duration::from_secs(1),
             label: serde_json::Value::Null,
+            connect_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -145,7 +148,7 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
     let endpoint = Endpoint::from_shared(options.address.clone())
         .with_context(|| format!("bad address {:?}", options.address))?
         .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(5))
+        .connect_timeout(options.connect_timeout)
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20));
     sample_now();
@@ -167,7 +170,7 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             let at = ramp_start + Duration::from_secs_f64(k as f64 / options.ramp);
             tokio::time::sleep_until(at.into()).await;
         }
-        if k as u32 % options.streams_per_conn.max(1) == 0 {
+        if (k as u32).is_multiple_of(options.streams_per_conn.max(1)) {
             channel = Some(endpoint.connect_lazy());
         }
         let ch = channel.clone().expect("set on the first stream");
@@ -216,6 +219,8 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
         s.abort();
     }
     let mut summary = Summary::new(options.label.clone(), &reports, options.changes);
+    summary.client_cpu_seconds =
+        procfs::read(std::process::id(), origin.elapsed()).map_or(0.0, |s| s.cpu_seconds);
     if let Some(pid) = options.pid {
         let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
         summary.control_plane(pid, samples, connect_start, ready_at, (changes_start, changes_end));

@@ -30,7 +30,9 @@ use envoy_types::pb::{
         },
         service::discovery::v3::{
             DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse, Resource,
-            aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
+            aggregated_discovery_service_server::{
+                AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+            },
         },
     },
     google::protobuf::Any,
@@ -74,16 +76,25 @@ fn resources(t: XdsType, seq: u64) -> Vec<(String, Any)> {
             }),
         )],
         XdsType::Endpoint => {
-            vec![("c1".into(), any(&ClusterLoadAssignment { cluster_name: "c1".into(), ..Default::default() }))]
+            vec![(
+                "c1".into(),
+                any(&ClusterLoadAssignment { cluster_name: "c1".into(), ..Default::default() }),
+            )]
         }
         XdsType::Listener => {
             let hcm = HttpConnectionManager {
-                route_specifier: Some(RouteSpecifier::Rds(Rds { route_config_name: "r1".into(), ..Default::default() })),
+                route_specifier: Some(RouteSpecifier::Rds(Rds {
+                    route_config_name: "r1".into(),
+                    ..Default::default()
+                })),
                 ..Default::default()
             };
             let filter = Filter {
                 name: "hcm".into(),
-                config_type: Some(ConfigType::TypedConfig(Any { type_url: HCM.into(), value: hcm.encode_to_vec() })),
+                config_type: Some(ConfigType::TypedConfig(Any {
+                    type_url: HCM.into(),
+                    value: hcm.encode_to_vec(),
+                })),
             };
             vec![(
                 "l1".into(),
@@ -231,7 +242,12 @@ impl AggregatedDiscoveryService for Scripted {
                 type_url: t.url().into(),
                 resources: resources(t, seq)
                     .into_iter()
-                    .map(|(name, a)| Resource { name, version: format!("v{seq}"), resource: Some(a), ..Default::default() })
+                    .map(|(name, a)| Resource {
+                        name,
+                        version: format!("v{seq}"),
+                        resource: Some(a),
+                        ..Default::default()
+                    })
                     .collect(),
                 nonce,
                 ..Default::default()
@@ -307,7 +323,12 @@ fn check_convergence(summary: &xds_load::report::Summary, log: &Log) {
         let (lo, hi) = (DELAY.as_secs_f64() * 1000.0, (DELAY + BOUND).as_secs_f64() * 1000.0);
         let after = &c.converged_after;
         let p50 = after.p50_ms;
-        assert!(c.received.p50_ms >= lo && after.max_ms < hi, "change {}: p50 {p50} ms, max {} ms", c.seq, after.max_ms);
+        assert!(
+            c.received.p50_ms >= lo && after.max_ms < hi,
+            "change {}: p50 {p50} ms, max {} ms",
+            c.seq,
+            after.max_ms
+        );
         assert!(after.p50_ms >= c.received.p50_ms, "the ACK follows the response");
         // One push per change per stream: the scripted RDS response.
         assert_eq!(c.max_responses_per_stream, 1, "change {}", c.seq);

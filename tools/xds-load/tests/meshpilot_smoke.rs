@@ -101,6 +101,9 @@ fn ten_sidecars_converge_on_meshpilot() {
             assert!(t["responses"].as_u64().unwrap() >= 10, "{what}");
         }
         let cp = &s["control_plane"];
-        assert!(cp["peak_rss"].as_u64().unwrap() > 0 && !cp["samples"].as_array().unwrap().is_empty(), "{what}");
+        assert!(
+            cp["peak_rss"].as_u64().unwrap() > 0 && !cp["samples"].as_array().unwrap().is_empty(),
+            "{what}"
+        );
     }
 }
