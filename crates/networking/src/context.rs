@@ -344,7 +344,7 @@ struct ServiceIndex {
 /// Endpoints per (hostname, namespace, port).
 type EndpointIndex = HashMap<(String, String, u32), Arc<[Arc<Endpoint>]>>;
 
-type ScopeKey = (String, Option<ConfigKey>);
+pub(crate) type ScopeKey = (String, Option<ConfigKey>);
 
 /// An immutable snapshot of config and services with the indexes the generators use (Istio's
 /// `PushContext`). Cheap to share: hold it in an `Arc`; every part is itself shared.
@@ -356,7 +356,26 @@ pub struct PushContext {
     services: Arc<ServiceIndex>,
     endpoints: Arc<EndpointIndex>,
     scopes: Arc<Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>>,
+    sidecar_routes: Arc<Mutex<HashMap<SidecarRouteKey, SharedRoute>>>,
 }
+
+/// What a sidecar's outbound route configuration `PORT` depends on besides the snapshot's config and
+/// services (never endpoints): the scope, the DNS domain (short virtual-host domains), proxyless, and
+/// the workload labels only when the scope can tell workloads apart (a VirtualService match with
+/// `sourceLabels`, or a DestinationRule with a workload selector in the proxy's namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SidecarRouteKey {
+    pub port: u32,
+    pub scope: ScopeKey,
+    pub dns_domain: String,
+    pub proxyless: bool,
+    pub labels: Option<Labels>,
+}
+
+/// A generated route configuration and the findings met making it, shared by every proxy with the
+/// same [`SidecarRouteKey`].
+pub(crate) type SharedRoute =
+    Arc<(envoy_types::pb::envoy::config::route::v3::RouteConfiguration, Vec<Finding>)>;
 
 /// Kinds the generators do not translate, with what that means for traffic.
 const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
@@ -595,6 +614,7 @@ impl PushContext {
             services: Arc::new(services),
             endpoints: Arc::new(endpoints),
             scopes: Arc::new(Mutex::new(HashMap::new())),
+            sidecar_routes: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -626,6 +646,8 @@ impl PushContext {
             services: self.services.clone(),
             endpoints: Arc::new(endpoints),
             scopes: self.scopes.clone(),
+            // Route configurations do not depend on endpoints.
+            sidecar_routes: self.sidecar_routes.clone(),
         }
     }
 
@@ -771,6 +793,39 @@ impl PushContext {
             .sidecars
             .get(&self.mesh.root_namespace)
             .and_then(|list| list.iter().find(|c| selector_of(c).is_none_or(|s| s.is_empty())).cloned())
+    }
+
+    /// The sidecar route configuration for `key`, made by `make` once per snapshot (and the
+    /// endpoint-only snapshots derived from it), then shared.
+    pub(crate) fn sidecar_route(
+        &self,
+        key: SidecarRouteKey,
+        make: impl FnOnce() -> (envoy_types::pb::envoy::config::route::v3::RouteConfiguration, Vec<Finding>),
+    ) -> SharedRoute {
+        if let Some(hit) = self.sidecar_routes.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return hit.clone();
+        }
+        let made = Arc::new(make());
+        self.sidecar_routes.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_insert(made).clone()
+    }
+
+    /// `true` if route generation for a proxy in `scope` depends on its workload labels: a
+    /// VirtualService it imports matches on `sourceLabels`, or a DestinationRule of its namespace has a
+    /// workload selector.
+    pub(crate) fn routes_depend_on_labels(&self, scope: &SidecarScope) -> bool {
+        let selector_dr = self.config.dr_namespace_local.get(&scope.namespace).is_some_and(|hosts| {
+            hosts.specific.values().flatten().chain(&hosts.wildcard).any(|d| d.selector.is_some())
+        });
+        selector_dr
+            || scope
+                .virtual_services()
+                .iter()
+                .any(|vs| vs.spec().http.iter().flat_map(|r| &r.r#match).any(|m| !m.source_labels.is_empty()))
+    }
+
+    /// The scope key of `proxy`: its namespace and the Sidecar that applies.
+    pub(crate) fn scope_key(&self, proxy: &ProxyContext) -> ScopeKey {
+        (proxy.namespace.clone(), self.sidecar_for(proxy).map(|c| c.key()))
     }
 
     /// The proxy's [`SidecarScope`] (computed once per namespace and Sidecar, then shared).

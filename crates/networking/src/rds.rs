@@ -13,7 +13,10 @@
 //! as in Istio; domains already used by an earlier virtual host are removed from later ones (Envoy
 //! rejects duplicates), and a virtual host left without domains is dropped and reported.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    sync::Arc,
+};
 
 use api::networking::virtual_service::Destination;
 use envoy_types::pb::envoy::config::route::v3::{
@@ -28,7 +31,8 @@ use model::{ConfigKey, service::Service};
 use crate::{
     Finding, Severity,
     context::{
-        IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
+        IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarRouteKey,
+        SidecarScope,
     },
     convert::{boolv, zero_duration},
     gateway::{self, GatewayServer, PortKind, ServerKind},
@@ -209,7 +213,7 @@ struct RouteTranslator<'a> {
     push: &'a PushContext,
     proxy: &'a ProxyContext,
     scope: &'a SidecarScope,
-    cache: HashMap<(ConfigKey, String), Vec<Route>>,
+    cache: HashMap<(ConfigKey, String), Arc<[Route]>>,
     findings: Vec<Finding>,
 }
 
@@ -218,8 +222,8 @@ impl<'a> RouteTranslator<'a> {
         RouteTranslator { push, proxy, scope, cache: HashMap::new(), findings: Vec::new() }
     }
 
-    /// The routes of `vs` for a table on `port` serving `gateway`.
-    fn routes(&mut self, vs: &IndexedVirtualService, port: u32, gateway: &str) -> Vec<Route> {
+    /// The routes of `vs` for a table on `port` serving `gateway` (shared: translated once per table).
+    fn routes(&mut self, vs: &IndexedVirtualService, port: u32, gateway: &str) -> Arc<[Route]> {
         let key = (vs.key.clone(), gateway.to_string());
         if let Some(r) = self.cache.get(&key) {
             return r.clone();
@@ -246,7 +250,7 @@ impl<'a> RouteTranslator<'a> {
             proxy_namespace: &self.proxy.namespace,
             cluster_for: &cluster_for,
         };
-        let routes = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings);
+        let routes: Arc<[Route]> = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings).into();
         self.cache.insert(key, routes.clone());
         routes
     }
@@ -295,7 +299,7 @@ fn sidecar_virtual_hosts(
     }
     for s in &services {
         let routes = match scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
-            Some(vs) => translator.routes(vs, port, MESH_GATEWAY),
+            Some(vs) => translator.routes(vs, port, MESH_GATEWAY).to_vec(),
             // Default routes only for HTTP (or sniffed) ports, as Istio.
             None if s.port_by_number(port).is_some_and(|p| p.protocol.is_http_or_sniffed()) => {
                 let hashed = translator
@@ -340,7 +344,7 @@ fn sidecar_virtual_hosts(
                     name: host::domain_name(h, port),
                     domains,
                     alt: Vec::new(),
-                    routes: routes.clone(),
+                    routes: routes.to_vec(),
                 });
             }
         }
@@ -375,6 +379,31 @@ fn sidecar_virtual_hosts(
         }
     }
     out
+}
+
+/// The sidecar route configuration named `PORT`, generated once per snapshot for every proxy with
+/// the same scope, DNS domain and (when they matter) labels.
+fn shared_sidecar_route(
+    push: &PushContext,
+    proxy: &ProxyContext,
+    port: u32,
+    findings: &mut Vec<Finding>,
+) -> RouteConfiguration {
+    let scope = push.sidecar_scope(proxy);
+    let key = SidecarRouteKey {
+        port,
+        scope: push.scope_key(proxy),
+        dns_domain: proxy.dns_domain.clone(),
+        proxyless: proxy.proxyless_grpc,
+        labels: push.routes_depend_on_labels(&scope).then(|| proxy.labels.clone()),
+    };
+    let shared = push.sidecar_route(key, || {
+        let mut found = Vec::new();
+        let route = sidecar_route(push, proxy, port, &mut found);
+        (route, found)
+    });
+    findings.extend(shared.1.iter().cloned());
+    shared.0.clone()
 }
 
 /// The sidecar route configuration named `PORT`.
@@ -421,29 +450,29 @@ fn gateway_route(
 ) -> RouteConfiguration {
     let scope = push.sidecar_scope(proxy);
     let mut translator = RouteTranslator::new(push, proxy, &scope);
-    // host → virtual host, in first-seen order.
-    let mut order: Vec<String> = Vec::new();
-    let mut vhosts: HashMap<String, VirtualHost> = HashMap::new();
+    // Virtual hosts by name (`host:port` forms are unique per host): the output order, with no sort
+    // of the (large) virtual hosts themselves.
+    let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
+    fn vhost<'m>(vhosts: &'m mut BTreeMap<String, VirtualHost>, h: &str, port: u32) -> &'m mut VirtualHost {
+        vhosts.entry(host::domain_name(h, port)).or_insert_with_key(|name| VirtualHost {
+            name: name.clone(),
+            domains: vec![h.to_string()],
+            ..Default::default()
+        })
+    }
     for server in servers {
         let redirect =
             server.server().tls.as_ref().is_some_and(|t| t.https_redirect) && server.kind == ServerKind::Http;
-        let gw_name = server.gateway.name.clone();
-        for vs in push.virtual_services_for_gateway(&proxy.namespace, &gw_name) {
+        let gw_name = &server.gateway.name;
+        for vs in push.virtual_services_for_gateway(&proxy.namespace, gw_name) {
             let hosts = server.intersect(&vs);
             if hosts.is_empty() {
                 continue;
             }
-            let routes = translator.routes(&vs, port, &gw_name);
+            let routes = translator.routes(&vs, port, gw_name);
             for h in hosts {
-                let vh = vhosts.entry(h.clone()).or_insert_with(|| {
-                    order.push(h.clone());
-                    VirtualHost {
-                        name: host::domain_name(&h, port),
-                        domains: vec![h.clone()],
-                        ..Default::default()
-                    }
-                });
-                vh.routes.extend(routes.iter().cloned());
+                let vh = vhost(&mut vhosts, &h, port);
+                vh.routes.extend_from_slice(&routes);
                 if redirect {
                     vh.require_tls = TlsRequirementType::All as i32;
                 }
@@ -451,21 +480,12 @@ fn gateway_route(
         }
         if redirect {
             for (_, h) in server.hosts() {
-                let vh = vhosts.entry(h.clone()).or_insert_with(|| {
-                    order.push(h.clone());
-                    VirtualHost {
-                        name: host::domain_name(&h, port),
-                        domains: vec![h.clone()],
-                        ..Default::default()
-                    }
-                });
-                vh.require_tls = TlsRequirementType::All as i32;
+                vhost(&mut vhosts, &h, port).require_tls = TlsRequirementType::All as i32;
             }
         }
     }
     findings.append(&mut translator.findings);
-    let mut out: Vec<VirtualHost> = order.into_iter().filter_map(|h| vhosts.remove(&h)).collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out: Vec<VirtualHost> = vhosts.into_values().collect();
     if out.is_empty() {
         out.push(VirtualHost {
             name: host::domain_name("blackhole", port),
@@ -551,7 +571,7 @@ pub fn generate_routes(
             continue;
         }
         match name.parse::<u32>() {
-            Ok(port) if port > 0 => out.push(sidecar_route(push, proxy, port, &mut findings)),
+            Ok(port) if port > 0 => out.push(shared_sidecar_route(push, proxy, port, &mut findings)),
             _ => out.push(route_configuration(name, Vec::new(), true)),
         }
     }

@@ -1,0 +1,68 @@
+//! Sidecar route configurations are generated once per snapshot and shared by proxies that would get
+//! the same one; sharing never leaks one proxy's routes to another that must differ (workload labels
+//! with `sourceLabels`, DNS domain, namespace).
+
+mod support;
+
+use meshpilot_networking::rds::generate_routes;
+use support::*;
+
+const MESH: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: ns1}
+spec:
+  hosts: [reviews.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: ns1}
+spec:
+  hosts: [reviews.ns1.svc.cluster.local]
+  http:
+  - match: [{sourceLabels: {app: productpage}}]
+    route: [{destination: {host: reviews.ns1.svc.cluster.local}}]
+    timeout: 7s
+  - route: [{destination: {host: reviews.ns1.svc.cluster.local}}]
+"#;
+
+fn routes(push: &meshpilot_networking::PushContext, p: &meshpilot_networking::ProxyContext) -> String {
+    format!("{:?}", generate_routes(push, p, &["80".to_string()]).resources)
+}
+
+#[test]
+fn shared_routes_follow_labels_domain_and_namespace() {
+    let world = World::new(parse(MESH, "ns1"));
+    let push = world.push();
+    let product = sidecar("ns1", &[("app", "productpage")]);
+    let other = sidecar("ns1", &[("app", "ratings")]);
+    // sourceLabels: the productpage sidecar gets the 7 s route first, the other does not.
+    let (a, b) = (routes(&push, &product), routes(&push, &other));
+    assert!(a.contains("seconds: 7"), "{a}");
+    assert!(!b.contains("seconds: 7"), "{b}");
+    // Asked again (now from the shared copy), each still gets its own.
+    assert_eq!(routes(&push, &product), a);
+    assert_eq!(routes(&push, &other), b);
+    // Another namespace's proxy gets the short host forms of its own DNS domain.
+    let elsewhere = sidecar("ns2", &[("app", "productpage")]);
+    let c = routes(&push, &elsewhere);
+    assert!(a.contains("\"reviews\"") && !c.contains("\"reviews\""), "{c}");
+    // A fresh snapshot agrees with the shared result.
+    assert_eq!(routes(&world.push(), &other), b);
+}
+
+#[test]
+fn without_source_labels_proxies_of_a_scope_share_one_route_configuration() {
+    let text = MESH
+        .replace("  - match: [{sourceLabels: {app: productpage}}]\n", "  - match: [{uri: {prefix: /x}}]\n");
+    let world = World::new(parse(&text, "ns1"));
+    let push = world.push();
+    let a = routes(&push, &sidecar("ns1", &[("app", "productpage")]));
+    let b = routes(&push, &sidecar("ns1", &[("app", "ratings")]));
+    assert_eq!(a, b);
+    assert!(a.contains("seconds: 7"), "{a}");
+}

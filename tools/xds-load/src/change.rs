@@ -1,0 +1,209 @@
+//! Config changes with markers: at T0 the harness applies change `seq`, whose effect carries a byte
+//! string (the *marker*) that appears in the responses of one xDS type once the control plane has
+//! pushed it. A stream has converged on change `seq` when it received and ACKed a response of that
+//! type containing the marker of `seq` (or of a later change, which supersedes it).
+//!
+//! Built-in changes write one file, `xds-load-marker.yaml`, into the control plane's config
+//! directory (atomically: a temporary file renamed over it):
+//!
+//! | change | objects | marker | type | affected streams |
+//! |---|---|---|---|---|
+//! | `service-entry` | ServiceEntry `istio-system/xds-load-marker`, host `marker-<seq>.xds-load.example` | the host | CDS | all |
+//! | `workload-entry` | ServiceEntry `istio-system/xds-load-endpoints` + WorkloadEntry at `10.255.<a>.<b>` | the IP | EDS | all |
+//! | `virtual-service` | VirtualService `ns-0/xds-load-marker` for `svc-0` with prefix `/xds-load-marker-<seq>/` | the prefix | RDS | sidecars of `ns-0` with Sidecar scoping, else all |
+//! | `template` | `--template FILE` with `{{SEQ}}` replaced | `--marker` with `{{SEQ}}` replaced | `--marker-type` | all, or `--affected-namespace` |
+//!
+//! Change 0 is written before streams connect, so measured changes (1, 2, …) are updates of existing
+//! objects (for `workload-entry`: endpoint-only changes).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::{
+    layout::{Layout, ProxyIdentity, ProxyType},
+    xds::XdsType,
+};
+
+/// File the built-in changes write.
+pub const MARKER_FILE: &str = "xds-load-marker.yaml";
+
+/// What a change makes appear, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    /// Response type the marker appears in.
+    pub xds_type: XdsType,
+    /// Bytes searched in the resources of such responses.
+    pub bytes: Vec<u8>,
+}
+
+/// Something that changes the control plane's config at T0.
+pub trait Changer: Send {
+    /// Applies change `seq` (0 = the initial state, before streams connect) and returns its marker.
+    ///
+    /// # Errors
+    /// The change cannot be applied (e.g. the config directory is not writable).
+    fn apply(&mut self, seq: u64) -> anyhow::Result<Marker>;
+
+    /// `true` if a stream with this identity is expected to see the change.
+    fn affects(&self, proxy: &ProxyIdentity, kind: ProxyType) -> bool;
+}
+
+/// The built-in kinds of change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// No change: measure connection and readiness only.
+    None,
+    /// A ServiceEntry host renamed each time (CDS).
+    ServiceEntry,
+    /// A WorkloadEntry address moved each time (EDS, endpoint-only).
+    WorkloadEntry,
+    /// A VirtualService route prefix changed each time (RDS).
+    VirtualService,
+    /// `--template FILE` with `{{SEQ}}` replaced.
+    Template,
+}
+
+/// The marker IP of change `seq`: `10.255.<(seq / 250) mod 250>.<1 + seq mod 250>`.
+pub fn marker_ip(seq: u64) -> String {
+    format!("10.255.{}.{}", (seq / 250) % 250, 1 + seq % 250)
+}
+
+/// The config text and marker of a built-in change.
+pub fn builtin(kind: ChangeKind, layout: &Layout, seq: u64) -> Option<(String, Marker)> {
+    let marker = |t: XdsType, s: String| Marker { xds_type: t, bytes: s.into_bytes() };
+    Some(match kind {
+        ChangeKind::None | ChangeKind::Template => return None,
+        ChangeKind::ServiceEntry => {
+            let host = format!("marker-{seq}.xds-load.example");
+            (
+                format!(
+                    "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: xds-load-marker\n  \
+                     namespace: istio-system\nspec:\n  hosts: [{host}]\n  location: MESH_INTERNAL\n  \
+                     resolution: STATIC\n  ports:\n  - {{name: http, number: 80, protocol: HTTP}}\n  \
+                     endpoints:\n  - address: 10.255.255.1\n"
+                ),
+                marker(XdsType::Cluster, host),
+            )
+        }
+        ChangeKind::WorkloadEntry => {
+            let ip = marker_ip(seq);
+            (
+                format!(
+                    "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: xds-load-endpoints\n  \
+                     namespace: istio-system\nspec:\n  hosts: [endpoints.xds-load.example]\n  location: MESH_INTERNAL\n  \
+                     resolution: STATIC\n  ports:\n  - {{name: http, number: 80, protocol: HTTP}}\n  \
+                     workloadSelector:\n    labels: {{app: xds-load-endpoints}}\n---\n\
+                     apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata:\n  name: xds-load-endpoint\n  \
+                     namespace: istio-system\nspec:\n  address: {ip}\n  labels: {{app: xds-load-endpoints}}\n"
+                ),
+                marker(XdsType::Endpoint, ip),
+            )
+        }
+        ChangeKind::VirtualService => {
+            let host = layout.service_host(0);
+            let prefix = format!("/xds-load-marker-{seq}/");
+            (
+                format!(
+                    "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: xds-load-marker\n  \
+                     namespace: {ns}\nspec:\n  hosts: [{host}]\n  http:\n  - match: [{{uri: {{prefix: {prefix}}}}}]\n    \
+                     route: [{{destination: {{host: {host}, port: {{number: 80}}}}}}]\n  \
+                     - route: [{{destination: {{host: {host}, port: {{number: 80}}}}}}]\n",
+                    ns = layout.service_namespace(0)
+                ),
+                marker(XdsType::Route, prefix),
+            )
+        }
+    })
+}
+
+/// Writes `text` to `dir/name` atomically (temporary hidden file, then rename).
+///
+/// # Errors
+/// The file cannot be written or renamed.
+pub fn write_atomic(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join(name))
+        .with_context(|| format!("cannot rename {} into place", tmp.display()))
+}
+
+/// A change that writes files into the control plane's `--config-dir`.
+#[derive(Debug)]
+pub struct FileChanger {
+    /// Directory written.
+    pub dir: PathBuf,
+    /// Kind of change.
+    pub kind: ChangeKind,
+    /// The mesh layout (for `virtual-service`'s host and who is affected).
+    pub layout: Layout,
+    /// `template`: the file text with `{{SEQ}}` placeholders.
+    pub template: Option<String>,
+    /// `template`: the marker with `{{SEQ}}` placeholders and its type.
+    pub template_marker: Option<(XdsType, String)>,
+    /// `template`: only proxies of this namespace are expected to see the change.
+    pub affected_namespace: Option<String>,
+}
+
+impl Changer for FileChanger {
+    fn apply(&mut self, seq: u64) -> anyhow::Result<Marker> {
+        let (text, marker) = match self.kind {
+            ChangeKind::Template => {
+                let template = self.template.as_deref().context("--change template needs --template FILE")?;
+                let (t, m) = self.template_marker.as_ref().context("--change template needs --marker")?;
+                let seq = seq.to_string();
+                let marker = Marker { xds_type: *t, bytes: m.replace("{{SEQ}}", &seq).into_bytes() };
+                (template.replace("{{SEQ}}", &seq), marker)
+            }
+            kind => builtin(kind, &self.layout, seq).context("--change none makes no change")?,
+        };
+        write_atomic(&self.dir, MARKER_FILE, &text)?;
+        Ok(marker)
+    }
+
+    fn affects(&self, proxy: &ProxyIdentity, kind: ProxyType) -> bool {
+        match self.kind {
+            ChangeKind::VirtualService => {
+                kind == ProxyType::Sidecar
+                    && (!self.layout.sidecar_scope || proxy.namespace == self.layout.service_namespace(0))
+            }
+            ChangeKind::Template => self.affected_namespace.as_ref().is_none_or(|ns| &proxy.namespace == ns),
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_markers_are_in_their_config() {
+        let layout = Layout::default();
+        for kind in [ChangeKind::ServiceEntry, ChangeKind::WorkloadEntry, ChangeKind::VirtualService] {
+            let (a, m1) = builtin(kind, &layout, 1).unwrap();
+            let (_, m2) = builtin(kind, &layout, 2).unwrap();
+            assert!(a.contains(std::str::from_utf8(&m1.bytes).unwrap()), "{kind:?}");
+            assert_ne!(m1, m2);
+        }
+        assert_eq!(marker_ip(0), "10.255.0.1");
+        assert_eq!(marker_ip(251), "10.255.1.2");
+        assert!(builtin(ChangeKind::None, &layout, 1).is_none());
+    }
+
+    #[test]
+    fn virtual_service_change_reaches_its_namespace_when_scoped() {
+        let layout = Layout { sidecar_scope: true, ..Layout::default() };
+        let c = FileChanger {
+            dir: PathBuf::new(),
+            kind: ChangeKind::VirtualService,
+            layout: layout.clone(),
+            template: None,
+            template_marker: None,
+            affected_namespace: None,
+        };
+        assert!(c.affects(&layout.proxy(ProxyType::Sidecar, 0), ProxyType::Sidecar));
+        assert!(!c.affects(&layout.proxy(ProxyType::Sidecar, 1), ProxyType::Sidecar));
+    }
+}

@@ -1,0 +1,229 @@
+//! A load run: open the streams (ramped), wait until they are ready, apply the changes, sample the
+//! control plane, stop, summarise.
+//!
+//! ```text
+//!  change 0 (initial state) ─ settle ─ ramp N streams ─ all ready? ─ hold ─ change 1 … n ─ stop
+//!  sampler: /proc/<pid> every --sample-interval, from the start to the end
+//! ```
+//!
+//! Sequential changes (no `interval`): each change waits until every affected stream converged (or
+//! `change_timeout`), then `gap`. With an `interval`, changes are applied at that rate regardless
+//! (churn), and the run waits for the last one at the end.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use tonic::transport::Endpoint;
+
+use crate::{
+    change::Changer,
+    client::{self, Shared, StreamOptions, StreamSpec},
+    layout::{Layout, ProxyType},
+    procfs::{self, Sample},
+    report::Summary,
+};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The control plane's ADS address (`http://127.0.0.1:15010`).
+    pub address: String,
+    /// Streams to open.
+    pub streams: u32,
+    /// Index of the first stream in the layout (to split proxies over several xds-load processes).
+    pub first_index: u32,
+    /// Sidecars or routers.
+    pub kind: ProxyType,
+    /// The synthetic mesh the identities come from.
+    pub layout: Layout,
+    /// Stream behaviour.
+    pub stream: StreamOptions,
+    /// Streams sharing one HTTP/2 connection (1 = one connection per stream, as Envoy).
+    pub streams_per_conn: u32,
+    /// New streams per second (0 = all at once).
+    pub ramp: f64,
+    /// Wait after change 0 before connecting.
+    pub settle: Duration,
+    /// Longest wait for all streams to be ready.
+    pub ready_timeout: Duration,
+    /// Wait after all are ready, before the first change (RSS settles).
+    pub hold: Duration,
+    /// Changes to apply (1 … n).
+    pub changes: u64,
+    /// Apply changes at this interval instead of one after the other.
+    pub interval: Option<Duration>,
+    /// Longest wait for a change to converge on all affected streams.
+    pub change_timeout: Duration,
+    /// Pause between a converged change and the next.
+    pub gap: Duration,
+    /// Control-plane process to sample.
+    pub pid: Option<u32>,
+    /// Sampling period.
+    pub sample_interval: Duration,
+    /// Recorded as `run` in the summary.
+    pub label: serde_json::Value,
+    /// TCP connect timeout of each connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            address: "http://127.0.0.1:15010".into(),
+            streams: 10,
+            first_index: 0,
+            kind: ProxyType::Sidecar,
+            layout: Layout::default(),
+            stream: StreamOptions::default(),
+            streams_per_conn: 1,
+            ramp: 0.0,
+            settle: Duration::from_millis(500),
+            ready_timeout: Duration::from_secs(120),
+            hold: Duration::from_secs(1),
+            changes: 0,
+            interval: None,
+            change_timeout: Duration::from_secs(30),
+            gap: Duration::from_millis(500),
+            pid: None,
+            sample_interval: Duration::from_secs(1),
+            label: serde_json::Value::Null,
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+async fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Runs the load and returns its summary. `changer` is required when `options.changes > 0`.
+///
+/// # Errors
+/// A bad address, or a change that cannot be applied.
+pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) -> anyhow::Result<Summary> {
+    let shared = Arc::new(Shared::default());
+    let origin = shared.origin;
+    let samples = Arc::new(Mutex::new(Vec::<Sample>::new()));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = options.pid.map(|pid| {
+        let (samples, sampling, every) = (samples.clone(), sampling.clone(), options.sample_interval);
+        tokio::spawn(async move {
+            while sampling.load(Ordering::SeqCst) {
+                if let Some(s) = procfs::read(pid, origin.elapsed()) {
+                    samples.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    });
+    let sample_now = || {
+        if let Some(s) = options.pid.and_then(|pid| procfs::read(pid, origin.elapsed())) {
+            samples.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+        }
+    };
+
+    if options.changes > 0 && changer.is_none() {
+        anyhow::bail!("{} changes asked but no change kind given", options.changes);
+    }
+    if let Some(c) = changer.as_mut() {
+        c.apply(0).context("initial change (seq 0)")?;
+        tokio::time::sleep(options.settle).await;
+    }
+
+    let endpoint = Endpoint::from_shared(options.address.clone())
+        .with_context(|| format!("bad address {:?}", options.address))?
+        .tcp_nodelay(true)
+        .connect_timeout(options.connect_timeout)
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(32 << 20));
+    sample_now();
+    let connect_start = origin.elapsed();
+    let specs: Vec<StreamSpec> = (0..options.streams)
+        .map(|k| {
+            let index = options.first_index + k;
+            let identity = options.layout.proxy(options.kind, index);
+            let affected = changer.as_ref().is_some_and(|c| c.affects(&identity, options.kind));
+            StreamSpec { index, kind: options.kind, identity, affected }
+        })
+        .collect();
+    let affected = specs.iter().filter(|s| s.affected).count();
+    let mut tasks = Vec::with_capacity(specs.len());
+    let ramp_start = Instant::now();
+    let mut channel = None;
+    for (k, spec) in specs.into_iter().enumerate() {
+        if options.ramp > 0.0 {
+            let at = ramp_start + Duration::from_secs_f64(k as f64 / options.ramp);
+            tokio::time::sleep_until(at.into()).await;
+        }
+        if (k as u32).is_multiple_of(options.streams_per_conn.max(1)) {
+            channel = Some(endpoint.connect_lazy());
+        }
+        let ch = channel.clone().expect("set on the first stream");
+        tasks.push(tokio::spawn(client::run(ch, spec, options.stream.clone(), shared.clone())));
+    }
+    let total = tasks.len();
+    wait_until(options.ready_timeout, || shared.ready() >= total).await;
+    let ready_at = origin.elapsed();
+    sample_now();
+    tokio::time::sleep(options.hold).await;
+    sample_now();
+
+    let changes_start = origin.elapsed();
+    if let Some(c) = changer.as_mut() {
+        let mut next = Instant::now();
+        for seq in 1..=options.changes {
+            let t0 = Instant::now();
+            let marker = c.apply(seq).with_context(|| format!("change {seq}"))?;
+            shared.announce(seq, marker, t0);
+            match options.interval {
+                Some(every) => {
+                    next += every;
+                    tokio::time::sleep_until(next.into()).await;
+                }
+                None => {
+                    wait_until(options.change_timeout, || shared.converged(seq) >= affected).await;
+                    tokio::time::sleep(options.gap).await;
+                }
+            }
+        }
+        if options.interval.is_some() && options.changes > 0 {
+            let last = options.changes;
+            wait_until(options.change_timeout, || shared.converged(last) >= affected).await;
+        }
+    }
+    let changes_end = origin.elapsed();
+    sample_now();
+
+    shared.stop();
+    let mut reports = Vec::with_capacity(total);
+    for t in tasks {
+        reports.push(t.await.context("stream task panicked")?);
+    }
+    sampling.store(false, Ordering::SeqCst);
+    if let Some(s) = sampler {
+        s.abort();
+    }
+    let mut summary = Summary::new(options.label.clone(), &reports, options.changes);
+    summary.client_cpu_seconds =
+        procfs::read(std::process::id(), origin.elapsed()).map_or(0.0, |s| s.cpu_seconds);
+    if let Some(pid) = options.pid {
+        let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
+        summary.control_plane(pid, samples, connect_start, ready_at, (changes_start, changes_end));
+    }
+    Ok(summary)
+}
