@@ -117,7 +117,9 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
 /// As [`parse_mesh_config`].
 pub fn parse_discovery_selectors(text: &str) -> Result<DiscoverySelectors, String> {
     match mesh_map(text)? {
-        Some(map) => map.get("discoverySelectors").map_or(Ok(DiscoverySelectors::default()), DiscoverySelectors::from_json),
+        Some(map) => map
+            .get("discoverySelectors")
+            .map_or(Ok(DiscoverySelectors::default()), DiscoverySelectors::from_json),
         None => Ok(DiscoverySelectors::default()),
     }
 }

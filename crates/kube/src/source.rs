@@ -245,7 +245,8 @@ impl Inner {
         let changes: Vec<Change> = match discovery.filter.apply(name, labels) {
             None => return,
             Some(Membership::Selected) => {
-                let keys: Vec<ConfigKey> = discovery.hidden.keys().filter(|k| k.namespace == name).cloned().collect();
+                let keys: Vec<ConfigKey> =
+                    discovery.hidden.keys().filter(|k| k.namespace == name).cloned().collect();
                 keys.iter().filter_map(|k| discovery.hidden.remove(k)).map(Change::Upsert).collect()
             }
             Some(Membership::Deselected) => {

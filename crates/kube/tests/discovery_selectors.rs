@@ -13,7 +13,8 @@ use model::{
 use support::{namespace, start_registry_with, start_with, virtual_service, wait_for};
 
 fn selectors() -> DiscoverySelectors {
-    DiscoverySelectors::from_json(&serde_json::json!([{"matchLabels": {"istio-discovery": "enabled"}}])).unwrap()
+    DiscoverySelectors::from_json(&serde_json::json!([{"matchLabels": {"istio-discovery": "enabled"}}]))
+        .unwrap()
 }
 
 fn label(env: &TestEnv, ns: &str, on: bool) {
@@ -43,7 +44,8 @@ async fn config_of_unselected_namespaces_is_not_read_and_follows_labels() {
 
     // Labeling the namespace makes its objects appear (Add).
     label(env, off, true);
-    wait_for("the newly selected namespace's VirtualService", || running.saw(Event::Add, "dsel-src-off/vs")).await;
+    wait_for("the newly selected namespace's VirtualService", || running.saw(Event::Add, "dsel-src-off/vs"))
+        .await;
     assert!(source.get(Kind::VirtualService, off, "vs").is_some());
 
     // Removing the label makes them disappear (Delete); the selected namespace is untouched.
@@ -56,14 +58,19 @@ async fn config_of_unselected_namespaces_is_not_read_and_follows_labels() {
     env.kubectl_apply(&virtual_service(off, "vs", "details", "details")).unwrap();
     env.kubectl_apply(&virtual_service(off, "vs2", "details", "details")).unwrap();
     label(env, off, true);
-    wait_for("the re-selected namespace's objects", || source.get(Kind::VirtualService, off, "vs2").is_some()).await;
+    wait_for("the re-selected namespace's objects", || {
+        source.get(Kind::VirtualService, off, "vs2").is_some()
+    })
+    .await;
     let vs = source.get(Kind::VirtualService, off, "vs").unwrap();
     let api::Spec::VirtualService(spec) = &vs.spec else { panic!("{vs:?}") };
     assert_eq!(spec.hosts, ["details"]);
 }
 
 fn saw_service(events: &[RegistryEvent], hostname: &str, event: Event) -> bool {
-    events.iter().any(|e| matches!(e, RegistryEvent::Service(s) if s.hostname == hostname && s.event == event))
+    events
+        .iter()
+        .any(|e| matches!(e, RegistryEvent::Service(s) if s.hostname == hostname && s.event == event))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,7 +81,9 @@ async fn services_of_unselected_namespaces_are_not_read_and_follow_labels() {
     namespace(env, off);
     label(env, on, true);
     let service = |ns: &str| {
-        format!("apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  ports: [{{name: http, port: 80}}]\n")
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  ports: [{{name: http, port: 80}}]\n"
+        )
     };
     env.kubectl_apply(&service(on)).unwrap();
     env.kubectl_apply(&service(off)).unwrap();

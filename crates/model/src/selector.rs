@@ -90,7 +90,9 @@ fn requirement(item: &Value, path: &str) -> Result<Requirement, String> {
         Some(k) if !k.is_empty() => k.to_string(),
         _ => return Err(format!("{path}.key: required")),
     };
-    if let Some(other) = item.as_object().and_then(|m| m.keys().find(|k| !["key", "operator", "values"].contains(&k.as_str()))) {
+    if let Some(other) =
+        item.as_object().and_then(|m| m.keys().find(|k| !["key", "operator", "values"].contains(&k.as_str())))
+    {
         return Err(format!("{path}.{other}: unknown field"));
     }
     let values: Vec<String> = match item.get("values") {
@@ -98,7 +100,9 @@ fn requirement(item: &Value, path: &str) -> Result<Requirement, String> {
         Some(Value::Array(a)) => a
             .iter()
             .enumerate()
-            .map(|(j, v)| v.as_str().map(str::to_string).ok_or_else(|| format!("{path}.values[{j}]: expected a string")))
+            .map(|(j, v)| {
+                v.as_str().map(str::to_string).ok_or_else(|| format!("{path}.values[{j}]: expected a string"))
+            })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(format!("{path}.values: expected a list of strings")),
     };
@@ -114,7 +118,9 @@ fn requirement(item: &Value, path: &str) -> Result<Requirement, String> {
         }
         "Exists" => Ok(Requirement::Exists(key)),
         "DoesNotExist" => Ok(Requirement::DoesNotExist(key)),
-        other => Err(format!("{path}.operator: unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)")),
+        other => {
+            Err(format!("{path}.operator: unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"))
+        }
     }
 }
 
@@ -184,8 +190,9 @@ mod tests {
 
     #[test]
     fn selectors_are_ored_and_match_labels_anded() {
-        let s = selectors(r#"[{"matchLabels": {"env": "prod", "region": "us"}}, {"matchLabels": {"app": "x"}}]"#)
-            .unwrap();
+        let s =
+            selectors(r#"[{"matchLabels": {"env": "prod", "region": "us"}}, {"matchLabels": {"app": "x"}}]"#)
+                .unwrap();
         assert!(s.selects(&labels(&[("env", "prod"), ("region", "us")])));
         assert!(s.selects(&labels(&[("app", "x")])));
         assert!(!s.selects(&labels(&[("env", "prod")])));
@@ -208,7 +215,10 @@ mod tests {
             err(r#"[{"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}]"#),
             "discoverySelectors[0].matchExpressions[0].values: must be empty for operator Exists"
         );
-        assert_eq!(err(r#"[{"matchLabels": {"a": 1}}]"#), "discoverySelectors[0].matchLabels.a: expected a string value, got 1");
+        assert_eq!(
+            err(r#"[{"matchLabels": {"a": 1}}]"#),
+            "discoverySelectors[0].matchLabels.a: expected a string value, got 1"
+        );
         assert_eq!(err(r#"[{"matchLabel": {}}]"#), "discoverySelectors[0].matchLabel: unknown field");
         assert_eq!(err(r#"{"a": 1}"#), "discoverySelectors: expected a list of label selectors");
     }

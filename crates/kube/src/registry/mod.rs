@@ -60,12 +60,12 @@ use kube::{
 };
 use model::{
     Shutdown,
+    selector::DiscoverySelectors,
     service::{
         DEFAULT_CLUSTER_ID, DEFAULT_TRUST_DOMAIN, Endpoint, EndpointShard, Labels, RegistryEvent,
         RegistryEventHandler, RegistryWarning, Service, ServiceController, ServiceDiscovery, ServiceInstance,
         ShardKey,
     },
-    selector::DiscoverySelectors,
     store::RunFuture,
 };
 
@@ -213,7 +213,12 @@ impl Lists {
     }
 
     /// Caches one object (with selectors); `true` when its namespace is selected.
-    fn keep<T>(filter: &NamespaceFilter, cache: &mut HashMap<ObjectKey, T>, key: ObjectKey, object: T) -> bool {
+    fn keep<T>(
+        filter: &NamespaceFilter,
+        cache: &mut HashMap<ObjectKey, T>,
+        key: ObjectKey,
+        object: T,
+    ) -> bool {
         if !filter.is_enabled() {
             return true;
         }
@@ -321,7 +326,8 @@ impl KubeRegistry {
                 .boxed(),
         ];
         let mut merged = futures::stream::select_all(streams);
-        let mut lists = Lists { filter: NamespaceFilter::new(self.inner.selectors.clone()), ..Lists::default() };
+        let mut lists =
+            Lists { filter: NamespaceFilter::new(self.inner.selectors.clone()), ..Lists::default() };
         while let Some((kind, update)) = merged.next().await {
             match update {
                 Ok(update) => self.handle(update, &mut lists),
@@ -343,7 +349,9 @@ impl KubeRegistry {
                 Phase::InitApply(o) => lists.services.get_or_insert_with(Vec::new).push(strip(o)),
                 Phase::InitDone => {
                     let listed = lists.services.take().unwrap_or_default();
-                    let listed = Lists::relist(&lists.filter, &mut lists.cached_services, listed, |o| meta_key(&o.metadata));
+                    let listed = Lists::relist(&lists.filter, &mut lists.cached_services, listed, |o| {
+                        meta_key(&o.metadata)
+                    });
                     self.update(|index| {
                         let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
                         let mut events: Vec<RegistryEvent> =
@@ -376,8 +384,9 @@ impl KubeRegistry {
                 Phase::InitDone => {
                     let listed: Vec<Arc<EndpointSlice>> =
                         lists.slices.take().unwrap_or_default().into_iter().map(Arc::new).collect();
-                    let listed =
-                        Lists::relist(&lists.filter, &mut lists.cached_slices, listed, |o| meta_key(&o.metadata));
+                    let listed = Lists::relist(&lists.filter, &mut lists.cached_slices, listed, |o| {
+                        meta_key(&o.metadata)
+                    });
                     self.update(|index| {
                         let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
                         let mut events: Vec<RegistryEvent> =
@@ -410,7 +419,9 @@ impl KubeRegistry {
                 Phase::InitDone => {
                     let listed: Vec<Arc<Pod>> =
                         lists.pods.take().unwrap_or_default().into_iter().map(Arc::new).collect();
-                    let listed = Lists::relist(&lists.filter, &mut lists.cached_pods, listed, |o| meta_key(&o.metadata));
+                    let listed = Lists::relist(&lists.filter, &mut lists.cached_pods, listed, |o| {
+                        meta_key(&o.metadata)
+                    });
                     self.update(|index| {
                         let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
                         let mut events: Vec<RegistryEvent> =
@@ -464,7 +475,8 @@ impl KubeRegistry {
                 Phase::InitApply(o) => lists.namespaces.get_or_insert_with(Vec::new).push(o),
                 Phase::InitDone => {
                     let listed = lists.namespaces.take().unwrap_or_default();
-                    let keep: HashSet<String> = listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
+                    let keep: HashSet<String> =
+                        listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
                     self.update(|index| {
                         let mut events: Vec<RegistryEvent> =
                             listed.iter().flat_map(|o| apply_namespace(index, o)).collect();

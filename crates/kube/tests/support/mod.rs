@@ -42,7 +42,8 @@ pub async fn start(env: &TestEnv, namespaces: &[&str], kinds: &[Kind]) -> Runnin
 /// Starts a source over `env` with `options` (fast retries), recording every event of `kinds`.
 pub async fn start_with(env: &TestEnv, options: KubeSourceOptions, kinds: &[Kind]) -> Running {
     let config = env.client_config().await.expect("kubeconfig");
-    let options = KubeSourceOptions { backoff: (Duration::from_millis(100), Duration::from_secs(1)), ..options };
+    let options =
+        KubeSourceOptions { backoff: (Duration::from_millis(100), Duration::from_secs(1)), ..options };
     let source = KubeSource::new(config, options);
     let log: Log = Arc::default();
     for kind in kinds {
@@ -128,7 +129,10 @@ pub async fn start_registry(env: &TestEnv, namespaces: &[&str]) -> RunningRegist
 
 /// Starts a Kubernetes registry over `env` with `options` (fast retries), recording its
 /// notifications, and waits until it has synced.
-pub async fn start_registry_with(env: &TestEnv, options: meshpilot_kube::KubeRegistryOptions) -> RunningRegistry {
+pub async fn start_registry_with(
+    env: &TestEnv,
+    options: meshpilot_kube::KubeRegistryOptions,
+) -> RunningRegistry {
     use model::service::ServiceController;
     let config = env.client_config().await.expect("kubeconfig");
     let options = meshpilot_kube::KubeRegistryOptions {
