@@ -192,7 +192,7 @@ struct Lists {
     /// Discovery-selector state (enabled only with selectors).
     filter: NamespaceFilter,
     /// With selectors: the last version of every object, selected or not, by (namespace, name).
-    cached_services: HashMap<ObjectKey, KubeService>,
+    cached_services: HashMap<ObjectKey, Arc<KubeService>>,
     cached_slices: HashMap<ObjectKey, Arc<EndpointSlice>>,
     cached_pods: HashMap<ObjectKey, Arc<Pod>>,
 }
@@ -348,7 +348,8 @@ impl KubeRegistry {
                 Phase::Init => lists.services = Some(Vec::new()),
                 Phase::InitApply(o) => lists.services.get_or_insert_with(Vec::new).push(strip(o)),
                 Phase::InitDone => {
-                    let listed = lists.services.take().unwrap_or_default();
+                    let listed: Vec<Arc<KubeService>> =
+                        lists.services.take().unwrap_or_default().into_iter().map(Arc::new).collect();
                     let listed = Lists::relist(&lists.filter, &mut lists.cached_services, listed, |o| {
                         meta_key(&o.metadata)
                     });
@@ -364,7 +365,7 @@ impl KubeRegistry {
                     lists.done.insert(Watched::Service);
                 }
                 Phase::Apply(o) => {
-                    let o = strip(o);
+                    let o = Arc::new(strip(o));
                     let key = meta_key(&o.metadata);
                     if Lists::keep(&lists.filter, &mut lists.cached_services, key.clone(), o.clone()) {
                         self.update(|index| index.apply_service(&o));
