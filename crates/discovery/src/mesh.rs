@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use model::service::ExportTo;
+use model::{selector::DiscoverySelectors, service::ExportTo};
 use networking::{MeshSettings, OutboundTrafficPolicy};
 use serde_json::Value;
 
@@ -16,6 +16,7 @@ const USED: &[&str] = &[
     "defaultVirtualServiceExportTo",
     "defaultDestinationRuleExportTo",
     "connectTimeout",
+    "discoverySelectors",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
@@ -38,7 +39,6 @@ const KNOWN: &[&str] = &[
     "dnsRefreshRate",
     "protocolDetectionTimeout",
     "enablePrometheusMerge",
-    "discoverySelectors",
     "meshNetworks",
     "tcpKeepalive",
     "h2UpgradePolicy",
@@ -66,20 +66,12 @@ const KNOWN: &[&str] = &[
 /// settings and warnings (unknown fields, ignored bad values).
 ///
 /// # Errors
-/// The YAML is unreadable or not a map.
+/// The YAML is unreadable or not a map; `discoverySelectors` is invalid (the error names the field
+/// path, e.g. `discoverySelectors[0].matchExpressions[1].operator`).
 pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSettings, Vec<String>), String> {
     let mut mesh = MeshSettings { domain_suffix: domain_suffix.to_string(), ..MeshSettings::default() };
     let mut warnings = Vec::new();
-    let docs = api::yaml::parse_documents(text);
-    let root = match docs.into_iter().next() {
-        None => return Ok((mesh, warnings)),
-        Some(Err(e)) => return Err(format!("line {}: {}", e.mark.line, e.message)),
-        Some(Ok(doc)) => match doc.root {
-            None => return Ok((mesh, warnings)),
-            Some(node) => node.to_json(),
-        },
-    };
-    let Value::Object(map) = root else { return Err("mesh config must be a YAML map".into()) };
+    let Some(map) = mesh_map(text)? else { return Ok((mesh, warnings)) };
     for (key, value) in &map {
         match key.as_str() {
             "rootNamespace" => match value.as_str() {
@@ -107,12 +99,46 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
                 Some(Ok(d)) if d > Duration::ZERO => mesh.connect_timeout = d,
                 _ => warnings.push(format!("connectTimeout: expected a duration such as 10s, got {value}; using 10s")),
             },
+            "discoverySelectors" => {
+                DiscoverySelectors::from_json(value)?;
+            }
             k if KNOWN.contains(&k) => {}
             k => warnings.push(format!("unknown mesh config field {k:?} ignored")),
         }
     }
     debug_assert!(USED.iter().all(|u| !KNOWN.contains(u)));
     Ok((mesh, warnings))
+}
+
+/// The mesh config's `discoverySelectors` (Istio's `MeshConfig.discovery_selectors`): the namespaces
+/// whose Kubernetes objects meshpilot reads; empty (or absent) reads all.
+///
+/// # Errors
+/// As [`parse_mesh_config`].
+pub fn parse_discovery_selectors(text: &str) -> Result<DiscoverySelectors, String> {
+    match mesh_map(text)? {
+        Some(map) => map
+            .get("discoverySelectors")
+            .map_or(Ok(DiscoverySelectors::default()), DiscoverySelectors::from_json),
+        None => Ok(DiscoverySelectors::default()),
+    }
+}
+
+/// The mesh config's top-level map; `None` for an empty document.
+fn mesh_map(text: &str) -> Result<Option<serde_json::Map<String, Value>>, String> {
+    let docs = api::yaml::parse_documents(text);
+    let root = match docs.into_iter().next() {
+        None => return Ok(None),
+        Some(Err(e)) => return Err(format!("line {}: {}", e.mark.line, e.message)),
+        Some(Ok(doc)) => match doc.root {
+            None => return Ok(None),
+            Some(node) => node.to_json(),
+        },
+    };
+    match root {
+        Value::Object(map) => Ok(Some(map)),
+        _ => Err("mesh config must be a YAML map".into()),
+    }
 }
 
 #[cfg(test)]
@@ -135,5 +161,22 @@ mod tests {
         assert_eq!(w, vec!["unknown mesh config field \"bogus\" ignored".to_string()]);
         assert!(parse_mesh_config("- a\n", "cluster.local").is_err());
         assert_eq!(parse_mesh_config("", "cluster.local").unwrap().0.root_namespace, "istio-system");
+    }
+
+    #[test]
+    fn reads_discovery_selectors() {
+        let text = "discoverySelectors:\n- matchLabels: {istio-discovery: enabled}\n\
+                    - matchExpressions: [{key: app, operator: In, values: [a]}]\n";
+        let s = parse_discovery_selectors(text).unwrap();
+        assert_eq!(s.0.len(), 2);
+        assert!(s.selects(&[("istio-discovery".to_string(), "enabled".to_string())].into()));
+        assert!(!s.selects(&model::service::Labels::new()));
+        let (_, warnings) = parse_mesh_config(text, "cluster.local").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(parse_discovery_selectors("rootNamespace: x\n").unwrap().is_empty());
+        let bad = "discoverySelectors:\n- matchExpressions: [{key: app, operator: Bogus}]\n";
+        let want = "discoverySelectors[0].matchExpressions[0].operator: unknown operator \"Bogus\" (In, NotIn, Exists, DoesNotExist)";
+        assert_eq!(parse_mesh_config(bad, "cluster.local").unwrap_err(), want);
+        assert_eq!(parse_discovery_selectors(bad).unwrap_err(), want);
     }
 }

@@ -14,16 +14,20 @@
 //! - [`registry`]: [`KubeRegistry`], the Kubernetes service registry (Istio's kube controller):
 //!   Services and EndpointSlices as services and endpoints, Pods for labels, identities and proxy
 //!   instances, Nodes for locality.
+//! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
 //! - [`testenv`]: a real etcd + kube-apiserver for tests (`scripts/kube-testenv.sh`).
 //!
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
 pub mod client;
+pub mod namespaces;
 pub mod registry;
 pub mod source;
 pub mod testenv;
 
 pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
+pub use model::selector::DiscoverySelectors;
+pub use namespaces::NamespaceFilter;
 pub use registry::{KubeRegistry, KubeRegistryOptions};
 pub use source::{KubeSource, KubeSourceOptions, Rejected};
 

@@ -22,11 +22,16 @@
 //! - **Filters.** Objects labelled `istio.io/rev` with a value other than [`KubeSourceOptions::revision`]
 //!   are ignored (Istio's `LabelsInRevision`: no label, or no revision configured, means included).
 //!   [`KubeSourceOptions::namespaces`] restricts the source to some namespaces.
+//! - **Discovery selectors.** With [`KubeSourceOptions::discovery_selectors`] set, the source also
+//!   watches Namespaces ([`NamespaceFilter`]): valid objects of unselected (or not yet seen)
+//!   namespaces are held aside, not in the store; a namespace that becomes selected adds them, one
+//!   that stops being selected deletes its objects from the store (and holds them aside again).
 //! - **Errors and restarts.** Watches use kube-runtime's watcher: a dropped watch resumes from the last
 //!   resource version; a 410 Gone or failed list starts over with a relist, retried with exponential
 //!   backoff ([`KubeSourceOptions::backoff`]). A relist is diffed against the store: objects that still
 //!   exist raise no event (unchanged) or an Update, only objects that really went away raise Deletes.
-//! - **Sync.** [`ConfigStoreController::has_synced`] turns true once the CRD list is done, every kind
+//! - **Sync.** [`ConfigStoreController::has_synced`] turns true once the CRD list (and, with
+//!   discovery selectors, the Namespace list) is done, every kind
 //!   found then has finished its initial list, and the queue has delivered those objects once.
 //! - **Writes** ([`ConfigStore::create`] and friends) are synchronous REST calls made on a dedicated
 //!   thread with its own runtime and client, so they work from any context (and block the caller for
@@ -48,6 +53,7 @@ use std::{
 use api::{Kind, Schema};
 use config::{Change, MemoryStore, QueueOptions};
 use futures::{StreamExt, future::BoxFuture};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client,
@@ -57,11 +63,15 @@ use kube::{
 use model::{
     Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
     parse::{Finding, ParseOptions},
+    selector::DiscoverySelectors,
     store::RunFuture,
 };
 use tokio::task::JoinHandle;
 
-use crate::client::{self, KubeError, api_resource, crd_name, to_config, to_object};
+use crate::{
+    client::{self, KubeError, api_resource, crd_name, to_config, to_object},
+    namespaces::{Membership, NamespaceFilter},
+};
 
 /// The label that ties config to an Istio control-plane revision.
 pub const REVISION_LABEL: &str = "istio.io/rev";
@@ -81,6 +91,8 @@ pub struct KubeSourceOptions {
     pub namespaces: Vec<String>,
     /// Watch retry backoff: first delay and cap (client-go's are 800 ms and 30 s).
     pub backoff: (Duration, Duration),
+    /// Mesh config `discoverySelectors`: only objects of selected namespaces are read; empty reads all.
+    pub discovery_selectors: DiscoverySelectors,
 }
 
 impl Default for KubeSourceOptions {
@@ -92,6 +104,7 @@ impl Default for KubeSourceOptions {
             revision: None,
             namespaces: Vec::new(),
             backoff: (Duration::from_millis(800), Duration::from_secs(30)),
+            discovery_selectors: DiscoverySelectors::default(),
         }
     }
 }
@@ -130,6 +143,17 @@ struct Inner {
     writer: OnceLock<Result<Writer, String>>,
     barrier: OnceLock<u64>,
     synced: AtomicBool,
+    /// Discovery-selector state; held across the store update it decides, so a namespace's
+    /// membership change and an object's event never interleave.
+    discovery: Mutex<Discovery>,
+}
+
+/// The namespace filter and the valid objects it holds aside (of unselected namespaces).
+struct Discovery {
+    filter: NamespaceFilter,
+    hidden: HashMap<ConfigKey, Arc<Config>>,
+    /// The Namespace watch finished its first list (always true without selectors).
+    listed: bool,
 }
 
 #[derive(Default)]
@@ -155,6 +179,8 @@ impl KubeSource {
     pub fn new(config: kube::Config, options: KubeSourceOptions) -> KubeSource {
         let name = format!("kubernetes:{}", config.cluster_url);
         let store = MemoryStore::read_only(name.clone(), &options.kinds, options.queue.clone());
+        let selectors = options.discovery_selectors.clone();
+        let options_selectors_empty = selectors.is_empty();
         KubeSource {
             inner: Arc::new(Inner {
                 name,
@@ -165,6 +191,11 @@ impl KubeSource {
                 writer: OnceLock::new(),
                 barrier: OnceLock::new(),
                 synced: AtomicBool::new(false),
+                discovery: Mutex::new(Discovery {
+                    listed: options_selectors_empty,
+                    filter: NamespaceFilter::new(selectors),
+                    hidden: HashMap::new(),
+                }),
             }),
         }
     }
@@ -191,6 +222,46 @@ impl KubeSource {
 impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn discovery(&self) -> MutexGuard<'_, Discovery> {
+        self.discovery.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A valid object to hold: into the store when its namespace is selected, else aside.
+    fn hold(&self, discovery: &mut Discovery, config: Config) -> Change {
+        let key = config.key();
+        if discovery.filter.selects(&key.namespace) {
+            discovery.hidden.remove(&key);
+            Change::Upsert(Arc::new(config))
+        } else {
+            discovery.hidden.insert(key.clone(), Arc::new(config));
+            Change::Remove(key)
+        }
+    }
+
+    /// A Namespace was listed or changed: add or delete its objects on a membership change.
+    fn namespace_applied(&self, discovery: &mut Discovery, name: &str, labels: &model::service::Labels) {
+        let changes: Vec<Change> = match discovery.filter.apply(name, labels) {
+            None => return,
+            Some(Membership::Selected) => {
+                let keys: Vec<ConfigKey> =
+                    discovery.hidden.keys().filter(|k| k.namespace == name).cloned().collect();
+                keys.iter().filter_map(|k| discovery.hidden.remove(k)).map(Change::Upsert).collect()
+            }
+            Some(Membership::Deselected) => {
+                let mut changes = Vec::new();
+                for kind in &self.options.kinds {
+                    for config in self.store.list(*kind, Some(name)) {
+                        changes.push(Change::Remove(config.key()));
+                        discovery.hidden.insert(config.key(), config);
+                    }
+                }
+                changes
+            }
+        };
+        tracing::info!(source = %self.name, namespace = %name, objects = changes.len(), "namespace discovery membership changed");
+        self.store.apply(changes);
     }
 
     fn wanted_namespace(&self, namespace: &str) -> bool {
@@ -276,13 +347,16 @@ impl Inner {
 
     fn apply_object(&self, schema: &Schema, version: &str, object: &DynamicObject) {
         let (key, result) = self.convert(schema, version, object);
+        let mut discovery = self.discovery();
         match result {
             Ok(Some(config)) => {
                 self.accept(&key);
-                self.store.apply([Change::Upsert(Arc::new(config))]);
+                let change = self.hold(&mut discovery, config);
+                self.store.apply([change]);
             }
             Ok(None) => {
                 self.accept(&key);
+                discovery.hidden.remove(&key);
                 self.store.apply([Change::Remove(key)]);
             }
             Err(errors) => {
@@ -299,6 +373,8 @@ impl Inner {
             name: object.metadata.name.clone().unwrap_or_default(),
         };
         self.state().rejected.remove(&key);
+        let mut discovery = self.discovery();
+        discovery.hidden.remove(&key);
         self.store.apply([Change::Remove(key)]);
     }
 
@@ -309,13 +385,18 @@ impl Inner {
         let kind = schema.kind;
         let mut keep: HashSet<ConfigKey> = HashSet::new();
         let mut changes = Vec::new();
+        let mut discovery = self.discovery();
+        discovery.hidden.retain(|k, _| k.kind != kind);
         for object in &listed {
             let (key, result) = self.convert(schema, version, object);
             match result {
                 Ok(Some(config)) => {
                     self.accept(&key);
-                    keep.insert(key);
-                    changes.push(Change::Upsert(Arc::new(config)));
+                    let change = self.hold(&mut discovery, config);
+                    if matches!(change, Change::Upsert(_)) {
+                        keep.insert(key);
+                        changes.push(change);
+                    }
                 }
                 Ok(None) => self.accept(&key),
                 Err(errors) => {
@@ -336,6 +417,7 @@ impl Inner {
             state.rejected.retain(|k, _| k.kind != kind || keep.contains(k));
         }
         let changed = self.store.apply(changes);
+        drop(discovery);
         tracing::debug!(source = %self.name, %kind, objects = listed.len(), changed, "list done");
     }
 }
@@ -437,6 +519,7 @@ impl KubeSource {
         let changes: Vec<Change> =
             self.inner.store.list(kind, None).iter().map(|c| Change::Remove(c.key())).collect();
         self.inner.store.apply(changes);
+        self.inner.discovery().hidden.retain(|k, _| k.kind != kind);
         self.inner.state().rejected.retain(|k, _| k.kind != kind);
     }
 
@@ -459,6 +542,41 @@ impl KubeSource {
                 Ok(watcher::Event::Delete(object)) => self.inner.delete_object(schema.kind, &object),
                 Err(err) => {
                     tracing::warn!(source = %self.inner.name, kind = %schema.kind, error = %err, "watch failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    /// Watches Namespaces for the discovery selectors (only started when some are configured).
+    async fn watch_namespaces(self, client: Client) {
+        let api: Api<Namespace> = Api::all(client);
+        let mut stream =
+            watcher(api, watcher::Config::default()).backoff(backoff(&self.inner.options)).boxed();
+        let mut listed: Option<HashSet<String>> = None;
+        while let Some(event) = stream.next().await {
+            let labels = |ns: &Namespace| -> model::service::Labels {
+                ns.metadata.labels.clone().unwrap_or_default().into_iter().collect()
+            };
+            match event {
+                Ok(watcher::Event::Init) => listed = Some(HashSet::new()),
+                Ok(watcher::Event::InitApply(ns) | watcher::Event::Apply(ns)) => {
+                    let name = ns.metadata.name.clone().unwrap_or_default();
+                    if let Some(l) = listed.as_mut() {
+                        l.insert(name.clone());
+                    }
+                    let mut discovery = self.inner.discovery();
+                    self.inner.namespace_applied(&mut discovery, &name, &labels(&ns));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let mut discovery = self.inner.discovery();
+                    discovery.filter.retain(&listed.take().unwrap_or_default());
+                    discovery.listed = true;
+                }
+                Ok(watcher::Event::Delete(ns)) => {
+                    self.inner.discovery().filter.delete(ns.metadata.name.as_deref().unwrap_or_default());
+                }
+                Err(err) => {
+                    tracing::warn!(source = %self.inner.name, error = %err, "Namespace watch failed; retrying with backoff");
                 }
             }
         }
@@ -708,9 +826,14 @@ impl ConfigStoreController for KubeSource {
                 }
             };
             let mut shutdown = shutdown;
+            let namespaces = (!source.inner.options.discovery_selectors.is_empty())
+                .then(|| tokio::spawn(source.clone().watch_namespaces(client.clone())));
             tokio::select! {
                 () = source.clone().watch_crds(client) => {}
                 () = shutdown.wait() => {}
+            }
+            if let Some(task) = namespaces {
+                task.abort();
             }
             let watches: Vec<Watch> = source.inner.state().watches.drain().map(|(_, w)| w).collect();
             for watch in watches {
@@ -730,6 +853,9 @@ impl ConfigStoreController for KubeSource {
             if !state.crds_listed || !state.watches.values().all(|w| w.listed) {
                 return false;
             }
+        }
+        if !inner.discovery().listed {
+            return false;
         }
         let queue = inner.store.queue();
         let barrier = *inner.barrier.get_or_init(|| queue.mark());

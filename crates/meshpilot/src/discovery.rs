@@ -9,7 +9,7 @@ use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
     DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource,
     http::{DebugState, debug_router, monitoring_router},
-    mesh::parse_mesh_config,
+    mesh::{parse_discovery_selectors, parse_mesh_config},
 };
 use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
@@ -136,14 +136,18 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
     let debounce = DebounceOptions::from_env().map_err(|e| e.to_string())?;
 
-    let (mesh, mesh_warnings) = match &args.mesh_config {
+    let (mesh, mesh_warnings, selectors) = match &args.mesh_config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?;
-            parse_mesh_config(&text, &args.domain)
-                .map_err(|e| format!("--mesh-config {}: {e}", path.display()))?
+            let context = |e: String| format!("--mesh-config {}: {e}", path.display());
+            let (mesh, warnings) = parse_mesh_config(&text, &args.domain).map_err(context)?;
+            (mesh, warnings, parse_discovery_selectors(&text).map_err(context)?)
         }
-        None => parse_mesh_config("", &args.domain)?,
+        None => {
+            let (mesh, warnings) = parse_mesh_config("", &args.domain)?;
+            (mesh, warnings, model::selector::DiscoverySelectors::default())
+        }
     };
     for w in &mesh_warnings {
         warn!("mesh config: {w}");
@@ -184,7 +188,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         sources.push(source);
     }
     if let Some(path) = &args.kubeconfig {
-        sources.push(kube_config_source(path, args).await?);
+        sources.push(kube_config_source(path, args, &selectors).await?);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
@@ -197,7 +201,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let (trigger, shutdown) = shutdown_channel();
     let services = Arc::new(AggregateRegistry::new());
-    if let Some(registry) = kube_registry(args).await? {
+    if let Some(registry) = kube_registry(args, &selectors).await? {
         tokio::spawn(registry.run(shutdown.clone()));
         services.add_registry(Arc::new(registry));
     }
@@ -273,11 +277,13 @@ async fn run_async(args: &Args) -> Result<(), String> {
 async fn kube_config_source(
     path: &std::path::Path,
     args: &Args,
+    selectors: &model::selector::DiscoverySelectors,
 ) -> Result<Arc<dyn ConfigStoreController>, String> {
     let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
     let options = kube_source::KubeSourceOptions {
         parse: ParseOptions { domain_suffix: args.domain.clone(), ..ParseOptions::default() },
         revision: args.revision.clone(),
+        discovery_selectors: selectors.clone(),
         ..kube_source::KubeSourceOptions::default()
     };
     let source = kube_source::KubeSource::new(config, options);
@@ -286,7 +292,10 @@ async fn kube_config_source(
 }
 
 /// The Kubernetes service registry, when a kubeconfig is given and `--registries` names `Kubernetes`.
-async fn kube_registry(args: &Args) -> Result<Option<kube_source::KubeRegistry>, String> {
+async fn kube_registry(
+    args: &Args,
+    selectors: &model::selector::DiscoverySelectors,
+) -> Result<Option<kube_source::KubeRegistry>, String> {
     for r in &args.registries {
         if !r.is_empty() && r != "Kubernetes" {
             return Err(format!("unknown --registries entry {r:?}: meshpilot knows Kubernetes"));
@@ -300,6 +309,7 @@ async fn kube_registry(args: &Args) -> Result<Option<kube_source::KubeRegistry>,
     let options = kube_source::KubeRegistryOptions {
         cluster_id: args.cluster_id.clone(),
         domain_suffix: args.domain.clone(),
+        discovery_selectors: selectors.clone(),
         ..kube_source::KubeRegistryOptions::default()
     };
     info!(cluster = %args.cluster_id, "reading Kubernetes services");

@@ -17,6 +17,7 @@
 
 mod config;
 pub mod parse;
+pub mod selector;
 pub mod service;
 pub mod store;
 

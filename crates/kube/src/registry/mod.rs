@@ -25,6 +25,11 @@
 //! `managedFields` are dropped before objects are kept. [`KubeRegistryOptions::namespaces`] restricts
 //! Services, EndpointSlices and Pods to some namespaces.
 //!
+//! **Discovery selectors.** With [`KubeRegistryOptions::discovery_selectors`] set, the watch task keeps
+//! the last version of every Service, EndpointSlice and Pod, and only those of namespaces the
+//! [`NamespaceFilter`] selects (fed by the Namespace watch) reach the index. A namespace that becomes
+//! selected adds its objects (add events); one that stops being selected deletes them (delete events).
+//!
 //! **Sync.** [`ServiceController::has_synced`] is true once every watch has finished its initial list
 //! and the index has applied it.
 
@@ -32,7 +37,7 @@ pub mod conversion;
 pub mod index;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{
         Arc, RwLock, RwLockReadGuard,
         atomic::{AtomicBool, Ordering},
@@ -55,6 +60,7 @@ use kube::{
 };
 use model::{
     Shutdown,
+    selector::DiscoverySelectors,
     service::{
         DEFAULT_CLUSTER_ID, DEFAULT_TRUST_DOMAIN, Endpoint, EndpointShard, Labels, RegistryEvent,
         RegistryEventHandler, RegistryWarning, Service, ServiceController, ServiceDiscovery, ServiceInstance,
@@ -64,8 +70,12 @@ use model::{
 };
 
 pub use index::KubeIndex;
+use index::ObjectKey;
 
-use crate::client;
+use crate::{
+    client,
+    namespaces::{Membership, NamespaceFilter},
+};
 
 /// Settings of the Kubernetes registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +91,9 @@ pub struct KubeRegistryOptions {
     pub namespaces: Vec<String>,
     /// Watch retry backoff: first delay and cap (client-go's are 800 ms and 30 s).
     pub backoff: (Duration, Duration),
+    /// Mesh config `discoverySelectors`: only Services, EndpointSlices and Pods of selected
+    /// namespaces are read; empty reads all.
+    pub discovery_selectors: DiscoverySelectors,
 }
 
 impl Default for KubeRegistryOptions {
@@ -91,6 +104,7 @@ impl Default for KubeRegistryOptions {
             trust_domain: DEFAULT_TRUST_DOMAIN.to_string(),
             namespaces: Vec::new(),
             backoff: (Duration::from_millis(800), Duration::from_secs(30)),
+            discovery_selectors: DiscoverySelectors::default(),
         }
     }
 }
@@ -109,6 +123,7 @@ struct Inner {
     handlers: RwLock<Vec<RegistryEventHandler>>,
     synced: AtomicBool,
     backoff: (Duration, Duration),
+    selectors: DiscoverySelectors,
 }
 
 impl std::fmt::Debug for KubeRegistry {
@@ -174,6 +189,43 @@ struct Lists {
     nodes: Option<Vec<Node>>,
     namespaces: Option<Vec<Namespace>>,
     done: HashSet<Watched>,
+    /// Discovery-selector state (enabled only with selectors).
+    filter: NamespaceFilter,
+    /// With selectors: the last version of every object, selected or not, by (namespace, name).
+    cached_services: HashMap<ObjectKey, Arc<KubeService>>,
+    cached_slices: HashMap<ObjectKey, Arc<EndpointSlice>>,
+    cached_pods: HashMap<ObjectKey, Arc<Pod>>,
+}
+
+impl Lists {
+    /// Keeps `listed` as the kind's whole cache (with selectors) and returns the selected ones.
+    fn relist<T: Clone>(
+        filter: &NamespaceFilter,
+        cache: &mut HashMap<ObjectKey, T>,
+        listed: Vec<T>,
+        key: impl Fn(&T) -> ObjectKey,
+    ) -> Vec<T> {
+        if !filter.is_enabled() {
+            return listed;
+        }
+        *cache = listed.iter().map(|o| (key(o), o.clone())).collect();
+        listed.into_iter().filter(|o| filter.selects(&key(o).0)).collect()
+    }
+
+    /// Caches one object (with selectors); `true` when its namespace is selected.
+    fn keep<T>(
+        filter: &NamespaceFilter,
+        cache: &mut HashMap<ObjectKey, T>,
+        key: ObjectKey,
+        object: T,
+    ) -> bool {
+        if !filter.is_enabled() {
+            return true;
+        }
+        let selected = filter.selects(&key.0);
+        cache.insert(key, object);
+        selected
+    }
 }
 
 impl KubeRegistry {
@@ -185,6 +237,7 @@ impl KubeRegistry {
                 name,
                 config,
                 backoff: options.backoff,
+                selectors: options.discovery_selectors.clone(),
                 index: RwLock::new(KubeIndex::new(options)),
                 handlers: RwLock::new(Vec::new()),
                 synced: AtomicBool::new(false),
@@ -273,7 +326,8 @@ impl KubeRegistry {
                 .boxed(),
         ];
         let mut merged = futures::stream::select_all(streams);
-        let mut lists = Lists::default();
+        let mut lists =
+            Lists { filter: NamespaceFilter::new(self.inner.selectors.clone()), ..Lists::default() };
         while let Some((kind, update)) = merged.next().await {
             match update {
                 Ok(update) => self.handle(update, &mut lists),
@@ -294,7 +348,11 @@ impl KubeRegistry {
                 Phase::Init => lists.services = Some(Vec::new()),
                 Phase::InitApply(o) => lists.services.get_or_insert_with(Vec::new).push(strip(o)),
                 Phase::InitDone => {
-                    let listed = lists.services.take().unwrap_or_default();
+                    let listed: Vec<Arc<KubeService>> =
+                        lists.services.take().unwrap_or_default().into_iter().map(Arc::new).collect();
+                    let listed = Lists::relist(&lists.filter, &mut lists.cached_services, listed, |o| {
+                        meta_key(&o.metadata)
+                    });
                     self.update(|index| {
                         let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
                         let mut events: Vec<RegistryEvent> =
@@ -306,18 +364,34 @@ impl KubeRegistry {
                     });
                     lists.done.insert(Watched::Service);
                 }
-                Phase::Apply(o) => self.update(|index| index.apply_service(&strip(o))),
-                Phase::Delete(o) => self.update(|index| index.delete_service(&meta_key(&o.metadata))),
+                Phase::Apply(o) => {
+                    let o = Arc::new(strip(o));
+                    let key = meta_key(&o.metadata);
+                    if Lists::keep(&lists.filter, &mut lists.cached_services, key.clone(), o.clone()) {
+                        self.update(|index| index.apply_service(&o));
+                    } else {
+                        self.update(|index| index.delete_service(&key));
+                    }
+                }
+                Phase::Delete(o) => {
+                    let key = meta_key(&o.metadata);
+                    lists.cached_services.remove(&key);
+                    self.update(|index| index.delete_service(&key));
+                }
             },
             Update::Slice(e) => match phase(e) {
                 Phase::Init => lists.slices = Some(Vec::new()),
                 Phase::InitApply(o) => lists.slices.get_or_insert_with(Vec::new).push(strip(o)),
                 Phase::InitDone => {
-                    let listed = lists.slices.take().unwrap_or_default();
+                    let listed: Vec<Arc<EndpointSlice>> =
+                        lists.slices.take().unwrap_or_default().into_iter().map(Arc::new).collect();
+                    let listed = Lists::relist(&lists.filter, &mut lists.cached_slices, listed, |o| {
+                        meta_key(&o.metadata)
+                    });
                     self.update(|index| {
                         let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
                         let mut events: Vec<RegistryEvent> =
-                            listed.into_iter().flat_map(|o| index.apply_slice(&Arc::new(o))).collect();
+                            listed.iter().flat_map(|o| index.apply_slice(o)).collect();
                         for key in index.slice_keys().into_iter().filter(|k| !keep.contains(k)) {
                             events.extend(index.delete_slice(&key));
                         }
@@ -325,18 +399,34 @@ impl KubeRegistry {
                     });
                     lists.done.insert(Watched::Slice);
                 }
-                Phase::Apply(o) => self.update(|index| index.apply_slice(&Arc::new(strip(o)))),
-                Phase::Delete(o) => self.update(|index| index.delete_slice(&meta_key(&o.metadata))),
+                Phase::Apply(o) => {
+                    let o = Arc::new(strip(o));
+                    let key = meta_key(&o.metadata);
+                    if Lists::keep(&lists.filter, &mut lists.cached_slices, key.clone(), o.clone()) {
+                        self.update(|index| index.apply_slice(&o));
+                    } else {
+                        self.update(|index| index.delete_slice(&key));
+                    }
+                }
+                Phase::Delete(o) => {
+                    let key = meta_key(&o.metadata);
+                    lists.cached_slices.remove(&key);
+                    self.update(|index| index.delete_slice(&key));
+                }
             },
             Update::Pod(e) => match phase(e) {
                 Phase::Init => lists.pods = Some(Vec::new()),
                 Phase::InitApply(o) => lists.pods.get_or_insert_with(Vec::new).push(strip(o)),
                 Phase::InitDone => {
-                    let listed = lists.pods.take().unwrap_or_default();
+                    let listed: Vec<Arc<Pod>> =
+                        lists.pods.take().unwrap_or_default().into_iter().map(Arc::new).collect();
+                    let listed = Lists::relist(&lists.filter, &mut lists.cached_pods, listed, |o| {
+                        meta_key(&o.metadata)
+                    });
                     self.update(|index| {
                         let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
                         let mut events: Vec<RegistryEvent> =
-                            listed.into_iter().flat_map(|o| index.apply_pod(&Arc::new(o))).collect();
+                            listed.iter().flat_map(|o| index.apply_pod(o)).collect();
                         for key in index.pod_keys().into_iter().filter(|k| !keep.contains(k)) {
                             events.extend(index.delete_pod(&key));
                         }
@@ -344,8 +434,20 @@ impl KubeRegistry {
                     });
                     lists.done.insert(Watched::Pod);
                 }
-                Phase::Apply(o) => self.update(|index| index.apply_pod(&Arc::new(strip(o)))),
-                Phase::Delete(o) => self.update(|index| index.delete_pod(&meta_key(&o.metadata))),
+                Phase::Apply(o) => {
+                    let o = Arc::new(strip(o));
+                    let key = meta_key(&o.metadata);
+                    if Lists::keep(&lists.filter, &mut lists.cached_pods, key.clone(), o.clone()) {
+                        self.update(|index| index.apply_pod(&o));
+                    } else {
+                        self.update(|index| index.delete_pod(&key));
+                    }
+                }
+                Phase::Delete(o) => {
+                    let key = meta_key(&o.metadata);
+                    lists.cached_pods.remove(&key);
+                    self.update(|index| index.delete_pod(&key));
+                }
             },
             Update::Node(e) => match phase(e) {
                 Phase::Init => lists.nodes = Some(Vec::new()),
@@ -374,9 +476,9 @@ impl KubeRegistry {
                 Phase::InitApply(o) => lists.namespaces.get_or_insert_with(Vec::new).push(o),
                 Phase::InitDone => {
                     let listed = lists.namespaces.take().unwrap_or_default();
+                    let keep: HashSet<String> =
+                        listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
                     self.update(|index| {
-                        let keep: HashSet<String> =
-                            listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
                         let mut events: Vec<RegistryEvent> =
                             listed.iter().flat_map(|o| apply_namespace(index, o)).collect();
                         for name in index.namespace_names().into_iter().filter(|k| !keep.contains(k)) {
@@ -384,15 +486,62 @@ impl KubeRegistry {
                         }
                         events
                     });
+                    for namespace in &listed {
+                        self.membership(namespace, lists);
+                    }
+                    lists.filter.retain(&keep);
                     lists.done.insert(Watched::Namespace);
                 }
-                Phase::Apply(o) => self.update(|index| apply_namespace(index, &o)),
+                Phase::Apply(o) => {
+                    self.update(|index| apply_namespace(index, &o));
+                    self.membership(&o, lists);
+                }
                 Phase::Delete(o) => {
-                    self.update(|index| {
-                        index.delete_namespace(o.metadata.name.as_deref().unwrap_or_default())
-                    });
+                    let name = o.metadata.name.as_deref().unwrap_or_default();
+                    lists.filter.delete(name);
+                    self.update(|index| index.delete_namespace(name));
                 }
             },
+        }
+    }
+}
+
+impl KubeRegistry {
+    /// A Namespace was listed or changed: with discovery selectors, add its cached objects when it
+    /// became selected, delete them from the index when it stopped being selected.
+    fn membership(&self, namespace: &Namespace, lists: &mut Lists) {
+        let name = namespace.metadata.name.as_deref().unwrap_or_default();
+        let labels: Labels = namespace.metadata.labels.clone().unwrap_or_default().into_iter().collect();
+        let Some(change) = lists.filter.apply(name, &labels) else { return };
+        let in_ns = |k: &ObjectKey| k.0 == name;
+        tracing::info!(registry = %self.inner.name, namespace = %name, ?change, "namespace discovery membership changed");
+        match change {
+            Membership::Selected => self.update(|index| {
+                let mut events: Vec<RegistryEvent> = Vec::new();
+                for (_, o) in lists.cached_services.iter().filter(|(k, _)| in_ns(k)) {
+                    events.extend(index.apply_service(o));
+                }
+                for (_, o) in lists.cached_pods.iter().filter(|(k, _)| in_ns(k)) {
+                    events.extend(index.apply_pod(o));
+                }
+                for (_, o) in lists.cached_slices.iter().filter(|(k, _)| in_ns(k)) {
+                    events.extend(index.apply_slice(o));
+                }
+                events
+            }),
+            Membership::Deselected => self.update(|index| {
+                let mut events: Vec<RegistryEvent> = Vec::new();
+                for key in index.slice_keys().into_iter().filter(in_ns) {
+                    events.extend(index.delete_slice(&key));
+                }
+                for key in index.pod_keys().into_iter().filter(in_ns) {
+                    events.extend(index.delete_pod(&key));
+                }
+                for key in index.service_keys().into_iter().filter(in_ns) {
+                    events.extend(index.delete_service(&key));
+                }
+                events
+            }),
         }
     }
 }

@@ -32,12 +32,18 @@ pub fn namespace(env: &TestEnv, name: &str) {
 /// Starts a source over `env` restricted to `namespaces` (empty: all), with fast retries, and records
 /// every event of `kinds`.
 pub async fn start(env: &TestEnv, namespaces: &[&str], kinds: &[Kind]) -> Running {
-    let config = env.client_config().await.expect("kubeconfig");
     let options = KubeSourceOptions {
         namespaces: namespaces.iter().map(|s| (*s).to_string()).collect(),
-        backoff: (Duration::from_millis(100), Duration::from_secs(1)),
         ..KubeSourceOptions::default()
     };
+    start_with(env, options, kinds).await
+}
+
+/// Starts a source over `env` with `options` (fast retries), recording every event of `kinds`.
+pub async fn start_with(env: &TestEnv, options: KubeSourceOptions, kinds: &[Kind]) -> Running {
+    let config = env.client_config().await.expect("kubeconfig");
+    let options =
+        KubeSourceOptions { backoff: (Duration::from_millis(100), Duration::from_secs(1)), ..options };
     let source = KubeSource::new(config, options);
     let log: Log = Arc::default();
     for kind in kinds {
@@ -114,12 +120,24 @@ pub struct RunningRegistry {
 /// Starts a Kubernetes registry over `env` restricted to `namespaces`, recording its notifications,
 /// and waits until it has synced.
 pub async fn start_registry(env: &TestEnv, namespaces: &[&str]) -> RunningRegistry {
+    let options = meshpilot_kube::KubeRegistryOptions {
+        namespaces: namespaces.iter().map(|s| (*s).to_string()).collect(),
+        ..meshpilot_kube::KubeRegistryOptions::default()
+    };
+    start_registry_with(env, options).await
+}
+
+/// Starts a Kubernetes registry over `env` with `options` (fast retries), recording its
+/// notifications, and waits until it has synced.
+pub async fn start_registry_with(
+    env: &TestEnv,
+    options: meshpilot_kube::KubeRegistryOptions,
+) -> RunningRegistry {
     use model::service::ServiceController;
     let config = env.client_config().await.expect("kubeconfig");
     let options = meshpilot_kube::KubeRegistryOptions {
-        namespaces: namespaces.iter().map(|s| (*s).to_string()).collect(),
         backoff: (Duration::from_millis(100), Duration::from_secs(1)),
-        ..meshpilot_kube::KubeRegistryOptions::default()
+        ..options
     };
     let registry = meshpilot_kube::KubeRegistry::new(config, options);
     let events: Arc<Mutex<Vec<model::service::RegistryEvent>>> = Arc::default();
