@@ -140,6 +140,10 @@ impl ResourceSource for NetworkingSource {
         if !crate::push::proxy_needs_push(push, ctx.proxy.kind) {
             return secrets;
         }
+        // Forced, endpoint-only and secret-only pushes leave the scope as it was: no lookup.
+        if push.forced || push.configs_updated.is_empty() {
+            return true;
+        }
         let (Some(snapshot), true) = (&push.push, ctx.proxy.is_sidecar()) else { return true };
         let scope = snapshot.sidecar_scope(&ctx.proxy);
         let previous = ctx.scope.replace(scope.clone());
