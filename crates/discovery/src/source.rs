@@ -10,13 +10,17 @@
 
 use std::{collections::BTreeSet, sync::Arc};
 
-use envoy_types::pb::envoy::config::{
-    cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
-    route::v3::RouteConfiguration,
+use envoy_types::pb::{
+    envoy::config::{
+        cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
+        route::v3::RouteConfiguration,
+    },
+    google::protobuf::Any,
 };
 use networking::{
     InterceptionMode, ProxyContext, ProxyKind, PushContext, SidecarScope, naming::parse_cluster_name,
 };
+use prost::Name;
 use tracing::debug;
 use xds::{
     GenerateRequest, Generated, NodeType, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url,
@@ -261,9 +265,17 @@ pub fn generate_type(
             (g.resources.iter().map(|l: &Listener| Resource::new(l.name.clone(), l)).collect(), g.findings)
         }
         type_url::ROUTE => {
-            let g = networking::rds::generate_routes(push, proxy, names);
+            let g = networking::rds::generate_routes_encoded(push, proxy, names);
             (
-                g.resources.iter().map(|r: &RouteConfiguration| Resource::new(r.name.clone(), r)).collect(),
+                g.resources
+                    .into_iter()
+                    .map(|r| {
+                        Resource::from_any(
+                            r.name,
+                            Any { type_url: RouteConfiguration::type_url(), value: r.bytes },
+                        )
+                    })
+                    .collect(),
                 g.findings,
             )
         }

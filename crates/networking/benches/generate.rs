@@ -33,7 +33,7 @@ use meshpilot_networking::{
     cluster::{eds_cluster_names, generate_clusters},
     endpoint::generate_endpoints,
     listener::generate_listeners,
-    rds::{generate_routes, route_names},
+    rds::{generate_routes_encoded, route_names},
 };
 use prost::Message;
 use support::{World, corpus, parse_file};
@@ -142,8 +142,8 @@ fn generate(
             (g.resources.len(), encoded(&g.resources))
         }
         Type::Rds => {
-            let g = generate_routes(push, proxy, rds);
-            (g.resources.len(), encoded(&g.resources))
+            let g = generate_routes_encoded(push, proxy, rds);
+            (g.resources.len(), g.resources.iter().map(|r| r.bytes.len()).sum())
         }
     }
 }

@@ -372,10 +372,9 @@ pub(crate) struct SidecarRouteKey {
     pub labels: Option<Labels>,
 }
 
-/// A generated route configuration and the findings met making it, shared by every proxy with the
+/// A generated route configuration (encoded) and the findings met making it, shared by every proxy with the
 /// same [`SidecarRouteKey`].
-pub(crate) type SharedRoute =
-    Arc<(envoy_types::pb::envoy::config::route::v3::RouteConfiguration, Vec<Finding>)>;
+pub(crate) type SharedRoute = Arc<(Vec<u8>, Vec<Finding>)>;
 
 /// Kinds the generators do not translate, with what that means for traffic.
 const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
@@ -800,7 +799,7 @@ impl PushContext {
     pub(crate) fn sidecar_route(
         &self,
         key: SidecarRouteKey,
-        make: impl FnOnce() -> (envoy_types::pb::envoy::config::route::v3::RouteConfiguration, Vec<Finding>),
+        make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
     ) -> SharedRoute {
         if let Some(hit) = self.sidecar_routes.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return hit.clone();

@@ -7,6 +7,7 @@
 //! and reported, as Istio reports the conflict.
 
 use std::{
+    borrow::Cow,
     collections::BTreeMap,
     sync::{Arc, LazyLock},
 };
@@ -106,22 +107,31 @@ impl GatewayServer {
     /// The server's hosts as `(namespace, host)`: `*` namespace when none is written, `.` replaced by
     /// the gateway's namespace; hosts lower-cased.
     pub fn hosts(&self) -> Vec<(String, String)> {
-        self.server()
-            .hosts
-            .iter()
-            .map(|h| match h.split_once('/') {
-                Some((".", host)) => (self.namespace().to_string(), host.to_ascii_lowercase()),
-                Some((ns, host)) => (ns.to_string(), host.to_ascii_lowercase()),
-                None => ("*".to_string(), h.to_ascii_lowercase()),
-            })
-            .collect()
+        self.host_refs().map(|(ns, h)| (ns.to_string(), h.into_owned())).collect()
+    }
+
+    /// [`GatewayServer::hosts`] without copies (a host is only copied when it has upper-case letters).
+    fn host_refs(&self) -> impl Iterator<Item = (&str, Cow<'_, str>)> {
+        self.server().hosts.iter().map(|h| {
+            let (ns, host) = match h.split_once('/') {
+                Some((".", host)) => (self.namespace(), host),
+                Some((ns, host)) => (ns, host),
+                None => ("*", h.as_str()),
+            };
+            let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+                Cow::Owned(host.to_ascii_lowercase())
+            } else {
+                Cow::Borrowed(host)
+            };
+            (ns, host)
+        })
     }
 
     /// The hosts both the server (for a VirtualService in `vs`'s namespace) and `vs` name, the more
     /// specific of each matching pair (Istio's `Intersection`), without duplicates.
     pub fn intersect(&self, vs: &IndexedVirtualService) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for (ns, server_host) in self.hosts() {
+        for (ns, server_host) in self.host_refs() {
             if ns != "*" && ns != vs.namespace() {
                 continue;
             }
@@ -172,14 +182,13 @@ pub(crate) fn merge(
 ) -> BTreeMap<u32, MergedPort> {
     let mut ports: BTreeMap<u32, MergedPort> = BTreeMap::new();
     for gateway in push.gateways_for_proxy(proxy) {
-        let key = gateway.config.key();
         for (index, server) in gateway.spec().servers.iter().enumerate() {
-            let path = format!("spec.servers[{index}]");
-            let mut report = |severity: Severity, path: String, message: String| {
+            // Field paths are only formatted for a finding (this loop runs for every server).
+            let mut report = |severity: Severity, field: &str, message: String| {
                 findings.push(Finding {
                     severity,
-                    config: Some(key.clone()),
-                    path,
+                    config: Some(gateway.config.key()),
+                    path: format!("spec.servers[{index}]{field}"),
                     resource: String::new(),
                     message,
                 })
@@ -187,29 +196,25 @@ pub(crate) fn merge(
             let Some(port) = server.port.as_ref().filter(|p| p.number > 0) else {
                 report(
                     Severity::Dropped,
-                    path,
+                    "",
                     "server without a port number (Unix sockets are not served)".into(),
                 );
                 continue;
             };
             if !server.bind.is_empty() {
-                report(
-                    Severity::Unsupported,
-                    format!("{path}.bind"),
-                    "servers listen on the proxy's bind address".into(),
-                );
+                report(Severity::Unsupported, ".bind", "servers listen on the proxy's bind address".into());
             }
             if !server.default_endpoint.is_empty() {
                 report(
                     Severity::Unsupported,
-                    format!("{path}.defaultEndpoint"),
+                    ".defaultEndpoint",
                     "defaultEndpoint is not implemented".into(),
                 );
             }
             let Some(kind) = server_kind(server) else {
                 report(
                     Severity::Dropped,
-                    format!("{path}.port.protocol"),
+                    ".port.protocol",
                     format!("protocol {:?} (with this TLS mode) is not served on gateways", port.protocol),
                 );
                 continue;
@@ -220,7 +225,7 @@ pub(crate) fn merge(
             if entry.kind != kind.port_kind() || (entry.kind == PortKind::Tcp && !entry.servers.is_empty()) {
                 report(
                     Severity::Dropped,
-                    path,
+                    "",
                     format!(
                         "port {} already serves {:?} traffic from another server; this server is left out",
                         port.number, entry.kind

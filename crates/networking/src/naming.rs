@@ -55,7 +55,13 @@ impl TrafficDirection {
 /// `outbound|PORT|SUBSET|HOST` (subset empty for the service's default cluster), Istio's
 /// `BuildSubsetKey`.
 pub fn outbound_cluster_name(port: u32, subset: &str, host: &str) -> String {
-    format!("outbound|{port}|{subset}|{host}")
+    use std::fmt::Write;
+    let mut out = String::with_capacity(16 + subset.len() + host.len());
+    let _ = write!(out, "outbound|{port}|");
+    out.push_str(subset);
+    out.push('|');
+    out.push_str(host);
+    out
 }
 
 /// `inbound|PORT||` for the proxy's own workload port, Istio's `BuildInboundSubsetKey`.
