@@ -262,6 +262,9 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
 struct Builder<'t> {
     /// The source text (to look at the character a collection starts with).
     text: &'t str,
+    /// Byte offset of the start of each line of `text` (line 1 at index 0): `char_at` in O(line
+    /// length) instead of a scan from the start of the text, which made parsing quadratic.
+    line_starts: Vec<usize>,
     /// Open collections: the node being built and, for mappings, the key waiting for its value.
     stack: Vec<Open>,
     root: Option<Node>,
@@ -280,7 +283,8 @@ struct Open {
 
 impl<'t> Builder<'t> {
     fn new(text: &'t str) -> Self {
-        Builder { text, stack: Vec::new(), root: None, anchors: HashMap::new() }
+        let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        Builder { text, line_starts, stack: Vec::new(), root: None, anchors: HashMap::new() }
     }
 
     fn event(&mut self, event: Event<'_>, mark: Mark) -> Result<(), String> {
@@ -341,8 +345,10 @@ impl<'t> Builder<'t> {
 
     /// The character at a mark (marks count characters, not bytes).
     fn char_at(&self, mark: Mark) -> Option<char> {
-        let line = self.text.split_inclusive('\n').nth(mark.line.checked_sub(1)? as usize)?;
-        line.chars().nth(mark.col.checked_sub(1)? as usize)
+        let line = mark.line.checked_sub(1)? as usize;
+        let start = *self.line_starts.get(line)?;
+        let end = self.line_starts.get(line + 1).copied().unwrap_or(self.text.len());
+        self.text.get(start..end)?.chars().nth(mark.col.checked_sub(1)? as usize)
     }
 
     /// Places a complete node into its parent (or as the root).

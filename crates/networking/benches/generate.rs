@@ -6,7 +6,8 @@
 //! `istio.io/benchmark: "true"`, a sidecar or a router per case):
 //!
 //! - `snapshot/<case>`: `PushContext::new` over the config store and the ServiceEntry registry, plus
-//!   the proxy's sidecar scope (Istio's `InitContext` + `SetSidecarScope`);
+//!   `init_proxy` (the proxy's sidecar scope and, for routers, merged gateway servers: Istio's
+//!   `InitContext` + `SetSidecarScope` + `SetGatewaysForProxy`, as `initPushContext` times them);
 //! - `cds|eds|lds|rds/<case>`: one generator call for the proxy **and** the protobuf encoding of every
 //!   resource (Istio times generation + marshal to `Any`), on a fresh snapshot each time (nothing
 //!   shared from an earlier call: upstream disables its xDS cache). EDS and RDS are asked for the names
@@ -160,14 +161,14 @@ fn bench(c: &mut Criterion) {
         group.bench_function(case.name, |b| {
             b.iter(|| {
                 let push = world.push();
-                black_box(push.sidecar_scope(&p));
-                push
+                push.init_proxy(&p);
+                black_box(push)
             })
         });
         group.finish();
 
         let push = world.push();
-        push.sidecar_scope(&p);
+        push.init_proxy(&p);
         let eds_names = eds_cluster_names(&push, &p);
         let rds_names = route_names(&push, &p);
         for t in Type::ALL.into_iter().filter(|t| case.runs(*t)) {
@@ -179,16 +180,16 @@ fn bench(c: &mut Criterion) {
                 t.name(),
                 bytes as f64 / 1000.0
             ));
-            // A fresh snapshot per call (built outside the timing, with the proxy's scope computed as
-            // Istio's InitContext does): no result shared from an earlier call, as upstream runs with
-            // the xDS cache disabled.
+            // A fresh snapshot per call (built outside the timing, with the proxy initialised as
+            // upstream's initPushContext does): no result shared from an earlier call, as upstream
+            // runs with the xDS cache disabled.
             let mut group = c.benchmark_group(t.name());
             group.sample_size(20);
             group.bench_function(case.name, |b| {
                 b.iter_batched(
                     || {
                         let fresh = world.push();
-                        fresh.sidecar_scope(&p);
+                        fresh.init_proxy(&p);
                         fresh
                     },
                     |fresh| {

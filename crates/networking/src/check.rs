@@ -286,22 +286,24 @@ impl Checker {
         }
     }
 
-    fn header_value_string(&mut self, value: &str, at: &str) {
+    /// `at` gives the field path; it is only formatted for a violation (this runs for every route).
+    fn header_value_string(&mut self, value: &str, at: impl FnOnce() -> String) {
         if !header_chars_ok(value) {
-            self.bad(at, format!("{value:?} contains NUL, CR or LF"));
+            self.bad(at(), format!("{value:?} contains NUL, CR or LF"));
         }
     }
 
-    fn duration(&mut self, d: &Duration, at: &str, positive: bool) {
+    /// `at` gives the field path; it is only formatted for a violation (this runs for every route).
+    fn duration(&mut self, d: &Duration, at: impl FnOnce() -> String, positive: bool) {
         if d.seconds < 0 || d.nanos < 0 {
             self.bad(
-                at,
+                at(),
                 format!("invalid duration {}s {}ns: expected a positive duration", d.seconds, d.nanos),
             );
         } else if d.seconds > MAX_DURATION_SECONDS || d.nanos > 999_999_999 {
-            self.bad(at, format!("duration {}s {}ns is out of range", d.seconds, d.nanos));
+            self.bad(at(), format!("duration {}s {}ns is out of range", d.seconds, d.nanos));
         } else if positive && d.seconds == 0 && d.nanos == 0 {
-            self.bad(at, "the duration must be greater than 0s");
+            self.bad(at(), "the duration must be greater than 0s");
         }
     }
 
@@ -331,50 +333,52 @@ impl Checker {
             Some(_) => {}
             None => self.bad(format!("{at}.cluster_specifier"), "a route action needs a cluster"),
         }
-        self.header_value_string(&a.prefix_rewrite, &format!("{at}.prefix_rewrite"));
+        self.header_value_string(&a.prefix_rewrite, || format!("{at}.prefix_rewrite"));
         if let Some(rr) = &a.regex_rewrite {
             match &rr.pattern {
                 Some(p) => self.regex(p, &format!("{at}.regex_rewrite.pattern")),
                 None => self.bad(format!("{at}.regex_rewrite.pattern"), "a regex rewrite needs a pattern"),
             }
-            self.header_value_string(&rr.substitution, &format!("{at}.regex_rewrite.substitution"));
+            self.header_value_string(&rr.substitution, || format!("{at}.regex_rewrite.substitution"));
             if !a.prefix_rewrite.is_empty() {
                 self.bad(at, "only one of prefix_rewrite and regex_rewrite may be set");
             }
         }
         if let Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(h)) = &a.host_rewrite_specifier {
-            self.header_value_string(h, &format!("{at}.host_rewrite_literal"));
+            self.header_value_string(h, || format!("{at}.host_rewrite_literal"));
         }
         if let Some(t) = &a.timeout {
-            self.duration(t, &format!("{at}.timeout"), false);
+            self.duration(t, || format!("{at}.timeout"), false);
         }
         if let Some(t) = &a.idle_timeout {
-            self.duration(t, &format!("{at}.idle_timeout"), false);
+            self.duration(t, || format!("{at}.idle_timeout"), false);
         }
         #[allow(deprecated)]
         if let Some(t) = &a.max_grpc_timeout {
-            self.duration(t, &format!("{at}.max_grpc_timeout"), false);
+            self.duration(t, || format!("{at}.max_grpc_timeout"), false);
         }
         if let Some(rp) = &a.retry_policy {
-            let here = format!("{at}.retry_policy");
+            let here = || format!("{at}.retry_policy");
             if let Some(t) = &rp.per_try_timeout {
-                self.duration(t, &format!("{here}.per_try_timeout"), false);
+                self.duration(t, || format!("{}.per_try_timeout", here()), false);
             }
             if let Some(b) = &rp.retry_back_off {
                 match &b.base_interval {
-                    Some(base) => self.duration(base, &format!("{here}.retry_back_off.base_interval"), true),
+                    Some(base) => {
+                        self.duration(base, || format!("{}.retry_back_off.base_interval", here()), true)
+                    }
                     None => self.bad(
-                        format!("{here}.retry_back_off.base_interval"),
+                        format!("{}.retry_back_off.base_interval", here()),
                         "a retry back-off needs a base interval",
                     ),
                 }
                 if let Some(max) = &b.max_interval {
-                    self.duration(max, &format!("{here}.retry_back_off.max_interval"), true);
+                    self.duration(max, || format!("{}.retry_back_off.max_interval", here()), true);
                     if let Some(base) = &b.base_interval
                         && (max.seconds, max.nanos) < (base.seconds, base.nanos)
                     {
                         self.bad(
-                            format!("{here}.retry_back_off.max_interval"),
+                            format!("{}.retry_back_off.max_interval", here()),
                             "max_interval must be greater than or equal to the base_interval",
                         );
                     }
@@ -383,12 +387,12 @@ impl Checker {
             if let Some(p) = &rp.retry_priority
                 && p.name.is_empty()
             {
-                self.bad(format!("{here}.retry_priority.name"), "the retry priority needs a name");
+                self.bad(format!("{}.retry_priority.name", here()), "the retry priority needs a name");
             }
             for (k, p) in rp.retry_host_predicate.iter().enumerate() {
                 if p.name.is_empty() {
                     self.bad(
-                        format!("{here}.retry_host_predicate[{k}].name"),
+                        format!("{}.retry_host_predicate[{k}].name", here()),
                         "the host predicate needs a name",
                     );
                 }
@@ -431,7 +435,7 @@ impl Checker {
                 envoy_types::pb::envoy::config::route::v3::weighted_cluster::cluster_weight::HostRewriteSpecifier::HostRewriteLiteral(h),
             ) = &c.host_rewrite_specifier
             {
-                self.header_value_string(h, &format!("{here}.host_rewrite_literal"));
+                self.header_value_string(h, || format!("{here}.host_rewrite_literal"));
             }
         }
         if total == 0 {
@@ -445,19 +449,19 @@ impl Checker {
     }
 
     fn redirect(&mut self, r: &RedirectAction, at: &str) {
-        self.header_value_string(&r.host_redirect, &format!("{at}.host_redirect"));
+        self.header_value_string(&r.host_redirect, || format!("{at}.host_redirect"));
         match &r.path_rewrite_specifier {
             Some(redirect_action::PathRewriteSpecifier::PathRedirect(p)) => {
-                self.header_value_string(p, &format!("{at}.path_redirect"))
+                self.header_value_string(p, || format!("{at}.path_redirect"))
             }
             Some(redirect_action::PathRewriteSpecifier::PrefixRewrite(p)) => {
-                self.header_value_string(p, &format!("{at}.prefix_rewrite"))
+                self.header_value_string(p, || format!("{at}.prefix_rewrite"))
             }
             _ => {}
         }
         if let Some(redirect_action::SchemeRewriteSpecifier::SchemeRedirect(s)) = &r.scheme_rewrite_specifier
         {
-            self.header_value_string(s, &format!("{at}.scheme_redirect"));
+            self.header_value_string(s, || format!("{at}.scheme_redirect"));
         }
         if redirect_action::RedirectResponseCode::try_from(r.response_code).is_err() {
             self.bad(
@@ -574,7 +578,7 @@ impl Checker {
         if let Some(d) = &f.delay {
             match &d.fault_delay_secifier {
                 Some(FaultDelaySecifier::FixedDelay(dur)) => {
-                    self.duration(dur, &format!("{at}.delay.fixed_delay"), true)
+                    self.duration(dur, || format!("{at}.delay.fixed_delay"), true)
                 }
                 Some(FaultDelaySecifier::HeaderDelay(_)) => {}
                 None => self.bad(format!("{at}.delay"), "a fault delay needs a delay type"),
@@ -606,10 +610,10 @@ impl Checker {
         for (k, m) in c.allow_origin_string_match.iter().enumerate() {
             self.string_matcher(m, &format!("{at}.allow_origin_string_match[{k}]"));
         }
-        self.header_value_string(&c.allow_methods, &format!("{at}.allow_methods"));
-        self.header_value_string(&c.allow_headers, &format!("{at}.allow_headers"));
-        self.header_value_string(&c.expose_headers, &format!("{at}.expose_headers"));
-        self.header_value_string(&c.max_age, &format!("{at}.max_age"));
+        self.header_value_string(&c.allow_methods, || format!("{at}.allow_methods"));
+        self.header_value_string(&c.allow_headers, || format!("{at}.allow_headers"));
+        self.header_value_string(&c.expose_headers, || format!("{at}.expose_headers"));
+        self.header_value_string(&c.max_age, || format!("{at}.max_age"));
         if let Some(f) = &c.filter_enabled {
             self.runtime_fraction(f, &format!("{at}.filter_enabled"));
         }

@@ -357,7 +357,13 @@ pub struct PushContext {
     endpoints: Arc<EndpointIndex>,
     scopes: Arc<Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>>,
     sidecar_routes: Arc<Mutex<HashMap<SidecarRouteKey, SharedRoute>>>,
+    gateway_servers: Arc<Mutex<HashMap<Labels, SharedGatewayServers>>>,
 }
+
+/// The servers of the gateways selecting a router, merged by port, and the findings met merging them
+/// (Istio's `MergedGateway`), shared by every router with the same labels.
+pub(crate) type SharedGatewayServers =
+    Arc<(std::collections::BTreeMap<u32, crate::gateway::MergedPort>, Vec<Finding>)>;
 
 /// What a sidecar's outbound route configuration `PORT` depends on besides the snapshot's config and
 /// services (never endpoints): the scope, the DNS domain (short virtual-host domains), proxyless, and
@@ -614,6 +620,7 @@ impl PushContext {
             endpoints: Arc::new(endpoints),
             scopes: Arc::new(Mutex::new(HashMap::new())),
             sidecar_routes: Arc::new(Mutex::new(HashMap::new())),
+            gateway_servers: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -645,8 +652,9 @@ impl PushContext {
             services: self.services.clone(),
             endpoints: Arc::new(endpoints),
             scopes: self.scopes.clone(),
-            // Route configurations do not depend on endpoints.
+            // Route configurations and gateway servers do not depend on endpoints.
             sidecar_routes: self.sidecar_routes.clone(),
+            gateway_servers: self.gateway_servers.clone(),
         }
     }
 
@@ -825,6 +833,34 @@ impl PushContext {
     /// The scope key of `proxy`: its namespace and the Sidecar that applies.
     pub(crate) fn scope_key(&self, proxy: &ProxyContext) -> ScopeKey {
         (proxy.namespace.clone(), self.sidecar_for(proxy).map(|c| c.key()))
+    }
+
+    /// The servers of the gateways selecting `proxy` merged by port (Istio's `SetGatewaysForProxy`),
+    /// computed once per snapshot and set of workload labels (gateways select routers by labels
+    /// only), then shared by the listener and route generators of every such router.
+    pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
+        if let Some(hit) = self.gateway_servers.lock().unwrap_or_else(|p| p.into_inner()).get(&proxy.labels) {
+            return hit.clone();
+        }
+        let mut findings = Vec::new();
+        let made = Arc::new((crate::gateway::merge(self, proxy, &mut findings), findings));
+        self.gateway_servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(proxy.labels.clone())
+            .or_insert(made)
+            .clone()
+    }
+
+    /// Computes what the generators look up per proxy and keeps it in this snapshot: the sidecar
+    /// scope and, for routers, the merged gateway servers (Istio's `SetSidecarScope` and
+    /// `SetGatewaysForProxy`, done when a proxy connects or a push starts). Optional: the
+    /// generators compute whatever is missing on first use.
+    pub fn init_proxy(&self, proxy: &ProxyContext) {
+        self.sidecar_scope(proxy);
+        if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
+            self.gateway_servers(proxy);
+        }
     }
 
     /// The proxy's [`SidecarScope`] (computed once per namespace and Sidecar, then shared).

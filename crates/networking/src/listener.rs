@@ -37,7 +37,7 @@ use crate::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
         tcp_proxy_filter, tls_inspector,
     },
-    gateway::{self, GatewayServer, PortKind, ServerKind},
+    gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
     host,
     naming::{
@@ -590,12 +590,14 @@ fn server_tls(
 }
 
 fn gateway_listeners(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
-    let merged = gateway::merge(push, proxy, findings);
+    let shared = push.gateway_servers(proxy);
+    findings.extend(shared.1.iter().cloned());
+    let merged = &shared.0;
     let scope = push.sidecar_scope(proxy);
     let mut report = Report { findings };
     let bind = proxy.bind_address.as_str();
     let mut out = Vec::new();
-    for (port, m) in merged {
+    for (&port, m) in merged {
         let name = listener_name(bind, port);
         let stat_prefix = format!("outbound_{bind}_{port}");
         let mut chains: Vec<FilterChain> = Vec::new();

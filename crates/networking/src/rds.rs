@@ -36,7 +36,7 @@ use crate::{
         SidecarScope,
     },
     convert::{boolv, zero_duration},
-    gateway::{self, GatewayServer, PortKind, ServerKind},
+    gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
     host,
     naming::{
@@ -464,10 +464,11 @@ fn message_field_len(field: u32, len: usize) -> usize {
 /// `routes` encoded as repeated `VirtualHost.routes` fields: the bytes appended to an encoded
 /// virtual host to give it these routes (protobuf concatenates repeated fields).
 fn encode_routes_field(routes: &[Route]) -> Vec<u8> {
-    let len: usize = routes.iter().map(|r| message_field_len(VIRTUAL_HOST_ROUTES, r.encoded_len())).sum();
-    let mut buf = Vec::with_capacity(len);
-    for r in routes {
-        put_message_header(&mut buf, VIRTUAL_HOST_ROUTES, r.encoded_len());
+    let lens: Vec<usize> = routes.iter().map(Message::encoded_len).collect();
+    let mut buf =
+        Vec::with_capacity(lens.iter().map(|len| message_field_len(VIRTUAL_HOST_ROUTES, *len)).sum());
+    for (r, len) in routes.iter().zip(lens) {
+        put_message_header(&mut buf, VIRTUAL_HOST_ROUTES, len);
         r.encode_raw(&mut buf);
     }
     buf
@@ -541,6 +542,22 @@ fn assemble_route_configuration(head: &RouteConfiguration, vhosts: &[GatewayVhos
     buf
 }
 
+/// What one server and VirtualService give a host of a gateway table: (host, encoded routes,
+/// `require_tls`).
+type HostContribution = (String, Option<Arc<[u8]>>, bool);
+
+/// Orders hosts as their virtual host names `host:PORT` sort for one port, without formatting the
+/// names: by the host followed by `:`. Only for hosts without `:` (IPv6 literals are written in
+/// brackets in names; sort those by [`host::domain_name`]).
+fn vhost_name_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len().min(b.len());
+    a[..n].cmp(&b[..n]).then_with(|| {
+        let next = |s: &[u8]| s.get(n).copied().unwrap_or(b':');
+        next(a).cmp(&next(b)).then(a.len().cmp(&b.len()))
+    })
+}
+
 /// A gateway route configuration for `servers` on `port`, encoded.
 ///
 /// Virtual hosts are keyed by name (`host:port` forms are unique per host), which is also the
@@ -559,27 +576,9 @@ fn gateway_route(
     let mut translator = RouteTranslator::new(push, proxy, &scope);
     // Encoded routes per (VirtualService, gateway), keyed by the snapshot's VirtualService entry.
     let mut encoded: HashMap<(*const IndexedVirtualService, &str), Arc<[u8]>> = HashMap::new();
-    // Virtual hosts by host (one per host: the name `host:port` is unique per host on the table),
-    // then sorted by name for the output.
-    let mut out: Vec<GatewayVhost> = Vec::new();
-    let mut by_host: HashMap<String, usize> = HashMap::new();
-    fn vhost<'v>(
-        out: &'v mut Vec<GatewayVhost>,
-        by_host: &mut HashMap<String, usize>,
-        h: String,
-        port: u32,
-    ) -> &'v mut GatewayVhost {
-        let i = *by_host.entry(h).or_insert_with_key(|h| {
-            out.push(GatewayVhost {
-                name: host::domain_name(h, port),
-                domain: h.clone(),
-                require_tls: false,
-                routes: Vec::new(),
-            });
-            out.len() - 1
-        });
-        &mut out[i]
-    }
+    // What each (server, VirtualService) gives each host, in order; grouped by host below (a host has
+    // one virtual host, named `host:port`).
+    let mut given: Vec<HostContribution> = Vec::new();
     for server in servers {
         let redirect =
             server.server().tls.as_ref().is_some_and(|t| t.https_redirect) && server.kind == ServerKind::Http;
@@ -593,22 +592,35 @@ fn gateway_route(
                 .entry((Arc::as_ptr(&vs), gw_name))
                 .or_insert_with(|| encode_routes_field(&translator.translate(&vs, port, gw_name)).into())
                 .clone();
-            for h in hosts {
-                let vh = vhost(&mut out, &mut by_host, h, port);
-                if !routes.is_empty() {
-                    vh.routes.push(routes.clone());
-                }
-                vh.require_tls |= redirect;
-            }
+            let routes = (!routes.is_empty()).then_some(routes);
+            given.extend(hosts.into_iter().map(|h| (h, routes.clone(), redirect)));
         }
         if redirect {
-            for (_, h) in server.hosts() {
-                vhost(&mut out, &mut by_host, h, port).require_tls = true;
-            }
+            given.extend(server.hosts().into_iter().map(|(_, h)| (h, None, true)));
         }
     }
     findings.append(&mut translator.findings);
-    out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    // Stable: a host's contributions keep their order. Ordered as the names `host:port` are.
+    if given.iter().any(|g| g.0.contains(':')) {
+        given.sort_by_cached_key(|g| host::domain_name(&g.0, port));
+    } else {
+        given.sort_by(|a, b| vhost_name_order(&a.0, &b.0));
+    }
+    let mut out: Vec<GatewayVhost> = Vec::new();
+    for (h, routes, require_tls) in given {
+        match out.last_mut() {
+            Some(last) if last.domain == h => {
+                last.routes.extend(routes);
+                last.require_tls |= require_tls;
+            }
+            _ => out.push(GatewayVhost {
+                name: host::domain_name(&h, port),
+                domain: h,
+                require_tls,
+                routes: routes.into_iter().collect(),
+            }),
+        }
+    }
     if out.is_empty() {
         out.push(GatewayVhost {
             name: host::domain_name("blackhole", port),
@@ -630,11 +642,10 @@ pub fn route_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
             }
         }
     } else if proxy.kind == ProxyKind::Router {
-        let mut ignored = Vec::new();
-        for (port, merged) in gateway::merge(push, proxy, &mut ignored) {
+        for (port, merged) in push.gateway_servers(proxy).0.iter() {
             for s in &merged.servers {
                 if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) && s.servable() {
-                    names.insert(s.route_name(port));
+                    names.insert(s.route_name(*port));
                 }
             }
         }
@@ -672,8 +683,7 @@ pub fn generate_routes_encoded(
         names
     };
     let merged = if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
-        let mut ignored = Vec::new();
-        Some(gateway::merge(push, proxy, &mut ignored))
+        Some(push.gateway_servers(proxy))
     } else {
         None
     };
@@ -684,7 +694,7 @@ pub fn generate_routes_encoded(
             grpc_route(push, proxy, name, &mut findings).encode_to_vec()
         } else if let Some(merged) = &merged {
             let mut found = None;
-            for (port, m) in merged {
+            for (port, m) in &merged.0 {
                 if m.kind == PortKind::Tcp {
                     continue;
                 }
@@ -792,6 +802,19 @@ mod tests {
         ];
         assert_eq!(RouteConfiguration::decode(bytes.as_slice()).unwrap(), want);
         assert_eq!(bytes.len(), want.encoded_len(), "no byte more or less than prost's encoding");
+    }
+
+    /// Hosts sorted with `vhost_name_order` come out in the order of their `host:port` names.
+    #[test]
+    fn vhost_order_is_the_order_of_names() {
+        let hosts = ["a.com", "a.com.b", "a-b.com", "*.a.com", "*", "a.co", "a.com", "10.0.0.1", "b", "a"];
+        for port in [80, 8080, 443] {
+            let mut by_order: Vec<&str> = hosts.to_vec();
+            by_order.sort_by(|a, b| vhost_name_order(a, b));
+            let mut by_name: Vec<&str> = hosts.to_vec();
+            by_name.sort_by_key(|h| host::domain_name(h, port));
+            assert_eq!(by_order, by_name, "port {port}");
+        }
     }
 
     #[test]

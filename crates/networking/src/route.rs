@@ -151,24 +151,33 @@ pub(crate) fn translate(
         // Built on the first match that applies, so that findings about the route come once and only
         // when the route is used by this route table.
         let mut built: Option<Option<Template>> = None;
-        for (m, m_at) in matches {
+        let count = matches.len();
+        for (j, (m, m_at)) in matches.into_iter().enumerate() {
             if let Some(m) = m
                 && !match_applies(m, key, ctx)
             {
                 continue;
             }
-            let template = built.get_or_insert_with(|| build_template(http, &at, key, ctx, findings));
-            let (route_match, match_prov) = translate_match(m, &m_at);
+            let template = built.get_or_insert_with(|| build_template(http, &at, key, ctx, findings, false));
+            let (route_match, _) = translate_match(m, &m_at, false);
             let this_catch_all = is_catch_all(&route_match);
             if let Some(t) = template {
-                let route = t.finish(http, m, route_match, &key.name, ctx.listener_port);
+                // The last match takes the template's route instead of a copy (most routes have one).
+                let base = if j + 1 == count { std::mem::take(&mut t.route) } else { t.route.clone() };
+                let route = Template::finish(base, http, m, route_match, &key.name, ctx.listener_port);
                 let violations = if run_check { check::check_route(&route) } else { Vec::new() };
                 if violations.is_empty() {
                     out.push(route);
                 } else {
                     let resource = resource_name(&route.name, &m_at);
+                    // Translated again with provenance recorded, to name the Istio field of each
+                    // violation (findings of the first translation are already reported).
+                    let route_prov = build_template(http, &at, key, ctx, &mut Vec::new(), true)
+                        .map(|t| t.prov)
+                        .unwrap_or_default();
+                    let (_, match_prov) = translate_match(m, &m_at, true);
                     for v in violations {
-                        let path = istio_path(&v.field, &match_prov, &t.prov, &m_at, &at);
+                        let path = istio_path(&v.field, &match_prov, &route_prov, &m_at, &at);
                         findings.push(finding(
                             Severity::Dropped,
                             key,
@@ -220,7 +229,31 @@ fn resource_name(name: &str, at: &str) -> String {
 }
 
 /// Provenance: (Envoy field path prefix, relative to the route) → Istio field path.
-type Prov = Vec<(String, String)>;
+/// Recorded only when asked for ([`Prov::recording`]): the paths are formatted for every field of every
+/// route otherwise, and only a route that fails its pre-send check needs them (it is then translated
+/// again with recording on).
+#[derive(Debug, Default)]
+struct Prov {
+    recording: bool,
+    entries: Vec<(String, String)>,
+}
+
+impl Prov {
+    fn recording(recording: bool) -> Prov {
+        Prov { recording, entries: Vec::new() }
+    }
+
+    /// Records the entry `entry()` gives when recording.
+    fn add(&mut self, entry: impl FnOnce() -> (String, String)) {
+        if self.recording {
+            self.entries.push(entry());
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, (String, String)> {
+        self.entries.iter()
+    }
+}
 
 /// `true` when `field` is `prefix` or a field inside it.
 fn field_has_prefix(field: &str, prefix: &str) -> bool {
@@ -405,10 +438,10 @@ fn jwt_metadata_matcher(name: &str, m: &StringMatch) -> Option<MetadataMatcher> 
 }
 
 /// Istio's `TranslateRouteMatch`, with the provenance of each Envoy field.
-fn translate_match(m: Option<&HttpMatchRequest>, at: &str) -> (RouteMatch, Prov) {
+fn translate_match(m: Option<&HttpMatchRequest>, at: &str, record: bool) -> (RouteMatch, Prov) {
     let mut out =
         RouteMatch { path_specifier: Some(PathSpecifier::Prefix("/".to_owned())), ..Default::default() };
-    let mut prov = Prov::new();
+    let mut prov = Prov::recording(record);
     let Some(m) = m else {
         return (out, prov);
     };
@@ -445,15 +478,15 @@ fn translate_match(m: Option<&HttpMatchRequest>, at: &str) -> (RouteMatch, Prov)
         match kind_of(uri) {
             Some(MatchKind::Exact(v)) => {
                 out.path_specifier = Some(PathSpecifier::Path(v.to_owned()));
-                prov.push(("match.path".to_owned(), path));
+                prov.add(|| ("match.path".to_owned(), path));
             }
             Some(MatchKind::Prefix(v)) => {
                 out.path_specifier = Some(PathSpecifier::Prefix(v.to_owned()));
-                prov.push(("match.prefix".to_owned(), path));
+                prov.add(|| ("match.prefix".to_owned(), path));
             }
             Some(MatchKind::Regex(v)) => {
                 out.path_specifier = Some(PathSpecifier::SafeRegex(regex_matcher(v)));
-                prov.push(("match.safe_regex".to_owned(), path));
+                prov.add(|| ("match.safe_regex".to_owned(), path));
             }
             None => {}
         }
@@ -471,17 +504,19 @@ fn translate_match(m: Option<&HttpMatchRequest>, at: &str) -> (RouteMatch, Prov)
     }
     for (k, (hm, path)) in headers.into_iter().enumerate() {
         out.headers.push(hm);
-        prov.push((format!("match.headers[{k}]"), path));
+        prov.add(|| (format!("match.headers[{k}]"), path));
     }
     for (k, (mm, path)) in dynamic.into_iter().enumerate() {
         out.dynamic_metadata.push(mm);
-        prov.push((format!("match.dynamic_metadata[{k}]"), path));
+        prov.add(|| (format!("match.dynamic_metadata[{k}]"), path));
     }
     for (name, sm) in &m.query_params {
-        prov.push((
-            format!("match.query_parameters[{}]", out.query_parameters.len()),
-            string_match_path(&format!("{at}.queryParams.{name}"), sm),
-        ));
+        prov.add(|| {
+            (
+                format!("match.query_parameters[{}]", out.query_parameters.len()),
+                string_match_path(&format!("{at}.queryParams.{name}"), sm),
+            )
+        });
         out.query_parameters.push(query_parameter_matcher(name, sm));
     }
     (out, prov)
@@ -507,16 +542,16 @@ struct Template {
 }
 
 impl Template {
-    /// The Envoy route for one match: the template plus match, name, stat prefix and decorator.
+    /// The Envoy route for one match: the template's route (`route`) plus match, name, stat prefix
+    /// and decorator.
     fn finish(
-        &self,
+        mut route: Route,
         http: &HttpRoute,
         m: Option<&HttpMatchRequest>,
         route_match: RouteMatch,
         vs_name: &str,
         listener_port: u32,
     ) -> Route {
-        let mut route = self.route.clone();
         route.name = match m {
             Some(m) if !m.name.is_empty() => format!("{}.{}", http.name, m.name),
             _ => http.name.clone(),
@@ -587,9 +622,10 @@ fn build_template(
     key: &ConfigKey,
     ctx: &RouteContext<'_>,
     findings: &mut Vec<Finding>,
+    record: bool,
 ) -> Option<Template> {
     let resource = resource_name(&http.name, at);
-    let mut t = Template::default();
+    let mut t = Template { route: Route::default(), prov: Prov::recording(record) };
     t.route.metadata = Some(config_metadata(key));
 
     let mut authority = None;
@@ -603,7 +639,7 @@ fn build_template(
         match redirect_action(redirect, ctx.listener_port, false) {
             Ok(action) => {
                 t.route.action = Some(route::Action::Redirect(action));
-                t.prov.push(("redirect".to_owned(), format!("{at}.redirect")));
+                t.prov.add(|| ("redirect".to_owned(), format!("{at}.redirect")));
             }
             Err(reason) => {
                 findings.push(finding(
@@ -619,7 +655,7 @@ fn build_template(
     } else if let Some(direct) = &http.direct_response {
         report_ignored_by_action(http, at, "directResponse", authority.as_ref(), key, &resource, findings);
         t.route.action = Some(route::Action::DirectResponse(direct_response_action(direct)));
-        t.prov.push(("direct_response".to_owned(), format!("{at}.directResponse")));
+        t.prov.add(|| ("direct_response".to_owned(), format!("{at}.directResponse")));
     } else {
         let action = route_destination(http, at, authority, &mut t, key, ctx, &resource, findings)?;
         t.route.action = Some(route::Action::Route(action));
@@ -630,9 +666,9 @@ fn build_template(
     {
         t.route.typed_per_filter_config.insert(FAULT_FILTER.to_owned(), pack_any(config));
         let base = format!("typed_per_filter_config[{FAULT_FILTER}]");
-        t.prov.push((format!("{base}.delay"), format!("{at}.fault.delay")));
-        t.prov.push((format!("{base}.abort"), format!("{at}.fault.abort")));
-        t.prov.push((base, format!("{at}.fault")));
+        t.prov.add(|| (format!("{base}.delay"), format!("{at}.fault.delay")));
+        t.prov.add(|| (format!("{base}.abort"), format!("{at}.fault.abort")));
+        t.prov.add(|| (base, format!("{at}.fault")));
     }
     if let Some(cors) = &http.cors_policy {
         let config = cors_config(cors, &format!("{at}.corsPolicy"), &mut t.prov, key, &resource, findings);
@@ -731,7 +767,7 @@ impl HeaderOps {
 /// Appends `items` to `list`, recording `field[index]` → Istio path for each.
 fn extend<T>(list: &mut Vec<T>, items: Vec<(T, String)>, field: &str, prov: &mut Prov) {
     for (item, path) in items {
-        prov.push((format!("{field}[{}]", list.len()), path));
+        prov.add(|| (format!("{field}[{}]", list.len()), path));
         list.push(item);
     }
 }
@@ -982,8 +1018,8 @@ fn route_destination(
         action.max_grpc_timeout = Some(timeout);
     }
     if http.timeout.is_some() {
-        t.prov.push(("route.timeout".to_owned(), format!("{at}.timeout")));
-        t.prov.push(("route.max_grpc_timeout".to_owned(), format!("{at}.timeout")));
+        t.prov.add(|| ("route.timeout".to_owned(), format!("{at}.timeout")));
+        t.prov.add(|| ("route.max_grpc_timeout".to_owned(), format!("{at}.timeout")));
     }
 
     if let Some(rewrite) = &http.rewrite {
@@ -992,11 +1028,10 @@ fn route_destination(
                 pattern: Some(regex_matcher(&rr.r#match)),
                 substitution: rr.rewrite.clone(),
             });
-            t.prov.push((
-                "route.regex_rewrite.pattern".to_owned(),
-                format!("{at}.rewrite.uriRegexRewrite.match"),
-            ));
-            t.prov.push(("route.regex_rewrite".to_owned(), format!("{at}.rewrite.uriRegexRewrite")));
+            t.prov.add(|| {
+                ("route.regex_rewrite.pattern".to_owned(), format!("{at}.rewrite.uriRegexRewrite.match"))
+            });
+            t.prov.add(|| ("route.regex_rewrite".to_owned(), format!("{at}.rewrite.uriRegexRewrite")));
             if !rewrite.uri.is_empty() {
                 findings.push(finding(
                     Severity::Unsupported,
@@ -1008,7 +1043,7 @@ fn route_destination(
             }
         } else if !rewrite.uri.is_empty() {
             action.prefix_rewrite = rewrite.uri.clone();
-            t.prov.push(("route.prefix_rewrite".to_owned(), format!("{at}.rewrite.uri")));
+            t.prov.add(|| ("route.prefix_rewrite".to_owned(), format!("{at}.rewrite.uri")));
         }
         if !rewrite.authority.is_empty() {
             authority = Some((rewrite.authority.clone(), format!("{at}.rewrite.authority")));
@@ -1016,17 +1051,22 @@ fn route_destination(
     }
     if let Some((host, path)) = authority {
         action.host_rewrite_specifier = Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(host));
-        t.prov.push(("route.host_rewrite_literal".to_owned(), path));
+        t.prov.add(|| ("route.host_rewrite_literal".to_owned(), path));
     }
 
     if let Some(mirror) = &http.mirror {
         if let Some(fraction) = mirror_percent(http) {
             match (ctx.cluster_for)(mirror) {
                 Some(cluster) => {
-                    t.prov.push((
-                        format!("route.request_mirror_policies[{}]", action.request_mirror_policies.len()),
-                        format!("{at}.mirror"),
-                    ));
+                    t.prov.add(|| {
+                        (
+                            format!(
+                                "route.request_mirror_policies[{}]",
+                                action.request_mirror_policies.len()
+                            ),
+                            format!("{at}.mirror"),
+                        )
+                    });
                     action.request_mirror_policies.push(mirror_policy(cluster, fraction));
                 }
                 None => findings.push(finding(
@@ -1072,10 +1112,9 @@ fn route_destination(
         };
         match (ctx.cluster_for)(dest) {
             Some(cluster) => {
-                t.prov.push((
-                    format!("route.request_mirror_policies[{}]", action.request_mirror_policies.len()),
-                    here,
-                ));
+                t.prov.add(|| {
+                    (format!("route.request_mirror_policies[{}]", action.request_mirror_policies.len()), here)
+                });
                 action.request_mirror_policies.push(mirror_policy(cluster, fraction));
             }
             None => findings.push(finding(
@@ -1132,7 +1171,7 @@ fn route_destination(
                 ));
                 return None;
             }
-            t.prov.push(("route.weighted_clusters".to_owned(), format!("{at}.route")));
+            t.prov.add(|| ("route.weighted_clusters".to_owned(), format!("{at}.route")));
             action.cluster_specifier =
                 Some(route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
                     clusters,
@@ -1143,7 +1182,7 @@ fn route_destination(
 
     action.retry_policy = retry_policy(http.retries.as_ref(), false);
     if http.retries.is_some() {
-        t.prov.push(("route.retry_policy".to_owned(), format!("{at}.retries")));
+        t.prov.add(|| ("route.retry_policy".to_owned(), format!("{at}.retries")));
     }
     Some(action)
 }
@@ -1169,7 +1208,7 @@ fn single_destination(
         findings,
     )?;
     action.cluster_specifier = Some(route_action::ClusterSpecifier::Cluster(cluster));
-    t.prov.push(("route.cluster".to_owned(), format!("{at}.destination")));
+    t.prov.add(|| ("route.cluster".to_owned(), format!("{at}.destination")));
     if let Some(headers) = &dst.headers {
         let ops = header_operations(headers, &format!("{at}.headers"), key, resource, findings);
         // The route-level authority (header or rewrite) wins over the destination's.
@@ -1178,7 +1217,7 @@ fn single_destination(
         {
             action.host_rewrite_specifier =
                 Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(host));
-            t.prov.push(("route.host_rewrite_literal".to_owned(), path));
+            t.prov.add(|| ("route.host_rewrite_literal".to_owned(), path));
         }
     }
     Some(())
@@ -1240,10 +1279,10 @@ fn weighted_destination(
         if let Some((host, path)) = ops.authority {
             cw.host_rewrite_specifier =
                 Some(weighted_cluster::cluster_weight::HostRewriteSpecifier::HostRewriteLiteral(host));
-            t.prov.push((format!("{base}.host_rewrite_literal"), path));
+            t.prov.add(|| (format!("{base}.host_rewrite_literal"), path));
         }
     }
-    t.prov.push((base, at.to_owned()));
+    t.prov.add(|| (base, at.to_owned()));
     Some(cw)
 }
 
@@ -1478,10 +1517,15 @@ fn cors_config(
             let path = format!("{at}.allowOrigins[{k}]");
             match envoy_string_match(sm) {
                 Some(m) => {
-                    prov.push((
-                        format!("{base}.allow_origin_string_match[{}]", out.allow_origin_string_match.len()),
-                        string_match_path(&path, sm),
-                    ));
+                    prov.add(|| {
+                        (
+                            format!(
+                                "{base}.allow_origin_string_match[{}]",
+                                out.allow_origin_string_match.len()
+                            ),
+                            string_match_path(&path, sm),
+                        )
+                    });
                     out.allow_origin_string_match.push(m);
                 }
                 None => findings.push(finding(
@@ -1495,7 +1539,7 @@ fn cors_config(
         }
     } else {
         for (k, origin) in c.allow_origin.iter().enumerate() {
-            prov.push((format!("{base}.allow_origin_string_match[{k}]"), format!("{at}.allowOrigin[{k}]")));
+            prov.add(|| (format!("{base}.allow_origin_string_match[{k}]"), format!("{at}.allowOrigin[{k}]")));
             out.allow_origin_string_match.push(StringMatcher {
                 match_pattern: Some(string_matcher::MatchPattern::Exact(origin.clone())),
                 ..Default::default()
@@ -1517,9 +1561,9 @@ fn cors_config(
         ("expose_headers", "exposeHeaders"),
         ("max_age", "maxAge"),
     ] {
-        prov.push((format!("{base}.{field}"), format!("{at}.{istio}")));
+        prov.add(|| (format!("{base}.{field}"), format!("{at}.{istio}")));
     }
-    prov.push((base, at.to_owned()));
+    prov.add(|| (base, at.to_owned()));
     out
 }
 
