@@ -220,14 +220,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let server = DiscoveryServer::new(store, services, mesh, debounce, ads.registry().clone());
     source.attach(server.clone());
 
-    let grpc = tokio::net::TcpListener::bind(grpc_addr)
-        .await
-        .map_err(|e| format!("cannot listen on --grpc-addr {grpc_addr}: {e}"))?;
-    let http = tokio::net::TcpListener::bind(http_addr)
-        .await
-        .map_err(|e| format!("cannot listen on --http-addr {http_addr}: {e}"))?;
-    let monitoring = tokio::net::TcpListener::bind(monitoring_addr)
-        .await
+    let grpc = listen(grpc_addr).map_err(|e| format!("cannot listen on --grpc-addr {grpc_addr}: {e}"))?;
+    let http = listen(http_addr).map_err(|e| format!("cannot listen on --http-addr {http_addr}: {e}"))?;
+    let monitoring = listen(monitoring_addr)
         .map_err(|e| format!("cannot listen on --monitoring-addr {monitoring_addr}: {e}"))?;
     info!(grpc = %grpc_addr, http = %http_addr, monitoring = %monitoring_addr, "meshpilot discovery listening");
 
@@ -336,4 +331,22 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// Listens on `addr` with the kernel's largest accept queue (`net.core.somaxconn`, which Go's `net`
+/// package and so Istio use) instead of tokio's fixed 1,024: when thousands of proxies connect at
+/// once (a control-plane restart), connections wait in the queue instead of having their SYNs
+/// dropped and retried a second later.
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    // As `TcpListener::bind` does on Unix: a restarted server can listen while old connections
+    // linger in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    let backlog = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(1024);
+    socket.listen(backlog)
 }
