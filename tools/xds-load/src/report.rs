@@ -306,14 +306,14 @@ impl Summary {
         }
         let _ = writeln!(o, "xds-load CPU     {:.2} s", self.client_cpu_seconds);
         if let Some(cp) = &self.control_plane {
-            let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
             let _ = writeln!(
                 o,
-                "control plane    pid {}: RSS {:.1} MB idle → {:.1} MB connected (peak {:.1} MB, {:.1} kB/stream)",
+                "control plane    pid {}: RSS {:.1} MiB idle → {:.1} MiB connected (peak {:.1} MiB, {:.1} KiB/stream)",
                 cp.pid,
-                mb(cp.baseline_rss),
-                mb(cp.connected_rss),
-                mb(cp.peak_rss),
+                mib(cp.baseline_rss),
+                mib(cp.connected_rss),
+                mib(cp.peak_rss),
                 cp.rss_per_stream / 1024.0
             );
             let _ = writeln!(
