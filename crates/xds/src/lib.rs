@@ -28,6 +28,7 @@
 pub mod convert;
 pub mod debug;
 pub mod delta;
+pub mod framing;
 pub mod metrics;
 pub mod node;
 pub mod registry;
@@ -39,6 +40,7 @@ pub mod state;
 pub mod testing;
 pub mod type_url;
 
+pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
 pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};
 pub use server::{AdsConfig, AdsServer, ServeError, default_push_throttle};

@@ -25,8 +25,7 @@ use std::{
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    Resource as ProtoResource,
-    aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
+    Resource as ProtoResource, aggregated_discovery_service_server::AggregatedDiscoveryService,
 };
 use tokio::{
     net::TcpListener,
@@ -38,6 +37,7 @@ use tracing::{debug, info, warn};
 
 use crate::{
     delta::{self, DeltaSession},
+    framing::AdsService,
     metrics,
     node::{NodeError, Proxy},
     registry::{ConnectionRegistry, Entry, PendingPush, Registration},
@@ -129,12 +129,11 @@ impl<S: ResourceSource> AdsServer<S> {
         &self.registry
     }
 
-    /// The tonic service, with the configured message size limits.
-    pub fn into_service(self) -> AggregatedDiscoveryServiceServer<Self> {
+    /// The ADS endpoint for a tonic server (both methods), with the configured message size limits.
+    /// Responses are framed by [`crate::framing`], not by tonic's per-stream encode buffer.
+    pub fn into_service(self) -> AdsService<S> {
         let (dec, enc) = (self.config.max_decoding_message_size, self.config.max_encoding_message_size);
-        AggregatedDiscoveryServiceServer::new(self)
-            .max_decoding_message_size(dec)
-            .max_encoding_message_size(enc)
+        AdsService::new(self, dec, enc)
     }
 
     /// Serves ADS (plaintext HTTP/2, as on Istio's port 15010) on `listener` until `shutdown`

@@ -1,0 +1,236 @@
+//! The ADS gRPC endpoint with meshpilot's own response framing.
+//!
+//! tonic's generated server encodes every response into one buffer per stream that grows to the
+//! largest message the stream has carried and is kept for the stream's lifetime (`EncodeBody`'s
+//! `BytesMut`); with thousands of long-lived xDS streams that is the largest item of the control
+//! plane's memory (≈ 125 MiB at 2,000 sidecars, see BENCHMARKS.md). [`AdsService`] serves the same two
+//! methods through the same [`AggregatedDiscoveryService`] implementation, decoding requests with
+//! tonic's [`Streaming`], but frames each response into its own exactly sized buffer that is freed
+//! once HTTP/2 has written it.
+//!
+//! The wire format is gRPC's (`grpc/PROTOCOL-HTTP2.md`): response headers `:status 200` and
+//! `content-type: application/grpc`, each message as a 5-byte prefix (compressed flag 0, big-endian
+//! length) and the protobuf bytes, then trailers with `grpc-status` (and `grpc-message`). An error
+//! before the first response is a trailers-only response, as tonic sends it. Compression is not
+//! offered (Envoy does not ask for it on ADS).
+
+use std::{
+    convert::Infallible,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use bytes::Bytes;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DiscoveryRequest, aggregated_discovery_service_server::AggregatedDiscoveryService,
+};
+use http::{HeaderMap, HeaderValue};
+use http_body::Frame;
+use prost::Message;
+use tokio::sync::mpsc;
+use tonic::{
+    Code, Status,
+    body::Body,
+    codec::{BufferSettings, Streaming},
+    server::NamedService,
+};
+use tonic_prost::ProstDecoder;
+
+use crate::{AdsServer, source::ResourceSource};
+
+/// Path of the state-of-the-world method.
+const SOTW_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+/// Path of the incremental (delta) method.
+const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+/// Length of the gRPC message prefix: compressed flag (1 byte) and length (4 bytes, big-endian).
+const PREFIX_LEN: usize = 5;
+
+/// The ADS endpoint of an [`AdsServer`] (both methods), for [`tonic::transport::Server::add_service`].
+/// Made by [`AdsServer::into_service`].
+pub struct AdsService<S: ResourceSource> {
+    server: Arc<AdsServer<S>>,
+    max_decoding_message_size: usize,
+    max_encoding_message_size: usize,
+}
+
+impl<S: ResourceSource> Clone for AdsService<S> {
+    fn clone(&self) -> Self {
+        AdsService {
+            server: self.server.clone(),
+            max_decoding_message_size: self.max_decoding_message_size,
+            max_encoding_message_size: self.max_encoding_message_size,
+        }
+    }
+}
+
+impl<S: ResourceSource> std::fmt::Debug for AdsService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdsService").field("server", &self.server).finish()
+    }
+}
+
+impl<S: ResourceSource> AdsService<S> {
+    /// The endpoint over `server` with its configured message size limits (bytes).
+    pub(crate) fn new(
+        server: AdsServer<S>,
+        max_decoding_message_size: usize,
+        max_encoding_message_size: usize,
+    ) -> Self {
+        AdsService { server: Arc::new(server), max_decoding_message_size, max_encoding_message_size }
+    }
+}
+
+impl<S: ResourceSource> NamedService for AdsService<S> {
+    const NAME: &'static str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
+}
+
+impl<S: ResourceSource> tower_service::Service<http::Request<Body>> for AdsService<S> {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let max_in = Some(this.max_decoding_message_size);
+            let max_out = this.max_encoding_message_size;
+            let response = match parts.uri.path() {
+                SOTW_PATH => {
+                    let inbound = Streaming::new_request(
+                        ProstDecoder::<DiscoveryRequest>::new(BufferSettings::default()),
+                        body,
+                        None,
+                        max_in,
+                    );
+                    let request = tonic::Request::from_http(http::Request::from_parts(parts, inbound));
+                    match this.server.stream_aggregated_resources(request).await {
+                        Ok(r) => streaming_response(r.into_inner().into_inner(), max_out),
+                        Err(status) => status.into_http(),
+                    }
+                }
+                DELTA_PATH => {
+                    let inbound = Streaming::new_request(
+                        ProstDecoder::<DeltaDiscoveryRequest>::new(BufferSettings::default()),
+                        body,
+                        None,
+                        max_in,
+                    );
+                    let request = tonic::Request::from_http(http::Request::from_parts(parts, inbound));
+                    match this.server.delta_aggregated_resources(request).await {
+                        Ok(r) => streaming_response(r.into_inner().into_inner(), max_out),
+                        Err(status) => status.into_http(),
+                    }
+                }
+                other => Status::unimplemented(format!("unknown method {other}")).into_http(),
+            };
+            Ok(response)
+        })
+    }
+}
+
+/// A `200 application/grpc` response whose body frames the messages of `rx`.
+fn streaming_response<M: Message + 'static>(
+    rx: mpsc::Receiver<Result<M, Status>>,
+    max_message_size: usize,
+) -> http::Response<Body> {
+    let mut response = http::Response::new(Body::new(FramedMessages { rx: Some(rx), max_message_size }));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    response
+}
+
+/// Response body: each message of `rx` as one gRPC frame in its own buffer, then the trailers (the
+/// first error ends the stream with its status; the end of `rx` ends it with `OK`).
+struct FramedMessages<M> {
+    /// `None` once the trailers were sent.
+    rx: Option<mpsc::Receiver<Result<M, Status>>>,
+    max_message_size: usize,
+}
+
+/// One message as a gRPC frame: prefix and protobuf bytes, in a buffer of exactly that size.
+fn frame<M: Message>(message: &M, max_message_size: usize) -> Result<Bytes, Status> {
+    let len = message.encoded_len();
+    if len > max_message_size {
+        return Err(Status::resource_exhausted(format!(
+            "response of {len} bytes is larger than the limit of {max_message_size} bytes"
+        )));
+    }
+    let prefix = u32::try_from(len).map_err(|_| Status::resource_exhausted("response larger than 4 GiB"))?;
+    let mut buf = Vec::with_capacity(PREFIX_LEN + len);
+    buf.push(0);
+    buf.extend_from_slice(&prefix.to_be_bytes());
+    message.encode_raw(&mut buf);
+    Ok(Bytes::from(buf))
+}
+
+/// The trailers ending a stream with `status`.
+fn trailers(status: &Status) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    if status.add_header(&mut map).is_err() {
+        map.insert(Status::GRPC_STATUS, HeaderValue::from(Code::Internal as i32));
+    }
+    map
+}
+
+impl<M: Message> http_body::Body for FramedMessages<M> {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let max = self.max_message_size;
+        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
+        let end = match rx.poll_recv(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Some(Ok(message))) => match frame(&message, max) {
+                Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Err(status) => status,
+            },
+            Poll::Ready(Some(Err(status))) => status,
+            Poll::Ready(None) => Status::ok(""),
+        };
+        self.rx = None;
+        Poll::Ready(Some(Ok(Frame::trailers(trailers(&end)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rx.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+
+    use super::*;
+
+    /// A frame is the 5-byte gRPC prefix (uncompressed, big-endian length) and the message, nothing more.
+    #[test]
+    fn frame_is_prefix_and_message() {
+        let m = DiscoveryResponse { version_info: "v1".into(), nonce: "n".into(), ..Default::default() };
+        let bytes = frame(&m, 1024).unwrap();
+        let body = m.encode_to_vec();
+        assert_eq!(bytes[0], 0);
+        assert_eq!(u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize, body.len());
+        assert_eq!(&bytes[5..], body.as_slice());
+        assert_eq!(DiscoveryResponse::decode(&bytes[5..]).unwrap(), m);
+    }
+
+    /// A response above the encoding limit is not sent; the stream ends with RESOURCE_EXHAUSTED.
+    #[test]
+    fn oversized_response_is_refused() {
+        let m = DiscoveryResponse { version_info: "x".repeat(100), ..Default::default() };
+        let err = frame(&m, 10).unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        let t = trailers(&err);
+        assert_eq!(t.get("grpc-status").unwrap(), "8");
+    }
+}
