@@ -23,13 +23,12 @@ use std::{
 };
 
 use bytes::Bytes;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DiscoveryRequest, aggregated_discovery_service_server::AggregatedDiscoveryService,
-};
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
 use http::{HeaderMap, HeaderValue};
 use http_body::Frame;
 use prost::Message;
 use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{
     Code, Status,
     body::Body,
@@ -101,37 +100,41 @@ impl<S: ResourceSource> tower_service::Service<http::Request<Body>> for AdsServi
             let (parts, body) = request.into_parts();
             let max_in = Some(this.max_decoding_message_size);
             let max_out = this.max_encoding_message_size;
+            let server = &this.server;
             let response = match parts.uri.path() {
                 SOTW_PATH => {
-                    let inbound = Streaming::new_request(
-                        ProstDecoder::<DiscoveryRequest>::new(BufferSettings::default()),
-                        body,
-                        None,
-                        max_in,
-                    );
-                    let request = tonic::Request::from_http(http::Request::from_parts(parts, inbound));
-                    match this.server.stream_aggregated_resources(request).await {
-                        Ok(r) => streaming_response(r.into_inner().into_inner(), max_out),
-                        Err(status) => status.into_http(),
-                    }
+                    one_stream(parts, body, max_in, max_out, |r| server.stream_aggregated_resources(r)).await
                 }
                 DELTA_PATH => {
-                    let inbound = Streaming::new_request(
-                        ProstDecoder::<DeltaDiscoveryRequest>::new(BufferSettings::default()),
-                        body,
-                        None,
-                        max_in,
-                    );
-                    let request = tonic::Request::from_http(http::Request::from_parts(parts, inbound));
-                    match this.server.delta_aggregated_resources(request).await {
-                        Ok(r) => streaming_response(r.into_inner().into_inner(), max_out),
-                        Err(status) => status.into_http(),
-                    }
+                    one_stream(parts, body, max_in, max_out, |r| server.delta_aggregated_resources(r)).await
                 }
                 other => Status::unimplemented(format!("unknown method {other}")).into_http(),
             };
             Ok(response)
         })
+    }
+}
+
+/// Runs one ADS method: decodes the request stream of `Req` from `body`, calls `method`, and frames
+/// what it answers (an error before the first response is a trailers-only response).
+async fn one_stream<Req, Resp, F, Fut>(
+    parts: http::request::Parts,
+    body: Body,
+    max_in: Option<usize>,
+    max_out: usize,
+    method: F,
+) -> http::Response<Body>
+where
+    Req: Message + Default + Send + 'static,
+    Resp: Message + 'static,
+    F: FnOnce(tonic::Request<Streaming<Req>>) -> Fut,
+    Fut: Future<Output = Result<tonic::Response<ReceiverStream<Result<Resp, Status>>>, Status>>,
+{
+    let inbound =
+        Streaming::new_request(ProstDecoder::<Req>::new(BufferSettings::default()), body, None, max_in);
+    match method(tonic::Request::from_http(http::Request::from_parts(parts, inbound))).await {
+        Ok(response) => streaming_response(response.into_inner().into_inner(), max_out),
+        Err(status) => status.into_http(),
     }
 }
 
