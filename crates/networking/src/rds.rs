@@ -14,7 +14,7 @@
 //! rejects duplicates), and a virtual host left without domains is dropped and reported.
 
 use std::{
-    collections::{BTreeSet, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::Arc,
 };
 
@@ -406,7 +406,7 @@ fn shared_sidecar_route(
     let shared = push.sidecar_route(key, || {
         let mut found = Vec::new();
         let route = sidecar_route(push, proxy, port, &mut found);
-        (route.encode_to_vec(), found)
+        (encode_route_configuration(route), found)
     });
     findings.extend(shared.1.iter().cloned());
     shared.0.clone()
@@ -461,15 +461,60 @@ fn message_field_len(field: u32, len: usize) -> usize {
     prost::encoding::key_len(field) + prost::encoding::encoded_len_varint(len as u64) + len
 }
 
+/// Protobuf field number of `Route.typed_per_filter_config` (route_components.proto).
+const ROUTE_TYPED_PER_FILTER_CONFIG: u32 = 13;
+
+/// Appends `route` (without its own key and length) as prost encodes it, except that the entries of
+/// `typed_per_filter_config` come in key order. envoy-types keeps that map in a `HashMap`, whose
+/// iteration order differs between instances, so a route with two per-filter configs (fault and
+/// CORS) would encode differently in every snapshot, and its content-hash version would change
+/// without a change (re-sent to every proxy that holds it).
+fn encode_route_raw(route: &Route, buf: &mut Vec<u8>) {
+    if route.typed_per_filter_config.len() < 2 {
+        route.encode_raw(buf);
+        return;
+    }
+    let mut rest = route.clone();
+    let ordered: BTreeMap<String, envoy_types::pb::google::protobuf::Any> =
+        std::mem::take(&mut rest.typed_per_filter_config).into_iter().collect();
+    rest.encode_raw(buf);
+    use prost::encoding::{btree_map, message, string};
+    btree_map::encode(
+        string::encode,
+        string::encoded_len,
+        message::encode,
+        message::encoded_len,
+        ROUTE_TYPED_PER_FILTER_CONFIG,
+        &ordered,
+        buf,
+    );
+}
+
 /// `routes` encoded as repeated `VirtualHost.routes` fields: the bytes appended to an encoded
-/// virtual host to give it these routes (protobuf concatenates repeated fields).
+/// virtual host to give it these routes (protobuf concatenates repeated fields). Deterministic
+/// ([`encode_route_raw`]).
 fn encode_routes_field(routes: &[Route]) -> Vec<u8> {
     let lens: Vec<usize> = routes.iter().map(Message::encoded_len).collect();
     let mut buf =
         Vec::with_capacity(lens.iter().map(|len| message_field_len(VIRTUAL_HOST_ROUTES, *len)).sum());
     for (r, len) in routes.iter().zip(lens) {
         put_message_header(&mut buf, VIRTUAL_HOST_ROUTES, len);
-        r.encode_raw(&mut buf);
+        encode_route_raw(r, &mut buf);
+    }
+    buf
+}
+
+/// `config` encoded, with the routes of every virtual host encoded deterministically
+/// ([`encode_route_raw`]); decodes to `config`.
+fn encode_route_configuration(mut config: RouteConfiguration) -> Vec<u8> {
+    let vhosts = std::mem::take(&mut config.virtual_hosts);
+    let mut buf = Vec::new();
+    config.encode_raw(&mut buf);
+    for mut vhost in vhosts {
+        let routes = encode_routes_field(&std::mem::take(&mut vhost.routes));
+        put_message_header(&mut buf, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost.encoded_len() + routes.len());
+        vhost.encode_raw(&mut buf);
+        buf.extend_from_slice(&routes);
     }
     buf
 }
@@ -687,11 +732,11 @@ pub fn generate_routes_encoded(
     } else {
         None
     };
-    let empty = |name: &str| route_configuration(name, Vec::new(), true).encode_to_vec();
+    let empty = |name: &str| encode_route_configuration(route_configuration(name, Vec::new(), true));
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let bytes = if proxy.proxyless_grpc && name.starts_with("outbound|") {
-            grpc_route(push, proxy, name, &mut findings).encode_to_vec()
+            encode_route_configuration(grpc_route(push, proxy, name, &mut findings))
         } else if let Some(merged) = &merged {
             let mut found = None;
             for (port, m) in &merged.0 {
