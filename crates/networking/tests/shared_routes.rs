@@ -72,17 +72,10 @@ fn without_source_labels_proxies_of_a_scope_share_one_route_configuration() {
 /// Twenty snapshots: with the map's own order, all twenty agreeing would be a 1-in-2^19 chance.
 #[test]
 fn route_tables_encode_identically_in_every_snapshot() {
-    let text = r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: reviews, namespace: ns1}
-spec:
-  hosts: [reviews.ns1.svc.cluster.local]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
----
+    // MESH's ServiceEntry, with a VirtualService whose route has both a fault and a CORS policy.
+    let service_entry = MESH.split("---").next().unwrap_or_default();
+    let text = service_entry.to_string()
+        + r#"---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: reviews, namespace: ns1}
@@ -93,7 +86,7 @@ spec:
     fault: {abort: {httpStatus: 418, percentage: {value: 1}}}
     corsPolicy: {allowOrigins: [{exact: "https://example.com"}], allowMethods: [GET]}
 "#;
-    let world = World::new(parse(text, "ns1"));
+    let world = World::new(parse(&text, "ns1"));
     let p = sidecar("ns1", &[("app", "productpage")]);
     let names = ["80".to_string()];
     let first = meshpilot_networking::rds::generate_routes_encoded(&world.push(), &p, &names);
