@@ -472,8 +472,15 @@ const ROUTE_TYPED_PER_FILTER_CONFIG: u32 = 13;
 fn encode_route_raw(route: &Route, buf: &mut Vec<u8>) {
     if route.typed_per_filter_config.len() < 2 {
         route.encode_raw(buf);
-        return;
+    } else {
+        encode_route_ordered(route, buf);
     }
+}
+
+/// [`encode_route_raw`] for a route with several per-filter configs (rare: kept out of line).
+#[cold]
+#[inline(never)]
+fn encode_route_ordered(route: &Route, buf: &mut Vec<u8>) {
     let mut rest = route.clone();
     let ordered: BTreeMap<String, envoy_types::pb::google::protobuf::Any> =
         std::mem::take(&mut rest.typed_per_filter_config).into_iter().collect();
