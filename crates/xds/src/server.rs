@@ -634,6 +634,17 @@ impl<S: ResourceSource> Connection<S> {
             debug!(connection = %self.id(), "{}: not re-sending the config the proxy rejected", short_name(type_url));
             return Ok(None);
         }
+        // A push that would repeat the last response byte for byte (same names, same resources) is
+        // not sent: the proxy would change nothing. Istio sends it anyway; here it is the EDS of a
+        // new service's push, whose new cluster the proxy asks for right after the CDS update. Requests
+        // and dependencies (EDS after CDS, which Envoy needs to finish warming a cluster) are always
+        // answered.
+        if matches!(trigger, Trigger::Push(_))
+            && session.get(type_url).and_then(|t| t.sent.as_ref()).is_some_and(|sent| sent.content == content)
+        {
+            debug!(connection = %self.id(), "{}: push changes nothing for this proxy, not sent", short_name(type_url));
+            return Ok(None);
+        }
         let nonce = next_nonce();
         let count = generated.resources.len();
         let bytes: usize = generated.resources.iter().map(|r| r.body.value.len()).sum();

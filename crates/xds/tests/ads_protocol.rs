@@ -159,6 +159,16 @@ async fn sotw_stale_nonce_nack_and_push_order() {
     assert!(conn.id.starts_with("client-1.test-"));
     assert!([CLUSTER, ENDPOINT, LISTENER, ROUTE].iter().all(|t| support::is_acked(&conn, t)));
 
+    // A push that changes nothing for the proxy (same names, same bytes for every type) is not sent.
+    let generated = source.calls().iter().filter(|c| c.trigger == "push").count();
+    assert_eq!(ads.registry.push_all(Changed::default()), 1);
+    c.silent().await;
+    assert_eq!(
+        source.calls().iter().filter(|c| c.trigger == "push").count(),
+        generated + 4,
+        "generated, not sent"
+    );
+
     // A stale nonce is ignored and counted.
     let expired = |m: &str| prom_value(m, "pilot_xds_expired_nonce{type=\"cds\"}").unwrap_or(0.0);
     let before = expired(&prometheus().render());
@@ -190,7 +200,11 @@ async fn sotw_stale_nonce_nack_and_push_order() {
     assert_eq!(conn.types[ENDPOINT].version_acked, "1");
 
     // A push of everything goes out in CDS, EDS, LDS, RDS order.
+    let up: SocketAddr = "127.0.0.1:10".parse().unwrap();
     source.set(CLUSTER, vec![cluster("a"), cluster("b"), cluster("c")]);
+    source.set(ENDPOINT, vec![endpoints("a", up), endpoints("b", up)]);
+    source.set(LISTENER, vec![listener("listener_0", 10, "local_route")]);
+    source.set(ROUTE, vec![route_to("local_route", "b")]);
     assert_eq!(ads.registry.push_all(Changed::default()), 1);
     let mut order = Vec::new();
     for _ in 0..4 {
