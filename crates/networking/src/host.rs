@@ -98,16 +98,8 @@ pub fn ipv6_compliant(host: &str) -> String {
 /// `host:port` with IPv6 in brackets (Istio's `util.DomainName`).
 pub fn domain_name(host: &str, port: u32) -> String {
     use std::fmt::Write;
-    // Only a host with a `:` can be an IPv6 address; skip the parse for names.
-    let v6 = host.contains(':') && matches!(host.parse::<IpAddr>(), Ok(IpAddr::V6(_)));
-    let mut out = String::with_capacity(host.len() + 8);
-    if v6 {
-        out.push('[');
-        out.push_str(host);
-        out.push(']');
-    } else {
-        out.push_str(host);
-    }
+    // Only a host with a `:` can be an IPv6 address; names skip the parse.
+    let mut out = if host.contains(':') { ipv6_compliant(host) } else { host.to_string() };
     let _ = write!(out, ":{port}");
     out
 }

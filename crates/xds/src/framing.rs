@@ -50,17 +50,11 @@ const PREFIX_LEN: usize = 5;
 /// Made by [`AdsServer::into_service`].
 pub struct AdsService<S: ResourceSource> {
     server: Arc<AdsServer<S>>,
-    max_decoding_message_size: usize,
-    max_encoding_message_size: usize,
 }
 
 impl<S: ResourceSource> Clone for AdsService<S> {
     fn clone(&self) -> Self {
-        AdsService {
-            server: self.server.clone(),
-            max_decoding_message_size: self.max_decoding_message_size,
-            max_encoding_message_size: self.max_encoding_message_size,
-        }
+        AdsService { server: self.server.clone() }
     }
 }
 
@@ -71,13 +65,9 @@ impl<S: ResourceSource> std::fmt::Debug for AdsService<S> {
 }
 
 impl<S: ResourceSource> AdsService<S> {
-    /// The endpoint over `server` with its configured message size limits (bytes).
-    pub(crate) fn new(
-        server: AdsServer<S>,
-        max_decoding_message_size: usize,
-        max_encoding_message_size: usize,
-    ) -> Self {
-        AdsService { server: Arc::new(server), max_decoding_message_size, max_encoding_message_size }
+    /// The endpoint over `server` (its `AdsConfig` message size limits apply).
+    pub(crate) fn new(server: AdsServer<S>) -> Self {
+        AdsService { server: Arc::new(server) }
     }
 }
 
@@ -98,8 +88,9 @@ impl<S: ResourceSource> tower_service::Service<http::Request<Body>> for AdsServi
         let this = self.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let max_in = Some(this.max_decoding_message_size);
-            let max_out = this.max_encoding_message_size;
+            let config = this.server.config();
+            let (max_in, max_out) =
+                (Some(config.max_decoding_message_size), config.max_encoding_message_size);
             let server = &this.server;
             let response = match parts.uri.path() {
                 SOTW_PATH => {

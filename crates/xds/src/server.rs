@@ -132,8 +132,12 @@ impl<S: ResourceSource> AdsServer<S> {
     /// The ADS endpoint for a tonic server (both methods), with the configured message size limits.
     /// Responses are framed by [`crate::framing`], not by tonic's per-stream encode buffer.
     pub fn into_service(self) -> AdsService<S> {
-        let (dec, enc) = (self.config.max_decoding_message_size, self.config.max_encoding_message_size);
-        AdsService::new(self, dec, enc)
+        AdsService::new(self)
+    }
+
+    /// The server's tuning.
+    pub fn config(&self) -> &AdsConfig {
+        &self.config
     }
 
     /// Serves ADS (plaintext HTTP/2, as on Istio's port 15010) on `listener` until `shutdown`
