@@ -99,7 +99,13 @@ pub fn ipv6_compliant(host: &str) -> String {
 pub fn domain_name(host: &str, port: u32) -> String {
     use std::fmt::Write;
     // Only a host with a `:` can be an IPv6 address; names skip the parse.
-    let mut out = if host.contains(':') { ipv6_compliant(host) } else { host.to_string() };
+    let mut out = if host.contains(':') {
+        ipv6_compliant(host)
+    } else {
+        let mut name = String::with_capacity(host.len() + 6);
+        name.push_str(host);
+        name
+    };
     let _ = write!(out, ":{port}");
     out
 }
