@@ -200,26 +200,85 @@ launch() { # DIR NAME CMD...
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-wait_ready() { # DIR
-  local dir="$1" i
-  for i in $(seq 1 600); do
-    if "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+# Polls a command every 0.1 s until it succeeds, for at most LIMIT seconds, while the process in PIDFILE
+# stays alive. On failure prints the tail of LOG and dies naming WHAT and why (exited / timed out).
+poll_until() { # WHAT LIMIT PIDFILE LOG CMD...
+  local what="$1" limit="$2" pidfile="$3" logfile="$4" i
+  shift 4
+  for i in $(seq 1 $((limit * 10))); do
+    if "$@" >/dev/null 2>&1; then
       return 0
     fi
+    if ! alive "$pidfile"; then
+      tail -n 30 "$logfile" >&2 || true
+      die "$what: the process exited (log: $logfile)"
+    fi
+    sleep 0.1
+  done
+  tail -n 30 "$logfile" >&2 || true
+  die "$what: not ready after $limit s (log: $logfile)"
+}
+
+# etcd's /health says {"health":"true"}.
+etcd_healthy() { # PORT
+  python3 -c '
+import json, sys, urllib.request
+with urllib.request.urlopen("http://127.0.0.1:%s/health" % sys.argv[1], timeout=2) as r:
+    sys.exit(0 if json.load(r).get("health") == "true" else 1)
+' "$1"
+}
+
+wait_ready() { # DIR
+  local dir="$1"
+  poll_until "kube-apiserver /readyz" 60 "$dir/apiserver.pid" "$dir/apiserver.log" \
+    "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz
+}
+
+# Prints the CRD names listed in DIR/crds.names whose condition Established is not True (one a line).
+# A CRD just created has no status.conditions yet: that is "not established yet", never an error.
+crds_not_established() { # DIR
+  local dir="$1" established name
+  established="$("$BIN/kubectl" --kubeconfig "$dir/kubeconfig" get crd -o \
+    'jsonpath={range .items[*]}{.metadata.name}{"="}{.status.conditions[?(@.type=="Established")].status}{"\n"}{end}')" ||
+    return 1
+  while read -r name; do
+    [ -n "$name" ] || continue
+    grep -qxF "$name=True" <<<"$established" || echo "$name"
+  done <"$dir/crds.names"
+}
+
+# Waits (≤ 60 s) until every CRD in DIR/crds.names is Established. `kubectl wait --for condition=...`
+# is not used: it fails, instead of waiting, on a CRD whose status.conditions is still absent.
+wait_crds_established() { # DIR
+  local dir="$1" i pending=""
+  for i in $(seq 1 600); do
+    if pending="$(crds_not_established "$dir")"; then
+      [ -z "$pending" ] && return 0
+    else
+      pending="(the CRD list could not be read)"
+    fi
     alive "$dir/apiserver.pid" || {
-      tail -n 30 "$dir/apiserver.log" >&2
-      die "kube-apiserver exited (log: $dir/apiserver.log)"
+      tail -n 30 "$dir/apiserver.log" >&2 || true
+      die "kube-apiserver exited while waiting for the CRDs to be established (log: $dir/apiserver.log)"
     }
     sleep 0.1
   done
-  tail -n 30 "$dir/apiserver.log" >&2
-  die "kube-apiserver not ready after 60 s (log: $dir/apiserver.log)"
+  die "CRDs not established after 60 s: $(echo $pending | tr '\n' ' ')"
 }
 
 start_apiserver() { # DIR
   local dir="$1"
   launch "$dir" apiserver "$dir/apiserver.sh"
   wait_ready "$dir"
+}
+
+# Stops what a failed `start` started (called from its EXIT trap; the directory keeps the logs).
+start_failed() { # DIR
+  local rc=$?
+  [ "$rc" -eq 0 ] && return 0
+  log "start failed (exit $rc): stopping what it started in $1"
+  stop "$1"
+  exit "$rc"
 }
 
 start() { # DIR [--watch-pid PID]
@@ -236,6 +295,15 @@ start() { # DIR [--watch-pid PID]
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   alive "$dir/etcd.pid" && die "a test environment is already running in $dir"
+  # From here on every exit but the successful one stops what was started.
+  # shellcheck disable=SC2064
+  trap "start_failed '$dir'" EXIT
+  if [ -n "$watch_pid" ]; then
+    # Stops the environment and removes DIR when the process that started it is gone (a test binary that
+    # exits or dies), also while this start is still running; ends by itself once DIR is removed.
+    setsid sh -c "while kill -0 $watch_pid 2>/dev/null && [ -d '$dir' ]; do sleep 1; done; '$ROOT/scripts/kube-testenv.sh' stop '$dir'; rm -rf '$dir'" \
+      >/dev/null 2>&1 </dev/null &
+  fi
   local t0
   t0=$(date +%s%N)
   gen_certs "$dir"
@@ -249,6 +317,7 @@ start() { # DIR [--watch-pid PID]
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "testenv=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
+  poll_until "etcd /health" 30 "$dir/etcd.pid" "$dir/etcd.log" etcd_healthy "$etcd_port"
 
   # The launcher is kept so that `start-apiserver` restarts it with the same port and flags.
   cat >"$dir/apiserver.sh" <<EOF
@@ -274,9 +343,11 @@ EOF
 
   if [ -n "$CRDS" ] && [ "$CRDS" != none ]; then
     [ -f "$CRDS" ] || die "CRD file $CRDS not found"
-    "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" apply --server-side -f "$CRDS" >/dev/null
-    "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" wait --for condition=established --timeout=60s \
-      crd --all >/dev/null
+    # `-o name` lists what was applied: customresourcedefinition.apiextensions.k8s.io/NAME.
+    "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" apply --server-side -f "$CRDS" -o name |
+      sed -n 's|^customresourcedefinition[^/]*/||p' >"$dir/crds.names"
+    [ -s "$dir/crds.names" ] || die "no CustomResourceDefinition applied from $CRDS"
+    wait_crds_established "$dir"
   fi
   local t2
   t2=$(date +%s%N)
@@ -285,12 +356,7 @@ EOF
     echo "KUBE_TESTENV_SERVER=https://127.0.0.1:$api_port"
     echo "KUBE_TESTENV_BIN=$BIN"
   } >"$dir/env"
-  if [ -n "$watch_pid" ]; then
-    # Stops the environment and removes DIR when the process that started it is gone (a test binary that
-    # exits or dies).
-    setsid sh -c "while kill -0 $watch_pid 2>/dev/null && [ -f '$dir/etcd.pid' ]; do sleep 1; done; '$ROOT/scripts/kube-testenv.sh' stop '$dir'; rm -rf '$dir'" \
-      >/dev/null 2>&1 </dev/null &
-  fi
+  trap - EXIT
   log "ready in $(((t2 - t0) / 1000000)) ms (apiserver $(((t1 - t0) / 1000000)) ms, CRDs $(((t2 - t1) / 1000000)) ms): $dir/kubeconfig"
 }
 

@@ -40,7 +40,19 @@ target/release/meshpilot discovery --config-dir examples/bookinfo \
   --grpc-addr 127.0.0.1:15010 --http-addr 127.0.0.1:8080 --monitoring-addr 127.0.0.1:15014 \
   2>"$work/meshpilot.log" &
 pids+=($!)
-for _ in $(seq 50); do curl -sf http://127.0.0.1:8080/ready >/dev/null && break; sleep 0.1; done
+# Waits (bounded) for a command to succeed; names what never became ready and shows the log.
+wait_until() { # WHAT SECONDS LOG CMD...
+  local what="$1" limit="$2" log="$3" i
+  shift 3
+  for i in $(seq 1 $((limit * 10))); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "error: $what not ready after $limit s; last lines of $log:" >&2
+  tail -n 20 "$log" >&2 || true
+  exit 1
+}
+wait_until "meshpilot /ready (127.0.0.1:8080)" 30 "$work/meshpilot.log" curl -sf http://127.0.0.1:8080/ready
 
 cat >"$work/envoy.json" <<JSON
 {
@@ -70,15 +82,34 @@ pids+=($!)
 
 url=http://127.0.0.1:9080/
 host="Host: reviews.bookinfo.svc.cluster.local"
-for _ in $(seq 100); do curl -sf -H "$host" "$url" >/dev/null && break; sleep 0.1; done
+wait_until "the reviews route through Envoy (127.0.0.1:9080)" 30 "$work/envoy.log" \
+  curl -sf -H "$host" "$url"
 
 echo "== Envoy sidecar (127.0.0.1:9080) -> reviews, routed by meshpilot:"
+wrong=0
+# What examples/bookinfo's reviews VirtualService says: end-user jason -> v2, everyone else -> v3.
+check() { # LABEL EXPECTED CURL-ARGS...
+  local label="$1" want="$2" got
+  shift 2
+  got="$(curl -s -H "$host" "$@" "$url")"
+  printf '%-16s -> %s\n' "$label" "$got"
+  if [ "$got" != "$want" ]; then
+    echo "   expected $want" >&2
+    wrong=1
+  fi
+}
 for user in jason alice bob; do
-  printf 'end-user: %-6s -> %s' "$user" "$(curl -s -H "$host" -H "end-user: $user" "$url")"; echo
+  if [ "$user" = jason ]; then want=reviews-v2; else want=reviews-v3; fi
+  check "end-user: $user" "$want" -H "end-user: $user"
 done
-printf 'no end-user    -> %s' "$(curl -s -H "$host" "$url")"; echo
-echo "== sync status (/debug/syncz):"
-curl -s http://127.0.0.1:8080/debug/syncz | python3 -m json.tool | head -n 20
+check "no end-user" reviews-v3
+echo "== sync status (/debug/syncz, first lines):"
+curl -s http://127.0.0.1:8080/debug/syncz |
+  python3 -c 'import json, sys; print("\n".join(json.dumps(json.load(sys.stdin), indent=2).splitlines()[:20]))'
+if [ "$wrong" != 0 ]; then
+  echo "error: the routing differs from examples/bookinfo's VirtualService" >&2
+  exit 1
+fi
 if [ "${KEEP:-}" = 1 ]; then
   echo "== running; debug at http://127.0.0.1:8080/debug, metrics at http://127.0.0.1:15014/metrics; Ctrl-C to stop"
   wait

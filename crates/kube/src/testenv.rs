@@ -58,7 +58,10 @@ impl TestEnv {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let pid = std::process::id().to_string();
-        let out = run_script(&["start", &dir.display().to_string(), "--watch-pid", &pid])?;
+        // A failed start has already stopped what it started (its error carries the logs' tails).
+        let out = run_script(&["start", &dir.display().to_string(), "--watch-pid", &pid]).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&dir);
+        })?;
         let start_report = String::from_utf8_lossy(&out.stderr).trim().to_string();
         Ok(TestEnv { dir, owned: true, start_report })
     }
