@@ -32,15 +32,14 @@ use std::{
 };
 
 use base64::Engine as _;
+use model::push::PushRequest;
 use networking::sds::FileSecret;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 use xds::{ConnectionRegistry, Resource, type_url};
 
-use crate::{
-    key_match::key_matches_certificate, metrics as m, options::FileSecretOptions, push::PushRequest,
-};
+use crate::{key_match::key_matches_certificate, metrics as m, options::FileSecretOptions};
 
 /// Largest certificate or key file read (1 MiB); larger files are refused as not certificates.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -475,7 +474,7 @@ pub fn push_secrets(connections: &ConnectionRegistry<PushRequest>, changed: &BTr
             pushed += 1;
         }
     }
-    metrics::counter!(m::PUSH_TRIGGERS, "type" => crate::TriggerReason::Secret.as_str()).increment(1);
+    metrics::counter!(m::PUSH_TRIGGERS, "type" => model::push::TriggerReason::Secret.as_str()).increment(1);
     info!(secrets = changed.len(), connections = pushed, "certificate files changed: SDS push");
     pushed
 }

@@ -26,7 +26,9 @@ use config::FileSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{DiscoveryServer, FileSecrets, PushRequest, TriggerReason, source::proxy_context};
+use model::push::{PushRequest, TriggerReason};
+
+use crate::{DiscoveryServer, FileSecrets, source::proxy_context};
 
 /// What the debug handlers read.
 #[derive(Clone, Debug)]
@@ -142,7 +144,8 @@ async fn config_dump(State(s): State<DebugState>, Query(q): Query<DumpQuery>) ->
         Ok(mut proxy) => {
             let discovery: &dyn model::ServiceDiscovery = s.server.services().as_ref();
             proxy.set_instances_from(discovery);
-            Json(networking::debug::config_dump(&push, &proxy)).into_response()
+            // A cache of its own: a debug dump never fills the serving cache.
+            Json(networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)).into_response()
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     }

@@ -1,11 +1,16 @@
 //! meshpilot's DiscoveryServer (Istio's `pilot/pkg/xds/discovery.go`): config and registry events →
-//! [`PushRequest`]s → debounce → one merged push at a time, each building a new immutable
-//! `networking::PushContext` → the connections (through `xds::ConnectionRegistry`) whose proxies the
-//! change can matter to, regenerating only the xDS types it affects.
+//! `model::push::PushRequest`s → debounce → one merged push at a time, each building a new immutable
+//! `model::push::PushContext`, published to the xDS source → the connections (through
+//! `xds::ConnectionRegistry`) whose proxies the change can matter to, regenerating only the xDS types it
+//! affects.
+//!
+//! ```text
+//!  source (files, kube) → store → event → PushRequest → PushContext → generator → stream
+//! ```
 //!
 //! - [`options`]: `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` / `PILOT_ENABLE_EDS_DEBOUNCE`.
-//! - [`push`]: [`PushRequest`], trigger reasons, which proxies and types a change affects.
-//! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push).
+//! - [`push`]: which xDS types a change regenerates (Istio's per-type `*NeedsPush` tables).
+//! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
 //! - [`file_secrets`]: [`FileSecrets`], the SDS secrets `file-cert:`/`file-root:` read from files under
 //!   `--file-secret-root`, re-pushed when the files change; [`key_match`] checks a key belongs to its
@@ -29,6 +34,5 @@ pub mod source;
 
 pub use file_secrets::FileSecrets;
 pub use options::{DebounceOptions, EnvError, FileSecretOptions};
-pub use push::{PushRequest, TriggerReason};
-pub use server::DiscoveryServer;
+pub use server::{DiscoveryServer, Snapshots};
 pub use source::NetworkingSource;

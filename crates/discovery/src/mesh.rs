@@ -4,8 +4,8 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
+use model::push::{MeshSettings, OutboundTrafficPolicy};
 use model::{selector::DiscoverySelectors, service::ExportTo};
-use networking::{MeshSettings, OutboundTrafficPolicy};
 use serde_json::Value;
 
 /// MeshConfig fields meshpilot reads.

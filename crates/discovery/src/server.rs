@@ -1,19 +1,24 @@
 //! [`DiscoveryServer`]: turns config and registry events into debounced, merged pushes of a new
-//! immutable [`PushContext`], and serves xDS through the engine's [`ConnectionRegistry`].
+//! immutable [`PushContext`], publishes each snapshot, and pushes it to the engine's
+//! [`ConnectionRegistry`].
 //!
 //! ```text
 //!  Aggregate config store ── handler per kind ──┐            (one merged slot, never grows)
 //!  ServiceController ── RegistryEvent ──────────┼─► inbox ─► debounce (AFTER / MAX) ─► push():
 //!  /debug/adsz?push=true ── forced ─────────────┘              build PushContext (Arc, versioned)
+//!                                                              publish it (watch ─► NetworkingSource)
 //!                                                              ConnectionRegistry::push_where(needs)
 //!                                                                   │ per connection: one pending,
 //!                                                                   ▼ merged (PushEvent::merge)
 //!                                                 engine ─► NetworkingSource::generate (types filtered)
 //! ```
+//!
+//! Data flows one way: the server never calls into the source; the source reads the published
+//! snapshots ([`DiscoveryServer::snapshots`]) and the snapshot a push carries.
 
 use std::{
     sync::{
-        Arc, Mutex, RwLock,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant, SystemTime},
@@ -22,19 +27,18 @@ use std::{
 use api::Kind;
 use model::{
     ConfigStore, ConfigStoreController, Event, Shutdown,
+    push::{MeshSettings, PushContext, PushRequest, TriggerReason, proxy_needs_push},
     service::{EndpointPush, RegistryEvent, ServiceController, service_config_key},
 };
-use networking::{MeshSettings, PushContext};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
-use xds::ConnectionRegistry;
+use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
-use crate::{
-    metrics as m,
-    options::DebounceOptions,
-    push::{PushRequest, TriggerReason, proxy_needs_push},
-    source::proxy_kind,
-};
+use crate::{FileSecrets, NetworkingSource, metrics as m, options::DebounceOptions, source::proxy_kind};
+
+/// The published snapshots: `None` until the first [`PushContext`] is built (config and services
+/// synced), then always the newest. Readers never block the server.
+pub type Snapshots = watch::Receiver<Option<Arc<PushContext>>>;
 
 /// Kinds whose changes reach the server through the service registry instead of the config handler
 /// (Istio: the ServiceEntry controller owns them).
@@ -46,7 +50,7 @@ pub struct DiscoveryServer {
     services: Arc<dyn ServiceController>,
     mesh: MeshSettings,
     options: DebounceOptions,
-    current: RwLock<Option<Arc<PushContext>>>,
+    current: watch::Sender<Option<Arc<PushContext>>>,
     counter: AtomicU64,
     ready: AtomicBool,
     inbox: Mutex<Option<PushRequest>>,
@@ -66,27 +70,26 @@ impl std::fmt::Debug for DiscoveryServer {
 }
 
 impl DiscoveryServer {
-    /// A server over `store` (config) and `services` (service registry), pushing to `connections`
-    /// (the [`xds::AdsServer`]'s registry). Registers its event handlers right away; call
-    /// [`DiscoveryServer::run`] to start.
+    /// A server over `store` (config) and `services` (service registry) with its own connection
+    /// registry; serve it with [`DiscoveryServer::ads_server`]. Registers its event handlers right
+    /// away; call [`DiscoveryServer::run`] to start.
     pub fn new(
         store: Arc<dyn ConfigStoreController>,
         services: Arc<dyn ServiceController>,
         mesh: MeshSettings,
         options: DebounceOptions,
-        connections: ConnectionRegistry<PushRequest>,
     ) -> Arc<DiscoveryServer> {
         let server = Arc::new(DiscoveryServer {
             store: store.clone(),
             services: services.clone(),
             mesh,
             options,
-            current: RwLock::new(None),
+            current: watch::Sender::new(None),
             counter: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             inbox: Mutex::new(None),
             wake: Notify::new(),
-            connections,
+            connections: ConnectionRegistry::new(),
             pushes: AtomicU64::new(0),
         });
         for kind in store.schemas().to_vec() {
@@ -149,12 +152,27 @@ impl DiscoveryServer {
 
     /// The current snapshot (`None` before the first one is built).
     pub fn push_context(&self) -> Option<Arc<PushContext>> {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.current.borrow().clone()
+    }
+
+    /// A receiver of the published snapshots (for the xDS source and debug handlers): `None` until the
+    /// first snapshot, then each new one.
+    pub fn snapshots(&self) -> Snapshots {
+        self.current.subscribe()
     }
 
     /// `true` once config and services are synced and the first snapshot is built.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// The xDS server for this DiscoveryServer: a [`NetworkingSource`] reading its snapshots and
+    /// services (answering SDS from `secrets`), registering connections in its registry. The one place
+    /// where the server, the source and the engine are wired together.
+    pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
+        let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
+        let source = Arc::new(NetworkingSource::with_file_secrets(self.snapshots(), services, secrets));
+        AdsServer::with_registry(source, config, self.connections.clone())
     }
 
     /// The engine's connections.
@@ -270,7 +288,7 @@ impl DiscoveryServer {
             }
         };
         metrics::histogram!(m::PUSHCONTEXT_INIT).record(build_start.elapsed().as_secs_f64());
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(ctx.clone());
+        self.current.send_replace(Some(ctx.clone()));
         for (reason, count) in &request.reasons {
             metrics::counter!(m::PUSH_TRIGGERS, "type" => reason.as_str()).increment(u64::from(*count));
         }

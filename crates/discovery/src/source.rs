@@ -1,8 +1,9 @@
 //! [`NetworkingSource`]: the engine's [`ResourceSource`], backed by the `networking` generators and
-//! the [`DiscoveryServer`]'s current snapshot.
+//! the snapshots the [`crate::DiscoveryServer`] publishes ([`crate::server::Snapshots`]).
 //!
-//! The xDS [`Proxy`] (node id + metadata) becomes a `networking` [`ProxyContext`] once per stream
-//! ([`proxy_context`]); each request or push generates from the newest [`PushContext`]. A push
+//! The xDS [`Proxy`] (node id + metadata) becomes a model [`ProxyContext`] once per stream
+//! ([`proxy_context`]); a request generates from the newest published [`PushContext`], a push from the
+//! snapshot it carries, both through the source's one [`GenerationCache`]. A push
 //! regenerates only the types its change affects ([`type_needs_push`]); an endpoint-only push
 //! regenerates only the ClusterLoadAssignments of the changed services (partial EDS response).
 //! SDS (`file-cert:`/`file-root:` names) is answered by [`FileSecrets`] for exactly the names asked
@@ -17,20 +18,18 @@ use envoy_types::pb::{
     },
     google::protobuf::Any,
 };
-use networking::{
-    InterceptionMode, ProxyContext, ProxyKind, PushContext, SidecarScope, naming::parse_cluster_name,
+use model::{
+    ServiceDiscovery,
+    push::{InterceptionMode, ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope},
 };
+use networking::{GenerationCache, Snapshot, naming::parse_cluster_name};
 use prost::Name;
 use tracing::debug;
 use xds::{
     GenerateRequest, Generated, NodeType, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url,
 };
 
-use crate::{
-    file_secrets::FileSecrets,
-    push::{PushRequest, type_needs_push},
-    server::DiscoveryServer,
-};
+use crate::{file_secrets::FileSecrets, push::type_needs_push, server::Snapshots};
 
 /// The `networking` proxy kind of an xDS node type; `None` for types meshpilot does not serve
 /// (waypoint, ztunnel, …).
@@ -79,29 +78,40 @@ pub struct ConnectionContext {
     pub scope: Option<Arc<SidecarScope>>,
 }
 
-/// The [`ResourceSource`] of meshpilot's xDS server.
-#[derive(Debug, Clone)]
+/// The [`ResourceSource`] of meshpilot's xDS server: reads the published snapshots and the service
+/// registry (for the proxy's own service instances); never calls back into the server.
+#[derive(Clone)]
 pub struct NetworkingSource {
-    server: Arc<std::sync::OnceLock<Arc<DiscoveryServer>>>,
+    snapshots: Snapshots,
+    services: Arc<dyn ServiceDiscovery>,
+    cache: Arc<GenerationCache>,
     secrets: Arc<FileSecrets>,
 }
 
-impl Default for NetworkingSource {
-    fn default() -> Self {
-        Self::new()
+impl std::fmt::Debug for NetworkingSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkingSource")
+            .field("version", &self.snapshots.borrow().as_ref().map(|p| p.version().to_string()))
+            .field("secrets", &self.secrets)
+            .finish_non_exhaustive()
     }
 }
 
 impl NetworkingSource {
-    /// A source not yet attached to a server (connections are refused as not ready until
-    /// [`NetworkingSource::attach`]), serving no file secrets.
-    pub fn new() -> Self {
-        Self::with_file_secrets(FileSecrets::disabled())
+    /// A source generating from the snapshots `snapshots` publishes ([`crate::DiscoveryServer::snapshots`];
+    /// connections are refused as not ready until the first one), with `services` for the proxies' own
+    /// service instances, serving no file secrets.
+    pub fn new(snapshots: Snapshots, services: Arc<dyn ServiceDiscovery>) -> Self {
+        Self::with_file_secrets(snapshots, services, FileSecrets::disabled())
     }
 
-    /// A source answering SDS requests from `secrets`.
-    pub fn with_file_secrets(secrets: Arc<FileSecrets>) -> Self {
-        NetworkingSource { server: Arc::new(std::sync::OnceLock::new()), secrets }
+    /// As [`NetworkingSource::new`], answering SDS requests from `secrets`.
+    pub fn with_file_secrets(
+        snapshots: Snapshots,
+        services: Arc<dyn ServiceDiscovery>,
+        secrets: Arc<FileSecrets>,
+    ) -> Self {
+        NetworkingSource { snapshots, services, cache: Arc::new(GenerationCache::new()), secrets }
     }
 
     /// The file secrets it serves (run them with [`FileSecrets::run`] for rotation).
@@ -109,16 +119,20 @@ impl NetworkingSource {
         &self.secrets
     }
 
-    /// Attaches the server whose snapshots the source reads (once; later calls are ignored).
-    pub fn attach(&self, server: Arc<DiscoveryServer>) {
-        let _ = self.server.set(server);
+    /// The generation cache its generators share (scopes, route tables, gateway servers).
+    pub fn cache(&self) -> &Arc<GenerationCache> {
+        &self.cache
     }
 
-    fn current(&self) -> Result<Arc<PushContext>, SourceError> {
-        self.server
-            .get()
-            .filter(|s| s.is_ready())
-            .and_then(|s| s.push_context())
+    /// `push` with the source's generation cache.
+    pub fn snapshot(&self, push: Arc<PushContext>) -> Snapshot {
+        Snapshot::with_cache(push, self.cache.clone())
+    }
+
+    fn current(&self) -> Result<Snapshot, SourceError> {
+        let current = self.snapshots.borrow().clone();
+        current
+            .map(|p| self.snapshot(p))
             .ok_or_else(|| SourceError::NotReady("config and services are not synced yet".into()))
     }
 }
@@ -130,10 +144,7 @@ impl ResourceSource for NetworkingSource {
     fn connect(&self, proxy: &Proxy) -> Result<ConnectionContext, SourceError> {
         let push = self.current()?;
         let mut ctx = proxy_context(proxy)?;
-        if let Some(server) = self.server.get() {
-            let discovery: &dyn model::ServiceDiscovery = server.services().as_ref();
-            ctx.set_instances_from(discovery);
-        }
+        ctx.set_instances_from(self.services.as_ref());
         let scope = ctx.is_sidecar().then(|| push.sidecar_scope(&ctx));
         Ok(ConnectionContext { proxy: ctx, scope })
     }
@@ -141,7 +152,7 @@ impl ResourceSource for NetworkingSource {
     fn needs_push(&self, ctx: &mut ConnectionContext, _proxy: &Proxy, push: &PushRequest) -> bool {
         // Changed file secrets concern exactly the connections they were pushed to.
         let secrets = !push.secrets_updated.is_empty();
-        if !crate::push::proxy_needs_push(push, ctx.proxy.kind) {
+        if !model::push::proxy_needs_push(push, ctx.proxy.kind) {
             return secrets;
         }
         // Forced, endpoint-only and secret-only pushes leave the scope as it was: no lookup.
@@ -149,9 +160,9 @@ impl ResourceSource for NetworkingSource {
             return true;
         }
         let (Some(snapshot), true) = (&push.push, ctx.proxy.is_sidecar()) else { return true };
-        let scope = snapshot.sidecar_scope(&ctx.proxy);
+        let scope = self.cache.sidecar_scope(snapshot, &ctx.proxy);
         let previous = ctx.scope.replace(scope.clone());
-        crate::push::scope_needs_push(push, &ctx.proxy, previous.as_deref(), &scope) || secrets
+        model::push::scope_needs_push(push, &ctx.proxy, previous.as_deref(), &scope) || secrets
     }
 
     fn generate(
@@ -168,7 +179,7 @@ impl ResourceSource for NetworkingSource {
                     return Ok(None);
                 }
                 match &p.push {
-                    Some(push) => push.clone(),
+                    Some(push) => self.snapshot(push.clone()),
                     None => self.current()?,
                 }
             }
@@ -240,11 +251,11 @@ impl NetworkingSource {
 /// # Errors
 /// Never for known types; kept for generators that can fail.
 pub fn generate_type(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     type_url: &str,
     names: &[String],
-) -> Result<(Vec<Resource>, Vec<networking::Finding>), SourceError> {
+) -> Result<(Vec<Resource>, Vec<model::Finding>), SourceError> {
     Ok(match type_url {
         type_url::CLUSTER => {
             let g = networking::cluster::generate_clusters(push, proxy, names);

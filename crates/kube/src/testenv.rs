@@ -59,9 +59,10 @@ impl TestEnv {
         std::fs::create_dir_all(&dir)?;
         let pid = std::process::id().to_string();
         // A failed start has already stopped what it started (its error carries the logs' tails).
-        let out = run_script(&["start", &dir.display().to_string(), "--watch-pid", &pid]).inspect_err(|_| {
-            let _ = std::fs::remove_dir_all(&dir);
-        })?;
+        let out =
+            run_script(&["start", &dir.display().to_string(), "--watch-pid", &pid]).inspect_err(|_| {
+                let _ = std::fs::remove_dir_all(&dir);
+            })?;
         let start_report = String::from_utf8_lossy(&out.stderr).trim().to_string();
         Ok(TestEnv { dir, owned: true, start_report })
     }

@@ -7,14 +7,14 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
-    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource,
+    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets,
     http::{DebugState, debug_router, monitoring_router},
     mesh::{parse_discovery_selectors, parse_mesh_config},
 };
 use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tracing::{error, info, warn};
-use xds::{AdsConfig, AdsServer};
+use xds::AdsConfig;
 
 /// Arguments of `meshpilot discovery`.
 #[derive(clap::Args, Debug)]
@@ -212,13 +212,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         roots: args.file_secret_roots.clone(),
         ..FileSecretOptions::default()
     })?;
-    let source = Arc::new(NetworkingSource::with_file_secrets(secrets.clone()));
-    let ads = AdsServer::with_config(
-        source.clone(),
-        AdsConfig { push_throttle: debounce.push_throttle, ..AdsConfig::default() },
-    );
-    let server = DiscoveryServer::new(store, services, mesh, debounce, ads.registry().clone());
-    source.attach(server.clone());
+    let push_throttle = debounce.push_throttle;
+    let server = DiscoveryServer::new(store, services, mesh, debounce);
+    let ads = server.ads_server(secrets.clone(), AdsConfig { push_throttle, ..AdsConfig::default() });
 
     let grpc = listen(grpc_addr).map_err(|e| format!("cannot listen on --grpc-addr {grpc_addr}: {e}"))?;
     let http = listen(http_addr).map_err(|e| format!("cannot listen on --http-addr {http_addr}: {e}"))?;

@@ -14,14 +14,22 @@
 //!   their events, errors and shutdown signal.
 //! - [`service`]: [`Service`], [`Endpoint`], [`ServiceInstance`], the [`ServiceDiscovery`] /
 //!   [`ServiceController`] traits registries implement, and their notifications ([`RegistryEvent`]).
+//! - [`push`]: Istio's push model — [`push::PushContext`] (the immutable snapshot of config and
+//!   services the generators read), [`push::SidecarScope`], [`push::ProxyContext`],
+//!   [`push::PushRequest`] and the rules deciding which proxies a change concerns.
+//! - [`host`]: host names as Istio compares them; [`finding`]: what generation could not honour.
 
 mod config;
+pub mod finding;
+pub mod host;
 pub mod parse;
+pub mod push;
 pub mod selector;
 pub mod service;
 pub mod store;
 
 pub use config::{Config, ConfigKey, ConfigMeta};
+pub use finding::{Finding, Severity};
 pub use service::{
     Endpoint, EndpointPush, EndpointShard, EndpointUpdate, RegistryEvent, RegistryEventHandler,
     RegistryWarning, Service, ServiceController, ServiceDiscovery, ServiceEvent, ServiceInstance, ShardKey,

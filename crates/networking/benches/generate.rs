@@ -30,12 +30,13 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use meshpilot_networking::{
-    ProxyContext, ProxyKind, PushContext,
+    Snapshot,
     cluster::{eds_cluster_names, generate_clusters},
     endpoint::generate_endpoints,
     listener::generate_listeners,
     rds::{generate_routes_encoded, route_names},
 };
+use model::push::{ProxyContext, ProxyKind};
 use prost::Message;
 use support::{World, corpus, parse_file};
 
@@ -124,7 +125,7 @@ fn encoded<M: Message>(resources: &[M]) -> usize {
 /// One generator call for `t` and the encoding of its resources: (resources, bytes).
 fn generate(
     t: Type,
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     eds: &[String],
     rds: &[String],

@@ -55,8 +55,7 @@ use model::{
 };
 
 use crate::{
-    Finding, Severity,
-    context::{IndexedDestinationRule, InterceptionMode, ProxyContext, ProxyKind, PushContext},
+    Snapshot,
     convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
     endpoint::locality_lb_endpoints,
     filters::TLS_TRANSPORT_SOCKET,
@@ -66,6 +65,10 @@ use crate::{
         inbound_cluster_name, outbound_cluster_name,
     },
     tls,
+};
+use model::{
+    Finding, Severity,
+    push::{IndexedDestinationRule, InterceptionMode, ProxyContext, ProxyKind},
 };
 
 /// Key of `typed_extension_protocol_options` for upstream HTTP options.
@@ -338,7 +341,7 @@ fn dns_lookup_family(proxy: &ProxyContext) -> DnsLookupFamily {
 
 /// The cluster shell: name, discovery type, endpoints for static/DNS types, connect timeout.
 fn base_cluster(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     name: &str,
     service: &Service,
@@ -413,7 +416,7 @@ fn base_cluster(
 }
 
 fn apply_connection_pool(
-    push: &PushContext,
+    push: &Snapshot,
     b: &mut Builder,
     pool: Option<Part<'_, ConnectionPoolSettings>>,
     retry_budget: Option<Part<'_, RetryBudget>>,
@@ -691,7 +694,7 @@ fn apply_tls(
 
 /// Applies the traffic policy to a cluster.
 fn apply_policy(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     b: &mut Builder,
     policy: Policy<'_>,
@@ -718,7 +721,7 @@ fn apply_policy(
 
 /// The outbound clusters of one service: one per port, plus one per port and subset.
 fn service_clusters(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     service: &Service,
     dr: Option<&IndexedDestinationRule>,
@@ -763,7 +766,7 @@ fn service_clusters(
     }
 }
 
-fn black_hole(push: &PushContext) -> Cluster {
+fn black_hole(push: &Snapshot) -> Cluster {
     Cluster {
         name: BLACK_HOLE_CLUSTER.to_string(),
         cluster_discovery_type: discovery_type(DiscoveryType::Static),
@@ -773,7 +776,7 @@ fn black_hole(push: &PushContext) -> Cluster {
     }
 }
 
-fn passthrough(push: &PushContext, name: &str, bind: Option<&str>) -> Cluster {
+fn passthrough(push: &Snapshot, name: &str, bind: Option<&str>) -> Cluster {
     let http = HttpProtocolOptions {
         upstream_protocol_options: Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
             UseDownstreamHttpConfig {
@@ -816,7 +819,7 @@ fn bind_config(ip: &str) -> BindConfig {
 /// Inbound clusters `inbound|PORT||` for the proxy's instances (by target port, first instance wins),
 /// original destination to the workload, with the connection pool of the DestinationRule that applies
 /// to the instance's service.
-fn inbound_clusters(push: &PushContext, proxy: &ProxyContext) -> Vec<Cluster> {
+fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
     let mut out: Vec<Cluster> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for instance in &proxy.service_instances {
@@ -868,7 +871,7 @@ fn inbound_clusters(push: &PushContext, proxy: &ProxyContext) -> Vec<Cluster> {
 
 /// Services whose clusters a proxy gets: the Sidecar scope's (routers: everything exported to their
 /// namespace, Istio's default without `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`).
-fn outbound_clusters(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Cluster> {
+fn outbound_clusters(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Cluster> {
     let scope = push.sidecar_scope(proxy);
     findings.extend(scope.findings().iter().cloned());
     let mut out = Vec::new();
@@ -921,7 +924,7 @@ fn grpc_compatible(mut c: Cluster, findings: &mut Vec<Finding>) -> Option<Cluste
 
 /// CDS for `proxy`: clusters sorted by name; with `names` non-empty, only those (proxyless gRPC asks
 /// by name).
-pub fn generate_clusters(push: &PushContext, proxy: &ProxyContext, names: &[String]) -> Generated<Cluster> {
+pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Cluster> {
     let mut findings = Vec::new();
     let mut clusters = outbound_clusters(push, proxy, &mut findings);
     if proxy.proxyless_grpc {
@@ -957,7 +960,7 @@ pub fn generate_clusters(push: &PushContext, proxy: &ProxyContext, names: &[Stri
 }
 
 /// Names of the EDS clusters [`generate_clusters`] makes for `proxy` (what EDS serves).
-pub fn eds_cluster_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
+pub fn eds_cluster_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
     generate_clusters(push, proxy, &[])
         .resources
         .into_iter()

@@ -25,13 +25,16 @@ use prost::Message;
 use serde_json::{Map, Value, json};
 
 use crate::{
-    Finding, Severity,
+    Snapshot,
     cluster::generate_clusters,
-    context::{ProxyContext, ProxyKind, PushContext},
     endpoint::generate_endpoints,
     filters::{HTTP_CONNECTION_MANAGER, TCP_PROXY},
     listener::generate_listeners,
     rds::generate_routes,
+};
+use model::{
+    Finding, Severity,
+    push::{ProxyContext, ProxyKind},
 };
 
 fn duration(d: &Option<envoy_types::pb::google::protobuf::Duration>) -> Value {
@@ -261,7 +264,7 @@ fn finding_json(f: &Finding) -> Value {
 
 /// What meshpilot would send to `proxy` from `push`: `{version, proxy, clusters, listeners, routes,
 /// endpoints, findings}`.
-pub fn config_dump(push: &PushContext, proxy: &ProxyContext) -> Value {
+pub fn config_dump(push: &Snapshot, proxy: &ProxyContext) -> Value {
     let clusters = generate_clusters(push, proxy, &[]);
     let listeners = generate_listeners(push, proxy, &[]);
     let routes = generate_routes(push, proxy, &[]);

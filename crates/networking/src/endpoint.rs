@@ -19,12 +19,12 @@ use envoy_types::pb::envoy::config::{
 use model::service::{Endpoint, HealthStatus, Labels, Resolution, labels_match};
 
 use crate::{
-    Finding, Severity,
-    context::{ProxyContext, PushContext},
+    Snapshot,
     convert::{address, is_ip, u32v},
     generated::Generated,
     naming::{TrafficDirection, parse_cluster_name},
 };
+use model::{Finding, Severity, push::ProxyContext};
 
 fn locality_of(label: &str) -> Locality {
     let mut parts = label.splitn(3, '/');
@@ -94,7 +94,7 @@ pub(crate) fn locality_lb_endpoints<'a>(
 /// The endpoints of a cluster: `(service endpoints for the port, subset labels)`, or `None` for a name
 /// that is not an outbound cluster of a service the proxy sees.
 fn cluster_endpoints<'p>(
-    push: &'p PushContext,
+    push: &'p Snapshot,
     proxy: &ProxyContext,
     name: &str,
 ) -> Option<(Vec<&'p Endpoint>, Resolution)> {
@@ -122,7 +122,7 @@ fn cluster_endpoints<'p>(
 
 /// The assignment for one cluster name (empty for an unknown name).
 pub fn load_assignment(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     name: &str,
     findings: &mut Vec<Finding>,
@@ -137,7 +137,7 @@ pub fn load_assignment(
 /// EDS for `proxy`: one assignment per name in `names`, in that order; with no names, one per EDS
 /// cluster the CDS generator makes for the proxy.
 pub fn generate_endpoints(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
 ) -> Generated<ClusterLoadAssignment> {

@@ -15,11 +15,10 @@ use std::{
 use api::networking::gateway::{Server, server_tls_settings::TlSmode};
 use model::service::Protocol;
 
-use crate::{
-    Finding, Severity,
-    context::{IndexedGateway, IndexedVirtualService, ProxyContext, PushContext},
-    host,
-    naming::{gateway_http_route_name, gateway_https_route_name},
+use crate::naming::{gateway_http_route_name, gateway_https_route_name};
+use model::{
+    Finding, Severity, host,
+    push::{IndexedGateway, IndexedVirtualService, ProxyContext, PushContext},
 };
 
 /// What one server does with its traffic.

@@ -1,6 +1,6 @@
 //! [`Generated`]: what a generator returns.
 
-use crate::Finding;
+use model::Finding;
 
 /// The resources a generator made for one proxy, and what it could not honour.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -8,7 +8,7 @@ pub struct Generated<T> {
     /// The resources, in a deterministic order (by name unless stated otherwise).
     pub resources: Vec<T>,
     /// Untranslated fields and dropped objects met while generating.
-    pub findings: Vec<crate::Finding>,
+    pub findings: Vec<Finding>,
 }
 
 impl<T> Generated<T> {

@@ -1,9 +1,10 @@
 //! Istio config and services → Envoy resources: the generators.
 //!
 //! ```text
-//!  ConfigStore + ServiceDiscovery ──► PushContext (immutable snapshot, indexes)
+//!  model::push::PushContext (immutable snapshot, indexes) ─┐
+//!  GenerationCache (scopes, route tables, gateway servers) ┴► Snapshot
 //!                                          │
-//!  ProxyContext (who asks) ────────────────┤
+//!  model::push::ProxyContext (who asks) ───┤
 //!                                          ▼
 //!        cluster (CDS) · endpoint (EDS) · listener (LDS) · rds (RDS assembly)
 //!                                          │ uses
@@ -14,35 +15,27 @@
 //! Everything here is pure: values in, Envoy messages (envoy-types) out; no I/O, no clock. Names follow
 //! Istio (`outbound|PORT|SUBSET|HOST`, `inbound|PORT||`, `0.0.0.0_PORT`, route configs `PORT` and
 //! `http.PORT`, …). An Istio object that would produce a resource Envoy rejects is dropped from the output
-//! and reported as a [`Finding`]; it never takes the rest of its route configuration or listener down.
+//! and reported as a [`model::Finding`]; it never takes the rest of its route configuration or listener down.
 //!
 //! HTTP filter chain contract (every HTTP connection manager built here): `envoy.filters.http.fault`,
 //! `envoy.filters.http.cors`, then `envoy.filters.http.router` last. Per-route fault and CORS settings are
 //! set by [`route`] in `typed_per_filter_config` under those filter names.
 
+pub mod cache;
 pub mod check;
-pub mod report;
-pub mod route;
-
-pub use report::{Finding, Severity};
 pub mod cluster;
-pub mod context;
 mod convert;
 pub mod debug;
 pub mod endpoint;
 pub mod filters;
-pub mod host;
+mod gateway;
+pub mod generated;
 pub mod listener;
 pub mod naming;
 pub mod rds;
+pub mod route;
 pub mod sds;
-
-pub use context::{
-    InterceptionMode, MeshSettings, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarScope,
-};
-pub mod generated;
 mod tls;
 
+pub use cache::{GenerationCache, Snapshot};
 pub use generated::Generated;
-mod delegate;
-mod gateway;

@@ -27,11 +27,7 @@ use envoy_types::pb::envoy::{
 use model::service::{Protocol, Service};
 
 use crate::{
-    Finding, Severity,
-    context::{
-        IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext,
-        SidecarScope,
-    },
+    Snapshot,
     convert::{address, any, boolv, transport_socket, u32v, zero_duration},
     filters::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
@@ -39,13 +35,18 @@ use crate::{
     },
     gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
-    host,
     naming::{
         BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, INBOUND_PASSTHROUGH_CLUSTER, MESH_GATEWAY,
         PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND_LISTENER, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_LISTENER,
         VIRTUAL_OUTBOUND_PORT, inbound_cluster_name, listener_name, outbound_cluster_name,
     },
     tls,
+};
+use model::{
+    Finding, Severity, host,
+    push::{
+        IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind, SidecarScope,
+    },
 };
 
 /// Weighted destinations of a layer-4 route: `(cluster, weight)`.
@@ -106,7 +107,7 @@ fn plan(scope: &SidecarScope) -> BTreeMap<u32, PortServices> {
 }
 
 /// Ports on which a sidecar gets an HTTP connection manager with RDS `PORT`.
-pub fn sidecar_http_ports(push: &PushContext, proxy: &ProxyContext) -> Vec<u32> {
+pub fn sidecar_http_ports(push: &Snapshot, proxy: &ProxyContext) -> Vec<u32> {
     plan(&push.sidecar_scope(proxy)).into_iter().filter(|(_, s)| !s.http.is_empty()).map(|(p, _)| p).collect()
 }
 
@@ -150,7 +151,7 @@ fn l4_cluster(scope: &SidecarScope, suffix: &str, vs_ns: &str, d: &Destination, 
 /// Weighted destinations of a TCP or TLS route (`(cluster, weight)`); `None` when no destination is
 /// known.
 fn l4_destinations(
-    push: &PushContext,
+    push: &Snapshot,
     scope: &SidecarScope,
     vs: &IndexedVirtualService,
     route: &[RouteDestination],
@@ -212,12 +213,17 @@ fn l4_match_applies(
             "destinationSubnets / sourceSubnet matches are not translated; ignored",
         );
     }
-    let gateways: Vec<String> = gateways
-        .iter()
-        .map(|g| {
-            if g == MESH_GATEWAY { g.clone() } else { crate::route::resolve_gateway_name(g, vs.namespace()) }
-        })
-        .collect();
+    let gateways: Vec<String> =
+        gateways
+            .iter()
+            .map(|g| {
+                if g == MESH_GATEWAY {
+                    g.clone()
+                } else {
+                    model::push::resolve_gateway_name(g, vs.namespace())
+                }
+            })
+            .collect();
     (port_match == 0 || port_match == port)
         && (gateways.is_empty() || gateways.iter().any(|g| g == gateway))
         && model::service::labels_match(source_labels, &proxy.labels)
@@ -226,7 +232,7 @@ fn l4_match_applies(
 
 /// The destinations of the first TCP route of `vs` that applies.
 fn tcp_route_destinations(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
     vs: &IndexedVirtualService,
@@ -262,7 +268,7 @@ fn tcp_route_destinations(
 /// TLS routes of `vs` that apply: `(SNI hosts, destinations)`.
 #[allow(clippy::too_many_arguments)]
 fn tls_route_destinations(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
     vs: &IndexedVirtualService,
@@ -333,7 +339,7 @@ fn server_names(hosts: impl IntoIterator<Item = String>) -> Vec<String> {
     set.into_iter().collect()
 }
 
-fn sidecar_outbound(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
+fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
     let mut report = Report { findings };
     let bind = proxy.bind_address.as_str();
@@ -449,7 +455,7 @@ fn sidecar_outbound(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec
 }
 
 fn tcp_chain(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
     s: &Service,
@@ -464,7 +470,7 @@ fn tcp_chain(
     chain(&cluster, None, vec![tcp_proxy_filter(&cluster, &destinations)])
 }
 
-fn virtual_outbound(push: &PushContext, proxy: &ProxyContext) -> Listener {
+fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
     let scope = push.sidecar_scope(proxy);
     let target = match scope.outbound_traffic_policy {
         OutboundTrafficPolicy::AllowAny => PASSTHROUGH_CLUSTER,
@@ -553,7 +559,7 @@ fn virtual_inbound(proxy: &ProxyContext) -> Listener {
     l
 }
 
-fn sidecar_listeners(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
+fn sidecar_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let mut out = sidecar_outbound(push, proxy, findings);
     if proxy.interception_mode != InterceptionMode::None {
         out.push(virtual_outbound(push, proxy));
@@ -589,7 +595,7 @@ fn server_tls(
     translated.context
 }
 
-fn gateway_listeners(push: &PushContext, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
+fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let shared = push.gateway_servers(proxy);
     findings.extend(shared.1.iter().cloned());
     let merged = &shared.0;
@@ -822,7 +828,7 @@ fn grpc_server_listener(proxy: &ProxyContext, name: &str) -> Option<Listener> {
     })
 }
 
-fn grpc_listeners(push: &PushContext, proxy: &ProxyContext, names: &[String]) -> Vec<Listener> {
+fn grpc_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
     let mut out = Vec::new();
     if names.is_empty() {
@@ -864,7 +870,7 @@ fn grpc_listeners(push: &PushContext, proxy: &ProxyContext, names: &[String]) ->
 
 /// LDS for `proxy`, sorted by name; with `names` non-empty, only those (proxyless gRPC asks by name
 /// and gets listeners named exactly as asked).
-pub fn generate_listeners(push: &PushContext, proxy: &ProxyContext, names: &[String]) -> Generated<Listener> {
+pub fn generate_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Listener> {
     let mut findings = Vec::new();
     let mut listeners = if proxy.proxyless_grpc {
         grpc_listeners(push, proxy, names)

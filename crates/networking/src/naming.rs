@@ -25,7 +25,7 @@ pub const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
 /// Port of [`VIRTUAL_INBOUND_LISTENER`] (mesh config `proxyInboundListenPort`).
 pub const VIRTUAL_INBOUND_PORT: u32 = 15006;
 /// The gateway name that stands for every sidecar in VirtualService `gateways` (`mesh`).
-pub const MESH_GATEWAY: &str = "mesh";
+pub use model::push::MESH_GATEWAY;
 /// Prefix of the listener names a proxyless gRPC server asks for
 /// (`xds.istio.io/grpc/lds/inbound/`, then `IP:PORT`).
 pub const GRPC_INBOUND_LISTENER_PREFIX: &str = "xds.istio.io/grpc/lds/inbound/";

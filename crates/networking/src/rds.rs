@@ -30,20 +30,20 @@ use model::{ConfigKey, service::Service};
 use prost::Message;
 
 use crate::{
-    Finding, Severity,
-    context::{
-        IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, PushContext, SidecarRouteKey,
-        SidecarScope,
-    },
+    Snapshot,
+    cache::SidecarRouteKey,
     convert::{boolv, zero_duration},
     gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
-    host,
     naming::{
         ALLOW_ANY_VHOST, BLOCK_ALL_VHOST, DEFAULT_ROUTE_NAME, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
         TrafficDirection, outbound_cluster_name, parse_cluster_name,
     },
     route::{RouteContext, translate_http_routes},
+};
+use model::{
+    Finding, Severity, host,
+    push::{IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, SidecarScope},
 };
 
 fn prefix_match() -> RouteMatch {
@@ -211,7 +211,7 @@ fn dedupe_domains(
 
 /// Translates the routes of VirtualServices once per route table.
 struct RouteTranslator<'a> {
-    push: &'a PushContext,
+    push: &'a Snapshot,
     proxy: &'a ProxyContext,
     scope: &'a SidecarScope,
     cache: HashMap<(ConfigKey, String), Arc<[Route]>>,
@@ -219,7 +219,7 @@ struct RouteTranslator<'a> {
 }
 
 impl<'a> RouteTranslator<'a> {
-    fn new(push: &'a PushContext, proxy: &'a ProxyContext, scope: &'a SidecarScope) -> Self {
+    fn new(push: &'a Snapshot, proxy: &'a ProxyContext, scope: &'a SidecarScope) -> Self {
         RouteTranslator { push, proxy, scope, cache: HashMap::new(), findings: Vec::new() }
     }
 
@@ -390,7 +390,7 @@ fn sidecar_virtual_hosts(
 /// The sidecar route configuration named `PORT`, generated once per snapshot for every proxy with
 /// the same scope, DNS domain and (when they matter) labels.
 fn shared_sidecar_route(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     port: u32,
     findings: &mut Vec<Finding>,
@@ -414,7 +414,7 @@ fn shared_sidecar_route(
 
 /// The sidecar route configuration named `PORT`.
 fn sidecar_route(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     port: u32,
     findings: &mut Vec<Finding>,
@@ -428,7 +428,7 @@ fn sidecar_route(
 
 /// The proxyless route configuration `outbound|PORT||HOST`.
 fn grpc_route(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     name: &str,
     findings: &mut Vec<Finding>,
@@ -617,7 +617,7 @@ fn vhost_name_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// appended to each of its hosts as bytes (the `gateways` benchmark has 3,000 hosts over 1,000
 /// VirtualServices, 1.5 MB).
 fn gateway_route(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     name: &str,
     port: u32,
@@ -685,7 +685,7 @@ fn gateway_route(
 }
 
 /// The route configuration names the listeners of `proxy` refer to, sorted.
-pub fn route_names(push: &PushContext, proxy: &ProxyContext) -> Vec<String> {
+pub fn route_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
     let mut names = BTreeSet::new();
     if proxy.proxyless_grpc {
         for s in push.sidecar_scope(proxy).services() {
@@ -722,7 +722,7 @@ pub struct EncodedRouteConfiguration {
 /// use when empty), in that order. A name the proxy's config does not produce gets an empty
 /// configuration of that name, so Envoy does not wait for it.
 pub fn generate_routes_encoded(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
 ) -> Generated<EncodedRouteConfiguration> {
@@ -779,7 +779,7 @@ pub fn generate_routes_encoded(
 /// and tools. A configuration that fails to decode (a bug, never expected) is replaced by an empty
 /// one of that name and reported as a finding.
 pub fn generate_routes(
-    push: &PushContext,
+    push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
 ) -> Generated<RouteConfiguration> {

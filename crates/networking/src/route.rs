@@ -66,9 +66,14 @@ use envoy_types::pb::{
     google::protobuf::{BoolValue, Duration, Struct, UInt32Value, Value, value},
 };
 use envoy_types::util::pack_any;
-use model::ConfigKey;
+use model::{
+    ConfigKey,
+    push::{MESH_GATEWAY, resolve_gateway_name},
+};
 
-use crate::{Finding, Severity, check};
+use model::{Finding, Severity};
+
+use crate::check;
 
 /// Name of the HTTP fault filter; per-route fault settings are keyed by it in `typed_per_filter_config`.
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
@@ -79,8 +84,6 @@ pub const DEFAULT_RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 /// Number of retries of Istio's default retry policy.
 pub const DEFAULT_RETRY_ATTEMPTS: u32 = 2;
-/// The gateway name that stands for all sidecars.
-pub const MESH_GATEWAY: &str = "mesh";
 
 /// Filter that holds verified JWT payloads (`@request.auth.claims.*` header matches read it).
 const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";
@@ -286,22 +289,6 @@ fn string_match_path(base: &str, m: &StringMatch) -> String {
 }
 
 // ===== Which matches apply =====
-
-/// Istio's `resolveGatewayName`: `name` → `<namespace>/name`, `./name` → `<namespace>/name`, the
-/// legacy `name.ns[.svc.cluster.local]` → `ns/name`; `ns/name` as is.
-pub fn resolve_gateway_name(gateway: &str, namespace: &str) -> String {
-    match gateway.split_once('/') {
-        Some((".", name)) => format!("{namespace}/{name}"),
-        Some(_) => gateway.to_owned(),
-        None => match gateway.split_once('.') {
-            None => format!("{namespace}/{gateway}"),
-            Some((name, rest)) => {
-                let ns = rest.split_once('.').map_or(rest, |(ns, _)| ns);
-                format!("{ns}/{name}")
-            }
-        },
-    }
-}
 
 /// Istio's `TranslateRoute` preconditions: the match's `port` equals the route table's port (when both
 /// are set), and `sourceMatchHTTP`: one of the match's `gateways` is a gateway of this route table, or
@@ -2005,15 +1992,6 @@ mod tests {
         // Port 0: the route table serves several ports, so no port is excluded.
         let any_port = Table { port: 0, ..Table::default() };
         assert_eq!(names(&any_port), [".port-8080", ".port-80", ".gw-mesh"]);
-    }
-
-    #[test]
-    fn gateway_names_resolve_as_istio() {
-        assert_eq!(resolve_gateway_name("gw", "ns"), "ns/gw");
-        assert_eq!(resolve_gateway_name("./gw", "ns"), "ns/gw");
-        assert_eq!(resolve_gateway_name("other/gw", "ns"), "other/gw");
-        assert_eq!(resolve_gateway_name("gw.other.svc.cluster.local", "ns"), "other/gw");
-        assert_eq!(resolve_gateway_name("gw.other", "ns"), "other/gw");
     }
 
     #[test]

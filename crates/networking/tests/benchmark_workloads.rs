@@ -8,9 +8,10 @@ mod support;
 use std::time::Instant;
 
 use meshpilot_networking::{
-    ProxyContext, ProxyKind, cluster::generate_clusters, endpoint::generate_endpoints,
-    listener::generate_listeners, rds::generate_routes,
+    cluster::generate_clusters, endpoint::generate_endpoints, listener::generate_listeners,
+    rds::generate_routes,
 };
+use model::push::{ProxyContext, ProxyKind};
 use support::*;
 
 fn proxy(kind: ProxyKind, world: &World) -> ProxyContext {

@@ -3,7 +3,8 @@
 
 mod support;
 
-use meshpilot_networking::{Severity, debug::route_summary, rds::generate_routes};
+use meshpilot_networking::{debug::route_summary, rds::generate_routes};
+use model::Severity;
 use support::*;
 
 const WORLD: &str = r#"

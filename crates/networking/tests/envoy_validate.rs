@@ -48,11 +48,13 @@ use envoy_types::pb::envoy::{
     },
 };
 use meshpilot_networking::{
-    MeshSettings, OutboundTrafficPolicy, ProxyContext, PushContext, cluster::generate_clusters,
-    endpoint::generate_endpoints, filters::HTTP_CONNECTION_MANAGER, listener::generate_listeners,
-    rds::generate_routes, sds::FileSecret,
+    Snapshot, cluster::generate_clusters, endpoint::generate_endpoints, filters::HTTP_CONNECTION_MANAGER,
+    listener::generate_listeners, rds::generate_routes, sds::FileSecret,
 };
-use model::Config;
+use model::{
+    Config,
+    push::{MeshSettings, OutboundTrafficPolicy, ProxyContext},
+};
 use prost::Message;
 use support::*;
 
@@ -223,7 +225,7 @@ fn file_secrets(names: &std::collections::BTreeSet<String>) -> Vec<Secret> {
 }
 
 /// What was generated for one proxy, as a static bootstrap.
-fn bootstrap(push: &PushContext, proxy: &ProxyContext) -> (Bootstrap, usize) {
+fn bootstrap(push: &Snapshot, proxy: &ProxyContext) -> (Bootstrap, usize) {
     let cds = generate_clusters(push, proxy, &[]).resources;
     let eds: HashMap<String, ClusterLoadAssignment> = generate_endpoints(push, proxy, &[])
         .resources
@@ -319,7 +321,7 @@ fn envoy_accepts_generated_config_for_the_whole_corpus() {
     with_instances.set_instances_from(&world.discovery);
     assert!(!with_instances.service_instances.is_empty());
 
-    let cases: Vec<(&str, &PushContext, ProxyContext)> = vec![
+    let cases: Vec<(&str, &Snapshot, ProxyContext)> = vec![
         ("sidecar-default", &push, sidecar("default", &[("app", "productpage")])),
         ("sidecar-default-registry-only", &registry_only, sidecar("default", &[])),
         ("sidecar-bookinfo-loopback", &push, loopback_sidecar("bookinfo")),
@@ -359,7 +361,7 @@ fn oracle_rejects_a_bad_bootstrap() {
 /// Istio's benchmark workloads, for the benchmark proxy (labelled `istio.io/benchmark: "true"`).
 #[test]
 fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
-    use meshpilot_networking::ProxyKind;
+    use model::push::ProxyKind;
     let dir = corpus().join("_derived/xds/benchmarks/rendered");
     let mut files = Vec::new();
     yaml_files(&dir, &mut files);

@@ -8,9 +8,9 @@ use envoy_types::pb::envoy::{
     extensions::transport_sockets::tls::v3::DownstreamTlsContext,
 };
 use meshpilot_networking::{
-    Severity, cluster::generate_clusters, debug::listener_summary, listener::generate_listeners,
-    rds::generate_routes,
+    cluster::generate_clusters, debug::listener_summary, listener::generate_listeners, rds::generate_routes,
 };
+use model::Severity;
 use serde_json::Value;
 use support::*;
 
@@ -72,7 +72,7 @@ spec:
     - {destination: {host: db, subset: b}, weight: 20}
 "#;
 
-fn listeners(proxy: &meshpilot_networking::ProxyContext) -> (Vec<Value>, Vec<meshpilot_networking::Finding>) {
+fn listeners(proxy: &model::push::ProxyContext) -> (Vec<Value>, Vec<model::Finding>) {
     let w = World::new(parse(SERVICES, "ns1"));
     let out = generate_listeners(&w.push(), proxy, &[]);
     (out.resources.iter().map(listener_summary).collect(), out.findings)

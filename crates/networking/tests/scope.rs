@@ -6,10 +6,13 @@ mod support;
 use std::sync::Arc;
 
 use meshpilot_networking::{
-    MeshSettings, OutboundTrafficPolicy, cluster::generate_clusters, endpoint::generate_endpoints,
-    listener::generate_listeners, rds::generate_routes,
+    Snapshot, cluster::generate_clusters, endpoint::generate_endpoints, listener::generate_listeners,
+    rds::generate_routes,
 };
-use model::service::ExportTo;
+use model::{
+    push::{MeshSettings, OutboundTrafficPolicy},
+    service::ExportTo,
+};
 use support::*;
 
 fn se(name: &str, ns: &str, host: &str, export: &str, address: &str) -> String {
@@ -157,19 +160,20 @@ fn endpoint_only_snapshots_share_config() {
     let push = w.push();
     let proxy = sidecar("ns1", &[]);
     let cluster = format!("outbound|80||{host}");
-    let addr = |p: &meshpilot_networking::PushContext| {
+    let addr = |p: &meshpilot_networking::Snapshot| {
         let a = &generate_endpoints(p, &proxy, std::slice::from_ref(&cluster)).resources[0];
         meshpilot_networking::debug::endpoints_summary(a)["localities"][0]["endpoints"][0]["address"].clone()
     };
     assert_eq!(addr(&push), "10.0.0.1:80");
     let moved = World::new(parse(&se("a", "ns1", host, "*", "10.0.0.9"), "default"));
     let next = push.with_endpoints(&moved.discovery, &[(host.to_string(), "ns1".to_string())], "v2");
+    let next = Snapshot::with_cache(Arc::new(next), push.cache().clone());
     assert_eq!(next.version(), "v2");
     assert_eq!(addr(&next), "10.0.0.9:80");
     assert_eq!(addr(&push), "10.0.0.1:80", "the old snapshot is unchanged");
     assert!(
         Arc::ptr_eq(&push.sidecar_scope(&proxy), &next.sidecar_scope(&proxy)),
-        "config indexes are shared"
+        "an endpoint-only snapshot keeps the config generation, so it shares the cached scope"
     );
 }
 

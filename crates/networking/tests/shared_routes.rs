@@ -30,7 +30,7 @@ spec:
   - route: [{destination: {host: reviews.ns1.svc.cluster.local}}]
 "#;
 
-fn routes(push: &meshpilot_networking::PushContext, p: &meshpilot_networking::ProxyContext) -> String {
+fn routes(push: &meshpilot_networking::Snapshot, p: &model::push::ProxyContext) -> String {
     format!("{:?}", generate_routes(push, p, &["80".to_string()]).resources)
 }
 

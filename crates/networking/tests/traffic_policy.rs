@@ -16,7 +16,8 @@ use envoy_types::pb::envoy::{
         },
     },
 };
-use meshpilot_networking::{Severity, cluster::generate_clusters};
+use meshpilot_networking::cluster::generate_clusters;
+use model::Severity;
 use prost::Message;
 use support::*;
 
@@ -65,7 +66,7 @@ spec:
       loadBalancer: {simple: PASSTHROUGH}
 "#;
 
-fn clusters(text: &str, ns: &str) -> (Vec<Cluster>, Vec<meshpilot_networking::Finding>) {
+fn clusters(text: &str, ns: &str) -> (Vec<Cluster>, Vec<model::Finding>) {
     let world = World::new(parse(text, ns));
     let out = generate_clusters(&world.push(), &sidecar(ns, &[]), &[]);
     (out.resources, out.findings)

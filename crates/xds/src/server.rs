@@ -119,8 +119,14 @@ impl<S: ResourceSource> AdsServer<S> {
 
     /// A server over `source` with `config`.
     pub fn with_config(source: Arc<S>, config: AdsConfig) -> Self {
+        Self::with_registry(source, config, ConnectionRegistry::new())
+    }
+
+    /// A server over `source` with `config`, registering its connections in `registry` (one the
+    /// control plane created first, e.g. its DiscoveryServer's).
+    pub fn with_registry(source: Arc<S>, config: AdsConfig, registry: ConnectionRegistry<S::Push>) -> Self {
         let throttle = Arc::new(Semaphore::new(config.push_throttle.max(1)));
-        AdsServer { source, registry: ConnectionRegistry::new(), config, throttle }
+        AdsServer { source, registry, config, throttle }
     }
 
     /// The connection registry (clone it before [`AdsServer::into_service`] to push and to read

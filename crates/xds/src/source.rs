@@ -206,6 +206,13 @@ impl PushEvent for () {
     fn merge(&mut self, _newer: Self) {}
 }
 
+/// meshpilot's push: merged as Istio's `PushRequest.Merge` ([`model::push::PushRequest::merge_from`]).
+impl PushEvent for model::push::PushRequest {
+    fn merge(&mut self, newer: Self) {
+        self.merge_from(newer);
+    }
+}
+
 /// Errors a [`ResourceSource`] reports to the engine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {

@@ -17,9 +17,10 @@ use meshpilot_discovery as discovery;
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
-    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource, PushRequest,
+    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource,
     mesh::parse_mesh_config,
 };
+use model::push::{PushRequest, TriggerReason};
 use model::{ConfigStoreController, ShutdownTrigger, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tokio::{
@@ -27,7 +28,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 use xds::{
-    AdsServer,
+    AdsConfig,
     testing::{AdsApi, Bootstrap, EchoServer, Envoy, RunningAds, free_port, wait_for},
 };
 
@@ -62,12 +63,9 @@ impl Plane {
         services.add_registry(se);
         let services: Arc<dyn ServiceController> = services;
         let secrets = FileSecrets::new(secrets).expect("file secret roots");
-        let source = Arc::new(NetworkingSource::with_file_secrets(secrets.clone()));
-        let ads = AdsServer::new(source.clone());
         let (mesh, _) = parse_mesh_config("", "cluster.local").unwrap();
-        let server =
-            DiscoveryServer::new(store, services, mesh, DebounceOptions::default(), ads.registry().clone());
-        source.attach(server.clone());
+        let server = DiscoveryServer::new(store, services, mesh, DebounceOptions::default());
+        let ads = server.ads_server(secrets.clone(), AdsConfig::default());
         let ads = RunningAds::start(ads, None).await.expect("ADS");
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(server.clone().run(shutdown.clone()));
@@ -81,7 +79,7 @@ impl Plane {
     }
 
     pub fn force_push(&self) {
-        self.server.config_update(PushRequest::forced(discovery::TriggerReason::Debug));
+        self.server.config_update(PushRequest::forced(TriggerReason::Debug));
     }
 }
 

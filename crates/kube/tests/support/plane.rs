@@ -9,7 +9,7 @@ use std::{
 };
 
 use config::{Aggregate, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, mesh::parse_mesh_config};
+use discovery::{DebounceOptions, DiscoveryServer, FileSecrets, NetworkingSource, mesh::parse_mesh_config};
 use meshpilot_kube::{KubeRegistry, KubeRegistryOptions, KubeSource, KubeSourceOptions, testenv::TestEnv};
 use model::{
     ConfigStoreController, ShutdownTrigger, parse::ParseOptions, service::ServiceController, shutdown_channel,
@@ -20,7 +20,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 use xds::{
-    AdsServer,
+    AdsConfig,
     testing::{AdsApi, Bootstrap, RunningAds},
 };
 
@@ -64,12 +64,9 @@ impl KubePlane {
         services.add_registry(Arc::new(registry.clone()));
         services.add_registry(se);
         let services: Arc<dyn ServiceController> = services;
-        let networking = Arc::new(NetworkingSource::new());
-        let ads = AdsServer::new(networking.clone());
         let (mesh, _) = parse_mesh_config("", "cluster.local").unwrap();
-        let server =
-            DiscoveryServer::new(store, services, mesh, DebounceOptions::default(), ads.registry().clone());
-        networking.attach(server.clone());
+        let server = DiscoveryServer::new(store, services, mesh, DebounceOptions::default());
+        let ads = server.ads_server(FileSecrets::disabled(), AdsConfig::default());
         let ads = RunningAds::start(ads, None).await.expect("ADS");
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(registry.run(shutdown.clone()));

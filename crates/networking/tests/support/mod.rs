@@ -14,10 +14,11 @@ use config::{
     memory::{Change, MemoryStore},
     queue::QueueOptions,
 };
-use meshpilot_networking::{InterceptionMode, MeshSettings, ProxyContext, ProxyKind, PushContext};
+use meshpilot_networking::Snapshot;
 use model::{
     Config, ServiceDiscovery,
     parse::{ParseOptions, parse_text},
+    push::{InterceptionMode, MeshSettings, ProxyContext, ProxyKind, PushContext},
     service::{Endpoint, Labels, Service, ServiceInstance},
 };
 use registry::{ServiceEntryIndex, ServiceEntryOptions, index_from_configs};
@@ -95,12 +96,14 @@ impl World {
         World { store, discovery: IndexDiscovery(index) }
     }
 
-    pub fn push(&self) -> PushContext {
+    /// A snapshot of the world with the default mesh settings and a generation cache of its own.
+    pub fn push(&self) -> Snapshot {
         self.push_with(MeshSettings::default())
     }
 
-    pub fn push_with(&self, mesh: MeshSettings) -> PushContext {
-        PushContext::new(&self.store, &self.discovery, mesh, "v1")
+    /// A snapshot of the world with `mesh` settings and a generation cache of its own.
+    pub fn push_with(&self, mesh: MeshSettings) -> Snapshot {
+        Snapshot::new(PushContext::new(&self.store, &self.discovery, mesh, "v1"))
     }
 }
 

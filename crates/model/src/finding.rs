@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use model::ConfigKey;
+use crate::ConfigKey;
 
 /// How serious a [`Finding`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

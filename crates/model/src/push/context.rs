@@ -21,58 +21,26 @@
 //! that shares every config index and only re-reads the endpoints of the services named (the EDS path).
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
-    sync::{Arc, LazyLock, Mutex},
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::{
+        Arc, LazyLock,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use api::{
     Kind, Spec,
-    networking::{
-        DestinationRule, Gateway, Sidecar, VirtualService,
-        sidecar::outbound_traffic_policy::Mode as SidecarMode,
-    },
-};
-use model::{
-    Config, ConfigKey, ConfigStore, ServiceDiscovery,
-    service::{
-        Endpoint, ExportTo, Labels, Service, ServiceInstance, compare_service_precedence, labels_match,
-    },
+    networking::{DestinationRule, Gateway, VirtualService},
 };
 
-use crate::{Finding, Severity, delegate, host, naming::MESH_GATEWAY, route::resolve_gateway_name};
-
-/// Kind of proxy asking (the first field of the node id).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProxyKind {
-    /// A workload's sidecar (`sidecar`).
-    Sidecar,
-    /// A gateway (`router`).
-    Router,
-}
-
-/// How traffic reaches a sidecar (node metadata `INTERCEPTION_MODE`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum InterceptionMode {
-    /// iptables REDIRECT to the virtual listeners 15001/15006 (Istio's default).
-    #[default]
-    Redirect,
-    /// iptables TPROXY to the virtual listeners (transparent).
-    Tproxy,
-    /// No capture: outbound listeners bind their own ports; no virtual listeners, no inbound listeners
-    /// derived from services.
-    None,
-}
-
-impl InterceptionMode {
-    /// Reads `REDIRECT`, `TPROXY` or `NONE` (any other value: `REDIRECT`, as Istio).
-    pub fn parse(text: &str) -> InterceptionMode {
-        match text {
-            "NONE" => InterceptionMode::None,
-            "TPROXY" => InterceptionMode::Tproxy,
-            _ => InterceptionMode::Redirect,
-        }
-    }
-}
+use super::{
+    ProxyContext, ProxyKind, SidecarScope, delegate,
+    virtual_service::{MESH_GATEWAY, resolve_gateway_name},
+};
+use crate::{
+    Config, ConfigKey, ConfigStore, Finding, ServiceDiscovery, Severity, host,
+    service::{Endpoint, ExportTo, Labels, Service, compare_service_precedence, labels_match},
+};
 
 /// Treatment of outbound traffic to destinations the mesh does not know (mesh config
 /// `outboundTrafficPolicy.mode`, overridable per Sidecar).
@@ -83,77 +51,6 @@ pub enum OutboundTrafficPolicy {
     AllowAny,
     /// Drop it (`BlackHoleCluster`, HTTP 502 from the `block_all` virtual host).
     RegistryOnly,
-}
-
-/// What the generators need to know about the proxy asking. Built by the xDS server from the node
-/// (`TYPE~IP~ID~DOMAIN` and metadata); tests build it directly.
-#[derive(Clone, Debug)]
-pub struct ProxyContext {
-    /// Node id (`sidecar~10.1.2.3~reviews-v1-abc.bookinfo~bookinfo.svc.cluster.local`), for findings.
-    pub id: String,
-    /// Sidecar or gateway.
-    pub kind: ProxyKind,
-    /// The proxy's IPs (`INSTANCE_IPS`, else the node id's IP).
-    pub ips: Vec<String>,
-    /// Config namespace (`NAMESPACE`, else from the DNS domain).
-    pub namespace: String,
-    /// Workload labels (`LABELS`).
-    pub labels: Labels,
-    /// DNS domain of the proxy (`bookinfo.svc.cluster.local`): short host forms in virtual hosts
-    /// are derived from it.
-    pub dns_domain: String,
-    /// `INTERCEPTION_MODE`.
-    pub interception_mode: InterceptionMode,
-    /// `GENERATOR=grpc`: a proxyless gRPC client (API listeners, its own route and cluster shapes).
-    pub proxyless_grpc: bool,
-    /// `ISTIO_VERSION` (informational).
-    pub istio_version: String,
-    /// Address outbound and gateway listeners bind to (`0.0.0.0`, Istio's wildcard); `127.0.0.1` in
-    /// loopback tests. Listener names follow it (`0.0.0.0_80`, `127.0.0.1_80`).
-    pub bind_address: String,
-    /// The service instances this proxy's workload serves (Istio's `ServiceTargets`), from
-    /// [`ServiceDiscovery::proxy_instances`]; see [`ProxyContext::set_instances_from`].
-    pub service_instances: Vec<ServiceInstance>,
-}
-
-impl ProxyContext {
-    /// A proxy of `kind` in `namespace` with Istio's defaults: no IPs or labels, DNS domain
-    /// `<namespace>.svc.cluster.local`, REDIRECT interception, Envoy (not proxyless), bound to
-    /// `0.0.0.0`.
-    pub fn new(kind: ProxyKind, namespace: &str) -> ProxyContext {
-        let prefix = match kind {
-            ProxyKind::Sidecar => "sidecar",
-            ProxyKind::Router => "router",
-        };
-        ProxyContext {
-            id: format!("{prefix}~0.0.0.0~proxy.{namespace}~{namespace}.svc.cluster.local"),
-            kind,
-            ips: Vec::new(),
-            namespace: namespace.to_string(),
-            labels: Labels::new(),
-            dns_domain: format!("{namespace}.svc.cluster.local"),
-            interception_mode: InterceptionMode::Redirect,
-            proxyless_grpc: false,
-            istio_version: String::new(),
-            bind_address: "0.0.0.0".to_string(),
-            service_instances: Vec::new(),
-        }
-    }
-
-    /// Fills [`service_instances`](ProxyContext::service_instances) from `discovery`: the instances at
-    /// the proxy's IPs, in its namespace (Istio's `GetProxyServiceTargets`).
-    pub fn set_instances_from(&mut self, discovery: &dyn ServiceDiscovery) {
-        self.service_instances = if self.ips.is_empty() {
-            Vec::new()
-        } else {
-            discovery.proxy_instances(&self.ips, Some(&self.namespace))
-        };
-    }
-
-    /// `true` for a sidecar.
-    pub fn is_sidecar(&self) -> bool {
-        self.kind == ProxyKind::Sidecar
-    }
 }
 
 /// Mesh-wide settings (the parts of Istio's `MeshConfig` the generators use).
@@ -187,7 +84,7 @@ impl Default for MeshSettings {
 
 /// `exportTo` of an object, with the mesh default applied when it declares none.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-struct Visibility(BTreeSet<ExportTo>);
+pub(crate) struct Visibility(BTreeSet<ExportTo>);
 
 impl Visibility {
     fn new(declared: impl IntoIterator<Item = ExportTo>, default: &BTreeSet<ExportTo>) -> Visibility {
@@ -196,7 +93,7 @@ impl Visibility {
     }
 
     /// `true` if an object in `owner` namespace is visible from `viewer` namespace.
-    fn visible(&self, owner: &str, viewer: &str) -> bool {
+    pub(crate) fn visible(&self, owner: &str, viewer: &str) -> bool {
         if self.0.is_empty() {
             return true;
         }
@@ -229,7 +126,7 @@ pub struct IndexedVirtualService {
     pub gateways: Vec<String>,
     /// The spec with delegate routes merged in, when it delegates.
     merged: Option<VirtualService>,
-    visibility: Visibility,
+    pub(crate) visibility: Visibility,
 }
 
 impl IndexedVirtualService {
@@ -271,7 +168,7 @@ pub struct IndexedDestinationRule {
     /// `workloadSelector.matchLabels`, when set: the rule applies only to those workloads of its
     /// namespace.
     pub selector: Option<Labels>,
-    visibility: Visibility,
+    pub(crate) visibility: Visibility,
 }
 
 /// A Gateway selected by labels.
@@ -295,9 +192,9 @@ impl IndexedGateway {
 
 /// DestinationRules of one namespace by host.
 #[derive(Debug, Default)]
-struct DrHosts {
-    specific: HashMap<String, Vec<Arc<IndexedDestinationRule>>>,
-    wildcard: Vec<Arc<IndexedDestinationRule>>,
+pub(crate) struct DrHosts {
+    pub(crate) specific: HashMap<String, Vec<Arc<IndexedDestinationRule>>>,
+    pub(crate) wildcard: Vec<Arc<IndexedDestinationRule>>,
 }
 
 impl DrHosts {
@@ -324,10 +221,10 @@ impl DrHosts {
 
 /// Config indexes: rebuilt when config changes, shared by endpoint-only snapshots.
 #[derive(Debug, Default)]
-struct ConfigIndex {
+pub(crate) struct ConfigIndex {
     virtual_services: Vec<Arc<IndexedVirtualService>>,
     vs_by_gateway: HashMap<String, Vec<Arc<IndexedVirtualService>>>,
-    dr_namespace_local: HashMap<String, DrHosts>,
+    pub(crate) dr_namespace_local: HashMap<String, DrHosts>,
     dr_exported: HashMap<String, DrHosts>,
     gateways: Vec<Arc<IndexedGateway>>,
     sidecars: HashMap<String, Vec<Arc<Config>>>,
@@ -336,51 +233,36 @@ struct ConfigIndex {
 
 /// Services by hostname.
 #[derive(Debug, Default)]
-struct ServiceIndex {
+pub(crate) struct ServiceIndex {
     all: Vec<Arc<Service>>,
-    by_host: BTreeMap<String, Vec<Arc<Service>>>,
+    pub(crate) by_host: BTreeMap<String, Vec<Arc<Service>>>,
 }
 
 /// Endpoints per (hostname, namespace, port).
 type EndpointIndex = HashMap<(String, String, u32), Arc<[Arc<Endpoint>]>>;
 
-pub(crate) type ScopeKey = (String, Option<ConfigKey>);
+/// What a [`SidecarScope`] depends on besides the snapshot's config: the proxy's namespace and the
+/// Sidecar object that applies to it (none: the namespace default). Proxies with equal keys share a
+/// scope.
+pub type ScopeKey = (String, Option<ConfigKey>);
+
+/// Source of [`PushContext::config_generation`]: one number per config build, process-wide.
+static CONFIG_GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// An immutable snapshot of config and services with the indexes the generators use (Istio's
-/// `PushContext`). Cheap to share: hold it in an `Arc`; every part is itself shared.
+/// `PushContext`). Plain data: any thread reads it without locks. Cheap to share: hold it in an `Arc`;
+/// every part is itself shared. What is derived per proxy (sidecar scopes, route tables, merged gateway
+/// servers) is cached outside, keyed by [`PushContext::config_generation`] (`networking`'s generation
+/// cache), so endpoint-only snapshots keep sharing it.
 #[derive(Debug)]
 pub struct PushContext {
     version: String,
-    mesh: Arc<MeshSettings>,
-    config: Arc<ConfigIndex>,
-    services: Arc<ServiceIndex>,
+    pub(crate) mesh: Arc<MeshSettings>,
+    pub(crate) config: Arc<ConfigIndex>,
+    pub(crate) services: Arc<ServiceIndex>,
     endpoints: Arc<EndpointIndex>,
-    scopes: Arc<Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>>,
-    sidecar_routes: Arc<Mutex<HashMap<SidecarRouteKey, SharedRoute>>>,
-    gateway_servers: Arc<Mutex<HashMap<Labels, SharedGatewayServers>>>,
+    config_generation: u64,
 }
-
-/// The servers of the gateways selecting a router, merged by port, and the findings met merging them
-/// (Istio's `MergedGateway`), shared by every router with the same labels.
-pub(crate) type SharedGatewayServers =
-    Arc<(std::collections::BTreeMap<u32, crate::gateway::MergedPort>, Vec<Finding>)>;
-
-/// What a sidecar's outbound route configuration `PORT` depends on besides the snapshot's config and
-/// services (never endpoints): the scope, the DNS domain (short virtual-host domains), proxyless, and
-/// the workload labels only when the scope can tell workloads apart (a VirtualService match with
-/// `sourceLabels`, or a DestinationRule with a workload selector in the proxy's namespace).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct SidecarRouteKey {
-    pub port: u32,
-    pub scope: ScopeKey,
-    pub dns_domain: String,
-    pub proxyless: bool,
-    pub labels: Option<Labels>,
-}
-
-/// A generated route configuration (encoded) and the findings met making it, shared by every proxy with the
-/// same [`SidecarRouteKey`].
-pub(crate) type SharedRoute = Arc<(Vec<u8>, Vec<Finding>)>;
 
 /// Kinds the generators do not translate, with what that means for traffic.
 const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
@@ -618,9 +500,7 @@ impl PushContext {
             config: Arc::new(config),
             services: Arc::new(services),
             endpoints: Arc::new(endpoints),
-            scopes: Arc::new(Mutex::new(HashMap::new())),
-            sidecar_routes: Arc::new(Mutex::new(HashMap::new())),
-            gateway_servers: Arc::new(Mutex::new(HashMap::new())),
+            config_generation: CONFIG_GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         }
     }
 
@@ -651,16 +531,22 @@ impl PushContext {
             config: self.config.clone(),
             services: self.services.clone(),
             endpoints: Arc::new(endpoints),
-            scopes: self.scopes.clone(),
-            // Route configurations and gateway servers do not depend on endpoints.
-            sidecar_routes: self.sidecar_routes.clone(),
-            gateway_servers: self.gateway_servers.clone(),
+            // Scopes, route configurations and gateway servers do not depend on endpoints.
+            config_generation: self.config_generation,
         }
     }
 
     /// The snapshot's version label.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// The config generation: a number unique to each [`PushContext::new`] (increasing in build
+    /// order, process-wide) and kept by [`PushContext::with_endpoints`]. Everything derived from config
+    /// and services only (scopes, route tables, gateway servers) is the same for two snapshots of one
+    /// generation, so caches key by it.
+    pub fn config_generation(&self) -> u64 {
+        self.config_generation
     }
 
     /// Mesh settings.
@@ -802,24 +688,10 @@ impl PushContext {
             .and_then(|list| list.iter().find(|c| selector_of(c).is_none_or(|s| s.is_empty())).cloned())
     }
 
-    /// The sidecar route configuration for `key`, made by `make` once per snapshot (and the
-    /// endpoint-only snapshots derived from it), then shared.
-    pub(crate) fn sidecar_route(
-        &self,
-        key: SidecarRouteKey,
-        make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
-    ) -> SharedRoute {
-        if let Some(hit) = self.sidecar_routes.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return hit.clone();
-        }
-        let made = Arc::new(make());
-        self.sidecar_routes.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_insert(made).clone()
-    }
-
     /// `true` if route generation for a proxy in `scope` depends on its workload labels: a
     /// VirtualService it imports matches on `sourceLabels`, or a DestinationRule of its namespace has a
     /// workload selector.
-    pub(crate) fn routes_depend_on_labels(&self, scope: &SidecarScope) -> bool {
+    pub fn routes_depend_on_labels(&self, scope: &SidecarScope) -> bool {
         let selector_dr = self.config.dr_namespace_local.get(&scope.namespace).is_some_and(|hosts| {
             hosts.specific.values().flatten().chain(&hosts.wildcard).any(|d| d.selector.is_some())
         });
@@ -831,309 +703,17 @@ impl PushContext {
     }
 
     /// The scope key of `proxy`: its namespace and the Sidecar that applies.
-    pub(crate) fn scope_key(&self, proxy: &ProxyContext) -> ScopeKey {
+    pub fn scope_key(&self, proxy: &ProxyContext) -> ScopeKey {
         (proxy.namespace.clone(), self.sidecar_for(proxy).map(|c| c.key()))
     }
 
-    /// The servers of the gateways selecting `proxy` merged by port (Istio's `SetGatewaysForProxy`),
-    /// computed once per snapshot and set of workload labels (gateways select routers by labels
-    /// only), then shared by the listener and route generators of every such router.
-    pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
-        if let Some(hit) = self.gateway_servers.lock().unwrap_or_else(|p| p.into_inner()).get(&proxy.labels) {
-            return hit.clone();
-        }
-        let mut findings = Vec::new();
-        let made = Arc::new((crate::gateway::merge(self, proxy, &mut findings), findings));
-        self.gateway_servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(proxy.labels.clone())
-            .or_insert(made)
-            .clone()
-    }
-
-    /// Computes what the generators look up per proxy and keeps it in this snapshot: the sidecar
-    /// scope and, for routers, the merged gateway servers (Istio's `SetSidecarScope` and
-    /// `SetGatewaysForProxy`, done when a proxy connects or a push starts). Optional: the
-    /// generators compute whatever is missing on first use.
-    pub fn init_proxy(&self, proxy: &ProxyContext) {
-        self.sidecar_scope(proxy);
-        if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
-            self.gateway_servers(proxy);
-        }
-    }
-
-    /// The proxy's [`SidecarScope`] (computed once per namespace and Sidecar, then shared).
-    pub fn sidecar_scope(&self, proxy: &ProxyContext) -> Arc<SidecarScope> {
+    /// Computes the proxy's [`SidecarScope`] (Istio's `SetSidecarScope`): the services and
+    /// VirtualServices it imports under the Sidecar that applies ([`PushContext::sidecar_for`]). Not
+    /// cached here; proxies with the same [`PushContext::scope_key`] get equal scopes, which is what
+    /// the generation cache of `networking` shares.
+    pub fn compute_sidecar_scope(&self, proxy: &ProxyContext) -> SidecarScope {
         let sidecar = self.sidecar_for(proxy);
-        let key: ScopeKey = (proxy.namespace.clone(), sidecar.as_ref().map(|c| c.key()));
-        if let Some(scope) = self.scopes.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return scope.clone();
-        }
-        let scope = Arc::new(SidecarScope::build(self, &proxy.namespace, sidecar.as_deref()));
-        self.scopes.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_insert(scope).clone()
-    }
-}
-
-/// The VirtualService and DestinationRule keys a scope reads: its VirtualServices and their
-/// delegates, and every DestinationRule visible from `namespace` whose host covers one of its
-/// services (a superset of the rule each service picks, so no change is missed).
-fn scope_dependencies(
-    push: &PushContext,
-    namespace: &str,
-    services: &[Arc<Service>],
-    virtual_services: &[Arc<IndexedVirtualService>],
-) -> HashSet<ConfigKey> {
-    let mut deps = HashSet::new();
-    for vs in virtual_services {
-        deps.insert(vs.key.clone());
-        let Spec::VirtualService(spec) = &vs.config.spec else { continue };
-        for d in spec.http.iter().filter_map(|h| h.delegate.as_ref()) {
-            let ns = if d.namespace.is_empty() { vs.namespace() } else { d.namespace.as_str() };
-            deps.insert(ConfigKey {
-                kind: Kind::VirtualService,
-                namespace: ns.to_string(),
-                name: d.name.clone(),
-            });
-        }
-    }
-    let root = &push.mesh.root_namespace;
-    let names: HashSet<String> = services.iter().map(|s| s.hostname.to_ascii_lowercase()).collect();
-    for (dr_ns, hosts) in &push.config.dr_namespace_local {
-        let visible = |dr: &IndexedDestinationRule| {
-            dr_ns == namespace || dr_ns == root || dr.visibility.visible(dr_ns, namespace)
-        };
-        let mut add = |dr: &Arc<IndexedDestinationRule>| {
-            if visible(dr) {
-                deps.extend(dr.keys.iter().cloned());
-            }
-        };
-        for (host, rules) in &hosts.specific {
-            if names.contains(host) {
-                rules.iter().for_each(&mut add);
-            }
-        }
-        for dr in &hosts.wildcard {
-            if names.iter().any(|n| host::subset_of(n, &dr.host)) {
-                add(dr);
-            }
-        }
-    }
-    deps
-}
-
-/// One `namespace/host` entry of a Sidecar's `egress.hosts`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct EgressHost {
-    /// `*`, a namespace name (`.` already replaced by the Sidecar's namespace) or `~` (nothing).
-    namespace: String,
-    /// `*`, `*.suffix` or a host.
-    host: String,
-}
-
-impl EgressHost {
-    fn parse(text: &str, own_namespace: &str) -> Option<EgressHost> {
-        let (ns, host) = text.split_once('/')?;
-        let namespace = if ns == "." { own_namespace.to_string() } else { ns.to_string() };
-        Some(EgressHost { namespace, host: host.to_ascii_lowercase() })
-    }
-
-    fn namespace_matches(&self, namespace: &str) -> bool {
-        self.namespace == "*" || self.namespace == namespace
-    }
-}
-
-/// What one sidecar (or gateway) sees of the mesh (Istio's `SidecarScope`): the services and
-/// mesh-bound VirtualServices it imports and its outbound traffic policy.
-#[derive(Debug)]
-pub struct SidecarScope {
-    /// The proxy namespace the scope was computed for.
-    pub namespace: String,
-    /// The Sidecar object, when one applies.
-    pub sidecar: Option<ConfigKey>,
-    /// Outbound traffic policy (the Sidecar's, else the mesh's).
-    pub outbound_traffic_policy: OutboundTrafficPolicy,
-    services: Vec<Arc<Service>>,
-    by_host: HashMap<String, Arc<Service>>,
-    virtual_services: Vec<Arc<IndexedVirtualService>>,
-    vs_exact: HashMap<String, Arc<IndexedVirtualService>>,
-    vs_wildcard: Vec<(String, Arc<IndexedVirtualService>)>,
-    /// VirtualServices (roots and their delegates) and DestinationRules the scope's output reads
-    /// (Istio's `SidecarScope.configDependencies`).
-    dependencies: HashSet<ConfigKey>,
-    root_namespace: String,
-    findings: Vec<Finding>,
-}
-
-impl SidecarScope {
-    fn build(push: &PushContext, namespace: &str, sidecar: Option<&Config>) -> SidecarScope {
-        let mut findings = Vec::new();
-        let spec: Option<&Sidecar> = sidecar.and_then(|c| match &c.spec {
-            Spec::Sidecar(s) => Some(s),
-            _ => None,
-        });
-        let key = sidecar.map(|c| c.key());
-        let mut unsupported = |path: String, message: &str| {
-            findings.push(Finding {
-                severity: Severity::Unsupported,
-                config: key.clone(),
-                path,
-                resource: String::new(),
-                message: message.to_string(),
-            })
-        };
-        let mut egress: Option<Vec<EgressHost>> = None;
-        let mut outbound = push.mesh.outbound_traffic_policy;
-        if let (Some(spec), Some(config)) = (spec, sidecar) {
-            let own = &config.meta.namespace;
-            let own_ns = if own == &push.mesh.root_namespace { namespace } else { own.as_str() };
-            if !spec.egress.is_empty() {
-                let mut hosts = Vec::new();
-                for (i, e) in spec.egress.iter().enumerate() {
-                    if e.port.is_some() {
-                        unsupported(
-                            format!("spec.egress[{i}].port"),
-                            "per-port egress listeners are not built; the hosts apply to every port",
-                        );
-                    }
-                    if !e.bind.is_empty() {
-                        unsupported(format!("spec.egress[{i}].bind"), "egress bind addresses are not used");
-                    }
-                    if e.capture_mode != 0 {
-                        unsupported(format!("spec.egress[{i}].captureMode"), "captureMode is not used");
-                    }
-                    hosts.extend(e.hosts.iter().filter_map(|h| EgressHost::parse(h, own_ns)));
-                }
-                egress = Some(hosts);
-            }
-            if !spec.ingress.is_empty() {
-                unsupported("spec.ingress".into(), "Sidecar ingress listeners are not built");
-            }
-            if spec.inbound_connection_pool.is_some() {
-                unsupported("spec.inboundConnectionPool".into(), "inbound connection pools are not applied");
-            }
-            if let Some(policy) = &spec.outbound_traffic_policy {
-                outbound = if policy.mode == SidecarMode::AllowAny as i32 {
-                    OutboundTrafficPolicy::AllowAny
-                } else {
-                    OutboundTrafficPolicy::RegistryOnly
-                };
-                if policy.egress_proxy.is_some() {
-                    unsupported(
-                        "spec.outboundTrafficPolicy.egressProxy".into(),
-                        "unknown traffic goes to PassthroughCluster, not to an egress proxy",
-                    );
-                }
-            }
-        }
-        let imports = |ns: &str, hostname: &str| match &egress {
-            None => true,
-            Some(hosts) => {
-                hosts.iter().any(|e| e.namespace_matches(ns) && host::subset_of(hostname, &e.host))
-            }
-        };
-
-        let mut services = Vec::new();
-        let mut by_host = HashMap::new();
-        for (hostname, candidates) in &push.services.by_host {
-            let chosen = candidates
-                .iter()
-                .filter(|s| push.service_visible(s, namespace) && imports(&s.namespace, hostname))
-                .min_by(|a, b| compare_service_precedence(a, b, Some(namespace)));
-            if let Some(s) = chosen {
-                services.push(s.clone());
-                by_host.insert(hostname.clone(), s.clone());
-            }
-        }
-
-        let virtual_services: Vec<Arc<IndexedVirtualService>> = push
-            .virtual_services_for_gateway(namespace, MESH_GATEWAY)
-            .into_iter()
-            .filter(|vs| match &egress {
-                None => true,
-                Some(hosts) => hosts.iter().any(|e| {
-                    e.namespace_matches(vs.namespace()) && vs.hosts.iter().any(|h| host::matches(h, &e.host))
-                }),
-            })
-            .collect();
-        let mut vs_exact = HashMap::new();
-        let mut vs_wildcard = Vec::new();
-        for vs in &virtual_services {
-            for h in &vs.hosts {
-                if host::is_wildcard(h) {
-                    vs_wildcard.push((h.clone(), vs.clone()));
-                } else {
-                    vs_exact.entry(h.clone()).or_insert_with(|| vs.clone());
-                }
-            }
-        }
-        let dependencies = scope_dependencies(push, namespace, &services, &virtual_services);
-        SidecarScope {
-            namespace: namespace.to_string(),
-            sidecar: key,
-            outbound_traffic_policy: outbound,
-            services,
-            by_host,
-            virtual_services,
-            vs_exact,
-            vs_wildcard,
-            dependencies,
-            root_namespace: push.mesh.root_namespace.clone(),
-            findings,
-        }
-    }
-
-    /// Whether a change of the object `key` can change what this scope's proxy gets (Istio's
-    /// `SidecarScope.DependsOnConfig`): a service (`{ServiceEntry, hostname, namespace}`) the scope
-    /// imports; a VirtualService or DestinationRule it reads (delegates included); a Sidecar in the
-    /// proxy's or the root namespace (it may be the one that applies). Other kinds always count.
-    /// Check the scopes before and after a change: an object that leaves the scope matters too.
-    pub fn depends_on(&self, key: &ConfigKey) -> bool {
-        match key.kind {
-            Kind::ServiceEntry => self.service(&key.name).is_some_and(|s| s.namespace == key.namespace),
-            Kind::VirtualService | Kind::DestinationRule => self.dependencies.contains(key),
-            Kind::Sidecar => {
-                self.sidecar.as_ref() == Some(key)
-                    || key.namespace == self.namespace
-                    || key.namespace == self.root_namespace
-            }
-            _ => true,
-        }
-    }
-
-    /// Services this proxy can reach, one per hostname, ordered by hostname.
-    pub fn services(&self) -> &[Arc<Service>] {
-        &self.services
-    }
-
-    /// The service with this hostname, if the proxy can reach it.
-    pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
-        self.by_host.get(hostname).or_else(|| self.by_host.get(&hostname.to_ascii_lowercase()))
-    }
-
-    /// VirtualServices bound to `mesh` that the proxy imports, oldest first.
-    pub fn virtual_services(&self) -> &[Arc<IndexedVirtualService>] {
-        &self.virtual_services
-    }
-
-    /// The VirtualService that routes `hostname` for this proxy: the oldest naming it exactly, else the
-    /// one with the most specific matching wildcard host (oldest on ties).
-    pub fn virtual_service_for(&self, hostname: &str) -> Option<&Arc<IndexedVirtualService>> {
-        if let Some(vs) = self.vs_exact.get(hostname) {
-            return Some(vs);
-        }
-        let mut best: Option<&(String, Arc<IndexedVirtualService>)> = None;
-        for entry in &self.vs_wildcard {
-            if host::subset_of(hostname, &entry.0) && best.is_none_or(|b| entry.0.len() > b.0.len()) {
-                best = Some(entry);
-            }
-        }
-        best.map(|b| &b.1)
-    }
-
-    /// Fields of the Sidecar that are not honoured.
-    pub fn findings(&self) -> &[Finding] {
-        &self.findings
+        SidecarScope::build(self, &proxy.namespace, sidecar.as_deref())
     }
 }
 
@@ -1150,13 +730,5 @@ mod tests {
         assert!(v.visible("a", "b"));
         assert!(Visibility::new([], &BTreeSet::new()).visible("a", "b"));
         assert!(Visibility::new([ExportTo::Private], &BTreeSet::new()).is_private_only());
-    }
-
-    #[test]
-    fn egress_hosts_parse() {
-        let e = EgressHost::parse("./*.example.com", "ns1").unwrap();
-        assert_eq!((e.namespace.as_str(), e.host.as_str()), ("ns1", "*.example.com"));
-        assert!(EgressHost::parse("nohost", "ns1").is_none());
-        assert!(EgressHost::parse("*/*", "ns1").unwrap().namespace_matches("x"));
     }
 }

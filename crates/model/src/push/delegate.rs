@@ -14,6 +14,8 @@
 
 use std::collections::HashMap;
 
+use super::virtual_service::resolve_gateway_name;
+use crate::{Config, ConfigKey, Finding, Severity, host};
 use api::{
     Spec,
     networking::{
@@ -21,9 +23,6 @@ use api::{
         virtual_service::{HttpMatchRequest, HttpRoute, StringMatch},
     },
 };
-use model::{Config, ConfigKey};
-
-use crate::{Finding, Severity, host, route::resolve_gateway_name};
 
 fn conflict_string(root: Option<&StringMatch>, leaf: Option<&StringMatch>) -> bool {
     let (Some(root), Some(leaf)) = (root, leaf) else { return false };
@@ -206,7 +205,7 @@ fn qualify(route: &mut HttpRoute, namespace: &str, suffix: &str) {
     }
     for m in &mut route.r#match {
         for g in &mut m.gateways {
-            if g != crate::naming::MESH_GATEWAY {
+            if g != super::MESH_GATEWAY {
                 *g = resolve_gateway_name(g, namespace);
             }
         }

@@ -1,0 +1,31 @@
+//! Istio's push model (`pilot/pkg/model`): the immutable snapshot the generators read
+//! ([`PushContext`] with its indexes), the per-proxy view of it ([`SidecarScope`]), the proxy asking
+//! ([`ProxyContext`]), and the change being pushed ([`PushRequest`], [`TriggerReason`]) with the rules
+//! deciding which proxies it concerns ([`proxy_needs_push`], [`scope_needs_push`]).
+//!
+//! ```text
+//!  ConfigStore + ServiceDiscovery ──► PushContext::new (config generation N)
+//!                                        │  with_endpoints (EDS path: same generation, new endpoints)
+//!  ProxyContext ──► PushContext::compute_sidecar_scope ──► SidecarScope (depends_on: push filtering)
+//!  PushRequest (merged changes, the PushContext to generate from) ──► scope_needs_push(proxy, scopes)
+//! ```
+//!
+//! Everything here is plain data and pure functions: no I/O, no clock, no locks. Caches of what is
+//! derived per proxy live with the generators (`networking`), keyed by
+//! [`PushContext::config_generation`].
+
+mod context;
+mod delegate;
+mod proxy;
+mod request;
+mod sidecar;
+mod virtual_service;
+
+pub use context::{
+    IndexedDestinationRule, IndexedGateway, IndexedVirtualService, MeshSettings, OutboundTrafficPolicy,
+    PushContext, ScopeKey,
+};
+pub use proxy::{InterceptionMode, ProxyContext, ProxyKind};
+pub use request::{PushRequest, TriggerReason, kind_affects_proxy, proxy_needs_push, scope_needs_push};
+pub use sidecar::SidecarScope;
+pub use virtual_service::{MESH_GATEWAY, resolve_gateway_name};

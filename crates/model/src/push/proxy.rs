@@ -1,0 +1,112 @@
+//! The proxy as the generators see it ([`ProxyContext`]; Istio's `model.Proxy` in
+//! `pilot/pkg/model/context.go`): kind, IPs, namespace, labels, interception mode, generator, and the
+//! service instances its workload serves.
+
+use crate::{
+    ServiceDiscovery,
+    service::{Labels, ServiceInstance},
+};
+
+/// Kind of proxy asking (the first field of the node id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProxyKind {
+    /// A workload's sidecar (`sidecar`).
+    Sidecar,
+    /// A gateway (`router`).
+    Router,
+}
+
+/// How traffic reaches a sidecar (node metadata `INTERCEPTION_MODE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum InterceptionMode {
+    /// iptables REDIRECT to the virtual listeners 15001/15006 (Istio's default).
+    #[default]
+    Redirect,
+    /// iptables TPROXY to the virtual listeners (transparent).
+    Tproxy,
+    /// No capture: outbound listeners bind their own ports; no virtual listeners, no inbound listeners
+    /// derived from services.
+    None,
+}
+
+impl InterceptionMode {
+    /// Reads `REDIRECT`, `TPROXY` or `NONE` (any other value: `REDIRECT`, as Istio).
+    pub fn parse(text: &str) -> InterceptionMode {
+        match text {
+            "NONE" => InterceptionMode::None,
+            "TPROXY" => InterceptionMode::Tproxy,
+            _ => InterceptionMode::Redirect,
+        }
+    }
+}
+
+/// What the generators need to know about the proxy asking. Built by the xDS server from the node
+/// (`TYPE~IP~ID~DOMAIN` and metadata); tests build it directly.
+#[derive(Clone, Debug)]
+pub struct ProxyContext {
+    /// Node id (`sidecar~10.1.2.3~reviews-v1-abc.bookinfo~bookinfo.svc.cluster.local`), for findings.
+    pub id: String,
+    /// Sidecar or gateway.
+    pub kind: ProxyKind,
+    /// The proxy's IPs (`INSTANCE_IPS`, else the node id's IP).
+    pub ips: Vec<String>,
+    /// Config namespace (`NAMESPACE`, else from the DNS domain).
+    pub namespace: String,
+    /// Workload labels (`LABELS`).
+    pub labels: Labels,
+    /// DNS domain of the proxy (`bookinfo.svc.cluster.local`): short host forms in virtual hosts
+    /// are derived from it.
+    pub dns_domain: String,
+    /// `INTERCEPTION_MODE`.
+    pub interception_mode: InterceptionMode,
+    /// `GENERATOR=grpc`: a proxyless gRPC client (API listeners, its own route and cluster shapes).
+    pub proxyless_grpc: bool,
+    /// `ISTIO_VERSION` (informational).
+    pub istio_version: String,
+    /// Address outbound and gateway listeners bind to (`0.0.0.0`, Istio's wildcard); `127.0.0.1` in
+    /// loopback tests. Listener names follow it (`0.0.0.0_80`, `127.0.0.1_80`).
+    pub bind_address: String,
+    /// The service instances this proxy's workload serves (Istio's `ServiceTargets`), from
+    /// [`ServiceDiscovery::proxy_instances`]; see [`ProxyContext::set_instances_from`].
+    pub service_instances: Vec<ServiceInstance>,
+}
+
+impl ProxyContext {
+    /// A proxy of `kind` in `namespace` with Istio's defaults: no IPs or labels, DNS domain
+    /// `<namespace>.svc.cluster.local`, REDIRECT interception, Envoy (not proxyless), bound to
+    /// `0.0.0.0`.
+    pub fn new(kind: ProxyKind, namespace: &str) -> ProxyContext {
+        let prefix = match kind {
+            ProxyKind::Sidecar => "sidecar",
+            ProxyKind::Router => "router",
+        };
+        ProxyContext {
+            id: format!("{prefix}~0.0.0.0~proxy.{namespace}~{namespace}.svc.cluster.local"),
+            kind,
+            ips: Vec::new(),
+            namespace: namespace.to_string(),
+            labels: Labels::new(),
+            dns_domain: format!("{namespace}.svc.cluster.local"),
+            interception_mode: InterceptionMode::Redirect,
+            proxyless_grpc: false,
+            istio_version: String::new(),
+            bind_address: "0.0.0.0".to_string(),
+            service_instances: Vec::new(),
+        }
+    }
+
+    /// Fills [`service_instances`](ProxyContext::service_instances) from `discovery`: the instances at
+    /// the proxy's IPs, in its namespace (Istio's `GetProxyServiceTargets`).
+    pub fn set_instances_from(&mut self, discovery: &dyn ServiceDiscovery) {
+        self.service_instances = if self.ips.is_empty() {
+            Vec::new()
+        } else {
+            discovery.proxy_instances(&self.ips, Some(&self.namespace))
+        };
+    }
+
+    /// `true` for a sidecar.
+    pub fn is_sidecar(&self) -> bool {
+        self.kind == ProxyKind::Sidecar
+    }
+}

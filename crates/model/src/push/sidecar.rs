@@ -1,0 +1,297 @@
+//! [`SidecarScope`] (Istio's `pilot/pkg/model/sidecar.go`): what one proxy sees of the mesh under the
+//! Sidecar that applies to it — the services and mesh-bound VirtualServices it imports, its outbound
+//! traffic policy, and the config objects its output depends on (for push filtering).
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use api::{
+    Kind, Spec,
+    networking::{Sidecar, sidecar::outbound_traffic_policy::Mode as SidecarMode},
+};
+
+use super::{
+    IndexedDestinationRule, IndexedVirtualService, OutboundTrafficPolicy, PushContext,
+    virtual_service::MESH_GATEWAY,
+};
+use crate::{
+    Config, ConfigKey, Finding, Severity, host,
+    service::{Service, compare_service_precedence},
+};
+
+/// The VirtualService and DestinationRule keys a scope reads: its VirtualServices and their
+/// delegates, and every DestinationRule visible from `namespace` whose host covers one of its
+/// services (a superset of the rule each service picks, so no change is missed).
+fn scope_dependencies(
+    push: &PushContext,
+    namespace: &str,
+    services: &[Arc<Service>],
+    virtual_services: &[Arc<IndexedVirtualService>],
+) -> HashSet<ConfigKey> {
+    let mut deps = HashSet::new();
+    for vs in virtual_services {
+        deps.insert(vs.key.clone());
+        let Spec::VirtualService(spec) = &vs.config.spec else { continue };
+        for d in spec.http.iter().filter_map(|h| h.delegate.as_ref()) {
+            let ns = if d.namespace.is_empty() { vs.namespace() } else { d.namespace.as_str() };
+            deps.insert(ConfigKey {
+                kind: Kind::VirtualService,
+                namespace: ns.to_string(),
+                name: d.name.clone(),
+            });
+        }
+    }
+    let root = &push.mesh.root_namespace;
+    let names: HashSet<String> = services.iter().map(|s| s.hostname.to_ascii_lowercase()).collect();
+    for (dr_ns, hosts) in &push.config.dr_namespace_local {
+        let visible = |dr: &IndexedDestinationRule| {
+            dr_ns == namespace || dr_ns == root || dr.visibility.visible(dr_ns, namespace)
+        };
+        let mut add = |dr: &Arc<IndexedDestinationRule>| {
+            if visible(dr) {
+                deps.extend(dr.keys.iter().cloned());
+            }
+        };
+        for (host, rules) in &hosts.specific {
+            if names.contains(host) {
+                rules.iter().for_each(&mut add);
+            }
+        }
+        for dr in &hosts.wildcard {
+            if names.iter().any(|n| host::subset_of(n, &dr.host)) {
+                add(dr);
+            }
+        }
+    }
+    deps
+}
+
+/// One `namespace/host` entry of a Sidecar's `egress.hosts`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct EgressHost {
+    /// `*`, a namespace name (`.` already replaced by the Sidecar's namespace) or `~` (nothing).
+    namespace: String,
+    /// `*`, `*.suffix` or a host.
+    host: String,
+}
+
+impl EgressHost {
+    fn parse(text: &str, own_namespace: &str) -> Option<EgressHost> {
+        let (ns, host) = text.split_once('/')?;
+        let namespace = if ns == "." { own_namespace.to_string() } else { ns.to_string() };
+        Some(EgressHost { namespace, host: host.to_ascii_lowercase() })
+    }
+
+    fn namespace_matches(&self, namespace: &str) -> bool {
+        self.namespace == "*" || self.namespace == namespace
+    }
+}
+
+/// What one sidecar (or gateway) sees of the mesh (Istio's `SidecarScope`): the services and
+/// mesh-bound VirtualServices it imports and its outbound traffic policy.
+#[derive(Debug)]
+pub struct SidecarScope {
+    /// The proxy namespace the scope was computed for.
+    pub namespace: String,
+    /// The Sidecar object, when one applies.
+    pub sidecar: Option<ConfigKey>,
+    /// Outbound traffic policy (the Sidecar's, else the mesh's).
+    pub outbound_traffic_policy: OutboundTrafficPolicy,
+    services: Vec<Arc<Service>>,
+    by_host: HashMap<String, Arc<Service>>,
+    virtual_services: Vec<Arc<IndexedVirtualService>>,
+    vs_exact: HashMap<String, Arc<IndexedVirtualService>>,
+    vs_wildcard: Vec<(String, Arc<IndexedVirtualService>)>,
+    /// VirtualServices (roots and their delegates) and DestinationRules the scope's output reads
+    /// (Istio's `SidecarScope.configDependencies`).
+    dependencies: HashSet<ConfigKey>,
+    root_namespace: String,
+    findings: Vec<Finding>,
+}
+
+impl SidecarScope {
+    pub(crate) fn build(push: &PushContext, namespace: &str, sidecar: Option<&Config>) -> SidecarScope {
+        let mut findings = Vec::new();
+        let spec: Option<&Sidecar> = sidecar.and_then(|c| match &c.spec {
+            Spec::Sidecar(s) => Some(s),
+            _ => None,
+        });
+        let key = sidecar.map(|c| c.key());
+        let mut unsupported = |path: String, message: &str| {
+            findings.push(Finding {
+                severity: Severity::Unsupported,
+                config: key.clone(),
+                path,
+                resource: String::new(),
+                message: message.to_string(),
+            })
+        };
+        let mut egress: Option<Vec<EgressHost>> = None;
+        let mut outbound = push.mesh.outbound_traffic_policy;
+        if let (Some(spec), Some(config)) = (spec, sidecar) {
+            let own = &config.meta.namespace;
+            let own_ns = if own == &push.mesh.root_namespace { namespace } else { own.as_str() };
+            if !spec.egress.is_empty() {
+                let mut hosts = Vec::new();
+                for (i, e) in spec.egress.iter().enumerate() {
+                    if e.port.is_some() {
+                        unsupported(
+                            format!("spec.egress[{i}].port"),
+                            "per-port egress listeners are not built; the hosts apply to every port",
+                        );
+                    }
+                    if !e.bind.is_empty() {
+                        unsupported(format!("spec.egress[{i}].bind"), "egress bind addresses are not used");
+                    }
+                    if e.capture_mode != 0 {
+                        unsupported(format!("spec.egress[{i}].captureMode"), "captureMode is not used");
+                    }
+                    hosts.extend(e.hosts.iter().filter_map(|h| EgressHost::parse(h, own_ns)));
+                }
+                egress = Some(hosts);
+            }
+            if !spec.ingress.is_empty() {
+                unsupported("spec.ingress".into(), "Sidecar ingress listeners are not built");
+            }
+            if spec.inbound_connection_pool.is_some() {
+                unsupported("spec.inboundConnectionPool".into(), "inbound connection pools are not applied");
+            }
+            if let Some(policy) = &spec.outbound_traffic_policy {
+                outbound = if policy.mode == SidecarMode::AllowAny as i32 {
+                    OutboundTrafficPolicy::AllowAny
+                } else {
+                    OutboundTrafficPolicy::RegistryOnly
+                };
+                if policy.egress_proxy.is_some() {
+                    unsupported(
+                        "spec.outboundTrafficPolicy.egressProxy".into(),
+                        "unknown traffic goes to PassthroughCluster, not to an egress proxy",
+                    );
+                }
+            }
+        }
+        let imports = |ns: &str, hostname: &str| match &egress {
+            None => true,
+            Some(hosts) => {
+                hosts.iter().any(|e| e.namespace_matches(ns) && host::subset_of(hostname, &e.host))
+            }
+        };
+
+        let mut services = Vec::new();
+        let mut by_host = HashMap::new();
+        for (hostname, candidates) in &push.services.by_host {
+            let chosen = candidates
+                .iter()
+                .filter(|s| push.service_visible(s, namespace) && imports(&s.namespace, hostname))
+                .min_by(|a, b| compare_service_precedence(a, b, Some(namespace)));
+            if let Some(s) = chosen {
+                services.push(s.clone());
+                by_host.insert(hostname.clone(), s.clone());
+            }
+        }
+
+        let virtual_services: Vec<Arc<IndexedVirtualService>> = push
+            .virtual_services_for_gateway(namespace, MESH_GATEWAY)
+            .into_iter()
+            .filter(|vs| match &egress {
+                None => true,
+                Some(hosts) => hosts.iter().any(|e| {
+                    e.namespace_matches(vs.namespace()) && vs.hosts.iter().any(|h| host::matches(h, &e.host))
+                }),
+            })
+            .collect();
+        let mut vs_exact = HashMap::new();
+        let mut vs_wildcard = Vec::new();
+        for vs in &virtual_services {
+            for h in &vs.hosts {
+                if host::is_wildcard(h) {
+                    vs_wildcard.push((h.clone(), vs.clone()));
+                } else {
+                    vs_exact.entry(h.clone()).or_insert_with(|| vs.clone());
+                }
+            }
+        }
+        let dependencies = scope_dependencies(push, namespace, &services, &virtual_services);
+        SidecarScope {
+            namespace: namespace.to_string(),
+            sidecar: key,
+            outbound_traffic_policy: outbound,
+            services,
+            by_host,
+            virtual_services,
+            vs_exact,
+            vs_wildcard,
+            dependencies,
+            root_namespace: push.mesh.root_namespace.clone(),
+            findings,
+        }
+    }
+
+    /// Whether a change of the object `key` can change what this scope's proxy gets (Istio's
+    /// `SidecarScope.DependsOnConfig`): a service (`{ServiceEntry, hostname, namespace}`) the scope
+    /// imports; a VirtualService or DestinationRule it reads (delegates included); a Sidecar in the
+    /// proxy's or the root namespace (it may be the one that applies). Other kinds always count.
+    /// Check the scopes before and after a change: an object that leaves the scope matters too.
+    pub fn depends_on(&self, key: &ConfigKey) -> bool {
+        match key.kind {
+            Kind::ServiceEntry => self.service(&key.name).is_some_and(|s| s.namespace == key.namespace),
+            Kind::VirtualService | Kind::DestinationRule => self.dependencies.contains(key),
+            Kind::Sidecar => {
+                self.sidecar.as_ref() == Some(key)
+                    || key.namespace == self.namespace
+                    || key.namespace == self.root_namespace
+            }
+            _ => true,
+        }
+    }
+
+    /// Services this proxy can reach, one per hostname, ordered by hostname.
+    pub fn services(&self) -> &[Arc<Service>] {
+        &self.services
+    }
+
+    /// The service with this hostname, if the proxy can reach it.
+    pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
+        self.by_host.get(hostname).or_else(|| self.by_host.get(&hostname.to_ascii_lowercase()))
+    }
+
+    /// VirtualServices bound to `mesh` that the proxy imports, oldest first.
+    pub fn virtual_services(&self) -> &[Arc<IndexedVirtualService>] {
+        &self.virtual_services
+    }
+
+    /// The VirtualService that routes `hostname` for this proxy: the oldest naming it exactly, else the
+    /// one with the most specific matching wildcard host (oldest on ties).
+    pub fn virtual_service_for(&self, hostname: &str) -> Option<&Arc<IndexedVirtualService>> {
+        if let Some(vs) = self.vs_exact.get(hostname) {
+            return Some(vs);
+        }
+        let mut best: Option<&(String, Arc<IndexedVirtualService>)> = None;
+        for entry in &self.vs_wildcard {
+            if host::subset_of(hostname, &entry.0) && best.is_none_or(|b| entry.0.len() > b.0.len()) {
+                best = Some(entry);
+            }
+        }
+        best.map(|b| &b.1)
+    }
+
+    /// Fields of the Sidecar that are not honoured.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn egress_hosts_parse() {
+        let e = EgressHost::parse("./*.example.com", "ns1").unwrap();
+        assert_eq!((e.namespace.as_str(), e.host.as_str()), ("ns1", "*.example.com"));
+        assert!(EgressHost::parse("nohost", "ns1").is_none());
+        assert!(EgressHost::parse("*/*", "ns1").unwrap().namespace_matches("x"));
+    }
+}

@@ -1,0 +1,244 @@
+//! The generation cache: what the generators derive per proxy from a [`PushContext`] and share between
+//! proxies — sidecar scopes, sidecar route tables (encoded), merged gateway servers — kept outside the
+//! snapshot, so that a `PushContext` stays plain data any thread reads without locks.
+//!
+//! Entries are keyed by the snapshot's [`PushContext::config_generation`] plus their own key (scope,
+//! route key, gateway labels), not by the snapshot version: endpoint-only snapshots
+//! ([`PushContext::with_endpoints`]) keep the generation and so keep sharing every entry, as none of
+//! them depends on endpoints. The first lookup with a newer generation drops everything older
+//! (invalidation); a lookup with an older generation (a push still generating from the previous
+//! snapshot) computes its value without storing it, so it never mixes generations.
+//!
+//! Istio keeps the equivalent state inside its `PushContext` (`sidecarIndex`, `gatewayIndex`) and its
+//! XDS cache; here the snapshot is immutable and the cache is this explicit, separately tested piece.
+//!
+//! [`Snapshot`] bundles a snapshot with the cache it shares: it is what the generators take.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    ops::Deref,
+    sync::{Arc, Mutex},
+};
+
+use model::{
+    Finding,
+    push::{ProxyContext, ProxyKind, PushContext, ScopeKey, SidecarScope},
+    service::Labels,
+};
+
+use crate::gateway::MergedPort;
+
+/// The servers of the gateways selecting a router, merged by port, and the findings met merging them
+/// (Istio's `MergedGateway`), shared by every router with the same labels.
+pub(crate) type SharedGatewayServers = Arc<(BTreeMap<u32, MergedPort>, Vec<Finding>)>;
+
+/// A generated route configuration (encoded) and the findings met making it, shared by every proxy with
+/// the same [`SidecarRouteKey`].
+pub(crate) type SharedRoute = Arc<(Vec<u8>, Vec<Finding>)>;
+
+/// What a sidecar's outbound route configuration `PORT` depends on besides the snapshot's config and
+/// services (never endpoints): the scope, the DNS domain (short virtual-host domains), proxyless, and
+/// the workload labels only when the scope can tell workloads apart (a VirtualService match with
+/// `sourceLabels`, or a DestinationRule with a workload selector in the proxy's namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SidecarRouteKey {
+    pub port: u32,
+    pub scope: ScopeKey,
+    pub dns_domain: String,
+    pub proxyless: bool,
+    pub labels: Option<Labels>,
+}
+
+/// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per
+/// control plane (the DiscoveryServer's source owns it); cheap to share in an `Arc`. Its lock is held
+/// only for map lookups and inserts, never while a value is computed.
+#[derive(Debug, Default)]
+pub struct GenerationCache {
+    state: Mutex<CacheState>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    generation: u64,
+    scopes: HashMap<ScopeKey, Arc<SidecarScope>>,
+    routes: HashMap<SidecarRouteKey, SharedRoute>,
+    gateways: HashMap<Labels, SharedGatewayServers>,
+}
+
+/// Where a lookup for a given generation stands against the cache's generation.
+enum Slot<'a> {
+    /// The cache holds this generation (possibly just reset to it).
+    Current(std::sync::MutexGuard<'a, CacheState>),
+    /// The snapshot is older than what the cache holds: compute, do not store.
+    Stale,
+}
+
+impl GenerationCache {
+    /// An empty cache.
+    pub fn new() -> GenerationCache {
+        GenerationCache::default()
+    }
+
+    /// The config generation the cache holds entries for (0 before the first lookup).
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// `(scopes, route tables, gateway server sets)` currently held, for tests and debugging.
+    pub fn len(&self) -> (usize, usize, usize) {
+        let s = self.lock();
+        (s.scopes.len(), s.routes.len(), s.gateways.len())
+    }
+
+    /// `true` when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == (0, 0, 0)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slot(&self, generation: u64) -> Slot<'_> {
+        let mut state = self.lock();
+        if generation > state.generation {
+            *state = CacheState { generation, ..CacheState::default() };
+        }
+        if generation == state.generation { Slot::Current(state) } else { Slot::Stale }
+    }
+
+    /// Looks `key` up in the map `pick` selects for `push`'s generation, else makes the value with
+    /// `make` (outside the lock) and stores it unless the generation moved on meanwhile; the first
+    /// value stored for a key wins, so every caller of one generation shares one value.
+    fn get_or_make<K, V>(
+        &self,
+        push: &PushContext,
+        key: K,
+        pick: fn(&mut CacheState) -> &mut HashMap<K, V>,
+        make: impl FnOnce() -> V,
+    ) -> V
+    where
+        K: std::hash::Hash + Eq,
+        V: Clone,
+    {
+        let generation = push.config_generation();
+        if let Slot::Current(mut state) = self.slot(generation)
+            && let Some(hit) = pick(&mut state).get(&key)
+        {
+            return hit.clone();
+        }
+        let made = make();
+        match self.slot(generation) {
+            Slot::Current(mut state) => pick(&mut state).entry(key).or_insert(made).clone(),
+            Slot::Stale => made,
+        }
+    }
+
+    /// The proxy's [`SidecarScope`] in `push`, computed once per generation and scope key (namespace
+    /// and the Sidecar that applies), then shared.
+    pub fn sidecar_scope(&self, push: &PushContext, proxy: &ProxyContext) -> Arc<SidecarScope> {
+        self.get_or_make(
+            push,
+            push.scope_key(proxy),
+            |s| &mut s.scopes,
+            || Arc::new(push.compute_sidecar_scope(proxy)),
+        )
+    }
+
+    /// The sidecar route configuration for `key`, made by `make` once per generation, then shared.
+    pub(crate) fn sidecar_route(
+        &self,
+        push: &PushContext,
+        key: SidecarRouteKey,
+        make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
+    ) -> SharedRoute {
+        self.get_or_make(push, key, |s| &mut s.routes, || Arc::new(make()))
+    }
+
+    /// The servers of the gateways selecting `proxy` merged by port (Istio's `SetGatewaysForProxy`),
+    /// computed once per generation and set of workload labels (gateways select routers by labels
+    /// only), then shared by the listener and route generators of every such router.
+    pub(crate) fn gateway_servers(&self, push: &PushContext, proxy: &ProxyContext) -> SharedGatewayServers {
+        self.get_or_make(
+            push,
+            proxy.labels.clone(),
+            |s| &mut s.gateways,
+            || {
+                let mut findings = Vec::new();
+                Arc::new((crate::gateway::merge(push, proxy, &mut findings), findings))
+            },
+        )
+    }
+}
+
+/// What the generators read: a [`PushContext`] (through `Deref`) and the [`GenerationCache`] it shares
+/// with the other snapshots of the control plane. Cloning is two `Arc` clones.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    push: Arc<PushContext>,
+    cache: Arc<GenerationCache>,
+}
+
+impl Snapshot {
+    /// `push` with a cache of its own (tests, benchmarks, one-off generation such as `config_dump`).
+    pub fn new(push: impl Into<Arc<PushContext>>) -> Snapshot {
+        Snapshot { push: push.into(), cache: Arc::new(GenerationCache::new()) }
+    }
+
+    /// `push` sharing `cache` (the control plane's one cache).
+    pub fn with_cache(push: Arc<PushContext>, cache: Arc<GenerationCache>) -> Snapshot {
+        Snapshot { push, cache }
+    }
+
+    /// The snapshot.
+    pub fn push_context(&self) -> &Arc<PushContext> {
+        &self.push
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<GenerationCache> {
+        &self.cache
+    }
+
+    /// The proxy's [`SidecarScope`] (from the cache).
+    pub fn sidecar_scope(&self, proxy: &ProxyContext) -> Arc<SidecarScope> {
+        self.cache.sidecar_scope(&self.push, proxy)
+    }
+
+    /// Computes what the generators look up per proxy and keeps it in the cache: the sidecar scope
+    /// and, for routers, the merged gateway servers (Istio's `SetSidecarScope` and
+    /// `SetGatewaysForProxy`, done when a proxy connects or a push starts). Optional: the generators
+    /// compute whatever is missing on first use.
+    pub fn init_proxy(&self, proxy: &ProxyContext) {
+        self.sidecar_scope(proxy);
+        if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
+            self.gateway_servers(proxy);
+        }
+    }
+
+    pub(crate) fn sidecar_route(
+        &self,
+        key: SidecarRouteKey,
+        make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
+    ) -> SharedRoute {
+        self.cache.sidecar_route(&self.push, key, make)
+    }
+
+    pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
+        self.cache.gateway_servers(&self.push, proxy)
+    }
+}
+
+impl Deref for Snapshot {
+    type Target = PushContext;
+
+    fn deref(&self) -> &PushContext {
+        &self.push
+    }
+}
+
+impl From<PushContext> for Snapshot {
+    fn from(push: PushContext) -> Snapshot {
+        Snapshot::new(push)
+    }
+}
