@@ -39,6 +39,7 @@ pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod type_url;
+mod wire;
 
 pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};

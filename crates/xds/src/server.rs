@@ -25,7 +25,7 @@ use std::{
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    Resource as ProtoResource, aggregated_discovery_service_server::AggregatedDiscoveryService,
+    aggregated_discovery_service_server::AggregatedDiscoveryService,
 };
 use tokio::{
     net::TcpListener,
@@ -36,17 +36,18 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use crate::{
-    delta::{self, DeltaSession},
+    delta::DeltaSession,
     framing::AdsService,
     metrics,
     node::{NodeError, Proxy},
     registry::{ConnectionRegistry, Entry, PendingPush, Registration},
-    sotw::{self, SentResponse, SotwSession},
+    sotw::SotwSession,
     source::{
         FNV_OFFSET, GenerateRequest, Generated, Protocol, Resource, ResourceSource, SourceError, Trigger,
         Watch, content_version, fnv1a,
     },
-    type_url::{self, CLUSTER, ENDPOINT, short_name},
+    type_url::{CLUSTER, ENDPOINT, short_name},
+    wire::{DeltaWire, SotwWire, Wire},
 };
 
 /// Tuning of the ADS server. Every knob has a default matching Istio or the prototype.
@@ -245,7 +246,7 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
 
 /// Nonces unique across the process and across restarts (a reconnecting client may present a
 /// nonce from a previous stream).
-fn next_nonce() -> String {
+pub(crate) fn next_nonce() -> String {
     static SALT: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let salt = *SALT.get_or_init(|| {
@@ -256,7 +257,7 @@ fn next_nonce() -> String {
 }
 
 /// Hash of a response's resources (names and bytes): recognises a rejected config if it comes again.
-fn content_hash(resources: &[Resource]) -> u64 {
+pub(crate) fn content_hash(resources: &[Resource]) -> u64 {
     resources.iter().fold(FNV_OFFSET, |h, r| fnv1a(fnv1a(fnv1a(h, r.name.as_bytes()), &[0]), &r.body.value))
 }
 
@@ -282,7 +283,7 @@ fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String,
 
 /// Why a stream's task ended.
 #[derive(Debug)]
-enum End {
+pub(crate) enum End {
     /// The server side asked (registry `disconnect`).
     Stopped,
     /// The client closed its side.
@@ -335,91 +336,14 @@ enum Event<T> {
     Push(OwnedSemaphorePermit),
 }
 
-/// One wire protocol's half of a stream: its session state, its response channel, and how it
-/// answers a request or sends a pushed type. [`Connection::run`] and [`Connection::push`] are the
-/// parts common to SotW and Delta.
-trait Wire<S: ResourceSource>: Send {
-    type Request: prost::Message + Default + Send + 'static;
-
-    /// Handles one request (ACK/NACK bookkeeping, then a response if one is due).
-    async fn on_request(&mut self, conn: &mut Connection<S>, req: &Self::Request) -> Result<(), End>;
-
-    /// The subscribed types in push order.
-    fn watched_types(&self) -> Vec<String>;
-
-    /// Generates and sends `type_url` for a push; `None` when nothing was sent.
-    async fn send_push(
-        &mut self,
-        conn: &mut Connection<S>,
-        type_url: &str,
-        trigger: Trigger<'_, S::Push>,
-    ) -> Result<Option<Sent>, End>;
-}
-
-/// State-of-the-world half of a stream.
-struct SotwWire {
-    session: SotwSession,
-    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
-}
-
-impl<S: ResourceSource> Wire<S> for SotwWire {
-    type Request = DiscoveryRequest;
-
-    async fn on_request(&mut self, conn: &mut Connection<S>, req: &DiscoveryRequest) -> Result<(), End> {
-        conn.sotw_request(&mut self.session, req, &self.tx).await
-    }
-
-    fn watched_types(&self) -> Vec<String> {
-        self.session.watched_types()
-    }
-
-    async fn send_push(
-        &mut self,
-        conn: &mut Connection<S>,
-        type_url: &str,
-        trigger: Trigger<'_, S::Push>,
-    ) -> Result<Option<Sent>, End> {
-        let Some(watch) = self.session.get(type_url).map(|t| t.watch.clone()) else { return Ok(None) };
-        conn.sotw_send(&mut self.session, type_url, &watch, trigger, &self.tx).await
-    }
-}
-
-/// Incremental (delta) half of a stream.
-struct DeltaWire {
-    session: DeltaSession,
-    tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-}
-
-impl<S: ResourceSource> Wire<S> for DeltaWire {
-    type Request = DeltaDiscoveryRequest;
-
-    async fn on_request(&mut self, conn: &mut Connection<S>, req: &DeltaDiscoveryRequest) -> Result<(), End> {
-        conn.delta_request(&mut self.session, req, &self.tx).await
-    }
-
-    fn watched_types(&self) -> Vec<String> {
-        self.session.watched_types()
-    }
-
-    async fn send_push(
-        &mut self,
-        conn: &mut Connection<S>,
-        type_url: &str,
-        trigger: Trigger<'_, S::Push>,
-    ) -> Result<Option<Sent>, End> {
-        let Some(watch) = self.session.get(type_url).map(|t| t.subscription.clone()) else { return Ok(None) };
-        conn.delta_send(&mut self.session, type_url, &watch, true, trigger, false, &self.tx).await
-    }
-}
-
 /// What a send produced.
-struct Sent {
-    nonce: String,
-    resources: usize,
+pub(crate) struct Sent {
+    pub(crate) nonce: String,
+    pub(crate) resources: usize,
 }
 
 /// One stream's task.
-struct Connection<S: ResourceSource> {
+pub(crate) struct Connection<S: ResourceSource> {
     source: Arc<S>,
     ctx: Option<S::Context>,
     proxy: Arc<Proxy>,
@@ -432,12 +356,17 @@ struct Connection<S: ResourceSource> {
 }
 
 impl<S: ResourceSource> Connection<S> {
-    fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.reg.entry.id
     }
 
-    fn entry(&self) -> &Entry<S::Push> {
+    pub(crate) fn entry(&self) -> &Entry<S::Push> {
         &self.reg.entry
+    }
+
+    /// Records the client's answer to the response `nonce` of `type_url` (push convergence).
+    pub(crate) fn answered(&mut self, type_url: &str, nonce: &str, accepted: bool) {
+        self.convergence.answered(type_url, nonce, accepted);
     }
 
     async fn next_event<T: prost::Message + Default>(&mut self, inbound: &mut Streaming<T>) -> Event<T> {
@@ -456,11 +385,11 @@ impl<S: ResourceSource> Connection<S> {
     /// The stream's loop: the first request, then requests and pushes until either side ends.
     async fn run<W: Wire<S>>(mut self, mut wire: W, first: W::Request, mut inbound: Streaming<W::Request>) {
         let end = async {
-            wire.on_request(&mut self, &first).await?;
+            self.on_request(&mut wire, &first).await?;
             loop {
                 match self.next_event(&mut inbound).await {
                     Event::Stop => return Err(End::Stopped),
-                    Event::Request(Ok(Some(req))) => wire.on_request(&mut self, &req).await?,
+                    Event::Request(Ok(Some(req))) => self.on_request(&mut wire, &req).await?,
                     Event::Request(Ok(None)) => return Err(End::ClientClosed),
                     Event::Request(Err(status)) => return Err(End::Transport(status)),
                     Event::Wake => self.push_wanted = true,
@@ -498,7 +427,7 @@ impl<S: ResourceSource> Connection<S> {
             } else {
                 Trigger::Push(&pending.event)
             };
-            if let Some(sent) = wire.send_push(self, &type_url, trigger).await? {
+            if let Some(sent) = wire.send_current(self, &type_url, trigger).await? {
                 clusters_sent |= type_url == CLUSTER && sent.resources > 0;
                 sent_nonces.push((type_url, sent.nonce));
             }
@@ -520,7 +449,7 @@ impl<S: ResourceSource> Connection<S> {
     }
 
     /// Calls the source; `None` when it has nothing or failed (logged, counted).
-    fn generate(
+    pub(crate) fn generate(
         &mut self,
         protocol: Protocol,
         type_url: &str,
@@ -550,156 +479,7 @@ impl<S: ResourceSource> Connection<S> {
         }
     }
 
-    // === SotW ===
-
-    async fn sotw_request(
-        &mut self,
-        session: &mut SotwSession,
-        req: &DiscoveryRequest,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    ) -> Result<(), End> {
-        let type_url = req.type_url.as_str();
-        let outcome = session.on_request(&sotw::SotwRequest::from_proto(req));
-        let short = short_name(type_url);
-        match &outcome.verdict {
-            sotw::Verdict::Initial => {
-                debug!(connection = %self.id(), names = req.resource_names.len(), "{short}: initial request");
-            }
-            sotw::Verdict::Ack { nonce, version } => {
-                debug!(connection = %self.id(), %nonce, %version, "{short}: ACK");
-                self.convergence.answered(type_url, nonce, true);
-            }
-            sotw::Verdict::Nack { nonce, version, message, current } => {
-                warn!(
-                    connection = %self.id(), %nonce, running_version = %version, current,
-                    "{short}: NACK: {message}"
-                );
-                metrics::record_reject(type_url);
-                self.entry().update_type(type_url, |s| s.rejects += 1);
-                self.convergence.answered(type_url, nonce, false);
-            }
-            sotw::Verdict::Stale { nonce } => {
-                debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
-                metrics::record_expired_nonce(type_url);
-            }
-            sotw::Verdict::Unsubscribe => {
-                debug!(connection = %self.id(), "{short}: unsubscribed");
-                self.entry().remove_type(type_url);
-                return Ok(());
-            }
-        }
-        self.mirror_sotw(session, type_url);
-        let Some(respond) = outcome.respond else { return Ok(()) };
-        let sent = self.sotw_send(session, type_url, &respond.watch, Trigger::Request, tx).await?;
-        if type_url == CLUSTER && sent.is_some_and(|s| s.resources > 0) {
-            self.sotw_dependent_endpoints(session, tx).await?;
-        }
-        Ok(())
-    }
-
-    async fn sotw_dependent_endpoints(
-        &mut self,
-        session: &mut SotwSession,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    ) -> Result<Option<Sent>, End> {
-        let Some(watch) = session.get(ENDPOINT).map(|t| t.watch.clone()) else { return Ok(None) };
-        self.sotw_send(session, ENDPOINT, &watch, Trigger::Dependency, tx).await
-    }
-
-    async fn sotw_send(
-        &mut self,
-        session: &mut SotwSession,
-        type_url: &str,
-        watch: &Watch,
-        trigger: Trigger<'_, S::Push>,
-        tx: &mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    ) -> Result<Option<Sent>, End> {
-        let t0 = Instant::now();
-        let is_request = matches!(trigger, Trigger::Request);
-        let full_state = type_url::sotw_requires_full_state(type_url);
-        let generated = match self.generate(Protocol::Sotw, type_url, watch, trigger) {
-            Some(g) => g,
-            // Answer a request even without resources, where an empty response changes nothing.
-            None if is_request && !full_state => Generated::full(
-                session
-                    .get(type_url)
-                    .and_then(|t| t.sent.as_ref())
-                    .map(|s| s.version.clone())
-                    .unwrap_or_default(),
-                Vec::new(),
-            ),
-            None => return Ok(None),
-        };
-        if generated.removed.is_some() && full_state {
-            warn!(
-                connection = %self.id(),
-                "{}: source returned an incremental result; SotW needs the complete set, not sending",
-                short_name(type_url)
-            );
-            metrics::record_internal_error();
-            return Ok(None);
-        }
-        let content = content_hash(&generated.resources);
-        if !is_request && session.is_rejected_content(type_url, content) {
-            debug!(connection = %self.id(), "{}: not re-sending the config the proxy rejected", short_name(type_url));
-            return Ok(None);
-        }
-        // A push that would repeat the last response byte for byte (same names, same resources) is
-        // not sent: the proxy would change nothing. Istio sends it anyway; here it is the EDS of a
-        // new service's push, whose new cluster the proxy asks for right after the CDS update. Requests
-        // and dependencies (EDS after CDS, which Envoy needs to finish warming a cluster) are always
-        // answered.
-        if matches!(trigger, Trigger::Push(_))
-            && session.get(type_url).and_then(|t| t.sent.as_ref()).is_some_and(|sent| sent.content == content)
-        {
-            debug!(connection = %self.id(), "{}: push changes nothing for this proxy, not sent", short_name(type_url));
-            return Ok(None);
-        }
-        let nonce = next_nonce();
-        let count = generated.resources.len();
-        let bytes: usize = generated.resources.iter().map(|r| r.body.value.len()).sum();
-        let version = generated.version;
-        let response = DiscoveryResponse {
-            version_info: version.clone(),
-            resources: generated.resources.into_iter().map(|r| r.body).collect(),
-            type_url: type_url.to_owned(),
-            nonce: nonce.clone(),
-            ..Default::default()
-        };
-        send(tx, response, type_url).await?;
-        session.on_sent(
-            type_url,
-            SentResponse { nonce: nonce.clone(), version: version.clone(), content, resources: count },
-        );
-        metrics::record_push(type_url, t0.elapsed(), bytes);
-        self.mirror_sotw(session, type_url);
-        self.count_sent(type_url, count);
-        info!(
-            connection = %self.id(), %nonce, %version,
-            "{}: PUSH{} resources:{count} size:{bytes}B",
-            short_name(type_url), trigger_label(&trigger)
-        );
-        Ok(Some(Sent { nonce, resources: count }))
-    }
-
-    fn mirror_sotw(&self, session: &SotwSession, type_url: &str) {
-        let Some(t) = session.get(type_url) else { return };
-        self.entry().update_type(type_url, |s| {
-            s.watch = t.watch.clone();
-            s.state = t.state;
-            if let Some(sent) = &t.sent {
-                s.nonce_sent.clone_from(&sent.nonce);
-                s.version_sent.clone_from(&sent.version);
-            }
-            if let Some((nonce, version)) = &t.acked {
-                s.nonce_acked.clone_from(nonce);
-                s.version_acked.clone_from(version);
-            }
-            s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
-        });
-    }
-
-    fn count_sent(&self, type_url: &str, count: usize) {
+    pub(crate) fn count_sent(&self, type_url: &str, count: usize) {
         self.entry().update_type(type_url, |s| {
             s.responses += 1;
             s.resources_sent += count as u64;
@@ -707,146 +487,13 @@ impl<S: ResourceSource> Connection<S> {
             s.last_send_time = Some(SystemTime::now());
         });
     }
-
-    // === Delta ===
-
-    async fn delta_request(
-        &mut self,
-        session: &mut DeltaSession,
-        req: &DeltaDiscoveryRequest,
-        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-    ) -> Result<(), End> {
-        let type_url = req.type_url.as_str();
-        let outcome = session.on_request(&delta::DeltaRequest::from_proto(req));
-        let short = short_name(type_url);
-        match &outcome.verdict {
-            delta::Verdict::Initial { known } => {
-                debug!(
-                    connection = %self.id(), subscribe = req.resource_names_subscribe.len(), known,
-                    "{short}: initial request"
-                );
-            }
-            delta::Verdict::Ack { nonce } => {
-                debug!(connection = %self.id(), %nonce, "{short}: ACK");
-                self.convergence.answered(type_url, nonce, true);
-            }
-            delta::Verdict::Nack { nonce, message, current } => {
-                warn!(connection = %self.id(), %nonce, current, "{short}: NACK: {message}");
-                metrics::record_reject(type_url);
-                self.entry().update_type(type_url, |s| s.rejects += 1);
-                self.convergence.answered(type_url, nonce, false);
-            }
-            delta::Verdict::Stale { nonce } => {
-                debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
-                metrics::record_expired_nonce(type_url);
-            }
-            delta::Verdict::Subscription => {
-                debug!(
-                    connection = %self.id(), subscribe = ?req.resource_names_subscribe,
-                    unsubscribe = ?req.resource_names_unsubscribe, "{short}: subscription change"
-                );
-            }
-        }
-        self.mirror_delta(session, type_url);
-        let Some(respond) = outcome.respond else { return Ok(()) };
-        let always = matches!(outcome.verdict, delta::Verdict::Initial { .. });
-        let sent = self
-            .delta_send(session, type_url, &respond.watch, respond.full, Trigger::Request, always, tx)
-            .await?;
-        if type_url == CLUSTER && sent.is_some_and(|s| s.resources > 0) {
-            self.delta_dependent_endpoints(session, tx).await?;
-        }
-        Ok(())
-    }
-
-    async fn delta_dependent_endpoints(
-        &mut self,
-        session: &mut DeltaSession,
-        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-    ) -> Result<Option<Sent>, End> {
-        let Some(watch) = session.get(ENDPOINT).map(|t| t.subscription.clone()) else { return Ok(None) };
-        self.delta_send(session, ENDPOINT, &watch, true, Trigger::Dependency, false, tx).await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn delta_send(
-        &mut self,
-        session: &mut DeltaSession,
-        type_url: &str,
-        watch: &Watch,
-        full: bool,
-        trigger: Trigger<'_, S::Push>,
-        always: bool,
-        tx: &mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
-    ) -> Result<Option<Sent>, End> {
-        let t0 = Instant::now();
-        let is_request = matches!(trigger, Trigger::Request);
-        let force = matches!(trigger, Trigger::Dependency);
-        let generated = match self.generate(Protocol::Delta, type_url, watch, trigger) {
-            Some(g) => g,
-            // Nothing from the source changes nothing for the client.
-            None if always => Generated::incremental(String::new(), Vec::new(), Vec::new()),
-            None => return Ok(None),
-        };
-        let version = generated.version.clone();
-        let report_missing = is_request && type_url::delta_reports_missing(type_url);
-        let plan = session.plan(type_url, watch, full, generated, force, report_missing);
-        if plan.is_empty() && !always {
-            debug!(connection = %self.id(), "{}: nothing changed for this proxy", short_name(type_url));
-            return Ok(None);
-        }
-        let nonce = next_nonce();
-        let count = plan.resources.len();
-        let bytes: usize = plan.resources.iter().map(|r| r.body.value.len()).sum();
-        let response = DeltaDiscoveryResponse {
-            system_version_info: version.clone(),
-            resources: plan
-                .resources
-                .iter()
-                .map(|r| ProtoResource {
-                    name: r.name.clone(),
-                    version: r.version.clone(),
-                    resource: Some(r.body.clone()),
-                    ..Default::default()
-                })
-                .collect(),
-            type_url: type_url.to_owned(),
-            removed_resources: plan.removed.clone(),
-            nonce: nonce.clone(),
-            ..Default::default()
-        };
-        send(tx, response, type_url).await?;
-        session.on_sent(type_url, &nonce, &version, &plan);
-        metrics::record_push(type_url, t0.elapsed(), bytes);
-        self.mirror_delta(session, type_url);
-        self.count_sent(type_url, count);
-        info!(
-            connection = %self.id(), %nonce, %version,
-            "{}: PUSH{} resources:{count} removed:{} size:{bytes}B",
-            short_name(type_url), trigger_label(&trigger), plan.removed.len()
-        );
-        Ok(Some(Sent { nonce, resources: count }))
-    }
-
-    fn mirror_delta(&self, session: &DeltaSession, type_url: &str) {
-        let Some(t) = session.get(type_url) else { return };
-        self.entry().update_type(type_url, |s| {
-            s.watch = t.subscription.clone();
-            s.state = t.state;
-            if let Some((nonce, version)) = &t.last_sent {
-                s.nonce_sent.clone_from(nonce);
-                s.version_sent.clone_from(version);
-            }
-            if let Some((nonce, version)) = &t.last_acked {
-                s.nonce_acked.clone_from(nonce);
-                s.version_acked.clone_from(version);
-            }
-            s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
-        });
-    }
 }
 
-async fn send<T>(tx: &mpsc::Sender<Result<T, Status>>, response: T, type_url: &str) -> Result<(), End> {
+pub(crate) async fn send<T>(
+    tx: &mpsc::Sender<Result<T, Status>>,
+    response: T,
+    type_url: &str,
+) -> Result<(), End> {
     let t0 = Instant::now();
     if tx.send(Ok(response)).await.is_err() {
         metrics::record_send_error(type_url);
@@ -856,7 +503,7 @@ async fn send<T>(tx: &mpsc::Sender<Result<T, Status>>, response: T, type_url: &s
     Ok(())
 }
 
-fn trigger_label<P>(t: &Trigger<'_, P>) -> &'static str {
+pub(crate) fn trigger_label<P>(t: &Trigger<'_, P>) -> &'static str {
     match t {
         Trigger::Request => " (request)",
         Trigger::Push(_) => "",

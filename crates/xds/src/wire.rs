@@ -1,0 +1,433 @@
+//! The two wire protocols of an ADS stream (Envoy's xDS protocol doc: "State of the World" and
+//! "Incremental" variants): each [`Wire`] implementation holds its session state machine
+//! ([`SotwSession`] / [`DeltaSession`]) and response channel, steps it with a request, and turns
+//! generated resources into its response message. What the two share — logging and counting what a
+//! request was (ACK, NACK, stale nonce), convergence, answering, EDS after CDS — is written once in
+//! [`Connection::on_request`].
+
+use std::time::Instant;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    Resource as ProtoResource,
+};
+use tokio::sync::mpsc;
+use tonic::Status;
+use tracing::{debug, info, warn};
+
+use crate::{
+    delta::{self, DeltaSession},
+    metrics,
+    registry::Entry,
+    server::{Connection, End, Sent, content_hash, next_nonce, send, trigger_label},
+    sotw::{self, SentResponse, SotwSession},
+    source::{Generated, Protocol, ResourceSource, Trigger, Watch},
+    type_url::{self, CLUSTER, ENDPOINT, short_name},
+};
+
+/// What a request was, in the terms both protocols share.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The first request for the type (or a restart of it).
+    Initial,
+    /// The client accepted the response with `nonce`.
+    Ack { nonce: String },
+    /// The client rejected the response with `nonce` (`current`: it was the latest sent).
+    Nack { nonce: String, message: String, current: bool },
+    /// A nonce that is not awaited: ignored.
+    Stale { nonce: String },
+    /// SotW: the client stopped watching the type.
+    Unsubscribe,
+    /// Delta: a subscription change without a nonce.
+    Subscription,
+}
+
+/// One request applied to a session: its type, what it was, protocol detail for the log line, and
+/// the response due (protocol specific).
+pub(crate) struct Step<D> {
+    type_url: String,
+    answer: Answer,
+    detail: String,
+    respond: Option<D>,
+}
+
+/// One wire protocol's half of a stream: its session state, its response channel, and how it steps
+/// a request and sends a type. [`Connection::on_request`], [`Connection::run`] and
+/// [`Connection::push`] are the parts common to SotW and Delta.
+pub(crate) trait Wire<S: ResourceSource>: Send {
+    /// The protocol's request message.
+    type Request: prost::Message + Default + Send + 'static;
+    /// The response a request calls for.
+    type Due: Send;
+
+    /// Steps the session with `req` (ACK/NACK bookkeeping, subscription changes).
+    fn step(&mut self, req: &Self::Request) -> Step<Self::Due>;
+
+    /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
+    fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str);
+
+    /// The subscribed types in push order.
+    fn watched_types(&self) -> Vec<String>;
+
+    /// Sends the response `due` to a request for `type_url`.
+    async fn answer(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        due: Self::Due,
+    ) -> Result<Option<Sent>, End>;
+
+    /// Generates and sends `type_url` for the type's current subscription (a push, or EDS as the
+    /// dependency of CDS); `None` when nothing was sent.
+    async fn send_current(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End>;
+}
+
+impl<S: ResourceSource> Connection<S> {
+    /// Handles one request of either protocol: logs and counts what it was, tracks convergence,
+    /// mirrors the state for `/debug/syncz`, answers if an answer is due, and follows CDS with EDS
+    /// (Envoy needs the endpoints to finish warming new clusters).
+    pub(crate) async fn on_request<W: Wire<S>>(&mut self, wire: &mut W, req: &W::Request) -> Result<(), End> {
+        let Step { type_url, answer, detail, respond } = wire.step(req);
+        let type_url = type_url.as_str();
+        let short = short_name(type_url);
+        match answer {
+            Answer::Initial => debug!(connection = %self.id(), "{short}: initial request{detail}"),
+            Answer::Ack { nonce } => {
+                debug!(connection = %self.id(), %nonce, "{short}: ACK{detail}");
+                self.answered(type_url, &nonce, true);
+            }
+            Answer::Nack { nonce, message, current } => {
+                warn!(connection = %self.id(), %nonce, current, "{short}: NACK{detail}: {message}");
+                metrics::record_reject(type_url);
+                self.entry().update_type(type_url, |s| s.rejects += 1);
+                self.answered(type_url, &nonce, false);
+            }
+            Answer::Stale { nonce } => {
+                debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
+                metrics::record_expired_nonce(type_url);
+            }
+            Answer::Unsubscribe => {
+                debug!(connection = %self.id(), "{short}: unsubscribed");
+                self.entry().remove_type(type_url);
+                return Ok(());
+            }
+            Answer::Subscription => debug!(connection = %self.id(), "{short}: subscription change{detail}"),
+        }
+        wire.mirror_type(self.entry(), type_url);
+        let Some(due) = respond else { return Ok(()) };
+        let sent = wire.answer(self, type_url, due).await?;
+        if type_url == CLUSTER && sent.is_some_and(|s| s.resources > 0) {
+            wire.send_current(self, ENDPOINT, Trigger::Dependency).await?;
+        }
+        Ok(())
+    }
+}
+
+/// State-of-the-world half of a stream.
+pub(crate) struct SotwWire {
+    pub(crate) session: SotwSession,
+    pub(crate) tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+}
+
+impl<S: ResourceSource> Wire<S> for SotwWire {
+    type Request = DiscoveryRequest;
+    type Due = Watch;
+
+    fn step(&mut self, req: &DiscoveryRequest) -> Step<Watch> {
+        let outcome = self.session.on_request(&sotw::SotwRequest::from_proto(req));
+        let (answer, detail) = match outcome.verdict {
+            sotw::Verdict::Initial => (Answer::Initial, format!(" ({} names)", req.resource_names.len())),
+            sotw::Verdict::Ack { nonce, version } => (Answer::Ack { nonce }, format!(" (version {version})")),
+            sotw::Verdict::Nack { nonce, version, message, current } => {
+                (Answer::Nack { nonce, message, current }, format!(" (running version {version})"))
+            }
+            sotw::Verdict::Stale { nonce } => (Answer::Stale { nonce }, String::new()),
+            sotw::Verdict::Unsubscribe => (Answer::Unsubscribe, String::new()),
+        };
+        Step { type_url: req.type_url.clone(), answer, detail, respond: outcome.respond.map(|r| r.watch) }
+    }
+
+    fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str) {
+        self.mirror(entry, type_url);
+    }
+
+    fn watched_types(&self) -> Vec<String> {
+        self.session.watched_types()
+    }
+
+    async fn answer(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        watch: Watch,
+    ) -> Result<Option<Sent>, End> {
+        self.send(conn, type_url, &watch, Trigger::Request).await
+    }
+
+    async fn send_current(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(watch) = self.session.get(type_url).map(|t| t.watch.clone()) else { return Ok(None) };
+        self.send(conn, type_url, &watch, trigger).await
+    }
+}
+
+impl SotwWire {
+    /// Generates `type_url` for `watch` and sends it unless nothing is due (see the rules inline).
+    async fn send<S: ResourceSource>(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        watch: &Watch,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let t0 = Instant::now();
+        let is_request = matches!(trigger, Trigger::Request);
+        let full_state = type_url::sotw_requires_full_state(type_url);
+        let generated = match conn.generate(Protocol::Sotw, type_url, watch, trigger) {
+            Some(g) => g,
+            // Answer a request even without resources, where an empty response changes nothing.
+            None if is_request && !full_state => Generated::full(
+                self.session
+                    .get(type_url)
+                    .and_then(|t| t.sent.as_ref())
+                    .map(|s| s.version.clone())
+                    .unwrap_or_default(),
+                Vec::new(),
+            ),
+            None => return Ok(None),
+        };
+        if generated.removed.is_some() && full_state {
+            warn!(
+                connection = %conn.id(),
+                "{}: source returned an incremental result; SotW needs the complete set, not sending",
+                short_name(type_url)
+            );
+            metrics::record_internal_error();
+            return Ok(None);
+        }
+        let content = content_hash(&generated.resources);
+        if !is_request && self.session.is_rejected_content(type_url, content) {
+            debug!(connection = %conn.id(), "{}: not re-sending the config the proxy rejected", short_name(type_url));
+            return Ok(None);
+        }
+        // A push that would repeat the last response byte for byte (same names, same resources) is
+        // not sent: the proxy would change nothing. Istio sends it anyway; here it is the EDS of a
+        // new service's push, whose new cluster the proxy asks for right after the CDS update. Requests
+        // and dependencies (EDS after CDS, which Envoy needs to finish warming a cluster) are always
+        // answered.
+        if matches!(trigger, Trigger::Push(_))
+            && self
+                .session
+                .get(type_url)
+                .and_then(|t| t.sent.as_ref())
+                .is_some_and(|sent| sent.content == content)
+        {
+            debug!(connection = %conn.id(), "{}: push changes nothing for this proxy, not sent", short_name(type_url));
+            return Ok(None);
+        }
+        let nonce = next_nonce();
+        let count = generated.resources.len();
+        let bytes: usize = generated.resources.iter().map(|r| r.body.value.len()).sum();
+        let version = generated.version;
+        let response = DiscoveryResponse {
+            version_info: version.clone(),
+            resources: generated.resources.into_iter().map(|r| r.body).collect(),
+            type_url: type_url.to_owned(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        };
+        send(&self.tx, response, type_url).await?;
+        self.session.on_sent(
+            type_url,
+            SentResponse { nonce: nonce.clone(), version: version.clone(), content, resources: count },
+        );
+        metrics::record_push(type_url, t0.elapsed(), bytes);
+        self.mirror(conn.entry(), type_url);
+        conn.count_sent(type_url, count);
+        info!(
+            connection = %conn.id(), %nonce, %version,
+            "{}: PUSH{} resources:{count} size:{bytes}B",
+            short_name(type_url), trigger_label(&trigger)
+        );
+        Ok(Some(Sent { nonce, resources: count }))
+    }
+
+    /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
+    fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
+        let Some(t) = self.session.get(type_url) else { return };
+        entry.update_type(type_url, |s| {
+            s.watch = t.watch.clone();
+            s.state = t.state;
+            if let Some(sent) = &t.sent {
+                s.nonce_sent.clone_from(&sent.nonce);
+                s.version_sent.clone_from(&sent.version);
+            }
+            if let Some((nonce, version)) = &t.acked {
+                s.nonce_acked.clone_from(nonce);
+                s.version_acked.clone_from(version);
+            }
+            s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
+        });
+    }
+}
+
+/// What a Delta request calls for: the names to generate, whether they are the whole subscription,
+/// and whether to answer even with nothing (initial requests).
+pub(crate) struct DeltaDue {
+    watch: Watch,
+    full: bool,
+    always: bool,
+}
+
+/// Incremental (delta) half of a stream.
+pub(crate) struct DeltaWire {
+    pub(crate) session: DeltaSession,
+    pub(crate) tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+}
+
+impl<S: ResourceSource> Wire<S> for DeltaWire {
+    type Request = DeltaDiscoveryRequest;
+    type Due = DeltaDue;
+
+    fn step(&mut self, req: &DeltaDiscoveryRequest) -> Step<DeltaDue> {
+        let outcome = self.session.on_request(&delta::DeltaRequest::from_proto(req));
+        let always = matches!(outcome.verdict, delta::Verdict::Initial { .. });
+        let (answer, detail) = match outcome.verdict {
+            delta::Verdict::Initial { known } => (
+                Answer::Initial,
+                format!(" ({} subscribed, {known} known)", req.resource_names_subscribe.len()),
+            ),
+            delta::Verdict::Ack { nonce } => (Answer::Ack { nonce }, String::new()),
+            delta::Verdict::Nack { nonce, message, current } => {
+                (Answer::Nack { nonce, message, current }, String::new())
+            }
+            delta::Verdict::Stale { nonce } => (Answer::Stale { nonce }, String::new()),
+            delta::Verdict::Subscription => (
+                Answer::Subscription,
+                format!(
+                    " (subscribe {:?}, unsubscribe {:?})",
+                    req.resource_names_subscribe, req.resource_names_unsubscribe
+                ),
+            ),
+        };
+        let respond = outcome.respond.map(|r| DeltaDue { watch: r.watch, full: r.full, always });
+        Step { type_url: req.type_url.clone(), answer, detail, respond }
+    }
+
+    fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str) {
+        self.mirror(entry, type_url);
+    }
+
+    fn watched_types(&self) -> Vec<String> {
+        self.session.watched_types()
+    }
+
+    async fn answer(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        due: DeltaDue,
+    ) -> Result<Option<Sent>, End> {
+        self.send(conn, type_url, &due.watch, due.full, Trigger::Request, due.always).await
+    }
+
+    async fn send_current(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        trigger: Trigger<'_, S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(watch) = self.session.get(type_url).map(|t| t.subscription.clone()) else { return Ok(None) };
+        self.send(conn, type_url, &watch, true, trigger, false).await
+    }
+}
+
+impl DeltaWire {
+    /// Generates `type_url` for `watch` and sends what changed for the client (`full`: `watch` is the
+    /// whole subscription, so resources missing from the result are removed); `always` sends even an
+    /// empty response (the answer to an initial request).
+    async fn send<S: ResourceSource>(
+        &mut self,
+        conn: &mut Connection<S>,
+        type_url: &str,
+        watch: &Watch,
+        full: bool,
+        trigger: Trigger<'_, S::Push>,
+        always: bool,
+    ) -> Result<Option<Sent>, End> {
+        let t0 = Instant::now();
+        let is_request = matches!(trigger, Trigger::Request);
+        let force = matches!(trigger, Trigger::Dependency);
+        let generated = match conn.generate(Protocol::Delta, type_url, watch, trigger) {
+            Some(g) => g,
+            // Nothing from the source changes nothing for the client.
+            None if always => Generated::incremental(String::new(), Vec::new(), Vec::new()),
+            None => return Ok(None),
+        };
+        let version = generated.version.clone();
+        let report_missing = is_request && type_url::delta_reports_missing(type_url);
+        let plan = self.session.plan(type_url, watch, full, generated, force, report_missing);
+        if plan.is_empty() && !always {
+            debug!(connection = %conn.id(), "{}: nothing changed for this proxy", short_name(type_url));
+            return Ok(None);
+        }
+        let nonce = next_nonce();
+        let count = plan.resources.len();
+        let bytes: usize = plan.resources.iter().map(|r| r.body.value.len()).sum();
+        let response = DeltaDiscoveryResponse {
+            system_version_info: version.clone(),
+            resources: plan
+                .resources
+                .iter()
+                .map(|r| ProtoResource {
+                    name: r.name.clone(),
+                    version: r.version.clone(),
+                    resource: Some(r.body.clone()),
+                    ..Default::default()
+                })
+                .collect(),
+            type_url: type_url.to_owned(),
+            removed_resources: plan.removed.clone(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        };
+        send(&self.tx, response, type_url).await?;
+        self.session.on_sent(type_url, &nonce, &version, &plan);
+        metrics::record_push(type_url, t0.elapsed(), bytes);
+        self.mirror(conn.entry(), type_url);
+        conn.count_sent(type_url, count);
+        info!(
+            connection = %conn.id(), %nonce, %version,
+            "{}: PUSH{} resources:{count} removed:{} size:{bytes}B",
+            short_name(type_url), trigger_label(&trigger), plan.removed.len()
+        );
+        Ok(Some(Sent { nonce, resources: count }))
+    }
+
+    /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
+    fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
+        let Some(t) = self.session.get(type_url) else { return };
+        entry.update_type(type_url, |s| {
+            s.watch = t.subscription.clone();
+            s.state = t.state;
+            if let Some((nonce, version)) = &t.last_sent {
+                s.nonce_sent.clone_from(nonce);
+                s.version_sent.clone_from(version);
+            }
+            if let Some((nonce, version)) = &t.last_acked {
+                s.nonce_acked.clone_from(nonce);
+                s.version_acked.clone_from(version);
+            }
+            s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
+        });
+    }
+}
