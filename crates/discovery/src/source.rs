@@ -20,52 +20,27 @@ use envoy_types::pb::{
 };
 use model::{
     ServiceDiscovery,
-    push::{InterceptionMode, ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope},
+    push::{ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope},
 };
 use networking::{GenerationCache, Snapshot, naming::parse_cluster_name};
 use prost::Name;
 use tracing::debug;
-use xds::{
-    GenerateRequest, Generated, NodeType, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url,
-};
+use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url};
 
 use crate::{file_secrets::FileSecrets, push::type_needs_push, server::Snapshots};
 
-/// The `networking` proxy kind of an xDS node type; `None` for types meshpilot does not serve
-/// (waypoint, ztunnel, …).
+/// The proxy kind of a connected proxy; `None` for node types meshpilot does not serve (waypoint,
+/// ztunnel, …).
 pub fn proxy_kind(proxy: &Proxy) -> Option<ProxyKind> {
-    match proxy.node_type {
-        NodeType::Sidecar => Some(ProxyKind::Sidecar),
-        NodeType::Router => Some(ProxyKind::Router),
-        _ => None,
-    }
+    ProxyKind::of(proxy.node_type)
 }
 
-/// Builds what the generators need from a connected proxy. Sidecars with `INTERCEPTION_MODE: NONE`
-/// bind their outbound listeners to `127.0.0.1` (as Istio does without traffic capture); others to
-/// `0.0.0.0`.
+/// What the generators read of a connected proxy ([`ProxyContext::from_proxy`]).
 ///
 /// # Errors
 /// [`SourceError::Refused`] for node types meshpilot does not serve.
 pub fn proxy_context(proxy: &Proxy) -> Result<ProxyContext, SourceError> {
-    let kind = proxy_kind(proxy).ok_or_else(|| {
-        SourceError::Refused(format!(
-            "node type {} is not served by meshpilot (sidecar and router are)",
-            proxy.node_type.as_str()
-        ))
-    })?;
-    let mut ctx = ProxyContext::new(kind, &proxy.config_namespace);
-    ctx.id = proxy.node_id.clone();
-    ctx.ips = proxy.ip_addresses.iter().map(ToString::to_string).collect();
-    ctx.labels = proxy.metadata.labels.clone();
-    ctx.dns_domain = proxy.dns_domain.clone();
-    ctx.interception_mode = InterceptionMode::parse(&proxy.metadata.interception_mode);
-    ctx.proxyless_grpc = proxy.is_proxyless_grpc();
-    ctx.istio_version = proxy.metadata.istio_version.clone();
-    if kind == ProxyKind::Sidecar && ctx.interception_mode == InterceptionMode::None {
-        ctx.bind_address = "127.0.0.1".to_string();
-    }
-    Ok(ctx)
+    ProxyContext::from_proxy(proxy).map_err(SourceError::Refused)
 }
 
 /// Per-connection state: the proxy as the generators see it.

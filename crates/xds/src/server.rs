@@ -173,7 +173,7 @@ impl<S: ResourceSource> AdsServer<S> {
         peer: Option<SocketAddr>,
         protocol: Protocol,
     ) -> Result<Connection<S>, Status> {
-        let proxy = Proxy::from_node(first_node).map_err(|e| {
+        let proxy = crate::node::proxy_from_node(first_node).map_err(|e| {
             warn!(peer = ?peer, protocol = protocol.as_str(), "ADS: rejecting stream: {e}");
             node_status(&e)
         })?;

@@ -1,6 +1,7 @@
 //! Istio's push model (`pilot/pkg/model`): the immutable snapshot the generators read
 //! ([`PushContext`] with its indexes), the per-proxy view of it ([`SidecarScope`]), the proxy asking
-//! ([`ProxyContext`]), and the change being pushed ([`PushRequest`], [`TriggerReason`]) with the rules
+//! ([`node::Proxy`], its identity from the xDS node id and metadata, and [`ProxyContext`], what the
+//! generators read of it), and the change being pushed ([`PushRequest`], [`TriggerReason`]) with the rules
 //! deciding which proxies it concerns ([`proxy_needs_push`], [`scope_needs_push`]).
 //!
 //! ```text
@@ -16,6 +17,7 @@
 
 mod context;
 mod delegate;
+pub mod node;
 mod proxy;
 mod request;
 mod sidecar;

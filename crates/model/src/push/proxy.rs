@@ -2,6 +2,7 @@
 //! `pilot/pkg/model/context.go`): kind, IPs, namespace, labels, interception mode, generator, and the
 //! service instances its workload serves.
 
+use super::node::{NodeType, Proxy};
 use crate::{
     ServiceDiscovery,
     service::{Labels, ServiceInstance},
@@ -71,7 +72,48 @@ pub struct ProxyContext {
     pub service_instances: Vec<ServiceInstance>,
 }
 
+impl ProxyKind {
+    /// The kind for a node type; `None` for types meshpilot does not serve (waypoint, ztunnel,
+    /// agentgateway).
+    pub fn of(node_type: NodeType) -> Option<ProxyKind> {
+        match node_type {
+            NodeType::Sidecar => Some(ProxyKind::Sidecar),
+            NodeType::Router => Some(ProxyKind::Router),
+            _ => None,
+        }
+    }
+}
+
 impl ProxyContext {
+    /// What the generators read of a connected proxy (Istio's `model.Proxy` after `SetWorkloadLabels`
+    /// and friends): kind, node id, IPs, config namespace, labels, DNS domain, interception mode,
+    /// generator, Istio version. Sidecars with `INTERCEPTION_MODE: NONE` bind their outbound listeners
+    /// to `127.0.0.1` (as Istio does without traffic capture); others to `0.0.0.0`. Service instances
+    /// are left empty ([`ProxyContext::set_instances_from`]).
+    ///
+    /// # Errors
+    /// The node type is not served (sidecar and router are): the message says so.
+    pub fn from_proxy(proxy: &Proxy) -> Result<ProxyContext, String> {
+        let kind = ProxyKind::of(proxy.node_type).ok_or_else(|| {
+            format!(
+                "node type {} is not served by meshpilot (sidecar and router are)",
+                proxy.node_type.as_str()
+            )
+        })?;
+        let mut ctx = ProxyContext::new(kind, &proxy.config_namespace);
+        ctx.id = proxy.node_id.clone();
+        ctx.ips = proxy.ip_addresses.iter().map(ToString::to_string).collect();
+        ctx.labels = proxy.metadata.labels.clone();
+        ctx.dns_domain = proxy.dns_domain.clone();
+        ctx.interception_mode = InterceptionMode::parse(&proxy.metadata.interception_mode);
+        ctx.proxyless_grpc = proxy.is_proxyless_grpc();
+        ctx.istio_version = proxy.metadata.istio_version.clone();
+        if kind == ProxyKind::Sidecar && ctx.interception_mode == InterceptionMode::None {
+            ctx.bind_address = "127.0.0.1".to_string();
+        }
+        Ok(ctx)
+    }
+
     /// A proxy of `kind` in `namespace` with Istio's defaults: no IPs or labels, DNS domain
     /// `<namespace>.svc.cluster.local`, REDIRECT interception, Envoy (not proxyless), bound to
     /// `0.0.0.0`.
@@ -108,5 +150,35 @@ impl ProxyContext {
     /// `true` for a sidecar.
     pub fn is_sidecar(&self) -> bool {
         self.kind == ProxyKind::Sidecar
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::push::node::NodeMetadata;
+
+    fn proxy(id: &str, interception: &str) -> Proxy {
+        let metadata = NodeMetadata { interception_mode: interception.into(), ..NodeMetadata::default() };
+        Proxy::parse(id, metadata).unwrap()
+    }
+
+    #[test]
+    fn sidecars_without_capture_bind_loopback_and_others_are_refused() {
+        let ctx =
+            ProxyContext::from_proxy(&proxy("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", "NONE")).unwrap();
+        assert_eq!(
+            (ctx.kind, ctx.bind_address.as_str(), ctx.namespace.as_str()),
+            (ProxyKind::Sidecar, "127.0.0.1", "ns")
+        );
+        assert_eq!(ctx.ips, ["10.0.0.1"]);
+        let ctx =
+            ProxyContext::from_proxy(&proxy("router~10.0.0.2~gw.ns~ns.svc.cluster.local", "NONE")).unwrap();
+        assert_eq!((ctx.kind, ctx.bind_address.as_str()), (ProxyKind::Router, "0.0.0.0"));
+        let ctx = ProxyContext::from_proxy(&proxy("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", "")).unwrap();
+        assert_eq!(ctx.interception_mode, InterceptionMode::Redirect);
+        let err =
+            ProxyContext::from_proxy(&proxy("ztunnel~10.0.0.3~z.ns~ns.svc.cluster.local", "")).unwrap_err();
+        assert!(err.contains("ztunnel is not served"), "{err}");
     }
 }
