@@ -6,6 +6,7 @@ use envoy_types::pb::envoy::extensions::filters::{
     http::fault::v3::{FaultAbort, HttpFault, fault_abort},
 };
 use model::ConfigKey;
+use validation::common::grpc_status_code;
 
 use super::{
     actions::{envoy_duration, hundredths, millionths},
@@ -87,28 +88,4 @@ pub(super) fn fault_config(
         return None;
     }
     Some(out)
-}
-
-/// gRPC status codes by name (Istio's `SupportedGRPCStatus`).
-fn grpc_status_code(name: &str) -> Option<u32> {
-    const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-    NAMES.iter().position(|n| *n == name).map(|p| p as u32)
 }

@@ -6,19 +6,10 @@ use envoy_types::pb::envoy::config::{
     route::v3::Route,
 };
 use model::ConfigKey;
+use validation::common::{is_authority_header, is_internal_header};
 
 use super::{Prov, finding};
 use crate::{Finding, Severity};
-
-/// Istio's `isInternalHeader`: Envoy does not let routes change these.
-fn is_internal_header(name: &str) -> bool {
-    name.starts_with(':') || name.eq_ignore_ascii_case("host")
-}
-
-/// Istio's `isAuthorityHeader`.
-fn is_authority_header(name: &str) -> bool {
-    name.eq_ignore_ascii_case(":authority") || name.eq_ignore_ascii_case("host")
-}
 
 /// Istio's `TranslateHeadersOperations`, with the Istio path of every entry.
 #[derive(Default)]

@@ -14,6 +14,7 @@ use envoy_types::{
     },
     util::pack_any,
 };
+use validation::common::is_known_http_status;
 
 use super::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_ON, actions::envoy_duration};
 
@@ -83,28 +84,6 @@ pub fn retry_policy(retries: Option<&HttpRetry>, consistent_hash: bool) -> Optio
             Some(retry_policy::RetryBackOff { base_interval: Some(envoy_duration(b)), ..Default::default() });
     }
     Some(out)
-}
-
-/// HTTP status codes Go's `net/http` has a text for (`http.StatusText(code) != ""`).
-fn is_known_http_status(code: i64) -> bool {
-    matches!(
-        code,
-        100..=103
-            | 200..=208
-            | 226
-            | 300..=305
-            | 307
-            | 308
-            | 400..=418
-            | 421..=426
-            | 428
-            | 429
-            | 431
-            | 451
-            | 500..=508
-            | 510
-            | 511
-    )
 }
 
 /// Istio's `parseRetryOn`: comma-separated parts, trimmed; parts that are known HTTP status codes

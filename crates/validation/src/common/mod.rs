@@ -15,7 +15,8 @@
 //! formatting), `hosts` (DNS names, hosts, Kubernetes names), `numbers` (ports, protocols, percentages,
 //! durations), `goip` (IP addresses and CIDRs as Go's `netip` reads them), `export_to`, `labels`
 //! (labels, selectors, target references), `routes` (subset and gateway names, string matches), `re2`
-//! (regular expressions as Go's RE2 reads them), `headers` and `metadata`.
+//! (regular expressions as Go's RE2 reads them), `headers`, `metadata` and `status` (HTTP and gRPC
+//! status codes by name).
 
 mod export_to;
 mod go;
@@ -27,6 +28,7 @@ mod metadata;
 mod numbers;
 mod re2;
 mod routes;
+mod status;
 #[cfg(test)]
 mod tests;
 
@@ -68,6 +70,7 @@ pub use routes::{
     StringMatch, validate_cors_allow_origin, validate_cors_http_method, validate_gateway_names,
     validate_string_match, validate_string_match_regexp, validate_subset_name,
 };
+pub use status::{grpc_status_code, is_known_http_status};
 
 use crate::Report;
 

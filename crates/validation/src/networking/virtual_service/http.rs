@@ -11,13 +11,13 @@ use api::networking::virtual_service::{
 use crate::{
     Report,
     common::{
-        self, check_enum, check_oneof, go_quote, is_authority_header, is_dns1123_label,
-        validate_cors_allow_origin, validate_cors_http_header_name, validate_cors_http_method,
-        validate_duration, validate_gateway_names, validate_header_name, validate_header_value,
-        validate_http_header_operation_name, validate_http_header_with_authority_operation_name,
-        validate_http_status, validate_labels, validate_percentage, validate_port, validate_string_match,
-        validate_string_match_regexp, validate_string_regexp, validate_subset_name, validate_weight,
-        validate_wildcard_domain,
+        self, check_enum, check_oneof, go_quote, grpc_status_code, is_authority_header, is_dns1123_label,
+        is_known_http_status, validate_cors_allow_origin, validate_cors_http_header_name,
+        validate_cors_http_method, validate_duration, validate_gateway_names, validate_header_name,
+        validate_header_value, validate_http_header_operation_name,
+        validate_http_header_with_authority_operation_name, validate_http_status, validate_labels,
+        validate_percentage, validate_port, validate_string_match, validate_string_match_regexp,
+        validate_string_regexp, validate_subset_name, validate_weight, validate_wildcard_domain,
     },
 };
 
@@ -46,34 +46,6 @@ const RETRY_ON_POLICIES: [&str; 16] = [
     "internal",
     "resource-exhausted",
     "unavailable",
-];
-
-/// HTTP status codes Go's `net/http.StatusText` names.
-const HTTP_STATUS_CODES: [i64; 62] = [
-    100, 101, 102, 103, 200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302, 303, 304, 305, 307,
-    308, 400, 401, 402, 403, 404, 405, 406, 407, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 418, 421,
-    422, 423, 424, 425, 426, 428, 429, 431, 451, 500, 501, 502, 503, 504, 505, 506, 507, 508, 510, 511,
-];
-
-/// gRPC status names a fault abort may return.
-const GRPC_STATUSES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
 ];
 
 /// The match type of a `StringMatch` (reporting more than one as an error at `path`).
@@ -389,7 +361,7 @@ fn validate_fault(fault: &HttpFaultInjection, path: &str, report: &mut Report) {
         if let Some(status) = abort.http_status {
             report.check(format!("{at}.httpStatus"), validate_http_status(i64::from(status)));
         } else if let Some(status) = &abort.grpc_status {
-            if !GRPC_STATUSES.contains(&status.as_str()) {
+            if grpc_status_code(status).is_none() {
                 report.error(
                     format!("{at}.grpcStatus"),
                     format!(
@@ -541,7 +513,7 @@ fn is_http_status_text(text: &str) -> bool {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return false;
     }
-    text.parse::<i64>().is_ok_and(|n| HTTP_STATUS_CODES.contains(&n))
+    text.parse::<i64>().is_ok_and(is_known_http_status)
 }
 
 /// Istio's `agent.ValidateHTTPRetry`.
