@@ -27,6 +27,7 @@ pub mod de;
 pub mod extensions;
 pub mod meta;
 pub mod networking;
+pub mod protocol;
 pub mod schema;
 pub mod security;
 pub mod spec;

@@ -21,6 +21,7 @@ pub mod selector;
 pub mod service;
 pub mod store;
 
+pub use api::protocol::Protocol;
 pub use config::{Config, ConfigKey, ConfigMeta};
 pub use service::{
     Endpoint, EndpointPush, EndpointShard, EndpointUpdate, RegistryEvent, RegistryEventHandler,

@@ -1,12 +1,11 @@
 //! Ports, protocols, percentages, weights, HTTP statuses and durations.
 
-use api::wkt::Duration;
+use api::{protocol::Protocol, wkt::Duration};
 
 use super::{
     go::{go_duration, go_duration_nanos, go_float},
     hosts::is_dns1123_label,
 };
-use crate::kube::Protocol;
 
 /// Checks a port number, following Istio's `ValidatePort`: `port number 0 must be in the range 1..65535`.
 pub fn validate_port(port: i64) -> Result<(), String> {
