@@ -14,6 +14,7 @@
 //! - [`wkt`]: `Duration`, `Struct`/`Value`, enum and bytes helpers (protobuf JSON mapping).
 //! - [`schema`]: the kinds meshpilot serves (group, versions and aliases, plural, scope, proto names).
 //! - [`meta`]: Kubernetes object metadata.
+//! - [`protocol`]: Istio's application protocols of a port (`pkg/config/protocol`).
 //! - [`spec`]: [`Spec`], one enum over every kind's typed spec.
 //! - [`networking`], [`security`], [`telemetry`], [`extensions`], [`type_v1beta1`]: the Istio API
 //!   types, written from the Istio API reference (field names and numbers of `istio.io/api`).
