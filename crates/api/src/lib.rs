@@ -14,6 +14,7 @@
 //! - [`wkt`]: `Duration`, `Struct`/`Value`, enum and bytes helpers (protobuf JSON mapping).
 //! - [`schema`]: the kinds meshpilot serves (group, versions and aliases, plural, scope, proto names).
 //! - [`meta`]: Kubernetes object metadata.
+//! - [`protocol`]: Istio's application protocols of a port (`pkg/config/protocol`).
 //! - [`spec`]: [`Spec`], one enum over every kind's typed spec.
 //! - [`networking`], [`security`], [`telemetry`], [`extensions`], [`type_v1beta1`]: the Istio API
 //!   types, written from the Istio API reference (field names and numbers of `istio.io/api`).
@@ -27,6 +28,7 @@ pub mod de;
 pub mod extensions;
 pub mod meta;
 pub mod networking;
+pub mod protocol;
 pub mod schema;
 pub mod security;
 pub mod spec;

@@ -6,11 +6,10 @@ mod support;
 
 use meshpilot_kube::testenv::TestEnv;
 use model::{
-    Event,
+    Event, Protocol,
     service::{
         EndpointPush, ExportTo, HealthStatus, LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_REGION,
-        LABEL_TOPOLOGY_ZONE, Protocol, ProviderId, RegistryEvent, Resolution, ServiceController,
-        ServiceDiscovery,
+        LABEL_TOPOLOGY_ZONE, ProviderId, RegistryEvent, Resolution, ServiceController, ServiceDiscovery,
     },
 };
 use support::{host_ip, namespace, pod, set_pod_ip, slice, slice_endpoint, start_registry, wait_for};

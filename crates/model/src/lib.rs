@@ -28,6 +28,7 @@ pub mod selector;
 pub mod service;
 pub mod store;
 
+pub use api::protocol::Protocol;
 pub use config::{Config, ConfigKey, ConfigMeta};
 pub use finding::{Finding, Severity};
 pub use service::{

@@ -16,7 +16,7 @@
 //! handler registration ([`ServiceController::append_event_handler`]) live here, in `model`, so that
 //! the xDS server depends on the model only, never on a registry crate.
 //!
-//! Protocols are [`validation::kube::Protocol`] (re-exported): a ServiceEntry port takes its declared
+//! Protocols are [`Protocol`] (`api::protocol`, re-exported as `model::Protocol`): a ServiceEntry port takes its declared
 //! `protocol` ([`Protocol::parse`], as Istio's `convertPort`; the port *name* is not consulted), a
 //! Kubernetes Service port its `appProtocol` or name prefix ([`convert_protocol`]).
 
@@ -27,8 +27,8 @@ use std::{
     sync::Arc,
 };
 
-use api::Kind;
-pub use validation::kube::{Protocol, convert_protocol, protocol_from_port_name};
+use api::{Kind, protocol::Protocol};
+pub use validation::kube::{convert_protocol, protocol_from_port_name};
 
 use crate::{ConfigKey, Event};
 

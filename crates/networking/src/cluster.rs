@@ -50,8 +50,8 @@ use envoy_types::pb::envoy::{
     r#type::v3::Percent,
 };
 use model::{
-    ConfigKey,
-    service::{Labels, Port, Protocol, Resolution, Service, labels_match},
+    ConfigKey, Protocol,
+    service::{Labels, Port, Resolution, Service, labels_match},
 };
 
 use crate::{

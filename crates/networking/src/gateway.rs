@@ -13,7 +13,7 @@ use std::{
 };
 
 use api::networking::gateway::{Server, server_tls_settings::TlSmode};
-use model::service::Protocol;
+use model::Protocol;
 
 use crate::naming::{gateway_http_route_name, gateway_https_route_name};
 use model::{

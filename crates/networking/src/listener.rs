@@ -24,7 +24,7 @@ use envoy_types::pb::envoy::{
     },
     extensions::transport_sockets::tls::v3::DownstreamTlsContext,
 };
-use model::service::{Protocol, Service};
+use model::{Protocol, service::Service};
 
 use crate::{
     Snapshot,

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use meshpilot_registry::{AggregateRegistry, ServiceEntryOptions};
 use model::{
-    RegistryEvent, ServiceController, ServiceDiscovery,
+    Protocol, RegistryEvent, ServiceController, ServiceDiscovery,
     service::{
-        Endpoint, EndpointShard, Labels, Port, Protocol, ProviderId, RegistryEventHandler, RegistryWarning,
-        Resolution, Service, ServiceInstance, ShardKey, labels_match,
+        Endpoint, EndpointShard, Labels, Port, ProviderId, RegistryEventHandler, RegistryWarning, Resolution,
+        Service, ServiceInstance, ShardKey, labels_match,
     },
 };
 use support::*;

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use api::networking::service_entry::{Location, Resolution as SeResolution};
 use meshpilot_registry::{ServiceEntryIndex, ServiceEntryOptions, index_from_configs};
 use model::{
-    Config, Event,
+    Config, Event, Protocol,
     service::{
-        Endpoint, ExportTo, Protocol, ProviderId, Resolution, TLS_MODE_DISABLED, TLS_MODE_ISTIO,
-        UNSPECIFIED_IP,
+        Endpoint, ExportTo, ProviderId, Resolution, TLS_MODE_DISABLED, TLS_MODE_ISTIO, UNSPECIFIED_IP,
     },
 };
 use support::*;

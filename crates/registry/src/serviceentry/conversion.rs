@@ -17,12 +17,12 @@ use api::networking::{
     service_entry::{Location, Resolution as SeResolution, ServiceEntry},
 };
 use model::{
-    Config,
+    Config, Protocol,
     service::{
         DEFAULT_CLUSTER_ID, DEFAULT_TRUST_DOMAIN, Endpoint, ExportTo, HealthStatus, LABEL_ISTIO_LOCALITY,
         LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_LOCALITY, LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION,
-        LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels, Locality, Port, Protocol, ProviderId,
-        Resolution, Service, TLS_MODE_DISABLED, TLS_MODE_ISTIO, TLS_MODE_LABEL, UNIX_ADDRESS_PREFIX,
+        LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels, Locality, Port, ProviderId, Resolution, Service,
+        TLS_MODE_DISABLED, TLS_MODE_ISTIO, TLS_MODE_LABEL, UNIX_ADDRESS_PREFIX,
     },
 };
 

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use api::{
     meta::ObjectMeta,
     networking::gateway::{Port, Server, ServerTlsSettings, server_tls_settings::TlSmode},
+    protocol::Protocol,
     wkt::ProtoEnum,
 };
 
@@ -18,7 +19,6 @@ use crate::{
         go_quote, is_dns1123_label, validate_ip_address, validate_namespace_slash_wildcard_hostname,
         validate_port, validate_unix_address,
     },
-    kube::Protocol,
 };
 
 /// Annotation Istio sets on Gateways it generates from Gateway API resources.

@@ -12,6 +12,7 @@ use api::{
         ServiceEntry, WorkloadEntry,
         service_entry::{Location, Resolution},
     },
+    protocol::Protocol,
     wkt::ProtoEnum,
 };
 
@@ -25,7 +26,6 @@ use crate::{
         validate_labels, validate_partial_wildcard, validate_port, validate_port_name, validate_protocol,
         validate_wildcard_domain,
     },
-    kube::Protocol,
 };
 
 /// Label with which a ServiceEntry opts out of automatic IP allocation (`"false"`).

@@ -18,6 +18,7 @@ use api::{
             outbound_traffic_policy::Mode,
         },
     },
+    protocol::Protocol,
     wkt::ProtoEnum,
 };
 
@@ -29,7 +30,6 @@ use crate::{
         validate_port, validate_port_name, validate_protocol, validate_subset_name, validate_unix_address,
         validate_wildcard_domain,
     },
-    kube::Protocol,
 };
 
 /// The outbound traffic mode that only MeshConfig supports (`ALLOW_ANY_DYNAMIC_DNS`, number 3 of
