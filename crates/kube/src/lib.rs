@@ -18,7 +18,8 @@
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
 //! - [`relist`]: the list-and-watch bookkeeping every watch above goes through (initial list,
 //!   relist diff, sync).
-//! - [`testenv`]: a real etcd + kube-apiserver for tests (`scripts/kube-testenv.sh`).
+//! - `testenv` (cargo feature `testing`, for tests and examples only): a real etcd + kube-apiserver
+//!   (`scripts/kube-testenv.sh`).
 //!
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
@@ -27,6 +28,7 @@ pub mod namespaces;
 pub mod registry;
 pub mod relist;
 pub mod source;
+#[cfg(feature = "testing")]
 pub mod testenv;
 
 pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
