@@ -24,12 +24,14 @@
 //!   error is dropped at the next `Init`, so only a complete list deletes anything.
 //! - **Sync.** [`Relist::has_synced`] turns true at the first `InitDone` and stays true (a relist
 //!   after an error does not make the watch unsynced, as with Istio's informers).
+//! - [`Relist::follow`] runs a whole watch stream through it (the loop every watch task needs).
 
 use std::{
     collections::{HashMap, HashSet},
     hash::Hash,
 };
 
+use futures::{Stream, StreamExt};
 use kube::{Resource, runtime::watcher};
 
 /// What one watch event changes for the consumer, after the relist diff.
@@ -132,6 +134,37 @@ impl<K: Clone + Eq + Hash + Ord, T: Resource> Relist<K, T> {
                 let key = (self.key)(&object);
                 self.known.remove(&key);
                 vec![Change::Deleted(key)]
+            }
+        }
+    }
+
+    /// Follows a watch `stream` until it ends: every event through [`Relist::handle`], what changed
+    /// to `apply` (never empty), `synced` once after the first complete list, errors to `failed`
+    /// (kube-runtime's watcher retries by itself).
+    pub async fn follow<S>(
+        mut self,
+        mut stream: S,
+        mut apply: impl FnMut(Vec<Change<K, T>>),
+        synced: impl FnOnce(),
+        mut failed: impl FnMut(watcher::Error),
+    ) where
+        S: Stream<Item = Result<watcher::Event<T>, watcher::Error>> + Unpin,
+    {
+        let mut synced = Some(synced);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    let changes = self.handle(event);
+                    if !changes.is_empty() {
+                        apply(changes);
+                    }
+                    if self.synced
+                        && let Some(synced) = synced.take()
+                    {
+                        synced();
+                    }
+                }
+                Err(err) => failed(err),
             }
         }
     }
@@ -311,6 +344,40 @@ mod tests {
             list(&mut r, vec![cm("ns", "a", "1"), cm("ns", "b", "3")]),
             ["added ns/b@3", "deleted ns/gone"]
         );
+    }
+
+    #[tokio::test]
+    async fn following_a_stream_applies_changes_syncs_once_and_reports_errors() {
+        let events: Vec<Result<Event<ConfigMap>, watcher::Error>> = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(cm("ns", "a", "1"))),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(Event::Init),
+            Ok(Event::InitApply(cm("ns", "a", "1"))),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(cm("ns", "a", "1"))),
+            Ok(Event::Apply(cm("ns", "a", "2"))),
+            Ok(Event::Init),
+            Ok(Event::InitDone),
+        ];
+        let mut applied: Vec<String> = Vec::new();
+        let mut syncs: Vec<usize> = Vec::new();
+        let mut errors = 0;
+        let synced_after = std::cell::Cell::new(0);
+        Relist::new(namespaced_key::<ConfigMap>)
+            .follow(
+                futures::stream::iter(events),
+                |changes| {
+                    applied.extend(show(changes));
+                    synced_after.set(applied.len());
+                },
+                || syncs.push(synced_after.get()),
+                |_| errors += 1,
+            )
+            .await;
+        assert_eq!(applied, ["added ns/a@1", "updated ns/a@2", "deleted ns/a"]);
+        assert_eq!(syncs, [1], "synced once, after the first list was applied");
+        assert_eq!(errors, 1);
     }
 
     #[test]

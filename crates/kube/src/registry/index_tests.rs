@@ -175,15 +175,19 @@ fn a_service_exported_to_nobody_raises_nothing() {
 fn slice_endpoints_carry_istio_health_and_later_changes_are_incremental() {
     let mut ix = index();
     ix.apply_service(&reviews("1"));
-    let events = ix.apply_slice(&slice(
-        "reviews-a",
-        "1",
-        serde_json::json!([
-            ep("10.1.0.1", true, false, None),
-            ep("10.1.0.2", false, true, None),
-            ep("10.1.0.3", false, false, None),
-        ]),
-    ));
+    // Three endpoints: ready; not ready and terminating; the third ready or not (not terminating).
+    let three = |rv: &str, third_ready: bool| {
+        slice(
+            "reviews-a",
+            rv,
+            serde_json::json!([
+                ep("10.1.0.1", true, false, None),
+                ep("10.1.0.2", false, true, None),
+                ep("10.1.0.3", third_ready, false, None),
+            ]),
+        )
+    };
+    let events = ix.apply_slice(&three("1", false));
     // First endpoints of the service: a new shard, so a full push; EDS itself drops the unhealthy and
     // terminating ones, the registry keeps their status.
     assert_eq!(
@@ -196,34 +200,14 @@ fn slice_endpoints_carry_istio_health_and_later_changes_are_incremental() {
     // The same slice version again: nothing.
     assert!(ix.apply_slice(&slice("reviews-a", "1", serde_json::json!([]))).is_empty());
     // An endpoint turns ready: incremental (same service accounts: none).
-    let events = ix.apply_slice(&slice(
-        "reviews-a",
-        "2",
-        serde_json::json!([
-            ep("10.1.0.1", true, false, None),
-            ep("10.1.0.2", false, true, None),
-            ep("10.1.0.3", true, false, None),
-        ]),
-    ));
     assert_eq!(
-        show(&events),
+        show(&ix.apply_slice(&three("2", true))),
         [format!(
             "endpoints incremental {HOST} [10.1.0.1:9080 Healthy, 10.1.0.2:9080 Terminating, 10.1.0.3:9080 Healthy]"
         )]
     );
     // A new slice version with the same endpoints: nothing to push.
-    assert!(
-        ix.apply_slice(&slice(
-            "reviews-a",
-            "3",
-            serde_json::json!([
-                ep("10.1.0.1", true, false, None),
-                ep("10.1.0.2", false, true, None),
-                ep("10.1.0.3", true, false, None),
-            ]),
-        ))
-        .is_empty()
-    );
+    assert!(ix.apply_slice(&three("3", true)).is_empty());
     // The slice goes away: an empty list, incremental (a drop to zero keeps the shard).
     let key = (NS.to_string(), "reviews-a".to_string());
     assert_eq!(show(&ix.delete_slice(&key)), [format!("endpoints incremental {HOST} []")]);

@@ -54,7 +54,6 @@ use std::{
 
 use api::{Kind, Schema};
 use config::{Change, MemoryStore, QueueOptions};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client, api::DynamicObject};
@@ -467,79 +466,61 @@ impl KubeSource {
         self.inner.state().rejected.retain(|k, _| k.kind != kind);
     }
 
-    async fn watch_kind(
-        self,
-        client: Client,
-        schema: &'static Schema,
-        version: String,
-        mut relist: KindRelist,
-    ) {
+    async fn watch_kind(self, client: Client, schema: &'static Schema, version: String, relist: KindRelist) {
         let api: Api<DynamicObject> = Api::all_with(client, &api_resource(schema, &version));
-        let mut stream = client::watch(api, self.inner.options.backoff);
-        let mut listed = false;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(event) => {
-                    let changes = relist.handle(event);
-                    if !changes.is_empty() {
-                        self.inner.changed(schema, &version, changes);
+        let kind = schema.kind;
+        relist
+            .follow(
+                client::watch(api, self.inner.options.backoff),
+                |changes| self.inner.changed(schema, &version, changes),
+                || {
+                    if let Some(w) = self.inner.state().watches.get_mut(&kind) {
+                        w.listed = true;
                     }
-                    if !listed && relist.has_synced() {
-                        listed = true;
-                        if let Some(w) = self.inner.state().watches.get_mut(&schema.kind) {
-                            w.listed = true;
-                        }
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(source = %self.inner.name, kind = %schema.kind, error = %err, "watch failed; retrying with backoff");
-                }
-            }
-        }
+                },
+                |err| {
+                    tracing::warn!(source = %self.inner.name, %kind, error = %err, "watch failed; retrying with backoff");
+                },
+            )
+            .await;
     }
 
     /// Watches Namespaces for the discovery selectors (only started when some are configured).
     async fn watch_namespaces(self, client: Client) {
         let api: Api<Namespace> = Api::all(client);
-        let mut stream = client::watch(api, self.inner.options.backoff);
-        let mut relist: Relist<String, Namespace> = Relist::new(name_key);
-        let mut listed = false;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(event) => {
-                    for change in relist.handle(event) {
-                        let mut discovery = self.inner.discovery();
+        let inner = &self.inner;
+        Relist::new(name_key)
+            .follow(
+                client::watch(api, inner.options.backoff),
+                |changes| {
+                    for change in changes {
+                        let mut discovery = inner.discovery();
                         match change {
                             relist::Change::Added(ns) | relist::Change::Updated(ns) => {
                                 let name = ns.metadata.name.clone().unwrap_or_default();
                                 let labels: model::service::Labels =
-                                    ns.metadata.labels.clone().unwrap_or_default().into_iter().collect();
-                                self.inner.namespace_applied(&mut discovery, &name, &labels);
+                                    ns.metadata.labels.unwrap_or_default().into_iter().collect();
+                                inner.namespace_applied(&mut discovery, &name, &labels);
                             }
                             relist::Change::Deleted(name) => discovery.filter.delete(&name),
                         }
                     }
-                    if !listed && relist.has_synced() {
-                        listed = true;
-                        self.inner.discovery().listed = true;
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(source = %self.inner.name, error = %err, "Namespace watch failed; retrying with backoff");
-                }
-            }
-        }
+                },
+                || inner.discovery().listed = true,
+                |err| {
+                    tracing::warn!(source = %inner.name, error = %err, "Namespace watch failed; retrying with backoff");
+                },
+            )
+            .await;
     }
 
     async fn watch_crds(self, client: Client) {
         let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut stream = client::watch(api, self.inner.options.backoff);
-        let mut relist: Relist<String, CustomResourceDefinition> = Relist::new(name_key);
-        let mut listed = false;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(event) => {
-                    for change in relist.handle(event) {
+        Relist::new(name_key)
+            .follow(
+                client::watch(api, self.inner.options.backoff),
+                |changes| {
+                    for change in changes {
                         match change {
                             relist::Change::Added(crd) | relist::Change::Updated(crd) => {
                                 self.crd_applied(&client, &crd);
@@ -551,16 +532,13 @@ impl KubeSource {
                             }
                         }
                     }
-                    if !listed && relist.has_synced() {
-                        listed = true;
-                        self.inner.state().crds_listed = true;
-                    }
-                }
-                Err(err) => {
+                },
+                || self.inner.state().crds_listed = true,
+                |err| {
                     tracing::warn!(source = %self.inner.name, error = %err, "CustomResourceDefinition watch failed; retrying with backoff");
-                }
-            }
-        }
+                },
+            )
+            .await;
     }
 }
 
