@@ -330,8 +330,7 @@ impl KubeRegistry {
     }
 
     /// One watch event: through its kind's [`Relist`], then what changed into the index.
-    fn handle(&self, update: Update, watches: &mut Watches) {
-        let w = watches;
+    fn handle(&self, update: Update, w: &mut Watches) {
         match update {
             Update::Service(e) => {
                 let changes = w.services.handle(e);
@@ -419,22 +418,22 @@ impl KubeRegistry {
 impl KubeRegistry {
     /// A Namespace was listed or changed: with discovery selectors, add its cached objects when it
     /// became selected, delete them from the index when it stopped being selected.
-    fn membership(&self, namespace: &Namespace, lists: &mut Watches) {
+    fn membership(&self, namespace: &Namespace, watches: &mut Watches) {
         let name = namespace.metadata.name.as_deref().unwrap_or_default();
         let labels: Labels = namespace.metadata.labels.clone().unwrap_or_default().into_iter().collect();
-        let Some(change) = lists.filter.apply(name, &labels) else { return };
+        let Some(change) = watches.filter.apply(name, &labels) else { return };
         let in_ns = |k: &ObjectKey| k.0 == name;
         tracing::info!(registry = %self.inner.name, namespace = %name, ?change, "namespace discovery membership changed");
         match change {
             Membership::Selected => self.update(|index| {
                 let mut events: Vec<RegistryEvent> = Vec::new();
-                for (_, o) in lists.cached_services.iter().filter(|(k, _)| in_ns(k)) {
+                for (_, o) in watches.cached_services.iter().filter(|(k, _)| in_ns(k)) {
                     events.extend(index.apply_service(o));
                 }
-                for (_, o) in lists.cached_pods.iter().filter(|(k, _)| in_ns(k)) {
+                for (_, o) in watches.cached_pods.iter().filter(|(k, _)| in_ns(k)) {
                     events.extend(index.apply_pod(o));
                 }
-                for (_, o) in lists.cached_slices.iter().filter(|(k, _)| in_ns(k)) {
+                for (_, o) in watches.cached_slices.iter().filter(|(k, _)| in_ns(k)) {
                     events.extend(index.apply_slice(o));
                 }
                 events
