@@ -21,7 +21,7 @@
 //! **Watches.** One kube-runtime watcher per kind, all cluster-wide, merged into one stream handled
 //! by one task, so notifications keep the API server's order per kind. A watch that fails resumes
 //! from its last resource version; a relist (410 Gone, API-server restart) goes through
-//! [`Relist`](crate::relist::Relist), which diffs it against what the watch knows: unchanged objects
+//! [`Relist`], which diffs it against what the watch knows: unchanged objects
 //! (same resource version) raise nothing, only objects that are gone are deleted.
 //! `managedFields` are dropped as objects arrive. [`KubeRegistryOptions::namespaces`] restricts
 //! Services, EndpointSlices and Pods to some namespaces.

@@ -37,8 +37,8 @@
 //! - **Writes** ([`ConfigStore::create`] and friends) are synchronous REST calls made on a dedicated
 //!   thread with its own runtime and client, so they work from any context (and block the caller for
 //!   one round trip; from async code, call them in `spawn_blocking`). Resource-version conflicts are
-//!   [`StoreError::Conflict`], a missing object [`StoreError::NotFound`], other API errors
-//!   [`StoreError::Backend`] with a plain explanation. A write shows up in reads once its watch event
+//!   [`StoreError::Conflict`](model::StoreError::Conflict), a missing object [`StoreError::NotFound`](model::StoreError::NotFound), other API errors
+//!   [`StoreError::Backend`](model::StoreError::Backend) with a plain explanation. A write shows up in reads once its watch event
 //!   arrives (as with Istio's informers).
 
 mod store;
