@@ -1,18 +1,23 @@
-//! Talking to the Kubernetes API server about Istio config: connecting, REST calls on Istio custom
-//! resources, converting objects into [`Config`]s, and errors explained in plain words.
+//! Talking to the Kubernetes API server: connecting, watches with their retry backoff, facts about
+//! the Istio CRDs (name, served version, Established), REST calls on Istio custom resources,
+//! converting objects into [`Config`]s, and errors explained in plain words. The config source, the
+//! service registry and the `meshpilot apply/get/delete` commands all go through here.
 //!
 //! Objects are handled as [`DynamicObject`]s addressed by the [`api`] schema registry (group, version,
 //! plural), so no Rust type per CRD is needed and the server's JSON reaches meshpilot's own strict
 //! parser ([`model::parse::parse_json`]) unchanged.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
 use api::{Kind, Schema};
+use futures::{StreamExt, stream::BoxStream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client,
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions},
     config::{KubeConfigOptions, Kubeconfig},
     core::ApiResource,
+    runtime::{WatchStreamExt, utils::Backoff, watcher},
 };
 use model::{
     Config,
@@ -204,6 +209,68 @@ pub fn kind_api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<Dyn
 pub fn crd_name(schema: &Schema) -> String {
     format!("{}.{}", schema.plural, schema.group)
 }
+
+/// The served version to watch a kind at: its current version when served, else the first served alias.
+pub fn served_version(schema: &Schema, crd: &CustomResourceDefinition) -> Option<String> {
+    let served: Vec<&str> = crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
+    if served.contains(&schema.version) {
+        return Some(schema.version.to_string());
+    }
+    schema.version_aliases.iter().find(|a| served.contains(a)).map(|a| (*a).to_string())
+}
+
+/// `true` when the CRD has the condition `Established=True` (its API is served).
+pub fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+}
+
+/// `metadata.resourceVersion` of an object read as JSON (empty when missing).
+pub fn resource_version(object: &serde_json::Value) -> String {
+    object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string()
+}
+
+/// Exponential backoff for watch retries: `initial`, doubling, capped at `max`; reset after a success.
+pub struct WatchBackoff {
+    initial: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let current = self.next;
+        self.next = (self.next * 2).min(self.max);
+        Some(current)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = self.initial;
+    }
+}
+
+/// A [`WatchBackoff`] from `(initial, max)`.
+pub fn watch_backoff((initial, max): (Duration, Duration)) -> WatchBackoff {
+    WatchBackoff { initial, max, next: initial }
+}
+
+/// A kube-runtime watcher on `api` (all objects it addresses, default list/watch settings) retried
+/// with [`watch_backoff`]`(backoff)`.
+pub fn watch<K>(api: Api<K>, backoff: (Duration, Duration)) -> BoxStream<'static, WatchEvent<K>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    watcher(api, watcher::Config::default()).backoff(watch_backoff(backoff)).boxed()
+}
+
+/// One item of a [`watch`] stream.
+pub type WatchEvent<K> = Result<watcher::Event<K>, watcher::Error>;
 
 /// Finds the kind a command-line word means: the kind name, its plural or singular, or one of Istio's
 /// CRD short names (`vs`, `dr`, `gw`, `se`, `we`, `wg`, `ap`, `ra`, `pa`), case-insensitively, with an
@@ -441,6 +508,19 @@ pub async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_doubles_to_the_cap_and_resets() {
+        let mut b = WatchBackoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_millis(500),
+            next: Duration::from_millis(100),
+        };
+        let got: Vec<u128> = b.by_ref().take(5).map(|d| d.as_millis()).collect();
+        assert_eq!(got, [100, 200, 400, 500, 500]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(100)));
+    }
 
     #[test]
     fn words_name_kinds_like_kubectl() {

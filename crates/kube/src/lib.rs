@@ -7,22 +7,28 @@
 //!        └──REST (create/apply/get/list/delete)── client ◄── meshpilot apply/create/get/delete
 //! ```
 //!
-//! - [`client`]: connecting (kubeconfig, `KUBECONFIG`, in-cluster), REST calls on Istio custom
-//!   resources as dynamic objects, conversion into [`model::Config`], errors explained.
+//! - [`client`]: the API client: connecting (kubeconfig, `KUBECONFIG`, in-cluster), watches and their
+//!   backoff, CRD facts, REST calls on Istio custom resources as dynamic objects, conversion into
+//!   [`model::Config`], errors explained.
 //! - [`source`]: [`KubeSource`], the CRD config source (Istio's crdclient): watches, validation,
 //!   relist without spurious deletes, writes with typed conflicts.
 //! - [`registry`]: [`KubeRegistry`], the Kubernetes service registry (Istio's kube controller):
 //!   Services and EndpointSlices as services and endpoints, Pods for labels, identities and proxy
 //!   instances, Nodes for locality.
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
-//! - [`testenv`]: a real etcd + kube-apiserver for tests (`scripts/kube-testenv.sh`).
+//! - [`relist`]: the list-and-watch bookkeeping every watch above goes through (initial list,
+//!   relist diff, sync).
+//! - `testenv` (cargo feature `testing`, for tests and examples only): a real etcd + kube-apiserver
+//!   (`scripts/kube-testenv.sh`).
 //!
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
 pub mod client;
 pub mod namespaces;
 pub mod registry;
+pub mod relist;
 pub mod source;
+#[cfg(feature = "testing")]
 pub mod testenv;
 
 pub use client::{Connection, KubeError, client_config, connect, kind_from_word};

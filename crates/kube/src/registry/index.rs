@@ -58,8 +58,7 @@ use super::{
     },
 };
 
-/// `(namespace, name)` of an object.
-pub type ObjectKey = (String, String);
+pub use crate::relist::ObjectKey;
 
 struct ServiceRecord {
     resource_version: String,
@@ -736,3 +735,7 @@ impl KubeIndex {
         out
     }
 }
+
+#[cfg(test)]
+#[path = "index_tests.rs"]
+mod tests;

@@ -20,9 +20,10 @@
 //!
 //! **Watches.** One kube-runtime watcher per kind, all cluster-wide, merged into one stream handled
 //! by one task, so notifications keep the API server's order per kind. A watch that fails resumes
-//! from its last resource version; a relist (410 Gone, API-server restart) is diffed against the index:
-//! unchanged objects (same resource version) raise nothing, only objects that are gone are deleted.
-//! `managedFields` are dropped before objects are kept. [`KubeRegistryOptions::namespaces`] restricts
+//! from its last resource version; a relist (410 Gone, API-server restart) goes through
+//! [`Relist`], which diffs it against what the watch knows: unchanged objects
+//! (same resource version) raise nothing, only objects that are gone are deleted.
+//! `managedFields` are dropped as objects arrive. [`KubeRegistryOptions::namespaces`] restricts
 //! Services, EndpointSlices and Pods to some namespaces.
 //!
 //! **Discovery selectors.** With [`KubeRegistryOptions::discovery_selectors`] set, the watch task keeps
@@ -37,7 +38,7 @@ pub mod conversion;
 pub mod index;
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     sync::{
         Arc, RwLock, RwLockReadGuard,
         atomic::{AtomicBool, Ordering},
@@ -46,13 +47,9 @@ use std::{
 };
 
 use futures::{StreamExt, stream::BoxStream};
-use k8s_openapi::{
-    Metadata,
-    api::{
-        core::v1::{Namespace, Node, Pod, Service as KubeService},
-        discovery::v1::EndpointSlice,
-    },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+use k8s_openapi::api::{
+    core::v1::{Namespace, Node, Pod, Service as KubeService},
+    discovery::v1::EndpointSlice,
 };
 use kube::{
     Api, Client,
@@ -75,6 +72,7 @@ use index::ObjectKey;
 use crate::{
     client,
     namespaces::{Membership, NamespaceFilter},
+    relist::{Change, Relist, name_key, namespaced_key},
 };
 
 /// Settings of the Kubernetes registry.
@@ -132,16 +130,6 @@ impl std::fmt::Debug for KubeRegistry {
     }
 }
 
-/// The kinds watched, in the order their initial lists are tracked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Watched {
-    Service,
-    Slice,
-    Pod,
-    Node,
-    Namespace,
-}
-
 /// One watch event of any watched kind (moved, never copied: the size difference does not matter).
 #[allow(clippy::large_enum_variant)]
 enum Update {
@@ -152,43 +140,13 @@ enum Update {
     Namespace(watcher::Event<Namespace>),
 }
 
-/// A typed watch event's shape, for the initial-list bookkeeping.
-enum Phase<K> {
-    Init,
-    InitApply(K),
-    InitDone,
-    Apply(K),
-    Delete(K),
-}
-
-fn phase<K>(event: watcher::Event<K>) -> Phase<K> {
-    match event {
-        watcher::Event::Init => Phase::Init,
-        watcher::Event::InitApply(k) => Phase::InitApply(k),
-        watcher::Event::InitDone => Phase::InitDone,
-        watcher::Event::Apply(k) => Phase::Apply(k),
-        watcher::Event::Delete(k) => Phase::Delete(k),
-    }
-}
-
-fn strip<K: Metadata<Ty = ObjectMeta>>(mut object: K) -> K {
-    object.metadata_mut().managed_fields = None;
-    object
-}
-
-fn meta_key(meta: &ObjectMeta) -> (String, String) {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
-}
-
-/// Buffers of the initial lists in progress, one per kind.
-#[derive(Default)]
-struct Lists {
-    services: Option<Vec<KubeService>>,
-    slices: Option<Vec<EndpointSlice>>,
-    pods: Option<Vec<Pod>>,
-    nodes: Option<Vec<Node>>,
-    namespaces: Option<Vec<Namespace>>,
-    done: HashSet<Watched>,
+/// The list state of every watch, and the discovery-selector state.
+struct Watches {
+    services: Relist<ObjectKey, KubeService>,
+    slices: Relist<ObjectKey, EndpointSlice>,
+    pods: Relist<ObjectKey, Pod>,
+    nodes: Relist<String, Node>,
+    namespaces: Relist<String, Namespace>,
     /// Discovery-selector state (enabled only with selectors).
     filter: NamespaceFilter,
     /// With selectors: the last version of every object, selected or not, by (namespace, name).
@@ -197,35 +155,68 @@ struct Lists {
     cached_pods: HashMap<ObjectKey, Arc<Pod>>,
 }
 
-impl Lists {
-    /// Keeps `listed` as the kind's whole cache (with selectors) and returns the selected ones.
-    fn relist<T: Clone>(
-        filter: &NamespaceFilter,
-        cache: &mut HashMap<ObjectKey, T>,
-        listed: Vec<T>,
-        key: impl Fn(&T) -> ObjectKey,
-    ) -> Vec<T> {
-        if !filter.is_enabled() {
-            return listed;
+impl Watches {
+    fn new(selectors: DiscoverySelectors) -> Watches {
+        Watches {
+            services: Relist::new(namespaced_key),
+            slices: Relist::new(namespaced_key),
+            pods: Relist::new(namespaced_key),
+            nodes: Relist::new(name_key),
+            namespaces: Relist::new(name_key),
+            filter: NamespaceFilter::new(selectors),
+            cached_services: HashMap::new(),
+            cached_slices: HashMap::new(),
+            cached_pods: HashMap::new(),
         }
-        *cache = listed.iter().map(|o| (key(o), o.clone())).collect();
-        listed.into_iter().filter(|o| filter.selects(&key(o).0)).collect()
     }
 
-    /// Caches one object (with selectors); `true` when its namespace is selected.
-    fn keep<T>(
-        filter: &NamespaceFilter,
-        cache: &mut HashMap<ObjectKey, T>,
-        key: ObjectKey,
-        object: T,
-    ) -> bool {
-        if !filter.is_enabled() {
-            return true;
-        }
-        let selected = filter.selects(&key.0);
-        cache.insert(key, object);
-        selected
+    /// Every watch finished its initial list.
+    fn synced(&self) -> bool {
+        self.services.has_synced()
+            && self.slices.has_synced()
+            && self.pods.has_synced()
+            && self.nodes.has_synced()
+            && self.namespaces.has_synced()
     }
+}
+
+/// A namespaced kind the index holds (Services, EndpointSlices, Pods), seen through the
+/// discovery-selector filter.
+trait Namespaced: kube::Resource + Sized {
+    fn apply(index: &mut KubeIndex, object: &Arc<Self>) -> Vec<RegistryEvent>;
+    fn delete(index: &mut KubeIndex, key: &ObjectKey) -> Vec<RegistryEvent>;
+}
+
+impl Namespaced for KubeService {
+    fn apply(index: &mut KubeIndex, object: &Arc<Self>) -> Vec<RegistryEvent> {
+        index.apply_service(object)
+    }
+    fn delete(index: &mut KubeIndex, key: &ObjectKey) -> Vec<RegistryEvent> {
+        index.delete_service(key)
+    }
+}
+
+impl Namespaced for EndpointSlice {
+    fn apply(index: &mut KubeIndex, object: &Arc<Self>) -> Vec<RegistryEvent> {
+        index.apply_slice(object)
+    }
+    fn delete(index: &mut KubeIndex, key: &ObjectKey) -> Vec<RegistryEvent> {
+        index.delete_slice(key)
+    }
+}
+
+impl Namespaced for Pod {
+    fn apply(index: &mut KubeIndex, object: &Arc<Self>) -> Vec<RegistryEvent> {
+        index.apply_pod(object)
+    }
+    fn delete(index: &mut KubeIndex, key: &ObjectKey) -> Vec<RegistryEvent> {
+        index.delete_pod(key)
+    }
+}
+
+/// Drops `managedFields` (never read, often the larger part of an object).
+fn strip<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 impl KubeRegistry {
@@ -301,230 +292,148 @@ impl KubeRegistry {
         })
     }
 
-    fn stream<K>(&self, api: Api<K>) -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
-    where
-        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-    {
-        let backoff = crate::source::watch_backoff(self.inner.backoff);
-        watcher(api, watcher::Config::default()).backoff(backoff).boxed()
-    }
-
     async fn watch(self, client: Client) {
-        let streams: Vec<BoxStream<'static, (Watched, Result<Update, watcher::Error>)>> = vec![
-            self.stream(Api::<KubeService>::all(client.clone()))
-                .map(|r| (Watched::Service, r.map(Update::Service)))
+        let streams: Vec<BoxStream<'static, (&'static str, Result<Update, watcher::Error>)>> = vec![
+            client::watch(Api::<KubeService>::all(client.clone()), self.inner.backoff)
+                .modify(strip)
+                .map(|r| ("Service", r.map(Update::Service)))
                 .boxed(),
-            self.stream(Api::<EndpointSlice>::all(client.clone()))
-                .map(|r| (Watched::Slice, r.map(Update::Slice)))
+            client::watch(Api::<EndpointSlice>::all(client.clone()), self.inner.backoff)
+                .modify(strip)
+                .map(|r| ("EndpointSlice", r.map(Update::Slice)))
                 .boxed(),
-            self.stream(Api::<Pod>::all(client.clone())).map(|r| (Watched::Pod, r.map(Update::Pod))).boxed(),
-            self.stream(Api::<Node>::all(client.clone()))
-                .map(|r| (Watched::Node, r.map(Update::Node)))
+            client::watch(Api::<Pod>::all(client.clone()), self.inner.backoff)
+                .modify(strip)
+                .map(|r| ("Pod", r.map(Update::Pod)))
                 .boxed(),
-            self.stream(Api::<Namespace>::all(client))
-                .map(|r| (Watched::Namespace, r.map(Update::Namespace)))
+            client::watch(Api::<Node>::all(client.clone()), self.inner.backoff)
+                .map(|r| ("Node", r.map(Update::Node)))
+                .boxed(),
+            client::watch(Api::<Namespace>::all(client), self.inner.backoff)
+                .map(|r| ("Namespace", r.map(Update::Namespace)))
                 .boxed(),
         ];
         let mut merged = futures::stream::select_all(streams);
-        let mut lists =
-            Lists { filter: NamespaceFilter::new(self.inner.selectors.clone()), ..Lists::default() };
+        let mut watches = Watches::new(self.inner.selectors.clone());
         while let Some((kind, update)) = merged.next().await {
             match update {
-                Ok(update) => self.handle(update, &mut lists),
+                Ok(update) => self.handle(update, &mut watches),
                 Err(err) => {
-                    tracing::warn!(registry = %self.inner.name, ?kind, error = %err, "watch failed; retrying with backoff");
+                    tracing::warn!(registry = %self.inner.name, kind, error = %err, "watch failed; retrying with backoff");
                 }
             }
-            if !self.inner.synced.load(Ordering::Acquire) && lists.done.len() == 5 {
+            if !self.inner.synced.load(Ordering::Acquire) && watches.synced() {
                 self.inner.synced.store(true, Ordering::Release);
                 tracing::info!(registry = %self.inner.name, "Kubernetes registry synced");
             }
         }
     }
 
-    fn handle(&self, update: Update, lists: &mut Lists) {
+    /// One watch event: through its kind's [`Relist`], then what changed into the index.
+    fn handle(&self, update: Update, w: &mut Watches) {
         match update {
-            Update::Service(e) => match phase(e) {
-                Phase::Init => lists.services = Some(Vec::new()),
-                Phase::InitApply(o) => lists.services.get_or_insert_with(Vec::new).push(strip(o)),
-                Phase::InitDone => {
-                    let listed: Vec<Arc<KubeService>> =
-                        lists.services.take().unwrap_or_default().into_iter().map(Arc::new).collect();
-                    let listed = Lists::relist(&lists.filter, &mut lists.cached_services, listed, |o| {
-                        meta_key(&o.metadata)
-                    });
-                    self.update(|index| {
-                        let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
-                        let mut events: Vec<RegistryEvent> =
-                            listed.iter().flat_map(|o| index.apply_service(o)).collect();
-                        for key in index.service_keys().into_iter().filter(|k| !keep.contains(k)) {
-                            events.extend(index.delete_service(&key));
-                        }
+            Update::Service(e) => {
+                let changes = w.services.handle(e);
+                self.namespaced(changes, &w.filter, &mut w.cached_services);
+            }
+            Update::Slice(e) => {
+                let changes = w.slices.handle(e);
+                self.namespaced(changes, &w.filter, &mut w.cached_slices);
+            }
+            Update::Pod(e) => {
+                let changes = w.pods.handle(e);
+                self.namespaced(changes, &w.filter, &mut w.cached_pods);
+            }
+            Update::Node(e) => {
+                let changes = w.nodes.handle(e);
+                self.update_all(changes, |index, change| match change {
+                    Change::Added(o) | Change::Updated(o) => apply_node(index, &o),
+                    Change::Deleted(name) => index.delete_node(&name),
+                });
+            }
+            Update::Namespace(e) => {
+                let changes = w.namespaces.handle(e);
+                let mut applied: Vec<Namespace> = Vec::new();
+                let mut deleted: Vec<String> = Vec::new();
+                self.update_all(changes, |index, change| match change {
+                    Change::Added(o) | Change::Updated(o) => {
+                        let events = apply_namespace(index, &o);
+                        applied.push(o);
                         events
-                    });
-                    lists.done.insert(Watched::Service);
-                }
-                Phase::Apply(o) => {
-                    let o = Arc::new(strip(o));
-                    let key = meta_key(&o.metadata);
-                    if Lists::keep(&lists.filter, &mut lists.cached_services, key.clone(), o.clone()) {
-                        self.update(|index| index.apply_service(&o));
-                    } else {
-                        self.update(|index| index.delete_service(&key));
                     }
-                }
-                Phase::Delete(o) => {
-                    let key = meta_key(&o.metadata);
-                    lists.cached_services.remove(&key);
-                    self.update(|index| index.delete_service(&key));
-                }
-            },
-            Update::Slice(e) => match phase(e) {
-                Phase::Init => lists.slices = Some(Vec::new()),
-                Phase::InitApply(o) => lists.slices.get_or_insert_with(Vec::new).push(strip(o)),
-                Phase::InitDone => {
-                    let listed: Vec<Arc<EndpointSlice>> =
-                        lists.slices.take().unwrap_or_default().into_iter().map(Arc::new).collect();
-                    let listed = Lists::relist(&lists.filter, &mut lists.cached_slices, listed, |o| {
-                        meta_key(&o.metadata)
-                    });
-                    self.update(|index| {
-                        let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
-                        let mut events: Vec<RegistryEvent> =
-                            listed.iter().flat_map(|o| index.apply_slice(o)).collect();
-                        for key in index.slice_keys().into_iter().filter(|k| !keep.contains(k)) {
-                            events.extend(index.delete_slice(&key));
-                        }
+                    Change::Deleted(name) => {
+                        let events = index.delete_namespace(&name);
+                        deleted.push(name);
                         events
-                    });
-                    lists.done.insert(Watched::Slice);
-                }
-                Phase::Apply(o) => {
-                    let o = Arc::new(strip(o));
-                    let key = meta_key(&o.metadata);
-                    if Lists::keep(&lists.filter, &mut lists.cached_slices, key.clone(), o.clone()) {
-                        self.update(|index| index.apply_slice(&o));
-                    } else {
-                        self.update(|index| index.delete_slice(&key));
                     }
+                });
+                for name in &deleted {
+                    w.filter.delete(name);
                 }
-                Phase::Delete(o) => {
-                    let key = meta_key(&o.metadata);
-                    lists.cached_slices.remove(&key);
-                    self.update(|index| index.delete_slice(&key));
+                for namespace in &applied {
+                    self.membership(namespace, w);
                 }
-            },
-            Update::Pod(e) => match phase(e) {
-                Phase::Init => lists.pods = Some(Vec::new()),
-                Phase::InitApply(o) => lists.pods.get_or_insert_with(Vec::new).push(strip(o)),
-                Phase::InitDone => {
-                    let listed: Vec<Arc<Pod>> =
-                        lists.pods.take().unwrap_or_default().into_iter().map(Arc::new).collect();
-                    let listed = Lists::relist(&lists.filter, &mut lists.cached_pods, listed, |o| {
-                        meta_key(&o.metadata)
-                    });
-                    self.update(|index| {
-                        let keep: HashSet<_> = listed.iter().map(|o| meta_key(&o.metadata)).collect();
-                        let mut events: Vec<RegistryEvent> =
-                            listed.iter().flat_map(|o| index.apply_pod(o)).collect();
-                        for key in index.pod_keys().into_iter().filter(|k| !keep.contains(k)) {
-                            events.extend(index.delete_pod(&key));
-                        }
-                        events
-                    });
-                    lists.done.insert(Watched::Pod);
-                }
-                Phase::Apply(o) => {
-                    let o = Arc::new(strip(o));
-                    let key = meta_key(&o.metadata);
-                    if Lists::keep(&lists.filter, &mut lists.cached_pods, key.clone(), o.clone()) {
-                        self.update(|index| index.apply_pod(&o));
-                    } else {
-                        self.update(|index| index.delete_pod(&key));
-                    }
-                }
-                Phase::Delete(o) => {
-                    let key = meta_key(&o.metadata);
-                    lists.cached_pods.remove(&key);
-                    self.update(|index| index.delete_pod(&key));
-                }
-            },
-            Update::Node(e) => match phase(e) {
-                Phase::Init => lists.nodes = Some(Vec::new()),
-                Phase::InitApply(o) => lists.nodes.get_or_insert_with(Vec::new).push(o),
-                Phase::InitDone => {
-                    let listed = lists.nodes.take().unwrap_or_default();
-                    self.update(|index| {
-                        let keep: HashSet<String> =
-                            listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
-                        let mut events: Vec<RegistryEvent> =
-                            listed.iter().flat_map(|o| apply_node(index, o)).collect();
-                        for name in index.node_names().into_iter().filter(|k| !keep.contains(k)) {
-                            events.extend(index.delete_node(&name));
-                        }
-                        events
-                    });
-                    lists.done.insert(Watched::Node);
-                }
-                Phase::Apply(o) => self.update(|index| apply_node(index, &o)),
-                Phase::Delete(o) => {
-                    self.update(|index| index.delete_node(o.metadata.name.as_deref().unwrap_or_default()));
-                }
-            },
-            Update::Namespace(e) => match phase(e) {
-                Phase::Init => lists.namespaces = Some(Vec::new()),
-                Phase::InitApply(o) => lists.namespaces.get_or_insert_with(Vec::new).push(o),
-                Phase::InitDone => {
-                    let listed = lists.namespaces.take().unwrap_or_default();
-                    let keep: HashSet<String> =
-                        listed.iter().filter_map(|o| o.metadata.name.clone()).collect();
-                    self.update(|index| {
-                        let mut events: Vec<RegistryEvent> =
-                            listed.iter().flat_map(|o| apply_namespace(index, o)).collect();
-                        for name in index.namespace_names().into_iter().filter(|k| !keep.contains(k)) {
-                            events.extend(index.delete_namespace(&name));
-                        }
-                        events
-                    });
-                    for namespace in &listed {
-                        self.membership(namespace, lists);
-                    }
-                    lists.filter.retain(&keep);
-                    lists.done.insert(Watched::Namespace);
-                }
-                Phase::Apply(o) => {
-                    self.update(|index| apply_namespace(index, &o));
-                    self.membership(&o, lists);
-                }
-                Phase::Delete(o) => {
-                    let name = o.metadata.name.as_deref().unwrap_or_default();
-                    lists.filter.delete(name);
-                    self.update(|index| index.delete_namespace(name));
-                }
-            },
+            }
         }
+    }
+
+    /// Applies `changes` to the index in one update (one lock, then the handlers).
+    fn update_all<K, T>(
+        &self,
+        changes: Vec<Change<K, T>>,
+        mut apply: impl FnMut(&mut KubeIndex, Change<K, T>) -> Vec<RegistryEvent>,
+    ) {
+        if changes.is_empty() {
+            return;
+        }
+        self.update(|index| changes.into_iter().flat_map(|c| apply(index, c)).collect());
+    }
+
+    /// Changes of a namespaced kind: with discovery selectors, every object is cached and only those
+    /// of selected namespaces reach the index (an object moved out of the selection is deleted).
+    fn namespaced<T: Namespaced>(
+        &self,
+        changes: Vec<Change<ObjectKey, T>>,
+        filter: &NamespaceFilter,
+        cache: &mut HashMap<ObjectKey, Arc<T>>,
+    ) {
+        self.update_all(changes, |index, change| match change {
+            Change::Added(o) | Change::Updated(o) => {
+                let key = namespaced_key(&o);
+                let o = Arc::new(o);
+                let selected = !filter.is_enabled() || {
+                    cache.insert(key.clone(), o.clone());
+                    filter.selects(&key.0)
+                };
+                if selected { T::apply(index, &o) } else { T::delete(index, &key) }
+            }
+            Change::Deleted(key) => {
+                cache.remove(&key);
+                T::delete(index, &key)
+            }
+        });
     }
 }
 
 impl KubeRegistry {
     /// A Namespace was listed or changed: with discovery selectors, add its cached objects when it
     /// became selected, delete them from the index when it stopped being selected.
-    fn membership(&self, namespace: &Namespace, lists: &mut Lists) {
+    fn membership(&self, namespace: &Namespace, watches: &mut Watches) {
         let name = namespace.metadata.name.as_deref().unwrap_or_default();
         let labels: Labels = namespace.metadata.labels.clone().unwrap_or_default().into_iter().collect();
-        let Some(change) = lists.filter.apply(name, &labels) else { return };
+        let Some(change) = watches.filter.apply(name, &labels) else { return };
         let in_ns = |k: &ObjectKey| k.0 == name;
         tracing::info!(registry = %self.inner.name, namespace = %name, ?change, "namespace discovery membership changed");
         match change {
             Membership::Selected => self.update(|index| {
                 let mut events: Vec<RegistryEvent> = Vec::new();
-                for (_, o) in lists.cached_services.iter().filter(|(k, _)| in_ns(k)) {
+                for (_, o) in watches.cached_services.iter().filter(|(k, _)| in_ns(k)) {
                     events.extend(index.apply_service(o));
                 }
-                for (_, o) in lists.cached_pods.iter().filter(|(k, _)| in_ns(k)) {
+                for (_, o) in watches.cached_pods.iter().filter(|(k, _)| in_ns(k)) {
                     events.extend(index.apply_pod(o));
                 }
-                for (_, o) in lists.cached_slices.iter().filter(|(k, _)| in_ns(k)) {
+                for (_, o) in watches.cached_slices.iter().filter(|(k, _)| in_ns(k)) {
                     events.extend(index.apply_slice(o));
                 }
                 events

@@ -28,50 +28,52 @@
 //!   that stops being selected deletes its objects from the store (and holds them aside again).
 //! - **Errors and restarts.** Watches use kube-runtime's watcher: a dropped watch resumes from the last
 //!   resource version; a 410 Gone or failed list starts over with a relist, retried with exponential
-//!   backoff ([`KubeSourceOptions::backoff`]). A relist is diffed against the store: objects that still
-//!   exist raise no event (unchanged) or an Update, only objects that really went away raise Deletes.
+//!   backoff ([`KubeSourceOptions::backoff`]). Every watch goes through a [`Relist`]: a relist is diffed
+//!   against what the watch knows, so objects that still exist raise no event (unchanged) or an
+//!   Update, only objects that really went away raise Deletes.
 //! - **Sync.** [`ConfigStoreController::has_synced`] turns true once the CRD list (and, with
 //!   discovery selectors, the Namespace list) is done, every kind
 //!   found then has finished its initial list, and the queue has delivered those objects once.
 //! - **Writes** ([`ConfigStore::create`] and friends) are synchronous REST calls made on a dedicated
 //!   thread with its own runtime and client, so they work from any context (and block the caller for
 //!   one round trip; from async code, call them in `spawn_blocking`). Resource-version conflicts are
-//!   [`StoreError::Conflict`], a missing object [`StoreError::NotFound`], other API errors
-//!   [`StoreError::Backend`] with a plain explanation. A write shows up in reads once its watch event
+//!   [`StoreError::Conflict`](model::StoreError::Conflict), a missing object [`StoreError::NotFound`](model::StoreError::NotFound), other API errors
+//!   [`StoreError::Backend`](model::StoreError::Backend) with a plain explanation. A write shows up in reads once its watch event
 //!   arrives (as with Istio's informers).
 
+mod store;
+
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap},
     sync::{
         Arc, Mutex, MutexGuard, OnceLock,
         atomic::{AtomicBool, Ordering},
-        mpsc,
     },
     time::Duration,
 };
 
 use api::{Kind, Schema};
 use config::{Change, MemoryStore, QueueOptions};
-use futures::{StreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{
-    Api, Client,
-    api::DynamicObject,
-    runtime::{WatchStreamExt, utils::Backoff, watcher},
-};
+use kube::{Api, Client, api::DynamicObject};
 use model::{
-    Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
+    Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown,
     parse::{Finding, ParseOptions},
     selector::DiscoverySelectors,
     store::RunFuture,
 };
+use store::Writer;
 use tokio::task::JoinHandle;
 
 use crate::{
-    client::{self, KubeError, api_resource, crd_name, to_config, to_object},
+    client::{self, api_resource, crd_name, established, served_version, to_config},
     namespaces::{Membership, NamespaceFilter},
+    relist::{self, ObjectKey, Relist, name_key, namespaced_key},
 };
+
+/// The [`Relist`] of one kind's watch.
+type KindRelist = Relist<ObjectKey, DynamicObject>;
 
 /// The label that ties config to an Istio control-plane revision.
 pub const REVISION_LABEL: &str = "istio.io/rev";
@@ -345,140 +347,81 @@ impl Inner {
         }
     }
 
-    fn apply_object(&self, schema: &Schema, version: &str, object: &DynamicObject) {
-        let (key, result) = self.convert(schema, version, object);
-        let mut discovery = self.discovery();
-        match result {
-            Ok(Some(config)) => {
-                self.accept(&key);
-                let change = self.hold(&mut discovery, config);
-                self.store.apply([change]);
-            }
-            Ok(None) => {
-                self.accept(&key);
-                discovery.hidden.remove(&key);
-                self.store.apply([Change::Remove(key)]);
-            }
-            Err(errors) => {
-                let rv = object.metadata.resource_version.clone().unwrap_or_default();
-                self.reject(&key, &rv, errors);
-            }
-        }
-    }
-
-    fn delete_object(&self, kind: Kind, object: &DynamicObject) {
-        let key = ConfigKey {
-            kind,
-            namespace: object.metadata.namespace.clone().unwrap_or_default(),
-            name: object.metadata.name.clone().unwrap_or_default(),
-        };
-        self.state().rejected.remove(&key);
-        let mut discovery = self.discovery();
-        discovery.hidden.remove(&key);
-        self.store.apply([Change::Remove(key)]);
-    }
-
-    /// A (re)list finished: make the store's objects of `kind` exactly the listed ones. Objects that
-    /// still exist and did not change raise nothing; invalid listed objects keep their last valid
-    /// version.
-    fn relisted(&self, schema: &Schema, version: &str, listed: Vec<DynamicObject>) {
+    /// What the kind's watch reported (through its [`Relist`]), applied to the store in one batch:
+    /// a new or changed object is parsed and held (or rejected: its last valid version, if any,
+    /// stays), a filtered-out one removed, a deleted one forgotten everywhere.
+    fn changed(
+        &self,
+        schema: &Schema,
+        version: &str,
+        changes: Vec<relist::Change<ObjectKey, DynamicObject>>,
+    ) {
         let kind = schema.kind;
-        let mut keep: HashSet<ConfigKey> = HashSet::new();
-        let mut changes = Vec::new();
+        let count = changes.len();
         let mut discovery = self.discovery();
-        discovery.hidden.retain(|k, _| k.kind != kind);
-        for object in &listed {
-            let (key, result) = self.convert(schema, version, object);
-            match result {
-                Ok(Some(config)) => {
-                    self.accept(&key);
-                    let change = self.hold(&mut discovery, config);
-                    if matches!(change, Change::Upsert(_)) {
-                        keep.insert(key);
-                        changes.push(change);
+        let mut store_changes = Vec::new();
+        for change in changes {
+            match change {
+                relist::Change::Added(object) | relist::Change::Updated(object) => {
+                    let (key, result) = self.convert(schema, version, &object);
+                    match result {
+                        Ok(Some(config)) => {
+                            self.accept(&key);
+                            store_changes.push(self.hold(&mut discovery, config));
+                        }
+                        Ok(None) => {
+                            self.accept(&key);
+                            discovery.hidden.remove(&key);
+                            store_changes.push(Change::Remove(key));
+                        }
+                        Err(errors) => {
+                            let rv = object.metadata.resource_version.clone().unwrap_or_default();
+                            self.reject(&key, &rv, errors);
+                        }
                     }
                 }
-                Ok(None) => self.accept(&key),
-                Err(errors) => {
-                    let rv = object.metadata.resource_version.clone().unwrap_or_default();
-                    self.reject(&key, &rv, errors);
-                    keep.insert(key);
+                relist::Change::Deleted((namespace, name)) => {
+                    let key = ConfigKey { kind, namespace, name };
+                    self.state().rejected.remove(&key);
+                    discovery.hidden.remove(&key);
+                    store_changes.push(Change::Remove(key));
                 }
             }
         }
-        for config in self.store.list(kind, None) {
-            let key = config.key();
-            if !keep.contains(&key) {
-                changes.push(Change::Remove(key));
-            }
-        }
-        {
-            let mut state = self.state();
-            state.rejected.retain(|k, _| k.kind != kind || keep.contains(k));
-        }
-        let changed = self.store.apply(changes);
+        let changed = self.store.apply(store_changes);
         drop(discovery);
-        tracing::debug!(source = %self.name, %kind, objects = listed.len(), changed, "list done");
+        tracing::debug!(source = %self.name, %kind, objects = count, changed, "watch changes applied");
     }
-}
 
-/// Exponential backoff for watch retries: `initial`, doubling, capped at `max`; reset after a success.
-pub(crate) struct WatchBackoff {
-    initial: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let current = self.next;
-        self.next = (self.next * 2).min(self.max);
-        Some(current)
+    /// What a kind's watch knows already, as `(key, resource version)`: the objects in the store,
+    /// held aside and rejected (the latest version seen). A watch that replaces another one (the CRD
+    /// changed its served version) starts from it, so its first list deletes what went away.
+    fn held(&self, kind: Kind) -> Vec<(ObjectKey, String)> {
+        let mut held: HashMap<ObjectKey, String> = self
+            .store
+            .list(kind, None)
+            .iter()
+            .map(|c| ((c.meta.namespace.clone(), c.meta.name.clone()), c.meta.resource_version.clone()))
+            .collect();
+        for (key, config) in self.discovery().hidden.iter().filter(|(k, _)| k.kind == kind) {
+            held.insert((key.namespace.clone(), key.name.clone()), config.meta.resource_version.clone());
+        }
+        for (key, rejected) in self.state().rejected.iter().filter(|(k, _)| k.kind == kind) {
+            held.insert((key.namespace.clone(), key.name.clone()), rejected.resource_version.clone());
+        }
+        held.into_iter().collect()
     }
-}
-
-impl Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.next = self.initial;
-    }
-}
-
-fn backoff(options: &KubeSourceOptions) -> WatchBackoff {
-    watch_backoff(options.backoff)
-}
-
-/// A [`WatchBackoff`] from `(initial, max)`.
-pub(crate) fn watch_backoff((initial, max): (Duration, Duration)) -> WatchBackoff {
-    WatchBackoff { initial, max, next: initial }
-}
-
-/// The served version to watch a kind at: its current version when served, else the first served alias.
-fn served_version(schema: &Schema, crd: &CustomResourceDefinition) -> Option<String> {
-    let served: Vec<&str> = crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
-    if served.contains(&schema.version) {
-        return Some(schema.version.to_string());
-    }
-    schema.version_aliases.iter().find(|a| served.contains(a)).map(|a| (*a).to_string())
-}
-
-fn established(crd: &CustomResourceDefinition) -> bool {
-    crd.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
 }
 
 impl KubeSource {
     fn schema_of(&self, crd: &CustomResourceDefinition) -> Option<&'static Schema> {
-        let name = crd.metadata.name.as_deref()?;
-        self.inner
-            .options
-            .kinds
-            .iter()
-            .map(Kind::schema)
-            .find(|s| crd_name(s) == name && s.group == crd.spec.group)
+        let schema = self.schema_named(crd.metadata.name.as_deref()?)?;
+        (schema.group == crd.spec.group).then_some(schema)
+    }
+
+    /// The served kind whose CRD has this name (`<plural>.<group>`).
+    fn schema_named(&self, name: &str) -> Option<&'static Schema> {
+        self.inner.options.kinds.iter().map(Kind::schema).find(|s| crd_name(s) == name)
     }
 
     /// A CRD was listed or changed: start (or restart at another version) its kind's watch.
@@ -497,16 +440,16 @@ impl KubeSource {
             );
             return;
         };
-        let mut state = self.inner.state();
-        if let Some(watch) = state.watches.get(&schema.kind) {
+        if let Some(watch) = self.inner.state().watches.get(&schema.kind) {
             if watch.version == version {
                 return;
             }
             watch.task.abort();
         }
         tracing::info!(source = %self.inner.name, kind = %schema.kind, %version, "watching");
-        let task = tokio::spawn(self.clone().watch_kind(client.clone(), schema, version.clone()));
-        state.watches.insert(schema.kind, Watch { version, listed: false, task });
+        let relist = Relist::with_known(namespaced_key, self.inner.held(schema.kind));
+        let task = tokio::spawn(self.clone().watch_kind(client.clone(), schema, version.clone(), relist));
+        self.inner.state().watches.insert(schema.kind, Watch { version, listed: false, task });
     }
 
     /// A CRD went away: stop its kind's watch and delete the kind's objects.
@@ -523,287 +466,79 @@ impl KubeSource {
         self.inner.state().rejected.retain(|k, _| k.kind != kind);
     }
 
-    async fn watch_kind(self, client: Client, schema: &'static Schema, version: String) {
+    async fn watch_kind(self, client: Client, schema: &'static Schema, version: String, relist: KindRelist) {
         let api: Api<DynamicObject> = Api::all_with(client, &api_resource(schema, &version));
-        let mut stream =
-            watcher(api, watcher::Config::default()).backoff(backoff(&self.inner.options)).boxed();
-        let mut buffer: Option<Vec<DynamicObject>> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Init) => buffer = Some(Vec::new()),
-                Ok(watcher::Event::InitApply(object)) => buffer.get_or_insert_with(Vec::new).push(object),
-                Ok(watcher::Event::InitDone) => {
-                    self.inner.relisted(schema, &version, buffer.take().unwrap_or_default());
-                    if let Some(w) = self.inner.state().watches.get_mut(&schema.kind) {
+        let kind = schema.kind;
+        relist
+            .follow(
+                client::watch(api, self.inner.options.backoff),
+                |changes| self.inner.changed(schema, &version, changes),
+                || {
+                    if let Some(w) = self.inner.state().watches.get_mut(&kind) {
                         w.listed = true;
                     }
-                }
-                Ok(watcher::Event::Apply(object)) => self.inner.apply_object(schema, &version, &object),
-                Ok(watcher::Event::Delete(object)) => self.inner.delete_object(schema.kind, &object),
-                Err(err) => {
-                    tracing::warn!(source = %self.inner.name, kind = %schema.kind, error = %err, "watch failed; retrying with backoff");
-                }
-            }
-        }
+                },
+                |err| {
+                    tracing::warn!(source = %self.inner.name, %kind, error = %err, "watch failed; retrying with backoff");
+                },
+            )
+            .await;
     }
 
     /// Watches Namespaces for the discovery selectors (only started when some are configured).
     async fn watch_namespaces(self, client: Client) {
         let api: Api<Namespace> = Api::all(client);
-        let mut stream =
-            watcher(api, watcher::Config::default()).backoff(backoff(&self.inner.options)).boxed();
-        let mut listed: Option<HashSet<String>> = None;
-        while let Some(event) = stream.next().await {
-            let labels = |ns: &Namespace| -> model::service::Labels {
-                ns.metadata.labels.clone().unwrap_or_default().into_iter().collect()
-            };
-            match event {
-                Ok(watcher::Event::Init) => listed = Some(HashSet::new()),
-                Ok(watcher::Event::InitApply(ns) | watcher::Event::Apply(ns)) => {
-                    let name = ns.metadata.name.clone().unwrap_or_default();
-                    if let Some(l) = listed.as_mut() {
-                        l.insert(name.clone());
+        let inner = &self.inner;
+        Relist::new(name_key)
+            .follow(
+                client::watch(api, inner.options.backoff),
+                |changes| {
+                    for change in changes {
+                        let mut discovery = inner.discovery();
+                        match change {
+                            relist::Change::Added(ns) | relist::Change::Updated(ns) => {
+                                let name = ns.metadata.name.clone().unwrap_or_default();
+                                let labels: model::service::Labels =
+                                    ns.metadata.labels.unwrap_or_default().into_iter().collect();
+                                inner.namespace_applied(&mut discovery, &name, &labels);
+                            }
+                            relist::Change::Deleted(name) => discovery.filter.delete(&name),
+                        }
                     }
-                    let mut discovery = self.inner.discovery();
-                    self.inner.namespace_applied(&mut discovery, &name, &labels(&ns));
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let mut discovery = self.inner.discovery();
-                    discovery.filter.retain(&listed.take().unwrap_or_default());
-                    discovery.listed = true;
-                }
-                Ok(watcher::Event::Delete(ns)) => {
-                    self.inner.discovery().filter.delete(ns.metadata.name.as_deref().unwrap_or_default());
-                }
-                Err(err) => {
-                    tracing::warn!(source = %self.inner.name, error = %err, "Namespace watch failed; retrying with backoff");
-                }
-            }
-        }
+                },
+                || inner.discovery().listed = true,
+                |err| {
+                    tracing::warn!(source = %inner.name, error = %err, "Namespace watch failed; retrying with backoff");
+                },
+            )
+            .await;
     }
 
     async fn watch_crds(self, client: Client) {
         let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut stream =
-            watcher(api, watcher::Config::default()).backoff(backoff(&self.inner.options)).boxed();
-        let mut listed: Option<Vec<Kind>> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listed = Some(Vec::new()),
-                Ok(watcher::Event::InitApply(crd)) => {
-                    if let Some(schema) = self.schema_of(&crd) {
-                        listed.get_or_insert_with(Vec::new).push(schema.kind);
+        Relist::new(name_key)
+            .follow(
+                client::watch(api, self.inner.options.backoff),
+                |changes| {
+                    for change in changes {
+                        match change {
+                            relist::Change::Added(crd) | relist::Change::Updated(crd) => {
+                                self.crd_applied(&client, &crd);
+                            }
+                            relist::Change::Deleted(name) => {
+                                if let Some(schema) = self.schema_named(&name) {
+                                    self.crd_removed(schema.kind);
+                                }
+                            }
+                        }
                     }
-                    self.crd_applied(&client, &crd);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let present = listed.take().unwrap_or_default();
-                    let gone: Vec<Kind> = {
-                        let state = self.inner.state();
-                        state.watches.keys().filter(|k| !present.contains(k)).copied().collect()
-                    };
-                    for kind in gone {
-                        self.crd_removed(kind);
-                    }
-                    self.inner.state().crds_listed = true;
-                }
-                Ok(watcher::Event::Apply(crd)) => self.crd_applied(&client, &crd),
-                Ok(watcher::Event::Delete(crd)) => {
-                    if let Some(schema) = self.schema_of(&crd) {
-                        self.crd_removed(schema.kind);
-                    }
-                }
-                Err(err) => {
+                },
+                || self.inner.state().crds_listed = true,
+                |err| {
                     tracing::warn!(source = %self.inner.name, error = %err, "CustomResourceDefinition watch failed; retrying with backoff");
-                }
-            }
-        }
-    }
-
-    fn writer(&self) -> Result<&Writer, StoreError> {
-        self.inner.writer.get_or_init(|| Writer::start(self.inner.config.clone())).as_ref().map_err(
-            |message| StoreError::Backend { source_name: self.inner.name.clone(), message: message.clone() },
-        )
-    }
-
-    fn backend(&self, err: &KubeError) -> StoreError {
-        StoreError::Backend { source_name: self.inner.name.clone(), message: err.to_string() }
-    }
-
-    fn check_kind(&self, kind: Kind) -> Result<(), StoreError> {
-        if self.inner.options.kinds.contains(&kind) {
-            Ok(())
-        } else {
-            Err(StoreError::UnknownKind { kind, source_name: self.inner.name.clone() })
-        }
-    }
-
-    /// The current resource version of `key` in the cluster (for conflict reports), or a typed error.
-    fn current_version(&self, writer: &Writer, key: &ConfigKey) -> Result<String, StoreError> {
-        let (kind, ns, name) = (key.kind, key.namespace.clone(), key.name.clone());
-        let current = writer.call(move |c| Box::pin(async move { client::get(&c, kind, &ns, &name).await }));
-        match current {
-            Ok(Some(object)) => Ok(resource_version(&object)),
-            Ok(None) => Err(StoreError::NotFound(key.clone())),
-            Err(err) => Err(self.backend(&err)),
-        }
-    }
-
-    fn write_error(&self, writer: &Writer, key: &ConfigKey, given: &str, err: &KubeError) -> StoreError {
-        if err.is_already_exists() {
-            StoreError::AlreadyExists(key.clone())
-        } else if err.is_conflict() {
-            let current = self.current_version(writer, key).unwrap_or_default();
-            StoreError::Conflict { key: key.clone(), given: given.to_string(), current }
-        } else if err.is_not_found() {
-            StoreError::NotFound(key.clone())
-        } else {
-            self.backend(err)
-        }
-    }
-}
-
-fn resource_version(object: &serde_json::Value) -> String {
-    object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string()
-}
-
-type Job = Box<dyn FnOnce(&tokio::runtime::Runtime, &Client) + Send>;
-
-/// A thread with its own runtime and client that performs the store's synchronous writes.
-struct Writer {
-    jobs: Mutex<mpsc::Sender<Job>>,
-}
-
-impl Writer {
-    fn start(config: kube::Config) -> Result<Writer, String> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the writer runtime: {e}"))?;
-        let client =
-            runtime.block_on(async { client::connection(config) }).map_err(|e| e.to_string())?.client;
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("meshpilot-kube-writer".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job(&runtime, &client);
-                }
-            })
-            .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-        Ok(Writer { jobs: Mutex::new(tx) })
-    }
-
-    /// Runs `f` on the writer thread and waits for its result.
-    fn call<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(Client) -> BoxFuture<'static, Result<T, KubeError>> + Send + 'static,
-    ) -> Result<T, KubeError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |runtime, client| {
-            let _ = tx.send(runtime.block_on(f(client.clone())));
-        });
-        let sent = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send(job);
-        if sent.is_err() {
-            return Err(KubeError::Transport("the writer thread stopped".into()));
-        }
-        rx.recv().unwrap_or_else(|_| Err(KubeError::Transport("the writer thread stopped".into())))
-    }
-}
-
-impl ConfigStore for KubeSource {
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn schemas(&self) -> &[Kind] {
-        &self.inner.options.kinds
-    }
-
-    fn writable(&self) -> bool {
-        true
-    }
-
-    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Config>> {
-        self.inner.store.get(kind, namespace, name)
-    }
-
-    fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
-        self.inner.store.list(kind, namespace)
-    }
-
-    fn create(&self, config: Config) -> Result<String, StoreError> {
-        let kind = config.kind();
-        self.check_kind(kind)?;
-        let writer = self.writer()?;
-        let key = config.key();
-        let mut object = to_object(&config);
-        if let Some(meta) = object["metadata"].as_object_mut() {
-            meta.remove("resourceVersion");
-        }
-        let ns = key.namespace.clone();
-        let created =
-            writer.call(move |c| Box::pin(async move { client::create(&c, kind, &ns, object).await }));
-        created.map(|o| resource_version(&o)).map_err(|e| self.write_error(writer, &key, "", &e))
-    }
-
-    fn update(&self, config: Config) -> Result<String, StoreError> {
-        let kind = config.kind();
-        self.check_kind(kind)?;
-        let writer = self.writer()?;
-        let key = config.key();
-        let given = config.meta.resource_version.clone();
-        let mut object = to_object(&config);
-        // The API server requires a resource version on update; an empty one means "whatever is current".
-        let version = if given.is_empty() { self.current_version(writer, &key)? } else { given.clone() };
-        object["metadata"]["resourceVersion"] = version.clone().into();
-        let ns = key.namespace.clone();
-        let updated =
-            writer.call(move |c| Box::pin(async move { client::replace(&c, kind, &ns, object).await }));
-        updated.map(|o| resource_version(&o)).map_err(|e| self.write_error(writer, &key, &version, &e))
-    }
-
-    fn update_status(&self, config: Config) -> Result<String, StoreError> {
-        let kind = config.kind();
-        self.check_kind(kind)?;
-        let writer = self.writer()?;
-        let key = config.key();
-        let (ns, name) = (key.namespace.clone(), key.name.clone());
-        let current = writer
-            .call(move |c| Box::pin(async move { client::get(&c, kind, &ns, &name).await }))
-            .map_err(|e| self.backend(&e))?
-            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let current_version = resource_version(&current);
-        let given = config.meta.resource_version.clone();
-        if !given.is_empty() && given != current_version {
-            return Err(StoreError::Conflict { key, given, current: current_version });
-        }
-        let mut object = current;
-        object["status"] = config.status.unwrap_or(serde_json::Value::Null);
-        let ns = key.namespace.clone();
-        let updated = writer
-            .call(move |c| Box::pin(async move { client::replace_status(&c, kind, &ns, object).await }));
-        updated
-            .map(|o| resource_version(&o))
-            .map_err(|e| self.write_error(writer, &key, &current_version, &e))
-    }
-
-    fn delete(
-        &self,
-        kind: Kind,
-        namespace: &str,
-        name: &str,
-        resource_version: Option<&str>,
-    ) -> Result<(), StoreError> {
-        self.check_kind(kind)?;
-        let writer = self.writer()?;
-        let key = ConfigKey { kind, namespace: namespace.to_string(), name: name.to_string() };
-        let given = resource_version.unwrap_or_default().to_string();
-        let rv = resource_version.filter(|v| !v.is_empty()).map(str::to_string);
-        let (ns, n) = (key.namespace.clone(), key.name.clone());
-        let deleted = writer
-            .call(move |c| Box::pin(async move { client::delete(&c, kind, &ns, &n, rv.as_deref()).await }));
-        deleted.map_err(|e| self.write_error(writer, &key, &given, &e))
+                },
+            )
+            .await;
     }
 }
 
@@ -869,22 +604,10 @@ impl ConfigStoreController for KubeSource {
 
 #[cfg(test)]
 mod tests {
+    use kube::runtime::watcher;
     use model::Event;
 
     use super::*;
-
-    #[test]
-    fn backoff_doubles_to_the_cap_and_resets() {
-        let mut b = WatchBackoff {
-            initial: Duration::from_millis(100),
-            max: Duration::from_millis(500),
-            next: Duration::from_millis(100),
-        };
-        let got: Vec<u128> = b.by_ref().take(5).map(|d| d.as_millis()).collect();
-        assert_eq!(got, [100, 200, 400, 500, 500]);
-        b.reset();
-        assert_eq!(b.next(), Some(Duration::from_millis(100)));
-    }
 
     fn object(name: &str, host: &str, rv: &str) -> DynamicObject {
         serde_json::from_value(serde_json::json!({
@@ -914,10 +637,18 @@ mod tests {
         tokio::spawn(source.store().run(shutdown));
         let schema = Kind::DestinationRule.schema();
         let inner = &source.inner;
-        inner.relisted(schema, "v1", vec![object("a", "a", "1"), object("b", "b", "2")]);
+        let mut relist = Relist::new(namespaced_key);
+        let mut relisted = |schema: &Schema, version: &str, listed: Vec<DynamicObject>| {
+            relist.handle(watcher::Event::Init);
+            for object in listed {
+                relist.handle(watcher::Event::InitApply(object));
+            }
+            inner.changed(schema, version, relist.handle(watcher::Event::InitDone));
+        };
+        relisted(schema, "v1", vec![object("a", "a", "1"), object("b", "b", "2")]);
         tokio::time::sleep(Duration::from_millis(10)).await;
         // After an API-server error: a relist where a is unchanged, b changed, c is new and one is invalid.
-        inner.relisted(
+        relisted(
             schema,
             "v1",
             vec![
@@ -929,11 +660,7 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
         // The next relist misses b: only b is deleted; the invalid object stays rejected, not deleted.
-        inner.relisted(
-            schema,
-            "v1",
-            vec![object("a", "a", "1"), object("c", "c", "6"), object("bad", "", "7")],
-        );
+        relisted(schema, "v1", vec![object("a", "a", "1"), object("c", "c", "6"), object("bad", "", "7")]);
         tokio::time::sleep(Duration::from_millis(10)).await;
         let got = log.lock().unwrap().clone();
         let names = |e: Event| -> Vec<String> {
