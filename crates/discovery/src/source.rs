@@ -26,8 +26,9 @@ use xds::{
     GenerateRequest, Generated, NodeType, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url,
 };
 
+use sds::FileSecrets;
+
 use crate::{
-    file_secrets::FileSecrets,
     push::{PushRequest, type_needs_push},
     server::DiscoveryServer,
 };

@@ -14,12 +14,10 @@ use std::{
 };
 
 use meshpilot_discovery as discovery;
+use sds::{FileSecretOptions, FileSecrets};
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{
-    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource, PushRequest,
-    mesh::parse_mesh_config,
-};
+use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, PushRequest, mesh::parse_mesh_config};
 use model::{ConfigStoreController, ShutdownTrigger, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use tokio::{
@@ -71,7 +69,7 @@ impl Plane {
         let ads = RunningAds::start(ads, None).await.expect("ADS");
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(server.clone().run(shutdown.clone()));
-        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown));
+        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown, PushRequest::secrets));
         xds::testing::wait_for("server ready", Duration::from_secs(5), async || {
             server.is_ready().then_some(())
         })
