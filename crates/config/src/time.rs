@@ -1,4 +1,4 @@
-//! RFC 3339 timestamps (UTC, whole seconds) without a date-time dependency; [`Periodic`] re-scan timers.
+//! RFC 3339 timestamps (UTC, whole seconds); [`Periodic`] re-scan timers.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,29 +29,13 @@ impl Periodic {
     }
 }
 
-/// `t` as `YYYY-MM-DDTHH:MM:SSZ` (the form Kubernetes writes `creationTimestamp` in). Times before
-/// 1970 print as the epoch.
+/// `t` as `YYYY-MM-DDTHH:MM:SSZ` (the form Kubernetes writes `creationTimestamp` in: UTC, whole
+/// seconds, the fraction truncated), formatted by `jiff`. Times before 1970 print as the epoch.
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Past jiff's range (year 9999): its last second.
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX).min(jiff::Timestamp::MAX.as_second());
+    jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH).to_string()
 }
 
 #[cfg(test)]
@@ -65,5 +49,7 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_000_000)), "2026-11-18T11:06:40Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::new(59, 999_999_999)), "1970-01-01T00:00:59Z", "truncated");
+        assert_eq!(rfc3339(UNIX_EPOCH - Duration::from_secs(1)), "1970-01-01T00:00:00Z", "before 1970");
     }
 }

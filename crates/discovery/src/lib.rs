@@ -12,19 +12,16 @@
 //! - [`push`]: which xDS types a change regenerates (Istio's per-type `*NeedsPush` tables).
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
-//! - [`file_secrets`]: [`FileSecrets`], the SDS secrets `file-cert:`/`file-root:` read from files under
-//!   `--file-secret-root`, re-pushed when the files change; [`key_match`] checks a key belongs to its
-//!   certificate.
 //! - [`mesh`]: the mesh config file (`--mesh-config`).
-//! - [`http`]: `/ready`, `/debug/*`, `/metrics` routers (axum).
 //! - [`metrics`]: metric names.
+//!
+//! The SDS secrets read from certificate files (`file-cert:`/`file-root:`) are served by
+//! `sds::FileSecrets` (crate `meshpilot-sds`), which [`NetworkingSource`] answers SDS requests with;
+//! the HTTP endpoints (`/ready`, `/debug/*`, `/metrics`) are in crate `meshpilot-http`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod file_secrets;
-pub mod http;
-pub mod key_match;
 pub mod mesh;
 pub mod metrics;
 pub mod options;
@@ -32,7 +29,6 @@ pub mod push;
 pub mod server;
 pub mod source;
 
-pub use file_secrets::FileSecrets;
-pub use options::{DebounceOptions, EnvError, FileSecretOptions};
+pub use options::{DebounceOptions, EnvError};
 pub use server::{DiscoveryServer, Snapshots};
 pub use source::NetworkingSource;

@@ -8,10 +8,8 @@
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //!
 //! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
-//!
-//! [`FileSecretOptions`] holds the `--file-secret-root` directories of `meshpilot discovery`.
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
 /// A bad environment variable: names the variable, its value and what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,31 +82,6 @@ impl DebounceOptions {
             }
         }
         Ok(out)
-    }
-}
-
-/// Which certificate files the control plane may read to serve the SDS secrets `file-cert:CERT~KEY`
-/// and `file-root:CA` (see [`crate::file_secrets`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileSecretOptions {
-    /// `--file-secret-root` (repeatable): only files under these directories (after resolving `..`
-    /// and symlinks) are read. Empty (the default): no file is read and every such name is refused,
-    /// because any proxy may ask for any name and would otherwise read the control plane's files.
-    pub roots: Vec<PathBuf>,
-    /// Quiet time after a file-system event before the files are re-read (100 ms).
-    pub debounce: Duration,
-    /// Every how often all names are re-read even without events (60 s; `None` never): covers lost
-    /// events and files appearing in directories that did not exist.
-    pub recheck_interval: Option<Duration>,
-}
-
-impl Default for FileSecretOptions {
-    fn default() -> Self {
-        FileSecretOptions {
-            roots: Vec::new(),
-            debounce: Duration::from_millis(100),
-            recheck_interval: Some(Duration::from_secs(60)),
-        }
     }
 }
 

@@ -34,7 +34,9 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
-use crate::{FileSecrets, NetworkingSource, metrics as m, options::DebounceOptions, source::proxy_kind};
+use sds::FileSecrets;
+
+use crate::{NetworkingSource, metrics as m, options::DebounceOptions, source::proxy_kind};
 
 /// The published snapshots: `None` until the first [`PushContext`] is built (config and services
 /// synced), then always the newest. Readers never block the server.

@@ -27,7 +27,9 @@ use prost::Name;
 use tracing::debug;
 use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url};
 
-use crate::{file_secrets::FileSecrets, push::type_needs_push, server::Snapshots};
+use sds::FileSecrets;
+
+use crate::{push::type_needs_push, server::Snapshots};
 
 /// The proxy kind of a connected proxy; `None` for node types meshpilot does not serve (waypoint,
 /// ztunnel, …).

@@ -8,8 +8,8 @@ mod support;
 
 use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
-use meshpilot_discovery::FileSecretOptions;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use sds::FileSecretOptions;
 use support::{NS, Plane, exchange, router};
 use tokio_rustls::{
     TlsConnector,

@@ -386,24 +386,10 @@ fn age(created: &str) -> String {
     }
 }
 
-/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ`.
+/// Seconds since the epoch of an RFC 3339 timestamp such as `YYYY-MM-DDTHH:MM:SSZ` (parsed by
+/// `jiff`); `None` when it is not one or lies before 1970.
 fn parse_rfc3339_utc(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[10] != b'T' || !text.ends_with('Z') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86400 + hh * 3600 + mm * 60 + ss).ok()
+    u64::try_from(text.parse::<jiff::Timestamp>().ok()?.as_second()).ok()
 }
 
 /// One object named for deletion.

@@ -7,12 +7,13 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
-    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets,
-    http::{DebugState, debug_router, monitoring_router},
+    DebounceOptions, DiscoveryServer,
     mesh::{parse_discovery_selectors, parse_mesh_config},
 };
+use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
+use sds::{FileSecretOptions, FileSecrets};
 use tracing::{error, info, warn};
 use xds::AdsConfig;
 
@@ -244,7 +245,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let registry = ads.registry().clone();
     let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
     let server_task = tokio::spawn(server.run(shutdown.clone()));
-    let secrets_task = tokio::spawn(secrets.run(registry.clone(), shutdown.clone()));
+    let secrets_task =
+        tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
 
     wait_for_signal().await;
     info!("shutting down");

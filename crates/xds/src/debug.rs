@@ -129,39 +129,13 @@ fn put(out: &mut Map<String, Json>, key: &str, value: &str) {
     }
 }
 
-/// Formats a time as Go's `time.RFC3339Nano` in UTC (trailing zeros of the fraction dropped);
-/// `None` (and times before 1970) as Go's zero time `0001-01-01T00:00:00Z`.
+/// Formats a time as Go's `time.RFC3339Nano` in UTC (trailing zeros of the fraction dropped, no
+/// fraction when it is zero), with `jiff`; `None` (and times before 1970, or past jiff's year 9999)
+/// as Go's zero time `0001-01-01T00:00:00Z`.
 pub fn rfc3339_nano(t: Option<SystemTime>) -> String {
-    let Some(d) = t.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) else {
-        return "0001-01-01T00:00:00Z".to_owned();
-    };
-    let secs = d.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = secs % 86_400;
-    let (y, m, day) = civil_from_days(days);
-    let mut s = format!("{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60);
-    let nanos = d.subsec_nanos();
-    if nanos > 0 {
-        let frac = format!("{nanos:09}");
-        s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
-    }
-    s.push('Z');
-    s
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
+    t.filter(|t| *t >= UNIX_EPOCH)
+        .and_then(|t| jiff::Timestamp::try_from(t).ok())
+        .map_or_else(|| "0001-01-01T00:00:00Z".to_owned(), |t| t.to_string())
 }
 
 #[cfg(test)]
@@ -183,6 +157,9 @@ mod tests {
         assert_eq!(rfc3339_nano(Some(t)), "2025-11-21T04:40:00.12Z");
         let t = UNIX_EPOCH + Duration::new(951_782_400, 1); // leap day 2000
         assert_eq!(rfc3339_nano(Some(t)), "2000-02-29T00:00:00.000000001Z");
+        let t = UNIX_EPOCH + Duration::new(1_795_000_000, 123_456_000);
+        assert_eq!(rfc3339_nano(Some(t)), "2026-11-18T11:06:40.123456Z");
+        assert_eq!(rfc3339_nano(Some(UNIX_EPOCH - Duration::from_secs(1))), "0001-01-01T00:00:00Z");
     }
 
     fn conn(id: &str, ns: &str, types: BTreeMap<String, TypeStatus>) -> ConnectionSnapshot {

@@ -14,12 +14,10 @@ use std::{
 };
 
 use meshpilot_discovery as discovery;
+use sds::{FileSecretOptions, FileSecrets};
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{
-    DebounceOptions, DiscoveryServer, FileSecretOptions, FileSecrets, NetworkingSource,
-    mesh::parse_mesh_config,
-};
+use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, mesh::parse_mesh_config};
 use model::push::{PushRequest, TriggerReason};
 use model::{ConfigStoreController, ShutdownTrigger, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
@@ -69,7 +67,7 @@ impl Plane {
         let ads = RunningAds::start(ads, None).await.expect("ADS");
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(server.clone().run(shutdown.clone()));
-        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown));
+        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown, PushRequest::secrets));
         xds::testing::wait_for("server ready", Duration::from_secs(5), async || {
             server.is_ready().then_some(())
         })

@@ -9,12 +9,13 @@ use std::{
 };
 
 use config::{Aggregate, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, FileSecrets, NetworkingSource, mesh::parse_mesh_config};
+use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, mesh::parse_mesh_config};
 use meshpilot_kube::{KubeRegistry, KubeRegistryOptions, KubeSource, KubeSourceOptions, testenv::TestEnv};
 use model::{
     ConfigStoreController, ShutdownTrigger, parse::ParseOptions, service::ServiceController, shutdown_channel,
 };
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
+use sds::FileSecrets;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},

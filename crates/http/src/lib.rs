@@ -1,5 +1,7 @@
-//! HTTP endpoints (axum): readiness and Istio's debug handlers on `--http-addr` (8080), Prometheus
-//! `/metrics` on `--monitoring-addr` (15014).
+//! meshpilot's control-plane HTTP endpoints (axum): readiness and Istio's debug handlers
+//! (`pilot/pkg/xds/debug.go`) on `--http-addr` (8080), Prometheus `/metrics` on `--monitoring-addr`
+//! (15014). The handlers read the [`DiscoveryServer`] (config, services, connections, the current
+//! push context) and the SDS [`FileSecrets`]; only `/debug/adsz?push=true` acts (a forced push).
 //!
 //! | path | body |
 //! |---|---|
@@ -13,6 +15,9 @@
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
 //! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, file secrets (SDS names served or refused, with the reason) |
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 use std::sync::Arc;
 
 use axum::{
@@ -23,12 +28,12 @@ use axum::{
     routing::get,
 };
 use config::FileSource;
+use discovery::{DiscoveryServer, source::proxy_context};
+use sds::FileSecrets;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use model::push::{PushRequest, TriggerReason};
-
-use crate::{DiscoveryServer, FileSecrets, source::proxy_context};
 
 /// What the debug handlers read.
 #[derive(Clone, Debug)]

@@ -21,7 +21,7 @@
 //!  SDS request ─► resources(names) ─► cache ─(miss)─► resolve under roots ─► read ─► PEM check ─► Secret
 //!  notify (parent directories of served files) ─► debounce ─► refresh ─► changed names
 //!        periodic re-check (lost events, files that appear later) ─┘       │
-//!                            PushRequest::secrets(names) to the subscribed connections only (SDS only)
+//!                   an SDS-only push event for `names` to the subscribed connections only
 //! ```
 
 use std::{
@@ -31,15 +31,21 @@ use std::{
     time::SystemTime,
 };
 
-use base64::Engine as _;
-use model::push::PushRequest;
 use networking::sds::FileSecret;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
-use xds::{ConnectionRegistry, Resource, type_url};
+use xds::{ConnectionRegistry, PushEvent, Resource, type_url};
 
-use crate::{key_match::key_matches_certificate, metrics as m, options::FileSecretOptions};
+use crate::{
+    FileSecretOptions,
+    key_match::key_matches_certificate,
+    pem::{check_certificates, check_private_key},
+};
+
+/// Counter `pilot_push_triggers{type="secret"}` (Istio's push trigger count, described with the
+/// discovery server's metrics): one per re-read that changed served secrets.
+const PUSH_TRIGGERS: &str = "pilot_push_triggers";
 
 /// Largest certificate or key file read (1 MiB); larger files are refused as not certificates.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -250,11 +256,14 @@ impl FileSecrets {
     /// Keeps served secrets up to date until `shutdown`: watches the directories of the files read
     /// (notify), re-reads after `options.debounce`, and every `options.recheck_interval` re-reads
     /// all names (lost events, files that appear later) and forgets names no connection watches.
-    /// Changed secrets are pushed to the connections subscribed to them, as SDS-only pushes.
-    pub async fn run(
+    /// Changed secrets are pushed to the connections subscribed to them, as SDS-only pushes: each
+    /// such connection gets `secrets_push(names)`, `names` being the changed secrets it watches (the
+    /// discovery server passes `PushRequest::secrets`).
+    pub async fn run<P: PushEvent>(
         self: Arc<Self>,
-        connections: ConnectionRegistry<PushRequest>,
+        connections: ConnectionRegistry<P>,
         mut shutdown: model::Shutdown,
+        secrets_push: impl Fn(BTreeSet<String>) -> P + Send + Sync + 'static,
     ) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
         match notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
@@ -278,7 +287,7 @@ impl FileSecrets {
             }
         }
         // Catch up with changes made before the watch.
-        self.refresh_and_push(&connections).await;
+        self.refresh_and_push(&connections, &secrets_push).await;
         let mut ticker = config::Periodic::new(self.options.recheck_interval);
         loop {
             tokio::select! {
@@ -289,11 +298,11 @@ impl FileSecrets {
                         () = tokio::time::sleep(self.options.debounce) => {}
                     }
                     while rx.try_recv().is_ok() {}
-                    self.refresh_and_push(&connections).await;
+                    self.refresh_and_push(&connections, &secrets_push).await;
                 }
                 () = ticker.tick() => {
                     self.retain(&subscribed(&connections));
-                    self.refresh_and_push(&connections).await;
+                    self.refresh_and_push(&connections, &secrets_push).await;
                 }
             }
         }
@@ -301,7 +310,11 @@ impl FileSecrets {
         debug!("certificate file watch stopped");
     }
 
-    async fn refresh_and_push(self: &Arc<Self>, connections: &ConnectionRegistry<PushRequest>) {
+    async fn refresh_and_push<P: PushEvent>(
+        self: &Arc<Self>,
+        connections: &ConnectionRegistry<P>,
+        secrets_push: &impl Fn(BTreeSet<String>) -> P,
+    ) {
         let this = self.clone();
         let changed = match tokio::task::spawn_blocking(move || this.refresh()).await {
             Ok(changed) => changed,
@@ -311,7 +324,7 @@ impl FileSecrets {
             }
         };
         if !changed.is_empty() {
-            push_secrets(connections, &changed);
+            push_secrets(connections, &changed, secrets_push);
         }
     }
 
@@ -339,7 +352,7 @@ impl FileSecrets {
         }
         if let FileSecret::KeyPair { cert, key } = &secret
             && let (Ok(certs), Ok(k)) = (check_certificates(&contents[0]), check_private_key(&contents[1]))
-            && key_matches_certificate(&certs[0].der, &k.label, &k.der) == Some(false)
+            && key_matches_certificate(&certs[0], &k) == Some(false)
         {
             // Typically a rotation caught between writing the certificate and the key.
             let reason = format!("{key}: the private key does not belong to the first certificate of {cert}");
@@ -451,7 +464,7 @@ fn watch_dirs(state: &mut State, dirs: &[PathBuf]) {
 }
 
 /// The union of the connections' SDS subscriptions.
-fn subscribed(connections: &ConnectionRegistry<PushRequest>) -> BTreeSet<String> {
+fn subscribed<P>(connections: &ConnectionRegistry<P>) -> BTreeSet<String> {
     connections
         .snapshot()
         .into_iter()
@@ -460,8 +473,13 @@ fn subscribed(connections: &ConnectionRegistry<PushRequest>) -> BTreeSet<String>
         .collect()
 }
 
-/// Pushes `changed` secrets to the connections subscribed to any of them (only those names, SDS only).
-pub fn push_secrets(connections: &ConnectionRegistry<PushRequest>, changed: &BTreeSet<String>) -> usize {
+/// Pushes `changed` secrets to the connections subscribed to any of them: `secrets_push(names)` with
+/// the changed names each one watches (an SDS-only push event). Returns how many connections.
+pub fn push_secrets<P: PushEvent>(
+    connections: &ConnectionRegistry<P>,
+    changed: &BTreeSet<String>,
+    secrets_push: impl Fn(BTreeSet<String>) -> P,
+) -> usize {
     let mut pushed = 0;
     for conn in connections.snapshot() {
         let Some(t) = conn.types.get(type_url::SECRET) else { continue };
@@ -470,11 +488,11 @@ pub fn push_secrets(connections: &ConnectionRegistry<PushRequest>, changed: &BTr
             continue;
         }
         if let Some(handle) = connections.handle(&conn.id) {
-            handle.push(PushRequest::secrets(names));
+            handle.push(secrets_push(names));
             pushed += 1;
         }
     }
-    metrics::counter!(m::PUSH_TRIGGERS, "type" => model::push::TriggerReason::Secret.as_str()).increment(1);
+    metrics::counter!(PUSH_TRIGGERS, "type" => "secret").increment(1);
     info!(secrets = changed.len(), connections = pushed, "certificate files changed: SDS push");
     pushed
 }
@@ -499,94 +517,6 @@ pub fn lexical(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// One PEM block: its label and decoded bytes, and whether RFC 1421 headers mark it encrypted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PemBlock {
-    /// The label (`CERTIFICATE`, `PRIVATE KEY`, …).
-    pub label: String,
-    /// The decoded DER bytes.
-    pub der: Vec<u8>,
-    /// `Proc-Type: 4,ENCRYPTED` was present.
-    pub encrypted: bool,
-}
-
-/// The PEM blocks of `bytes` (text outside blocks is ignored, as OpenSSL does).
-///
-/// # Errors
-/// Not text, a block without its END line, an END with another label, bad base64, or contents that
-/// are not DER (a SEQUENCE).
-pub fn pem_blocks(bytes: &[u8]) -> Result<Vec<PemBlock>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not a PEM file (not text)".to_string())?;
-    let mut blocks = Vec::new();
-    let mut open: Option<(String, String, bool)> = None;
-    for line in text.lines() {
-        let line = line.trim();
-        match open.as_mut() {
-            None => {
-                if let Some(label) = line.strip_prefix("-----BEGIN ").and_then(|l| l.strip_suffix("-----")) {
-                    open = Some((label.to_string(), String::new(), false));
-                }
-            }
-            Some((label, body, encrypted)) => {
-                if let Some(end) = line.strip_prefix("-----END ").and_then(|l| l.strip_suffix("-----")) {
-                    if end != label {
-                        return Err(format!("PEM block BEGIN {label} ends with END {end}"));
-                    }
-                    let der = base64::engine::general_purpose::STANDARD
-                        .decode(body.as_bytes())
-                        .map_err(|e| format!("PEM block {label}: invalid base64 ({e})"))?;
-                    if der.first() != Some(&0x30) {
-                        return Err(format!("PEM block {label}: the contents are not DER"));
-                    }
-                    blocks.push(PemBlock { label: label.clone(), der, encrypted: *encrypted });
-                    open = None;
-                } else if let Some((key, value)) = line.split_once(':') {
-                    *encrypted |= key.trim() == "Proc-Type" && value.contains("ENCRYPTED");
-                } else {
-                    body.push_str(line);
-                }
-            }
-        }
-    }
-    if let Some((label, _, _)) = open {
-        return Err(format!("PEM block {label} has no END line"));
-    }
-    Ok(blocks)
-}
-
-/// Checks a certificate chain or CA bundle: PEM with at least one `CERTIFICATE` block; returns the
-/// certificate blocks in file order (the leaf first, for a chain).
-///
-/// # Errors
-/// What is wrong, for the status and the log.
-pub fn check_certificates(bytes: &[u8]) -> Result<Vec<PemBlock>, String> {
-    let certs: Vec<PemBlock> = pem_blocks(bytes)?.into_iter().filter(|b| b.label == "CERTIFICATE").collect();
-    if certs.is_empty() {
-        return Err("no PEM CERTIFICATE block".into());
-    }
-    Ok(certs)
-}
-
-/// Checks a private key file: PEM with an unencrypted `PRIVATE KEY`, `RSA PRIVATE KEY` or
-/// `EC PRIVATE KEY` block (what Envoy loads without a password); returns that block.
-///
-/// # Errors
-/// What is wrong (an encrypted key is named as such).
-pub fn check_private_key(bytes: &[u8]) -> Result<PemBlock, String> {
-    let blocks = pem_blocks(bytes)?;
-    let keys: Vec<&PemBlock> = blocks
-        .iter()
-        .filter(|b| matches!(b.label.as_str(), "PRIVATE KEY" | "RSA PRIVATE KEY" | "EC PRIVATE KEY"))
-        .collect();
-    if let Some(key) = keys.iter().find(|b| !b.encrypted) {
-        return Ok((*key).clone());
-    }
-    if !keys.is_empty() || blocks.iter().any(|b| b.label == "ENCRYPTED PRIVATE KEY") {
-        return Err("the private key is encrypted; Envoy cannot load it without a password".into());
-    }
-    Err("no PEM private key block (PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)".into())
 }
 
 #[cfg(test)]
@@ -615,36 +545,6 @@ mod tests {
 
     fn error_of(s: &FileSecrets, name: &str) -> String {
         s.status().into_iter().find(|st| st.name == name).and_then(|st| st.error).unwrap_or_default()
-    }
-
-    #[test]
-    fn pem_checks() {
-        assert_eq!(
-            check_certificates(format!("junk\n{}{}", pem("CERTIFICATE"), pem("CERTIFICATE")).as_bytes())
-                .map(|c| c.len()),
-            Ok(2)
-        );
-        assert_eq!(check_certificates(pem("PRIVATE KEY").as_bytes()), Err("no PEM CERTIFICATE block".into()));
-        assert_eq!(check_certificates(b"hello"), Err("no PEM CERTIFICATE block".into()));
-        assert_eq!(check_certificates(&[0xff, 0xfe]), Err("not a PEM file (not text)".into()));
-        let bad64 = "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n";
-        assert!(check_certificates(bad64.as_bytes()).unwrap_err().contains("invalid base64"));
-        let not_der = "-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n";
-        assert!(check_certificates(not_der.as_bytes()).unwrap_err().contains("not DER"));
-        let unterminated = "-----BEGIN CERTIFICATE-----\nMAA=\n";
-        assert!(check_certificates(unterminated.as_bytes()).unwrap_err().contains("no END line"));
-        let mismatched = "-----BEGIN CERTIFICATE-----\nMAA=\n-----END PRIVATE KEY-----\n";
-        assert!(check_certificates(mismatched.as_bytes()).unwrap_err().contains("ends with END PRIVATE KEY"));
-
-        for label in ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"] {
-            assert_eq!(check_private_key(pem(label).as_bytes()).map(|k| k.label), Ok(label.to_string()));
-        }
-        assert!(
-            check_private_key(pem("ENCRYPTED PRIVATE KEY").as_bytes()).unwrap_err().contains("encrypted")
-        );
-        let legacy = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nMAA=\n-----END RSA PRIVATE KEY-----\n";
-        assert!(check_private_key(legacy.as_bytes()).unwrap_err().contains("encrypted"));
-        assert!(check_private_key(pem("CERTIFICATE").as_bytes()).unwrap_err().contains("no PEM private key"));
     }
 
     #[test]
