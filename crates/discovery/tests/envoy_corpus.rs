@@ -261,7 +261,7 @@ async fn malformed_node_id_is_refused() {
     let bad = Envoy::start(&b).await.unwrap();
     // Envoy logs the stream's close status: `... closed: 3, <message>`.
     let line = wait_for("Envoy to log the refused stream", Duration::from_secs(10), async || {
-        bad.log().lines().map(support::percent_decode).find(|l| l.contains("closed: 3,"))
+        bad.log().lines().map(meshpilot_testing::percent_decode).find(|l| l.contains("closed: 3,"))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", bad.log_tail(40)));

@@ -303,6 +303,26 @@ fn escape_regex(s: &str) -> String {
     })
 }
 
+/// Decodes `%XX` escapes: Envoy logs a stream's `grpc-message` percent-encoded as on the wire
+/// (gRPC's encoding), e.g. `closed: 3, invalid%20node%20id`.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,6 +358,12 @@ mod tests {
     fn missing_envoy_names_the_install_script() {
         let e = HarnessError::EnvoyMissing { path: "/nope/envoy".into() };
         assert!(e.to_string().contains("scripts/install-envoy.sh"));
+    }
+
+    #[test]
+    fn grpc_messages_are_percent_decoded() {
+        assert_eq!(percent_decode("closed: 3, invalid%20node%20id%3A x"), "closed: 3, invalid node id: x");
+        assert_eq!(percent_decode("100% %zz %4"), "100% %zz %4", "not an escape: kept");
     }
 
     #[test]

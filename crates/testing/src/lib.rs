@@ -37,7 +37,7 @@ pub mod wait;
 
 pub use ads::RunningAds;
 pub use echo::{EchoOptions, EchoServer};
-pub use envoy::{AdsApi, Bootstrap, Envoy, envoy_binary};
+pub use envoy::{AdsApi, Bootstrap, Envoy, envoy_binary, percent_decode};
 pub use error::HarnessError;
 pub use http::{Response, exchange, get, http_get, request};
 pub use plane::{Plane, PlaneOptions};

@@ -2,7 +2,7 @@
 
 mod support;
 
-use meshpilot_testing::AdsApi;
+use meshpilot_testing::{AdsApi, percent_decode};
 use meshpilot_xds::{
     SyncState,
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
@@ -168,22 +168,4 @@ async fn envoy_with_a_malformed_node_id_is_refused_with_a_clear_grpc_error() {
         "no config reached Envoy"
     );
     assert!(ads.registry.is_empty());
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -122,22 +122,3 @@ pub async fn setup(api: AdsApi, vs: &str) -> (tempfile::TempDir, Reviews, Plane,
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
     (dir, reviews, plane, envoy, addr)
 }
-
-/// Decodes `%XX` escapes (grpc-message is percent-encoded on the wire).
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
