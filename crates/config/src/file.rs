@@ -555,14 +555,12 @@ impl FileSource {
     async fn watch(self, mut shutdown: Shutdown) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
         let name = self.name().to_string();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-            Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => {}
-            Ok(_) => {
-                // Capacity 1: a pending wake-up already covers this event.
-                let _ = tx.try_send(());
-            }
-            Err(err) => {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Err(err) = &event {
                 tracing::warn!(source = %name, error = %err, "file watch error; re-scanning");
+            }
+            if wakes_rescan(&event) {
+                // Capacity 1: a pending wake-up already covers this event.
                 let _ = tx.try_send(());
             }
         });
@@ -604,6 +602,13 @@ impl FileSource {
         }
         tracing::debug!(source = %self.name(), "file watch stopped");
     }
+}
+
+/// Whether a watcher event starts a (debounced) re-scan: every change and every watch error (events
+/// may have been lost), but not an `Access` (open, read, close): a write also raises a `Modify`, and
+/// the scan's own reads would otherwise wake the next scan.
+fn wakes_rescan(event: &notify::Result<notify::Event>) -> bool {
+    !matches!(event, Ok(e) if matches!(e.kind, notify::EventKind::Access(_)))
 }
 
 /// Parses files' contents, in parallel when there are several.
@@ -754,5 +759,38 @@ impl ConfigStoreController for FileSource {
 
     fn has_synced(&self) -> bool {
         self.inner.store.has_synced()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode};
+
+    use super::wakes_rescan;
+
+    fn event(kind: EventKind) -> notify::Result<notify::Event> {
+        Ok(notify::Event::new(kind).add_path("/config/a.yaml".into()))
+    }
+
+    #[test]
+    fn changes_and_errors_wake_a_rescan_reads_do_not() {
+        for kind in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+            EventKind::Remove(RemoveKind::Folder),
+            EventKind::Any,
+            EventKind::Other,
+        ] {
+            assert!(wakes_rescan(&event(kind)), "{kind:?}");
+        }
+        for kind in [
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+        ] {
+            assert!(!wakes_rescan(&event(kind)), "{kind:?}");
+        }
+        assert!(wakes_rescan(&Err(notify::Error::generic("inotify queue overflow"))));
     }
 }

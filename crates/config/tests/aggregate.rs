@@ -56,9 +56,16 @@ async fn first_source_wins_and_shadowed_changes_raise_nothing() {
     low.apply([Change::Upsert(Arc::new(mk_gateway("ns", "shared", "low2")))]);
     low.apply([Change::Remove(k("shared"))]);
     low.apply([Change::Upsert(Arc::new(mk_gateway("ns", "shared", "low3")))]);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A later change in the same source (its events reach the aggregate in order) arrives with
+    // nothing before it; then it goes away again.
+    low.apply([Change::Upsert(Arc::new(mk_gateway("ns", "marker", "low")))]);
+    let marker_seen = || rec.events.lock().unwrap().iter().any(|(_, key)| key.name == "marker");
+    assert!(eventually(Duration::from_secs(5), marker_seen).await, "the marker did not arrive");
+    assert_eq!(rec.take_events(), [(Event::Add, k("marker"))]);
+    low.apply([Change::Remove(k("marker"))]);
+    assert!(eventually(Duration::from_secs(5), marker_seen).await, "the marker's removal did not arrive");
     settle().await;
-    assert_eq!(rec.take_events(), []);
+    assert_eq!(rec.take_events(), [(Event::Delete, k("marker"))]);
     // The winner goes away: the next source's copy takes over as an Update, not Delete + Add.
     high.apply([Change::Remove(k("shared"))]);
     settle().await;

@@ -6,16 +6,14 @@ mod support;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
-use support::{NS, Plane, copy_samples, get, router, setup};
-use xds::{
-    SyncState,
-    testing::{AdsApi, Bootstrap, EchoServer, Envoy, free_port, wait_for},
-};
+use meshpilot_testing::{AdsApi, Bootstrap, EchoServer, Envoy, Plane, free_port, get, wait_for};
+use support::{NS, copy_samples, router, setup};
+use xds::SyncState;
 
 /// Every corpus file copied (flattened, without renaming collisions away) into `dir`; returns how
 /// many were copied.
 fn copy_corpus(dir: &Path) -> usize {
-    let root = support::testdata();
+    let root = meshpilot_testing::testdata();
     let mut files = Vec::new();
     for e in std::fs::read_dir(root.join("tests/testdata/config")).unwrap() {
         let p = e.unwrap().path();
@@ -116,7 +114,7 @@ async fn corpus_acked(label: &str, bootstrap: impl Fn(&Plane) -> Bootstrap) {
     let (nonzero, present) = rejected_stats(&envoy).await;
     assert!(present, "Envoy has no CDS/LDS update_rejected stats");
     assert!(nonzero.is_empty(), "Envoy's update_rejected counters: {nonzero:?}");
-    let files = plane.files.status();
+    let files = plane.files().status();
     assert!(files.bad_files.is_empty(), "{:?}", files.bad_files);
     let refused = plane.secrets.status();
     assert!(
@@ -210,7 +208,7 @@ async fn bad_virtual_service_keeps_last_good_config() {
     assert_ne!(bad, good);
     write(&bad);
     let status = wait_for("the bad file reported", Duration::from_secs(5), async || {
-        let st = plane.files.status();
+        let st = plane.files().status();
         st.bad_files.iter().find(|b| b.file.ends_with(vs)).cloned()
     })
     .await
@@ -228,7 +226,7 @@ async fn bad_virtual_service_keeps_last_good_config() {
     // A YAML syntax error next.
     write(&format!("{good}\n  http: [oops\n"));
     wait_for("the syntax error reported", Duration::from_secs(5), async || {
-        let st = plane.files.status();
+        let st = plane.files().status();
         st.bad_files.iter().find(|b| b.file.ends_with(vs) && b.errors.iter().any(|e| e.line > 0)).cloned()
     })
     .await
@@ -239,7 +237,7 @@ async fn bad_virtual_service_keeps_last_good_config() {
     }
     // A valid rewrite: everyone to v3 (jason too).
     let v3 = std::fs::read_to_string(
-        support::testdata().join("samples/bookinfo/networking/virtual-service-reviews-v3.yaml"),
+        meshpilot_testing::testdata().join("samples/bookinfo/networking/virtual-service-reviews-v3.yaml"),
     )
     .unwrap()
     .replace("metadata:\n", &format!("metadata:\n  namespace: {NS}\n"));
@@ -250,7 +248,7 @@ async fn bad_virtual_service_keeps_last_good_config() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
-    assert!(plane.files.status().bad_files.is_empty(), "{:?}", plane.files.status().bad_files);
+    assert!(plane.files().status().bad_files.is_empty(), "{:?}", plane.files().status().bad_files);
 }
 
 /// A node id that is not `TYPE~IP~ID~DOMAIN` is refused with InvalidArgument naming the format; a
@@ -263,7 +261,7 @@ async fn malformed_node_id_is_refused() {
     let bad = Envoy::start(&b).await.unwrap();
     // Envoy logs the stream's close status: `... closed: 3, <message>`.
     let line = wait_for("Envoy to log the refused stream", Duration::from_secs(10), async || {
-        bad.log().lines().map(support::percent_decode).find(|l| l.contains("closed: 3,"))
+        bad.log().lines().map(meshpilot_testing::percent_decode).find(|l| l.contains("closed: 3,"))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", bad.log_tail(40)));

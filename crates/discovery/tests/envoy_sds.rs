@@ -8,17 +8,15 @@ mod support;
 
 use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
+use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, exchange, free_port, wait_for};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use sds::FileSecretOptions;
-use support::{NS, Plane, exchange, router};
+use support::{NS, router};
 use tokio_rustls::{
     TlsConnector,
     rustls::{self, ClientConfig, RootCertStore},
 };
-use xds::{
-    SyncState,
-    testing::{AdsApi, EchoServer, Envoy, free_port, wait_for},
-};
+use xds::SyncState;
 
 const HOST: &str = "secure.example.com";
 
@@ -119,7 +117,10 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
     .unwrap();
     let options =
         FileSecretOptions { roots: vec![certs.path().to_path_buf()], ..FileSecretOptions::default() };
-    let plane = Plane::start_with(config.path(), options).await;
+    let plane =
+        Plane::start_with(PlaneOptions { file_secrets: options, ..PlaneOptions::config_dir(config.path()) })
+            .await
+            .unwrap();
     let envoy = Envoy::start(&router(&plane, AdsApi::Sotw)).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let client = ca.client();

@@ -13,11 +13,9 @@ use std::{
     time::Duration,
 };
 
-use support::{NS, Plane};
-use xds::{
-    SyncState,
-    testing::{free_port, repo_root, wait_for},
-};
+use meshpilot_testing::{Plane, free_port, repo_root, wait_for};
+use support::NS;
+use xds::SyncState;
 
 /// The service port the client dials (a name in xDS only: nothing listens on it).
 const PORT: u16 = 7070;

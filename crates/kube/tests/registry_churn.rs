@@ -8,9 +8,9 @@ mod support;
 use std::{sync::OnceLock, time::Duration};
 
 use meshpilot_kube::testenv::TestEnv;
+use meshpilot_testing::{AdsApi, Envoy, free_port, wait_for};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use support::{namespace, plane::KubePlane, slice, slice_endpoint};
-use xds::testing::{Envoy, free_port, wait_for};
+use support::{namespace, slice, slice_endpoint, start_plane};
 
 const NS: &str = "kreg-churn";
 
@@ -45,8 +45,8 @@ async fn endpoint_churn_is_eds_only() {
         env.kubectl_apply(&slice(NS, "churn-1", "churn", "{name: http, port: 8080}", &eps)).unwrap();
     };
     scale(1);
-    let plane = KubePlane::start(env, NS).await;
-    let envoy = Envoy::start(&plane.sidecar("client", NS)).await.unwrap();
+    let plane = start_plane(env, NS).await;
+    let envoy = Envoy::start(&plane.sidecar("client", NS, AdsApi::Sotw)).await.unwrap();
     let stat = format!("cluster.outbound|{port}||churn.{NS}.svc.cluster.local.membership_total");
     let members = async |n: u64| {
         wait_for(&format!("{n} endpoints in Envoy"), Duration::from_secs(30), async || {

@@ -14,13 +14,9 @@ use std::{
 
 use api::Kind;
 use meshpilot_kube::testenv::TestEnv;
+use meshpilot_testing::{AdsApi, EchoOptions, EchoServer, Envoy, Plane, free_port, get, testdata, wait_for};
 use model::{ConfigStore, parse::ParseOptions};
-use support::{
-    host_ip, namespace,
-    plane::{HostEcho, KubePlane, get, testdata},
-    pod, set_pod_ip, slice, slice_endpoint,
-};
-use xds::testing::{Envoy, free_port, wait_for};
+use support::{host_ip, namespace, pod, set_pod_ip, slice, slice_endpoint, start_plane};
 
 const NS: &str = "bookinfo-kube";
 
@@ -28,7 +24,7 @@ const NS: &str = "bookinfo-kube";
 async fn reviews(addr: SocketAddr, user: Option<&str>) -> String {
     let host = format!("reviews:{}", addr.port());
     let headers: Vec<(&str, &str)> = user.map(|u| ("end-user", u)).into_iter().collect();
-    match get(addr, &host, &headers).await {
+    match get(addr, &host, "/", &headers).await {
         Ok((200, body)) => body,
         Ok((status, body)) => format!("HTTP {status}: {body}"),
         Err(e) => format!("error: {e}"),
@@ -36,12 +32,12 @@ async fn reviews(addr: SocketAddr, user: Option<&str>) -> String {
 }
 
 /// Writes a bookinfo sample through the KubeSource API (create, or update when it exists).
-async fn write_sample(plane: &KubePlane, file: &str) {
+async fn write_sample(plane: &Plane, file: &str) {
     let text = std::fs::read_to_string(testdata().join("samples/bookinfo/networking").join(file)).unwrap();
     let options = ParseOptions { default_namespace: NS.into(), ..ParseOptions::default() };
     for doc in model::parse::parse_text(file, &text, &options) {
         let config = doc.config.unwrap_or_else(|| panic!("{file}: {:?}", doc.errors));
-        let source = plane.source.clone();
+        let source = plane.kube_source().clone();
         tokio::task::spawn_blocking(move || {
             let key = config.key();
             match source.get(key.kind, &key.namespace, &key.name) {
@@ -62,7 +58,8 @@ async fn bookinfo_reviews_routing_from_kubernetes() {
     let ip = host_ip();
     let mut versions = Vec::new();
     for v in ["v1", "v2", "v3"] {
-        versions.push((v, HostEcho::start(ip.into(), &format!("reviews-{v}")).await));
+        let options = EchoOptions { ip: ip.into(), ..EchoOptions::default() };
+        versions.push((v, EchoServer::start_with(&format!("reviews-{v}"), options).await.unwrap()));
     }
     // The Service (targetPort by name), one Pod and one EndpointSlice per version: every version
     // listens on the host address at its own port, so each slice carries its version's port.
@@ -98,10 +95,10 @@ async fn bookinfo_reviews_routing_from_kubernetes() {
     }
     env.kubectl_apply(&slices).unwrap();
 
-    let plane = KubePlane::start(env, NS).await;
+    let plane = start_plane(env, NS).await;
     write_sample(&plane, "destination-rule-all.yaml").await;
     write_sample(&plane, "virtual-service-reviews-jason-v2-v3.yaml").await;
-    let envoy = Envoy::start(&plane.sidecar("productpage", NS)).await.unwrap();
+    let envoy = Envoy::start(&plane.sidecar("productpage", NS, AdsApi::Sotw)).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_for("jason routed to v2 through Envoy", Duration::from_secs(30), async || {
         (reviews(addr, Some("jason")).await == "reviews-v2").then_some(())
@@ -117,7 +114,7 @@ async fn bookinfo_reviews_routing_from_kubernetes() {
     // Change the VirtualService through the API: others move to v1 (test-v2: jason → v2, rest → v1).
     let start = Instant::now();
     write_sample(&plane, "virtual-service-reviews-test-v2.yaml").await;
-    let vs = plane.source.get(Kind::VirtualService, NS, "reviews");
+    let vs = plane.kube_source().get(Kind::VirtualService, NS, "reviews");
     assert!(vs.is_some());
     wait_for("others moved to v1", Duration::from_secs(30), async || {
         (reviews(addr, None).await == "reviews-v1").then_some(())
@@ -133,7 +130,7 @@ async fn bookinfo_reviews_routing_from_kubernetes() {
 
     // Delete it: round-robin over the three versions again.
     let start = Instant::now();
-    let source = plane.source.clone();
+    let source = plane.kube_source().clone();
     tokio::task::spawn_blocking(move || source.delete(Kind::VirtualService, NS, "reviews", None))
         .await
         .unwrap()

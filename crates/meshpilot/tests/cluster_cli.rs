@@ -2,14 +2,13 @@
 //! kube-apiserver (scripts/kube-testenv.sh, one per test binary; each test uses its own namespace).
 
 use std::{
-    io::{Read, Write},
-    net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Output},
     time::Duration,
 };
 
 use kube_source::testenv::TestEnv;
+use meshpilot_testing::{free_port, http::request_blocking, wait::wait_for_blocking};
 
 fn bookinfo(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -156,29 +155,15 @@ impl Drop for Process {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// GET `path` from 127.0.0.1:`port`; the body, or `None` when the server does not answer yet.
+/// GET `path` from 127.0.0.1:`port`; the body, or `None` when the server does not answer 200 yet.
 fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+    let r = request_blocking(([127, 0, 0, 1], port).into(), "localhost", path, &[]).ok()?;
+    (r.status == 200).then_some(r.body)
 }
 
+/// Waits (60 s at most: a limit, not a timing assertion) until `check` holds.
 fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for: {what}");
+    wait_for_blocking(what, Duration::from_secs(60), || check().then_some(())).unwrap();
 }
 
 #[test]

@@ -54,14 +54,32 @@ fn watch_prints_live_events() {
             }
         }
     });
-    // The initial dump ends with "]"; give the watcher a moment to start, then change the directory.
-    std::thread::sleep(Duration::from_millis(500));
+    // The watch is live once a change is printed: rewrite a marker object until one of its events
+    // shows (no pause to guess how long the start takes).
+    let marker =
+        |n: u32| GATEWAY.replace("name: gw,", "name: marker,").replace("number: 80", &format!("number: {n}"));
+    let mut live = false;
+    for n in 0..300 {
+        std::fs::write(dir.path().join("marker.yaml"), marker(9000 + n)).unwrap();
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            live = line.contains("\"name\":\"marker\"");
+            assert!(live, "an event before any change but the marker: {line}");
+            break;
+        }
+    }
+    assert!(live, "no event for the marker within 60 s");
+    // The next event of `gw` (the marker's later rewrites may still be printed).
+    let next_gw = || loop {
+        let line = rx.recv_timeout(Duration::from_secs(10)).expect("an event for gw");
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if event["name"] == "gw" {
+            break event;
+        }
+    };
     std::fs::write(dir.path().join("gw.yaml"), GATEWAY.replace("number: 80", "number: 8080")).unwrap();
-    let update: serde_json::Value =
-        serde_json::from_str(&rx.recv_timeout(Duration::from_secs(10)).expect("an update event")).unwrap();
+    let update = next_gw();
     std::fs::remove_file(dir.path().join("gw.yaml")).unwrap();
-    let delete: serde_json::Value =
-        serde_json::from_str(&rx.recv_timeout(Duration::from_secs(10)).expect("a delete event")).unwrap();
+    let delete = next_gw();
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(

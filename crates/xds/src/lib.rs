@@ -20,7 +20,8 @@
 //!   pending merged event per connection, per-type [`TypeStatus`]).
 //! - [`debug`]: Istio-shaped `/debug/syncz` and `/debug/adsz` JSON.
 //! - [`metrics`]: Istio metric names through the `metrics` facade.
-//! - `testing` (feature `testing`): a real-Envoy harness and loopback upstreams for end-to-end tests.
+//!
+//! The real-Envoy harness and loopback upstreams for end-to-end tests are in `meshpilot-testing`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -36,8 +37,6 @@ pub mod server;
 pub mod sotw;
 pub mod source;
 pub mod state;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod type_url;
 mod wire;
 

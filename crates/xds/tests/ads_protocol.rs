@@ -15,9 +15,9 @@ use envoy_types::pb::{
     },
     google::rpc::Status as RpcStatus,
 };
+use meshpilot_testing::{RunningAds, wait_for};
 use meshpilot_xds::{
     AdsConfig, AdsServer, SyncState,
-    testing::{RunningAds, wait_for},
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
 };
 use support::{Changed, STEP, TestSource, cluster, endpoints, listener, prom_value, prometheus, route_to};

@@ -2,11 +2,9 @@
 
 mod support;
 
-use std::time::Duration;
-
+use meshpilot_testing::{AdsApi, percent_decode};
 use meshpilot_xds::{
     SyncState,
-    testing::AdsApi,
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
 };
 use support::{Changed, STEP, Scenario, prom_value, prometheus, route_bad_regex, route_canary, route_to};
@@ -95,7 +93,7 @@ async fn sotw_invalid_route_is_nacked_recorded_not_resent_and_old_config_serves(
     let rejects_before =
         prom_value(&prometheus().render(), "pilot_total_xds_rejects{type=\"rds\"}").unwrap_or(0.0);
     let v_bad = s.push_route(route_bad_regex("local_route", "a"));
-    let c = meshpilot_xds::testing::wait_for("the RDS NACK to be recorded", STEP, async || {
+    let c = meshpilot_testing::wait_for("the RDS NACK to be recorded", STEP, async || {
         let c = s.connection();
         (c.types[ROUTE].state == SyncState::Rejected).then_some(c)
     })
@@ -121,21 +119,20 @@ async fn sotw_invalid_route_is_nacked_recorded_not_resent_and_old_config_serves(
     let pushes = || s.source.calls().iter().filter(|c| c.trigger == "push" && c.type_url == ROUTE).count();
     let pushes_before = pushes();
     assert_eq!(s.ads.registry.push_all(Changed::default()), 1);
-    meshpilot_xds::testing::wait_for("the push to be generated", STEP, async || {
+    meshpilot_testing::wait_for("the push to be generated", STEP, async || {
         (pushes() > pushes_before).then_some(())
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let c2 = s.connection();
-    assert_eq!(c2.types[ROUTE].responses, responses_before, "rejected config not re-sent");
-    assert_eq!(c2.types[ROUTE].state, SyncState::Rejected);
-    assert_eq!(s.rds_stats().await.1, 1, "no second rejection on Envoy");
-    assert_eq!(c2.types[CLUSTER].responses, cds_before, "unchanged clusters not re-sent");
+    assert_eq!(s.connection().types[ROUTE].state, SyncState::Rejected);
 
-    // A later valid version is ACKed and clears the error.
+    // A later valid version is ACKed and clears the error. Pushes reach the stream in order, so a
+    // re-sent rejected route would have come before it: it is the only RDS response since.
     let v_fixed = s.push_route(route_to("local_route", "a"));
     let c = s.wait_version(ROUTE, &v_fixed).await;
+    assert_eq!(c.types[ROUTE].responses, responses_before + 1, "rejected config not re-sent");
+    assert_eq!(s.rds_stats().await.1, 1, "no second rejection on Envoy");
+    assert_eq!(c.types[CLUSTER].responses, cds_before, "unchanged clusters not re-sent");
     assert_eq!(c.types[ROUTE].last_error, None);
     s.wait_body(&[], "a").await;
 
@@ -149,13 +146,13 @@ async fn sotw_invalid_route_is_nacked_recorded_not_resent_and_old_config_serves(
 async fn envoy_with_a_malformed_node_id_is_refused_with_a_clear_grpc_error() {
     let source = support::TestSource::new(vec![]);
     let ads =
-        meshpilot_xds::testing::RunningAds::start(meshpilot_xds::AdsServer::new(source), None).await.unwrap();
-    let mut bootstrap = meshpilot_xds::testing::Bootstrap::sidecar("bad", ads.addr, AdsApi::Sotw);
+        meshpilot_testing::RunningAds::start(meshpilot_xds::AdsServer::new(source), None).await.unwrap();
+    let mut bootstrap = meshpilot_testing::Bootstrap::sidecar("bad", ads.addr, AdsApi::Sotw);
     bootstrap.node_id = "not-an-istio-node-id".into();
-    let envoy = meshpilot_xds::testing::Envoy::start(&bootstrap).await.unwrap();
+    let envoy = meshpilot_testing::Envoy::start(&bootstrap).await.unwrap();
     // Envoy logs (at warning level) the gRPC status it got: 3 (InvalidArgument) and our message,
     // percent-encoded as grpc-message is on the wire.
-    let line = meshpilot_xds::testing::wait_for("Envoy to log the refusal", STEP, async || {
+    let line = meshpilot_testing::wait_for("Envoy to log the refusal", STEP, async || {
         envoy.log().lines().map(percent_decode).find(|l| l.contains("closed: 3, invalid node id"))
     })
     .await
@@ -171,22 +168,4 @@ async fn envoy_with_a_malformed_node_id_is_refused_with_a_clear_grpc_error() {
         "no config reached Envoy"
     );
     assert!(ads.registry.is_empty());
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

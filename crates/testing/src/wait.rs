@@ -1,0 +1,133 @@
+//! Waiting for a condition instead of sleeping, free loopback ports, and where the repository and
+//! Istio's test data are.
+//!
+//! A wait polls its check every [`POLL`] until it holds and fails after its timeout with
+//! [`HarnessError::Timeout`] naming what it waited for. The timeout only stops a broken test from
+//! hanging; it is not an assertion on speed, so make it generous.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use crate::HarnessError;
+
+/// How often a wait checks its condition (20 ms).
+pub const POLL: Duration = Duration::from_millis(20);
+
+fn timeout(what: &str, after: Duration) -> HarnessError {
+    HarnessError::Timeout { what: what.to_owned(), after, log_tail: String::new() }
+}
+
+/// Polls `check` every [`POLL`] until it returns `Some`, or fails after `timeout`.
+///
+/// # Errors
+/// [`HarnessError::Timeout`] naming `what`.
+pub async fn wait_for<T>(
+    what: &str,
+    timeout_after: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> Result<T, HarnessError> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if start.elapsed() > timeout_after {
+            return Err(timeout(what, timeout_after));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// [`wait_for`] with a plain (non-async) predicate.
+///
+/// # Errors
+/// [`HarnessError::Timeout`] naming `what`.
+pub async fn wait_until(
+    what: &str,
+    timeout_after: Duration,
+    mut check: impl FnMut() -> bool,
+) -> Result<(), HarnessError> {
+    wait_for(what, timeout_after, async || check().then_some(())).await
+}
+
+/// The blocking form of [`wait_for`] for tests without an async runtime (it sleeps the thread).
+///
+/// # Errors
+/// [`HarnessError::Timeout`] naming `what`.
+pub fn wait_for_blocking<T>(
+    what: &str,
+    timeout_after: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Result<T, HarnessError> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return Ok(v);
+        }
+        if start.elapsed() > timeout_after {
+            return Err(timeout(what, timeout_after));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+///
+/// # Panics
+/// If no port can be bound on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Istio's test data beside the repository (`<repo>/../shared/istio-testdata`).
+pub fn testdata() -> PathBuf {
+    repo_root().join("../shared/istio-testdata")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn wait_for_returns_the_first_value_that_holds() {
+        let mut n = 0;
+        let v = wait_for("n to reach 3", Duration::from_secs(5), async || {
+            n += 1;
+            (n >= 3).then_some(n)
+        })
+        .await
+        .unwrap();
+        assert_eq!(v, 3);
+    }
+
+    #[tokio::test]
+    async fn wait_until_times_out_naming_what_it_waited_for() {
+        let e = wait_until("the moon to turn blue", Duration::ZERO, || false).await.unwrap_err();
+        assert!(matches!(e, HarnessError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("waiting for the moon to turn blue"), "{e}");
+    }
+
+    #[test]
+    fn blocking_wait_times_out_naming_what_it_waited_for() {
+        let e = wait_for_blocking::<()>("a server to answer", Duration::ZERO, || None).unwrap_err();
+        assert!(e.to_string().contains("waiting for a server to answer"), "{e}");
+        assert_eq!(wait_for_blocking("at once", Duration::ZERO, || Some(7)).unwrap(), 7);
+    }
+
+    #[test]
+    fn free_ports_can_be_bound() {
+        let port = free_port();
+        assert_ne!(port, 0);
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
+    }
+}
