@@ -36,7 +36,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_foreve
   pids+=($!)
 done
 
-target/release/meshpilot discovery --config-dir examples/bookinfo \
+"${CARGO_TARGET_DIR:-target}/release/meshpilot" discovery --config-dir examples/bookinfo \
   --grpc-addr 127.0.0.1:15010 --http-addr 127.0.0.1:8080 --monitoring-addr 127.0.0.1:15014 \
   2>"$work/meshpilot.log" &
 pids+=($!)
