@@ -10,17 +10,10 @@ use meshpilot_networking::{GenerationCache, Snapshot, listener::generate_listene
 use model::push::{MeshSettings, PushContext};
 use support::*;
 
-const MESH: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: a, namespace: ns1}
-spec:
-  hosts: [a.ns1.svc.cluster.local]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
----
+/// One service in `ns1` and a gateway selecting `istio: ingressgateway` routers.
+fn mesh() -> String {
+    http_service_entry("a", "ns1", "10.0.0.1")
+        + r#"
 apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns1}
@@ -29,7 +22,8 @@ spec:
   servers:
   - port: {number: 8080, name: http, protocol: HTTP}
     hosts: ["*"]
-"#;
+"#
+}
 
 fn build(world: &World) -> Arc<PushContext> {
     Arc::new(PushContext::new(&world.store, &world.discovery, MeshSettings::default(), "v"))
@@ -37,13 +31,14 @@ fn build(world: &World) -> Arc<PushContext> {
 
 #[test]
 fn one_generation_shares_scopes_and_route_tables() {
-    let world = World::new(parse(MESH, "default"));
+    let world = World::new(parse(&mesh(), "default"));
     let cache = Arc::new(GenerationCache::new());
     let push = build(&world);
     let a = Snapshot::with_cache(push.clone(), cache.clone());
     let b = Snapshot::with_cache(push.clone(), cache.clone());
     let (one, two) = (sidecar("ns1", &[("app", "one")]), sidecar("ns1", &[("app", "two")]));
     assert!(Arc::ptr_eq(&a.sidecar_scope(&one), &b.sidecar_scope(&two)), "same namespace, same scope");
+    assert_eq!(a.sidecar_scope(&one).services().len(), 1, "the scope sees the ServiceEntry");
     assert_eq!(cache.generation(), push.config_generation());
 
     let routes_one = generate_routes(&a, &one, &["80".to_string()]);
@@ -61,7 +56,7 @@ fn one_generation_shares_scopes_and_route_tables() {
 
 #[test]
 fn a_newer_generation_drops_the_older_entries() {
-    let world = World::new(parse(MESH, "default"));
+    let world = World::new(parse(&mesh(), "default"));
     let cache = Arc::new(GenerationCache::new());
     let proxy = sidecar("ns1", &[]);
     let first = Snapshot::with_cache(build(&world), cache.clone());
@@ -79,7 +74,7 @@ fn a_newer_generation_drops_the_older_entries() {
 
 #[test]
 fn an_older_generation_is_computed_but_not_stored() {
-    let world = World::new(parse(MESH, "default"));
+    let world = World::new(parse(&mesh(), "default"));
     let cache = Arc::new(GenerationCache::new());
     let proxy = sidecar("ns1", &[]);
     let old = Snapshot::with_cache(build(&world), cache.clone());
@@ -100,7 +95,7 @@ fn an_older_generation_is_computed_but_not_stored() {
 
 #[test]
 fn endpoint_only_snapshots_keep_the_generation() {
-    let world = World::new(parse(MESH, "default"));
+    let world = World::new(parse(&mesh(), "default"));
     let push = build(&world);
     let next =
         push.with_endpoints(&world.discovery, &[("a.ns1.svc.cluster.local".into(), "ns1".into())], "v2");

@@ -107,6 +107,25 @@ impl World {
     }
 }
 
+/// A mesh-internal STATIC ServiceEntry `name.namespace.svc.cluster.local` with one HTTP port 80 and one
+/// endpoint at `address` (a YAML document ending with `---`).
+pub fn http_service_entry(name: &str, namespace: &str, address: &str) -> String {
+    format!(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  hosts: [{name}.{namespace}.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  resolution: STATIC
+  endpoints: [{{address: {address}}}]
+---
+"#
+    )
+}
+
 /// A sidecar in `namespace` with `labels`.
 pub fn sidecar(namespace: &str, labels: &[(&str, &str)]) -> ProxyContext {
     let mut p = ProxyContext::new(ProxyKind::Sidecar, namespace);
