@@ -19,7 +19,7 @@
 use std::{
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant, SystemTime},
 };
@@ -27,7 +27,7 @@ use std::{
 use api::Kind;
 use model::{
     ConfigStore, ConfigStoreController, Event, Shutdown,
-    push::{MeshSettings, PushContext, PushRequest, TriggerReason, proxy_needs_push},
+    push::{MeshSettings, ProxyKind, PushContext, PushRequest, TriggerReason, proxy_needs_push},
     service::{EndpointPush, RegistryEvent, ServiceController, service_config_key},
 };
 use tokio::sync::{Notify, watch};
@@ -36,7 +36,7 @@ use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
 use sds::FileSecrets;
 
-use crate::{NetworkingSource, metrics as m, options::DebounceOptions, source::proxy_kind};
+use crate::{NetworkingSource, metrics as m, options::DebounceOptions};
 
 /// The published snapshots: `None` until the first [`PushContext`] is built (config and services
 /// synced), then always the newest. Readers never block the server.
@@ -54,7 +54,6 @@ pub struct DiscoveryServer {
     options: DebounceOptions,
     current: watch::Sender<Option<Arc<PushContext>>>,
     counter: AtomicU64,
-    ready: AtomicBool,
     inbox: Mutex<Option<PushRequest>>,
     wake: Notify,
     connections: ConnectionRegistry<PushRequest>,
@@ -88,7 +87,6 @@ impl DiscoveryServer {
             options,
             current: watch::Sender::new(None),
             counter: AtomicU64::new(0),
-            ready: AtomicBool::new(false),
             inbox: Mutex::new(None),
             wake: Notify::new(),
             connections: ConnectionRegistry::new(),
@@ -163,9 +161,10 @@ impl DiscoveryServer {
         self.current.subscribe()
     }
 
-    /// `true` once config and services are synced and the first snapshot is built.
+    /// `true` once config and services are synced and the first snapshot is built and published (the
+    /// same condition under which the xDS source accepts connections).
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.current.borrow().is_some()
     }
 
     /// The xDS server for this DiscoveryServer: a [`NetworkingSource`] reading its snapshots and
@@ -222,7 +221,6 @@ impl DiscoveryServer {
         // Events raised while syncing are all in the first snapshot.
         self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.clone().push(PushRequest::forced(TriggerReason::Global)).await;
-        self.ready.store(true, Ordering::Release);
         info!(version = ?self.push_context().map(|p| p.version().to_string()), "discovery server ready");
         self.debounce(stop.clone()).await;
         stop.wait().await;
@@ -298,7 +296,7 @@ impl DiscoveryServer {
         self.pushes.fetch_add(1, Ordering::Relaxed);
         request.push = Some(ctx.clone());
         let sent = self.connections.push_where(
-            |proxy| proxy_kind(proxy).is_some_and(|k| proxy_needs_push(&request, k)),
+            |proxy| ProxyKind::of(proxy.node_type).is_some_and(|k| proxy_needs_push(&request, k)),
             request.clone(),
         );
         info!(

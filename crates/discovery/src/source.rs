@@ -20,7 +20,7 @@ use envoy_types::pb::{
 };
 use model::{
     ServiceDiscovery,
-    push::{ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope},
+    push::{ProxyContext, PushContext, PushRequest, SidecarScope},
 };
 use networking::{GenerationCache, Snapshot, naming::parse_cluster_name};
 use prost::Name;
@@ -30,12 +30,6 @@ use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceErr
 use sds::FileSecrets;
 
 use crate::{push::type_needs_push, server::Snapshots};
-
-/// The proxy kind of a connected proxy; `None` for node types meshpilot does not serve (waypoint,
-/// ztunnel, …).
-pub fn proxy_kind(proxy: &Proxy) -> Option<ProxyKind> {
-    ProxyKind::of(proxy.node_type)
-}
 
 /// What the generators read of a connected proxy ([`ProxyContext::from_proxy`]).
 ///
