@@ -178,7 +178,6 @@ mod tests {
             connected_at: UNIX_EPOCH + Duration::from_secs(86_400),
             protocol: Protocol::Sotw,
             types,
-            push_events: 0,
         }
     }
 

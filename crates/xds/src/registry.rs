@@ -91,10 +91,6 @@ pub struct ConnectionSnapshot {
     pub protocol: Protocol,
     /// Status per watched type URL.
     pub types: BTreeMap<String, TypeStatus>,
-    /// How many push events were delivered to this connection (by `push_all`, `push_where` or its
-    /// [`PushHandle`]) since it was registered, before merging: whether a change was pushed to a
-    /// proxy at all, even when the push turned out to change nothing it had.
-    pub push_events: u64,
 }
 
 /// A push waiting for its connection.
@@ -116,12 +112,10 @@ pub(crate) struct Entry<P> {
     wake: mpsc::Sender<()>,
     pub(crate) stop: Notify,
     status: Mutex<BTreeMap<String, TypeStatus>>,
-    push_events: AtomicU64,
 }
 
 impl<P: PushEvent> Entry<P> {
     fn push(&self, event: P) {
-        self.push_events.fetch_add(1, Ordering::Relaxed);
         {
             let mut slot = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match slot.as_mut() {
@@ -156,7 +150,6 @@ impl<P> Entry<P> {
             connected_at: self.connected_at,
             protocol: self.protocol,
             types: self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
-            push_events: self.push_events.load(Ordering::Relaxed),
         }
     }
 }
@@ -341,7 +334,6 @@ impl<P: PushEvent> ConnectionRegistry<P> {
             wake,
             stop: Notify::new(),
             status: Mutex::new(BTreeMap::new()),
-            push_events: AtomicU64::new(0),
         });
         self.inner
             .connections
@@ -414,8 +406,6 @@ mod tests {
         assert!(r.wake.try_recv().is_err());
         let p = r.entry.take_pending().unwrap();
         assert_eq!(p.event, Keys(vec!["vs", "dr", "se"]));
-        assert_eq!(reg.connection("a.default-1").unwrap().push_events, 3, "counted before merging");
-        assert_eq!(reg.connection("a.default-2").unwrap().push_events, 2);
         assert!(r.entry.take_pending().is_none());
         drop(r);
         assert_eq!(reg.len(), 1, "dropping the registration unregisters");
