@@ -42,9 +42,9 @@
 //! next one win (an Update, not a Delete and an Add).
 //!
 //! **Deletions.** A file that disappears takes its objects with it. A directory that cannot be listed
-//! (removed, permissions) changes nothing: the scan fails with a warning and the objects stay. If the
-//! watched directory itself is removed and created again, its watch is gone: until the process
-//! restarts, only the periodic re-scan sees changes there.
+//! (removed, permissions) changes nothing: the scan fails with a warning and the objects stay. A watch
+//! that cannot be set (a directory vanishing while notify walks the tree) is retried, and a watched
+//! directory that is removed or replaced is watched again once it exists (see `DirWatch`).
 //!
 //! The source is read-only: [`ConfigStore`] writes return [`StoreError::ReadOnly`].
 
@@ -554,31 +554,7 @@ impl FileSource {
 
     async fn watch(self, mut shutdown: Shutdown) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
-        let name = self.name().to_string();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Err(err) = &event {
-                tracing::warn!(source = %name, error = %err, "file watch error; re-scanning");
-            }
-            if wakes_rescan(&event) {
-                // Capacity 1: a pending wake-up already covers this event.
-                let _ = tx.try_send(());
-            }
-        });
-        let _watcher = match watcher {
-            Ok(mut w) => {
-                match notify::Watcher::watch(&mut w, &self.inner.dir, notify::RecursiveMode::Recursive) {
-                    Ok(()) => Some(w),
-                    Err(err) => {
-                        tracing::error!(source = %self.name(), error = %err, "cannot watch the config directory; relying on periodic re-scans");
-                        None
-                    }
-                }
-            }
-            Err(err) => {
-                tracing::error!(source = %self.name(), error = %err, "cannot create a file watcher; relying on periodic re-scans");
-                None
-            }
-        };
+        let mut watch = DirWatch::new(&self.inner.dir, self.name(), tx);
         // Catch up with changes made between the initial scan and the watch.
         self.rescan_async().await;
 
@@ -596,12 +572,122 @@ impl FileSource {
                     // Everything that arrived during the debounce is covered by this scan.
                     while rx.try_recv().is_ok() {}
                     self.rescan_async().await;
+                    watch.check();
                 }
-                () = ticker.tick() => self.rescan_async().await,
+                () = ticker.tick() => {
+                    self.rescan_async().await;
+                    watch.check();
+                }
+                () = watch.retry_due() => {
+                    if watch.retry() {
+                        self.rescan_async().await;
+                    }
+                }
             }
         }
         tracing::debug!(source = %self.name(), "file watch stopped");
     }
+}
+
+/// Shortest (doubled before the first retry) and longest wait between attempts to (re-)establish the directory watch.
+const WATCH_RETRY: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(5));
+
+/// The recursive watch on the config directory, kept established.
+///
+/// notify walks the tree and fails as a whole when a directory vanishes between being listed and
+/// being watched (a ConfigMap `..data` swap or an `rm -r` racing the start: notify 8 reports `PathNotFound`
+/// and the directories walked so far stay unwatched by us), and a watch set on a
+/// directory that is later removed or replaced sees nothing of its successor. Both are repaired
+/// here: a failed watch is retried (after 0.1 s, doubling up to 5 s), and after every scan the directory's
+/// identity (device, inode) is compared with the one watched; a removed or replaced directory is
+/// watched again once it exists. Each re-established watch is followed by a scan.
+struct DirWatch {
+    dir: PathBuf,
+    source: String,
+    tx: mpsc::Sender<()>,
+    /// The watcher and the identity of the directory it was set on; `None` while not established.
+    active: Option<(notify::RecommendedWatcher, Option<(u64, u64)>)>,
+    /// Wait before the next attempt while not established.
+    backoff: Duration,
+    /// Whether the last attempt failed (the next success is logged).
+    failing: bool,
+}
+
+impl DirWatch {
+    fn new(dir: &Path, source: &str, tx: mpsc::Sender<()>) -> DirWatch {
+        let mut watch = DirWatch {
+            dir: dir.to_path_buf(),
+            source: source.to_string(),
+            tx,
+            active: None,
+            backoff: WATCH_RETRY.0,
+            failing: false,
+        };
+        watch.retry();
+        watch
+    }
+
+    /// Tries to establish the watch; true when it now is (the caller then scans).
+    fn retry(&mut self) -> bool {
+        match self.establish() {
+            Ok(watcher) => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!(source = %self.source, "watching the config directory again");
+                }
+                self.active = Some((watcher, dir_identity(&self.dir)));
+                self.backoff = WATCH_RETRY.0;
+                true
+            }
+            Err(err) => {
+                self.failing = true;
+                self.backoff = (self.backoff * 2).min(WATCH_RETRY.1);
+                tracing::warn!(source = %self.source, error = %err, retry_in_ms = self.backoff.as_millis() as u64,
+                    "cannot watch the config directory; retrying (periodic re-scans continue)");
+                false
+            }
+        }
+    }
+
+    fn establish(&self) -> notify::Result<notify::RecommendedWatcher> {
+        let (name, tx) = (self.source.clone(), self.tx.clone());
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Err(err) = &event {
+                tracing::warn!(source = %name, error = %err, "file watch error; re-scanning");
+            }
+            if wakes_rescan(&event) {
+                // Capacity 1: a pending wake-up already covers this event.
+                let _ = tx.try_send(());
+            }
+        })?;
+        notify::Watcher::watch(&mut watcher, &self.dir, notify::RecursiveMode::Recursive)?;
+        Ok(watcher)
+    }
+
+    /// Drops the watch when the directory it was set on is gone or replaced (see the type).
+    fn check(&mut self) {
+        if let Some((_, identity)) = &self.active
+            && *identity != dir_identity(&self.dir)
+        {
+            tracing::warn!(source = %self.source, dir = %self.dir.display(),
+                "the config directory was removed or replaced; watching it again once it exists");
+            self.active = None;
+            self.backoff = WATCH_RETRY.0;
+        }
+    }
+
+    /// Completes when the next attempt is due; never while the watch is established.
+    async fn retry_due(&self) {
+        if self.active.is_some() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(self.backoff).await;
+    }
+}
+
+/// (device, inode) of `dir`; `None` when it cannot be read.
+fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Whether a watcher event starts a (debounced) re-scan: every change and every watch error (events

@@ -310,6 +310,59 @@ async fn configmap_data_symlink_swaps_are_seen() {
     run.await.unwrap();
 }
 
+/// The watch cannot be set when `run` starts (the directory is gone, as when notify's walk races a
+/// removal): it is retried, and once the directory exists again its files are read and later
+/// changes are seen (no periodic re-scan here, so only a watch can see them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_that_cannot_be_set_is_retried() {
+    let parent = tempfile::tempdir().unwrap();
+    let d = parent.path().join("config");
+    std::fs::create_dir(&d).unwrap();
+    let source = FileSource::new(&d, fast()).unwrap();
+    std::fs::remove_dir(&d).unwrap();
+    let (trigger, shutdown) = shutdown_channel();
+    let run = tokio::spawn(source.run(shutdown));
+    // The initial scan, then the one `run` makes after its first attempt to watch.
+    assert!(eventually(Duration::from_secs(5), || source.scans().completed >= 2).await);
+
+    write_atomic(&d.join("a.yaml"), vs_yaml("ns", "a", "a1").as_bytes());
+    assert!(
+        eventually(Duration::from_secs(10), || source.get(Kind::VirtualService, "ns", "a").is_some()).await
+    );
+    Barrier::new(&d).pass(&source).await;
+    trigger.trigger();
+    run.await.unwrap();
+}
+
+/// The watched directory is replaced (moved away, a new one created in its place): the new one is
+/// watched, so a change inside it after the swap is seen without any periodic re-scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_directory_is_watched_again() {
+    let parent = tempfile::tempdir().unwrap();
+    let d = parent.path().join("config");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("a.yaml"), vs_yaml("ns", "a", "a1")).unwrap();
+    let source = FileSource::new(&d, fast()).unwrap();
+    let (trigger, shutdown) = shutdown_channel();
+    let run = tokio::spawn(source.run(shutdown));
+    let mut barrier = Barrier::new(&d);
+    barrier.pass(&source).await;
+
+    let staged = parent.path().join("staged");
+    std::fs::create_dir(&staged).unwrap();
+    std::fs::write(staged.join("b.yaml"), dr_yaml("ns", "b", "b1")).unwrap();
+    std::fs::rename(&d, parent.path().join("old")).unwrap();
+    std::fs::rename(&staged, &d).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || source.get(Kind::DestinationRule, "ns", "b").is_some()).await
+    );
+    // Only a watch on the new directory can see this.
+    barrier.pass(&source).await;
+    assert_eq!(names(&source), ["DestinationRule/default/zz-barrier", "DestinationRule/ns/b"]);
+    trigger.trigger();
+    run.await.unwrap();
+}
+
 /// The periodic re-scan picks up changes even without file events (here: no watcher events are
 /// possible because the change happens before `run`, and the watch start scan is the only other).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
