@@ -24,6 +24,7 @@
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
 pub mod client;
+pub mod identity;
 pub mod namespaces;
 pub mod registry;
 pub mod relist;

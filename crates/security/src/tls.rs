@@ -171,7 +171,7 @@ pub fn server_config(ca: Arc<IstioCa>, dns_names: Vec<String>) -> Result<Arc<Ser
 
 /// Accepts TCP connections on `listener` and yields those whose TLS handshake completes (within
 /// [`HANDSHAKE_TIMEOUT`]); failed handshakes are logged at debug level and counted in
-/// `meshpilot_tls_handshake_failures_total`. Ends when the listener fails.
+/// `meshpilot_tls_handshake_failures`. Ends when the listener fails.
 pub fn incoming(
     listener: TcpListener,
     config: Arc<ServerConfig>,
@@ -205,11 +205,11 @@ pub fn incoming(
                         let _ = tx.send(Ok(TlsConnection { stream, info })).await;
                     }
                     Ok(Err(err)) => {
-                        metrics::counter!("meshpilot_tls_handshake_failures_total").increment(1);
+                        metrics::counter!("meshpilot_tls_handshake_failures").increment(1);
                         tracing::debug!(peer = %remote, error = %err, "secure port: TLS handshake failed");
                     }
                     Err(_) => {
-                        metrics::counter!("meshpilot_tls_handshake_failures_total").increment(1);
+                        metrics::counter!("meshpilot_tls_handshake_failures").increment(1);
                         tracing::debug!(peer = %remote, "secure port: TLS handshake timed out");
                     }
                 }

@@ -35,6 +35,11 @@ pub const SEND_TIME: &str = "pilot_xds_send_time";
 /// engine's own checks.
 pub const INTERNAL_ERRORS: &str = "pilot_total_xds_internal_errors";
 
+/// Counter `meshpilot_xds_auth_failures{reason}`: streams refused on an authenticating port, by
+/// `reason` (`authentication`: unknown caller; `identity`: node namespace not the caller's). istiod
+/// only logs these.
+pub const AUTH_FAILURES: &str = "meshpilot_xds_auth_failures";
+
 /// Istio's buckets for each histogram (seconds, or bytes for the config size).
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (CONVERGENCE, &[0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
@@ -66,6 +71,11 @@ pub fn describe() {
         "Total time in seconds Pilot takes to send generated configuration."
     );
     describe_counter!(INTERNAL_ERRORS, "Total number of internal XDS errors in pilot.");
+    describe_counter!(AUTH_FAILURES, "xDS streams refused because the caller is not authenticated or not the node's identity.");
+}
+
+pub(crate) fn record_auth_failure(reason: &'static str) {
+    counter!(AUTH_FAILURES, "reason" => reason).increment(1);
 }
 
 pub(crate) fn set_clients(version: &str, count: usize) {

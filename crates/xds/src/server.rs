@@ -68,6 +68,55 @@ pub struct AdsConfig {
     /// their push pending (and keep merging newer ones into it) while still reading requests.
     /// Istio's `PILOT_PUSH_THROTTLE`; default [`default_push_throttle`].
     pub push_throttle: usize,
+    /// Who may open streams (Istio's `XDS_AUTH` on the secure port 15012): `None` accepts every
+    /// caller, as on the plaintext port 15010.
+    pub authenticator: Option<Arc<dyn StreamAuthenticator>>,
+    /// With an authenticator: refuse a proxy whose namespace is none of its caller's identities'
+    /// (Istio's `PILOT_ENABLE_XDS_IDENTITY_CHECK`, default true).
+    pub identity_check: bool,
+}
+
+/// An authenticated stream caller.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamCaller {
+    /// Its identities (SPIFFE URIs).
+    pub identities: Vec<String>,
+    /// The namespace of each identity (for the identity check).
+    pub namespaces: Vec<String>,
+}
+
+/// A boxed future (object-safe async in traits).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Authenticates the caller of an ADS stream from its gRPC metadata (`authorization`) and its
+/// connection's request extensions (the TLS peer certificates the secure port records).
+pub trait StreamAuthenticator: Send + Sync + std::fmt::Debug + 'static {
+    /// `Ok` with the caller, or `Err` with the reason (logged; the caller gets `Unauthenticated`).
+    fn authenticate<'a>(
+        &'a self,
+        metadata: &'a tonic::metadata::MetadataMap,
+        extensions: &'a http::Extensions,
+    ) -> BoxFuture<'a, Result<StreamCaller, String>>;
+
+    /// The peer address recorded in the connection's request extensions, if any.
+    fn peer_addr(&self, _extensions: &http::Extensions) -> Option<SocketAddr> {
+        None
+    }
+}
+
+/// Istio's identity check (`pilot/pkg/xds/authentication.go`): a proxy may only connect as a
+/// workload of a namespace one of its caller's identities belongs to.
+///
+/// # Errors
+/// `PermissionDenied` naming the identities and the proxy's namespace.
+pub fn check_identity(caller: &StreamCaller, proxy_namespace: &str) -> Result<(), Status> {
+    if caller.namespaces.iter().any(|ns| ns == proxy_namespace) {
+        return Ok(());
+    }
+    Err(Status::permission_denied(format!(
+        "authorization failed: no identities ({:?}) matched namespace {proxy_namespace}",
+        caller.identities
+    )))
 }
 
 /// Istio's automatic `PILOT_PUSH_THROTTLE` (`pilot/pkg/features/tuning.go`): `min(15 + 5 × CPUs, 100)`
@@ -86,6 +135,8 @@ impl Default for AdsConfig {
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
             push_throttle: default_push_throttle(),
+            authenticator: None,
+            identity_check: true,
         }
     }
 }
@@ -167,16 +218,44 @@ impl<S: ResourceSource> AdsServer<S> {
         Ok(())
     }
 
+    /// The peer's address: tonic records it for plain TCP connections; an authenticator knows it
+    /// for the connections of its port.
+    fn peer_addr<T>(&self, request: &Request<T>) -> Option<SocketAddr> {
+        request
+            .remote_addr()
+            .or_else(|| self.config.authenticator.as_ref().and_then(|a| a.peer_addr(request.extensions())))
+    }
+
+    /// The stream's caller when the server authenticates (see [`AdsConfig::authenticator`]).
+    async fn authenticate<T>(&self, request: &Request<T>, peer: Option<SocketAddr>) -> Result<Option<StreamCaller>, Status> {
+        let Some(authn) = &self.config.authenticator else { return Ok(None) };
+        match authn.authenticate(request.metadata(), request.extensions()).await {
+            Ok(caller) => Ok(Some(caller)),
+            Err(reason) => {
+                warn!(peer = ?peer, reason = %reason, "ADS: rejecting stream: caller not authenticated");
+                metrics::record_auth_failure("authentication");
+                Err(Status::unauthenticated("authentication failure"))
+            }
+        }
+    }
+
     fn start(
         &self,
         first_node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         peer: Option<SocketAddr>,
         protocol: Protocol,
+        caller: Option<&StreamCaller>,
     ) -> Result<Connection<S>, Status> {
         let proxy = crate::node::proxy_from_node(first_node).map_err(|e| {
             warn!(peer = ?peer, protocol = protocol.as_str(), "ADS: rejecting stream: {e}");
             node_status(&e)
         })?;
+        if let Some(caller) = caller.filter(|_| self.config.identity_check) {
+            check_identity(caller, &proxy.config_namespace).inspect_err(|e| {
+                warn!(node = %proxy.node_id, peer = ?peer, "ADS: rejecting stream: {}", e.message());
+                metrics::record_auth_failure("identity");
+            })?;
+        }
         let ctx = self.source.connect(&proxy).map_err(|e| {
             warn!(node = %proxy.node_id, "ADS: source refused connection: {e}");
             source_status(&e)
@@ -217,12 +296,13 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let peer = request.remote_addr();
+        let peer = self.peer_addr(&request);
+        let caller = self.authenticate(&request, peer).await?;
         let mut inbound = request.into_inner();
         let Some(first) = inbound.message().await? else {
             return Err(Status::cancelled("stream closed before its first request"));
         };
-        let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw)?;
+        let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw, caller.as_ref())?;
         let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
         tokio::spawn(conn.run(SotwWire { session: SotwSession::new(), tx }, first, inbound));
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -232,12 +312,13 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let peer = request.remote_addr();
+        let peer = self.peer_addr(&request);
+        let caller = self.authenticate(&request, peer).await?;
         let mut inbound = request.into_inner();
         let Some(first) = inbound.message().await? else {
             return Err(Status::cancelled("stream closed before its first request"));
         };
-        let conn = self.start(first.node.as_ref(), peer, Protocol::Delta)?;
+        let conn = self.start(first.node.as_ref(), peer, Protocol::Delta, caller.as_ref())?;
         let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
         tokio::spawn(conn.run(DeltaWire { session: DeltaSession::new(), tx }, first, inbound));
         Ok(Response::new(ReceiverStream::new(rx)))
