@@ -8,9 +8,11 @@ to UPSTREAM over TLS verified with UPSTREAM_ROOT (SERVER_NAME overrides the name
 istiod.istio-system.svc), copying the request metadata, and prints one JSON line per call to stdout: method,
 metadata, and for istio.v1.auth.IstioCertificateService/CreateCertificate the decoded request (csr, its
 text via openssl, validity_duration, metadata) and the chain length of the answer. The first message of an
-xDS stream is summarised (type URL, node id). Needs grpcio (scripts/install-grpcio.sh's venv).
+xDS stream is summarised (type URL, node id). With TAP_CLIENT_ROOT=FILE it asks for a client certificate
+(not required) and records the one presented, if any (subject alternative names). Needs grpcio (scripts/install-grpcio.sh's venv).
 """
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -121,6 +123,16 @@ def summarise_xds(b, delta):
     return r
 
 
+def client_cert(ctx):
+    """The SANs of the client certificate the caller presented, or None."""
+    auth = ctx.auth_context()
+    pem = auth.get("x509_pem_cert")
+    if not pem:
+        return None
+    p = subprocess.run(["openssl", "x509", "-noout", "-serial", "-ext", "subjectAltName"], input=pem[0], capture_output=True)
+    return p.stdout.decode()
+
+
 LOCK = threading.Lock()
 
 
@@ -141,10 +153,12 @@ def main():
         def service(self, details):
             method = details.method
             md = [(k, v) for k, v in details.invocation_metadata]
+            peer_cert = lambda ctx: client_cert(ctx)
             if method.endswith("CreateCertificate"):
 
                 def unary(req, ctx):
-                    rec = {"method": method, "metadata": md, "peer": ctx.peer(), "request": csr_request(req)}
+                    rec = {"method": method, "metadata": md, "peer": ctx.peer(), "client_cert": peer_cert(ctx)}
+                    rec["request"] = csr_request(req)
                     try:
                         resp = chan.unary_unary(method, ident, ident)(req, metadata=md, timeout=30)
                     except grpc.RpcError as e:
@@ -173,7 +187,8 @@ def main():
                     for r in reqs:
                         if not first["done"]:
                             first["done"] = True
-                            emit({"method": method, "metadata": md, "peer": ctx.peer(), "first": summarise_xds(r, delta)})
+                            emit({"method": method, "metadata": md, "peer": ctx.peer(), "client_cert": peer_cert(ctx),
+                                  "first": summarise_xds(r, delta)})
                         yield r
 
                 try:
@@ -186,8 +201,14 @@ def main():
             return grpc.stream_stream_rpc_method_handler(stream, ident, ident)
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), handlers=[Handler()])
+    client_root = os.environ.get("TAP_CLIENT_ROOT")
     server.add_secure_port(
-        f"127.0.0.1:{port}", grpc.ssl_server_credentials([(open(key, "rb").read(), open(cert, "rb").read())])
+        f"127.0.0.1:{port}",
+        grpc.ssl_server_credentials(
+            [(open(key, "rb").read(), open(cert, "rb").read())],
+            root_certificates=open(client_root, "rb").read() if client_root else None,
+            require_client_auth=False,
+        ),
     )
     server.start()
     emit({"listening": f"127.0.0.1:{port}", "upstream": upstream})
