@@ -13,7 +13,8 @@
 #                       listener BASE+21, Envoy Prometheus listener BASE+90 (Istio's 15000/15020/15021/15090)
 #     Starts pilot-agent in its own process group, waits until the sidecar is ready (GET
 #     http://INSTANCE_IP:BASE+21/healthz/ready answers 200; READY_TIMEOUT seconds, default 60) and prints
-#     the log paths. DIR/env lists the ports; DIR/agent.log has the agent's and Envoy's output.
+#     the log path; when it is not ready in time it is stopped again and the script fails. DIR/env lists
+#     the ports; DIR/agent.log has the agent's and Envoy's output.
 #   scripts/run-pilot-agent.sh stop DIR
 #       SIGTERM to pilot-agent (it drains and stops Envoy), then SIGKILL to what is left of its process
 #       group (after 10 s at most).
@@ -23,7 +24,7 @@
 # Istio's own template from scripts/istio-peer.sh template), POD_NAME (default sidecar-INSTANCE_IP),
 # POD_NAMESPACE (default), SERVICE_ACCOUNT (default), ISTIOD_SAN (the name the control plane's
 # certificate is checked for; default istiod.istio-system.svc), CLUSTER_ID (default Kubernetes),
-# PROXY_CONFIG_EXTRA (JSON members merged into PROXY_CONFIG, e.g. '"concurrency":1'). Other
+# PROXY_CONFIG_EXTRA (JSON members added to PROXY_CONFIG, e.g. '"holdApplicationUntilProxyStarts":true'). Other
 # variables (ISTIO_META_*, SECRET_TTL, XDS_HEADER_*, ...) pass through to pilot-agent.
 set -euo pipefail
 
@@ -104,7 +105,10 @@ ENV
     [ "$code" = 200 ] && break
     sleep 0.25
   done
-  [ "$code" = 200 ] || die "not ready after ${timeout} s (last answer ${code:-none}); see $dir/agent.log"
+  if [ "$code" != 200 ]; then
+    stop "$dir"
+    die "not ready after ${timeout} s (last answer ${code:-none}); stopped; see $dir/agent.log"
+  fi
   log "ready: $ip, Envoy admin 127.0.0.1:$admin, agent status :$status, ready :$ready; log $dir/agent.log"
   echo "$dir/agent.log"
 }
