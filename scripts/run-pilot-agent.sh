@@ -63,9 +63,8 @@ start() { # DIR DISCOVERY_ADDR ROOT_CERT TOKEN_FILE INSTANCE_IP PORT_BASE
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   [ -f "$dir/agent.pid" ] && kill -0 "$(cat "$dir/agent.pid")" 2>/dev/null && die "already running in $dir"
-  mkdir -p "$dir/var/run/secrets/tokens" "$dir/var/run/secrets/istio" "$dir/etc/istio/proxy" \
-    "$dir/var/run/secrets/workload-spiffe-uds" "$dir/var/run/secrets/credential-uds" \
-    "$dir/var/run/secrets/workload-spiffe-credentials" "$dir/var/lib/istio/data"
+  # The agent creates the rest (./etc/istio/proxy, ./var/run/secrets/workload-spiffe-uds).
+  mkdir -p "$dir/var/run/secrets/tokens" "$dir/var/run/secrets/istio"
   cp "$token" "$dir/var/run/secrets/tokens/istio-token"
   cp "$root" "$dir/var/run/secrets/istio/root-cert.pem"
 
