@@ -9,7 +9,9 @@
 #       monitoring on 127.0.0.1:BASE+14, ControlZ on BASE+76 (Istio's 15010/15012/8080/15014/9876), webhook
 #       HTTPS off. Waits for /ready, then writes istiod's self-signed root to DIR/root-cert.pem (from ConfigMap
 #       istio-ca-root-cert, which istiod publishes in every namespace). DIR/istiod.log, DIR/env.
-#       Extra istiod environment (PILOT_*, ...) passes through; ISTIOD_ARGS adds flags.
+#       Extra istiod environment (PILOT_*, ...) passes through; ISTIOD_ARGS adds flags. For sidecars
+#       with upstream Envoy set PILOT_ENABLE_METADATA_EXCHANGE=false and PILOT_ENABLE_ALPN_FILTER=false
+#       (istiod's clusters and HTTP listeners otherwise name istio-proxy-only filters that Envoy NACKs).
 #   scripts/peer/run-istiod.sh stop DIR
 set -euo pipefail
 
