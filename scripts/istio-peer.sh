@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Real Istio binaries (istiod = pilot-discovery, and pilot-agent) as peers and oracles for meshpilot's
+# tests (docs/PILOT-AGENT.md; facts in ../shared/design/ISTIOD-PEER.md).
+#
+#   scripts/istio-peer.sh build     go install pilot-discovery and pilot-agent at one pinned version of
+#                                   istio.io/istio from the Go module proxy into the cache, in one
+#                                   `go install`; a no-op when both binaries are there. Prints the time.
+#                                   Also copies Istio's default Envoy bootstrap template of that version
+#                                   (tools/packaging/common/envoy_bootstrap.json in the module; the
+#                                   istio-proxy image has it at ./var/lib/istio/envoy/envoy_bootstrap_tmpl.json,
+#                                   pilot-agent does not embed it) from the module cache into the cache.
+#   scripts/istio-peer.sh bin-dir   print the directory with the binaries.
+#   scripts/istio-peer.sh template  print the path of that bootstrap template.
+#
+# Environment: MESHPILOT_CACHE (default ~/.cache/meshpilot), ISTIO_PEER_VERSION (the pseudo-version of
+# istio.io/istio; default below), GOFLAGS/GOPROXY as usual for Go.
+set -euo pipefail
+
+ISTIO_VERSION="${ISTIO_PEER_VERSION:-v0.0.0-20260827124520-eed52ebb66ad}"
+CACHE="${MESHPILOT_CACHE:-$HOME/.cache/meshpilot}/istio/$ISTIO_VERSION"
+BIN="$CACHE/bin"
+TEMPLATE="$CACHE/envoy_bootstrap_tmpl.json"
+
+log() { echo "istio-peer: $*" >&2; }
+die() {
+  echo "istio-peer: error: $*" >&2
+  exit 1
+}
+
+copy_template() {
+  [ -f "$TEMPLATE" ] && return 0
+  local dir
+  dir="$(go mod download -json "istio.io/istio@$ISTIO_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
+  [ -f "$dir/tools/packaging/common/envoy_bootstrap.json" ] || die "no bootstrap template in istio.io/istio@$ISTIO_VERSION"
+  cp "$dir/tools/packaging/common/envoy_bootstrap.json" "$TEMPLATE"
+  chmod 0644 "$TEMPLATE"
+}
+
+build() {
+  if [ -x "$BIN/pilot-discovery" ] && [ -x "$BIN/pilot-agent" ]; then
+    copy_template
+    log "pilot-discovery and pilot-agent $ISTIO_VERSION already in $BIN"
+    return 0
+  fi
+  command -v go >/dev/null || die "go is not installed (needed to build pilot-discovery and pilot-agent)"
+  mkdir -p "$BIN"
+  local t0=$SECONDS
+  log "building pilot-discovery and pilot-agent $ISTIO_VERSION into $BIN"
+  # Both packages at the same module version in one command: they share the module download and most
+  # of the build cache.
+  GOBIN="$BIN" go install -trimpath -ldflags='-s -w' \
+    "istio.io/istio/pilot/cmd/pilot-discovery@$ISTIO_VERSION" \
+    "istio.io/istio/pilot/cmd/pilot-agent@$ISTIO_VERSION" ||
+    die "go install of istio.io/istio@$ISTIO_VERSION failed"
+  [ -x "$BIN/pilot-discovery" ] && [ -x "$BIN/pilot-agent" ] || die "go install left no binaries in $BIN"
+  copy_template
+  log "built in $((SECONDS - t0)) s"
+}
+
+case "${1:-}" in
+build) build ;;
+bin-dir) echo "$BIN" ;;
+template) echo "$TEMPLATE" ;;
+*) die "usage: $0 build | bin-dir | template" ;;
+esac
