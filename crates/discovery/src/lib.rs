@@ -26,9 +26,10 @@ pub mod mesh;
 pub mod metrics;
 pub mod options;
 pub mod push;
+pub mod secure;
 pub mod server;
 pub mod source;
 
-pub use options::{DebounceOptions, EnvError};
+pub use options::{DebounceOptions, EnvError, SecurityOptions};
 pub use server::{DiscoveryServer, Snapshots};
 pub use source::NetworkingSource;

@@ -141,6 +141,21 @@ fn mesh_map(text: &str) -> Result<Option<serde_json::Map<String, Value>>, String
     }
 }
 
+/// The mesh config's `trustDomain` (default `cluster.local`): the trust domain of the identities
+/// the CA issues.
+///
+/// # Errors
+/// The YAML is unreadable or not a map, or `trustDomain` is not a non-empty string.
+pub fn parse_trust_domain(text: &str) -> Result<String, String> {
+    let default = || "cluster.local".to_string();
+    let Some(map) = mesh_map(text)? else { return Ok(default()) };
+    match map.get("trustDomain") {
+        None => Ok(default()),
+        Some(Value::String(s)) if !s.is_empty() && !s.contains('/') => Ok(s.clone()),
+        Some(other) => Err(format!("trustDomain: expected a domain such as cluster.local, got {other}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +193,15 @@ mod tests {
         let want = "discoverySelectors[0].matchExpressions[0].operator: unknown operator \"Bogus\" (In, NotIn, Exists, DoesNotExist)";
         assert_eq!(parse_mesh_config(bad, "cluster.local").unwrap_err(), want);
         assert_eq!(parse_discovery_selectors(bad).unwrap_err(), want);
+    }
+
+    #[test]
+    fn trust_domain_defaults_and_is_checked() {
+        assert_eq!(super::parse_trust_domain("").unwrap(), "cluster.local");
+        assert_eq!(super::parse_trust_domain("rootNamespace: x\n").unwrap(), "cluster.local");
+        assert_eq!(super::parse_trust_domain("trustDomain: td.example\n").unwrap(), "td.example");
+        for bad in ["trustDomain: 7\n", "trustDomain: \"\"\n", "trustDomain: a/b\n"] {
+            assert!(super::parse_trust_domain(bad).unwrap_err().contains("trustDomain"), "{bad}");
+        }
     }
 }

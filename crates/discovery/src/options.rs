@@ -193,3 +193,71 @@ mod tests {
         assert!(DebounceOptions::from_lookup(|n| (n == "PILOT_PUSH_THROTTLE").then(|| "-1".into())).is_err());
     }
 }
+
+/// Istio's security settings from the environment (istiod's names and defaults).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecurityOptions {
+    /// `XDS_AUTH` (true): authenticate xDS callers on the secure port.
+    pub xds_auth: bool,
+    /// `PILOT_ENABLE_XDS_IDENTITY_CHECK` (true): a proxy may only connect as a workload of its
+    /// caller's namespace.
+    pub identity_check: bool,
+    /// `TOKEN_AUDIENCES` (comma-separated, `istio-ca`): audiences a service-account token must carry.
+    pub token_audiences: Vec<String>,
+    /// `DEFAULT_WORKLOAD_CERT_TTL` (24h).
+    pub default_cert_ttl: Duration,
+    /// `MAX_WORKLOAD_CERT_TTL` (2160h = 90 days).
+    pub max_cert_ttl: Duration,
+    /// `POD_NAMESPACE` (`istio-system`): the control plane's namespace (serving-certificate names).
+    pub pod_namespace: String,
+}
+
+impl Default for SecurityOptions {
+    fn default() -> Self {
+        SecurityOptions {
+            xds_auth: true,
+            identity_check: true,
+            token_audiences: vec!["istio-ca".into()],
+            default_cert_ttl: Duration::from_secs(24 * 3600),
+            max_cert_ttl: Duration::from_secs(90 * 24 * 3600),
+            pod_namespace: "istio-system".into(),
+        }
+    }
+}
+
+impl SecurityOptions {
+    /// Reads the variables through `lookup` (`std::env::var` in the binary).
+    ///
+    /// # Errors
+    /// [`EnvError`] naming the first bad variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
+        let mut out = SecurityOptions::default();
+        if let Some(v) = lookup("XDS_AUTH") {
+            out.xds_auth = bool_var("XDS_AUTH", &v)?;
+        }
+        if let Some(v) = lookup("PILOT_ENABLE_XDS_IDENTITY_CHECK") {
+            out.identity_check = bool_var("PILOT_ENABLE_XDS_IDENTITY_CHECK", &v)?;
+        }
+        if let Some(v) = lookup("TOKEN_AUDIENCES") {
+            out.token_audiences =
+                v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
+            if out.token_audiences.is_empty() {
+                return Err(EnvError {
+                    name: "TOKEN_AUDIENCES".into(),
+                    value: v,
+                    reason: "no audience given".into(),
+                });
+            }
+        }
+        if let Some(v) = lookup("DEFAULT_WORKLOAD_CERT_TTL") {
+            out.default_cert_ttl = duration_var("DEFAULT_WORKLOAD_CERT_TTL", &v)?;
+        }
+        if let Some(v) = lookup("MAX_WORKLOAD_CERT_TTL") {
+            out.max_cert_ttl = duration_var("MAX_WORKLOAD_CERT_TTL", &v)?;
+        }
+        if let Some(v) = lookup("POD_NAMESPACE").filter(|v| !v.is_empty()) {
+            out.pod_namespace = v;
+        }
+        Ok(out)
+    }
+}

@@ -24,7 +24,8 @@ pub const ROOT_CERT_CONFIGMAP: &str = "istio-ca-root-cert";
 /// Its data key.
 pub const ROOT_CERT_KEY: &str = "root-cert.pem";
 /// Namespaces Istio's namespace controller leaves alone (`inject.IgnoredNamespaces`).
-pub const IGNORED_NAMESPACES: [&str; 4] = ["kube-system", "kube-public", "kube-node-lease", "local-path-storage"];
+pub const IGNORED_NAMESPACES: [&str; 4] =
+    ["kube-system", "kube-public", "kube-node-lease", "local-path-storage"];
 
 /// Reviews tokens with the API server's TokenReview API.
 #[derive(Clone)]
@@ -46,7 +47,11 @@ impl KubeTokenReviewer {
 }
 
 impl TokenReviewer for KubeTokenReviewer {
-    fn review<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> BoxFuture<'a, Result<TokenReviewStatus, String>> {
+    fn review<'a>(
+        &'a self,
+        token: &'a str,
+        audiences: &'a [String],
+    ) -> BoxFuture<'a, Result<TokenReviewStatus, String>> {
         Box::pin(async move {
             let review = TokenReview {
                 spec: TokenReviewSpec { token: Some(token.to_string()), audiences: Some(audiences.to_vec()) },
@@ -91,7 +96,9 @@ pub async fn publish_root_cert(client: &Client, namespace: &str, root_pem: &str)
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(ROOT_CERT_CONFIGMAP, &params, &Patch::Apply(root_cert_configmap(namespace, root_pem)))
         .await
-        .map_err(|e| KubeError::from_kube(e, &format!("write ConfigMap {namespace}/{ROOT_CERT_CONFIGMAP}")))?;
+        .map_err(|e| {
+            KubeError::from_kube(e, &format!("write ConfigMap {namespace}/{ROOT_CERT_CONFIGMAP}"))
+        })?;
     Ok(())
 }
 
@@ -119,7 +126,9 @@ pub async fn run_root_cert_publisher(client: Client, root_pem: String) {
             }
             match publish_root_cert(&client, name, &root_pem).await {
                 Ok(()) => tracing::debug!(namespace = name, "published {ROOT_CERT_CONFIGMAP}"),
-                Err(err) => tracing::warn!(namespace = name, error = %err, "cannot publish {ROOT_CERT_CONFIGMAP}"),
+                Err(err) => {
+                    tracing::warn!(namespace = name, error = %err, "cannot publish {ROOT_CERT_CONFIGMAP}")
+                }
             }
         }
     }

@@ -7,13 +7,15 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
-    DebounceOptions, DiscoveryServer,
-    mesh::{parse_discovery_selectors, parse_mesh_config},
+    DebounceOptions, DiscoveryServer, SecurityOptions,
+    mesh::{parse_discovery_selectors, parse_mesh_config, parse_trust_domain},
+    secure::SecurePort,
 };
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use sds::{FileSecretOptions, FileSecrets};
+use security::{Authenticator, CaOptions, IstioCa, authn::TokenReviewer};
 use tracing::{error, info, warn};
 use xds::AdsConfig;
 
@@ -29,10 +31,13 @@ cluster's Services and EndpointSlices (--registries Kubernetes, the default).\n\
 Certificate files named by DestinationRule and Gateway `tls` settings are sent to proxies as SDS secrets \
 (`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
-Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --http-addr /ready and /debug/* \
+Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --secure-grpc-addr ADS and the CA \
+over TLS (Istio's 15012; off unless given); --http-addr /ready and /debug/* \
 (configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz); --monitoring-addr \
 /metrics (Prometheus, Istio metric names).\n\n\
 Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
+for the secure port XDS_AUTH (true), PILOT_ENABLE_XDS_IDENTITY_CHECK (true), TOKEN_AUDIENCES (istio-ca), \
+DEFAULT_WORKLOAD_CERT_TTL (24h), MAX_WORKLOAD_CERT_TTL (2160h), POD_NAMESPACE (istio-system), ROOT_CA_DIR; \
 RUST_LOG sets the log level (default info).\n\n\
 Stops cleanly on SIGTERM or SIGINT."
 )]
@@ -86,6 +91,23 @@ pub struct Args {
     #[arg(long = "monitoring-addr", default_value = ":15014")]
     monitoring_addr: String,
 
+    /// Secure xDS + CA address (Istio's --secureGRPCAddr, 15012): ADS and
+    /// `IstioCertificateService/CreateCertificate` over TLS, callers authenticated by client
+    /// certificate or Kubernetes service-account token. Off unless given (istiod: on by default).
+    #[arg(long = "secure-grpc-addr", value_name = "ADDR")]
+    secure_grpc_addr: Option<String>,
+
+    /// Where the self-signed root CA is kept (created at first start: ca-cert.pem, ca-key.pem,
+    /// root-cert.pem, as Istio's istio-ca-secret). Needed with --secure-grpc-addr unless
+    /// --root-ca-dir holds a plugged-in CA.
+    #[arg(long = "ca-dir", value_name = "DIR")]
+    ca_dir: Option<PathBuf>,
+
+    /// Istio's plugged-in CA directory (ROOT_CA_DIR; ca-cert.pem, ca-key.pem, cert-chain.pem,
+    /// root-cert.pem — the `cacerts` secret): used when it holds ca-key.pem.
+    #[arg(long = "root-ca-dir", env = "ROOT_CA_DIR", value_name = "DIR", default_value = "./etc/cacerts")]
+    root_ca_dir: PathBuf,
+
     /// A directory whose certificate files may be served as SDS secrets (`file-cert:`, `file-root:`);
     /// repeatable. Files outside every such directory (after resolving `..` and symlinks) are never
     /// read; without this flag no file secret is served.
@@ -137,13 +159,17 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
     let debounce = DebounceOptions::from_env().map_err(|e| e.to_string())?;
 
+    let mesh_text = match &args.mesh_config {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?,
+        None => String::new(),
+    };
     let (mesh, mesh_warnings, selectors) = match &args.mesh_config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?;
+            let text = &mesh_text;
             let context = |e: String| format!("--mesh-config {}: {e}", path.display());
-            let (mesh, warnings) = parse_mesh_config(&text, &args.domain).map_err(context)?;
-            (mesh, warnings, parse_discovery_selectors(&text).map_err(context)?)
+            let (mesh, warnings) = parse_mesh_config(text, &args.domain).map_err(context)?;
+            (mesh, warnings, parse_discovery_selectors(text).map_err(context)?)
         }
         None => {
             let (mesh, warnings) = parse_mesh_config("", &args.domain)?;
@@ -217,6 +243,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let server = DiscoveryServer::new(store, services, mesh, debounce);
     let ads = server.ads_server(secrets.clone(), AdsConfig { push_throttle, ..AdsConfig::default() });
 
+    let secure = match &args.secure_grpc_addr {
+        Some(addr) => Some(secure_port(args, addr, &mesh_text).await?),
+        None => None,
+    };
+
     let grpc = listen(grpc_addr).map_err(|e| format!("cannot listen on --grpc-addr {grpc_addr}: {e}"))?;
     let http = listen(http_addr).map_err(|e| format!("cannot listen on --http-addr {http_addr}: {e}"))?;
     let monitoring = listen(monitoring_addr)
@@ -244,6 +275,21 @@ async fn run_async(args: &Args) -> Result<(), String> {
     );
     let registry = ads.registry().clone();
     let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
+    let secure_task = secure.map(|(port, listener, ads_config, kube)| {
+        if let Some(kube) = kube {
+            tokio::spawn(kube_source::identity::run_root_cert_publisher(
+                kube.client,
+                port.ca.root_pem().to_string(),
+            ));
+        }
+        let (server, secrets, shutdown) = (server.clone(), secrets.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let config = AdsConfig { push_throttle, ..ads_config };
+            if let Err(err) = server.serve_secure(secrets, config, port, listener, stop(shutdown)).await {
+                error!("{err}");
+            }
+        })
+    });
     let server_task = tokio::spawn(server.run(shutdown.clone()));
     let secrets_task =
         tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
@@ -260,10 +306,61 @@ async fn run_async(args: &Args) -> Result<(), String> {
         let _ = mon_task.await;
         let _ = server_task.await;
         let _ = secrets_task.await;
+        if let Some(task) = secure_task {
+            let _ = task.await;
+        }
     })
     .await;
     info!("stopped");
     Ok(())
+}
+
+/// The secure port's listener and settings (CA loaded or created, authenticator with the cluster's
+/// TokenReview when --kubeconfig is given), and the cluster client for publishing the root.
+async fn secure_port(
+    args: &Args,
+    addr: &str,
+    mesh_text: &str,
+) -> Result<(SecurePort, tokio::net::TcpListener, AdsConfig, Option<kube_source::client::Connection>), String>
+{
+    let addr = parse_addr("--secure-grpc-addr", addr)?;
+    let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    let trust_domain = parse_trust_domain(mesh_text).map_err(|e| format!("--mesh-config: {e}"))?;
+    let plugged = args.root_ca_dir.join(security::ca::CA_KEY).exists().then_some(args.root_ca_dir.as_path());
+    let ca_dir = match (&args.ca_dir, plugged) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => dir.to_path_buf(),
+        (None, None) => {
+            return Err(format!(
+                "--secure-grpc-addr needs --ca-dir DIR (where the self-signed root is kept) or a plugged-in CA in \
+                 --root-ca-dir/ROOT_CA_DIR ({} has no {})",
+                args.root_ca_dir.display(),
+                security::ca::CA_KEY
+            ));
+        }
+    };
+    let options = CaOptions {
+        trust_domain: trust_domain.clone(),
+        default_cert_ttl: env.default_cert_ttl,
+        max_cert_ttl: env.max_cert_ttl,
+        ..CaOptions::default()
+    };
+    let ca = Arc::new(IstioCa::load_or_create(plugged, &ca_dir, options).map_err(|e| format!("CA: {e}"))?);
+    info!(source = ?ca.source(), trust_domain = %trust_domain, "certificate authority ready");
+    let kube = match &args.kubeconfig {
+        Some(path) => Some(kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let reviewer = kube.as_ref().map(|c| {
+        Arc::new(kube_source::identity::KubeTokenReviewer::new(c.client.clone())) as Arc<dyn TokenReviewer>
+    });
+    let authenticator = Arc::new(Authenticator::new(&trust_domain, env.token_audiences.clone(), reviewer));
+    let listener = listen(addr).map_err(|e| format!("cannot listen on --secure-grpc-addr {addr}: {e}"))?;
+    let dns_names = discovery::secure::istiod_dns_names(&env.pod_namespace, args.revision.as_deref());
+    let ads_config = AdsConfig { identity_check: env.identity_check, ..AdsConfig::default() };
+    let port = SecurePort { ca, authenticator, dns_names, xds_auth: env.xds_auth };
+    info!(secure = %addr, xds_auth = env.xds_auth, "secure xDS and CA port");
+    Ok((port, listener, ads_config, kube))
 }
 
 /// The Kubernetes CRD config source for `--kubeconfig`.

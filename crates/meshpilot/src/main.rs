@@ -31,7 +31,7 @@ enum Command {
     /// Load --config-dir directories and print the config in force (Istio's /debug/configz shape).
     Configz(configz::Args),
     /// Run the control plane: serve --config-dir and/or --kubeconfig config over xDS (Istio's pilot-discovery).
-    Discovery(discovery::Args),
+    Discovery(Box<discovery::Args>),
     /// Validate Istio config files, then server-side apply them to the cluster (create or update).
     Apply(cluster::WriteArgs),
     /// Validate Istio config files, then create their objects in the cluster (like `istioctl create -f`).

@@ -44,7 +44,8 @@ pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
 pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};
 pub use server::{
-    AdsConfig, AdsServer, BoxFuture, ServeError, StreamAuthenticator, StreamCaller, check_identity, default_push_throttle,
+    AdsConfig, AdsServer, BoxFuture, ServeError, StreamAuthenticator, StreamCaller, check_identity,
+    default_push_throttle,
 };
 pub use source::{
     GenerateRequest, Generated, Protocol, PushEvent, Resource, ResourceSource, SourceError, Trigger, Watch,

@@ -71,7 +71,10 @@ pub fn describe() {
         "Total time in seconds Pilot takes to send generated configuration."
     );
     describe_counter!(INTERNAL_ERRORS, "Total number of internal XDS errors in pilot.");
-    describe_counter!(AUTH_FAILURES, "xDS streams refused because the caller is not authenticated or not the node's identity.");
+    describe_counter!(
+        AUTH_FAILURES,
+        "xDS streams refused because the caller is not authenticated or not the node's identity."
+    );
 }
 
 pub(crate) fn record_auth_failure(reason: &'static str) {

@@ -227,7 +227,11 @@ impl<S: ResourceSource> AdsServer<S> {
     }
 
     /// The stream's caller when the server authenticates (see [`AdsConfig::authenticator`]).
-    async fn authenticate<T>(&self, request: &Request<T>, peer: Option<SocketAddr>) -> Result<Option<StreamCaller>, Status> {
+    async fn authenticate<T>(
+        &self,
+        request: &Request<T>,
+        peer: Option<SocketAddr>,
+    ) -> Result<Option<StreamCaller>, Status> {
         let Some(authn) = &self.config.authenticator else { return Ok(None) };
         match authn.authenticate(request.metadata(), request.extensions()).await {
             Ok(caller) => Ok(Some(caller)),

@@ -1,0 +1,281 @@
+//! The secure port (15012) end to end: `meshpilot discovery --secure-grpc-addr` against the real
+//! kube-apiserver test environment (service-account tokens from the TokenRequest API, checked with
+//! TokenReview), and real Istio sidecars (pilot-agent + upstream Envoy, built by
+//! `scripts/istio-peer.sh build`) bootstrapping from it.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use envoy_types::pb::envoy::{
+    config::core::v3::Node,
+    service::discovery::v3::{
+        DeltaDiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+    },
+};
+use kube_source::testenv::TestEnv;
+use meshpilot_testing::{
+    http,
+    wait::{free_port, repo_root, wait_for},
+};
+use rustls_pki_types::{CertificateDer, pem::PemObject};
+use security::{
+    ca,
+    client::{SecureTarget, channel},
+    service::{IstioCertificateRequest, request_certificate},
+};
+use tonic::Code;
+
+/// The name meshpilot's serving certificate is checked for (pilot-agent's default `ISTIOD_SAN`).
+const ISTIOD_SAN: &str = "istiod.istio-system.svc";
+
+/// A `meshpilot discovery` process with its secure port; killed on drop.
+struct Meshpilot {
+    child: Child,
+    http: SocketAddr,
+    secure: SocketAddr,
+    ca_dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Meshpilot {
+    async fn start(config_dir: &Path, work: &Path, kubeconfig: &Path) -> Meshpilot {
+        let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
+        let (grpc, http, mon, secure) =
+            (addr(free_port()), addr(free_port()), addr(free_port()), addr(free_port()));
+        let ca_dir = work.join("ca");
+        let log = work.join("meshpilot.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            .arg("discovery")
+            .arg("--config-dir")
+            .arg(config_dir)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--grpc-addr", &grpc.to_string(), "--http-addr", &http.to_string()])
+            .args(["--monitoring-addr", &mon.to_string(), "--secure-grpc-addr", &secure.to_string()])
+            .arg("--ca-dir")
+            .arg(&ca_dir)
+            .arg("--root-ca-dir")
+            .arg(work.join("no-plugged-ca"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mp = Meshpilot { child, http, secure, ca_dir, log };
+        wait_for("meshpilot /ready", Duration::from_secs(60), async || {
+            matches!(http::get(mp.http, "meshpilot", "/ready", &[]).await, Ok((200, _))).then_some(())
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
+        mp
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn root_pem(&self) -> String {
+        std::fs::read_to_string(self.ca_dir.join(ca::ROOT_CERT)).unwrap()
+    }
+
+    fn target(&self) -> SecureTarget {
+        let roots = CertificateDer::pem_slice_iter(self.root_pem().as_bytes()).map(Result::unwrap).collect();
+        SecureTarget { addr: self.secure, server_name: ISTIOD_SAN.into(), roots }
+    }
+}
+
+impl Drop for Meshpilot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn token(env: &TestEnv, namespace: &str, sa: &str, audience: &str) -> String {
+    env.kubectl(&["create", "token", sa, "-n", namespace, "--audience", audience, "--duration", "1h"])
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn ensure_service_account(env: &TestEnv, namespace: &str, sa: &str) {
+    let _ = env.kubectl(&["create", "namespace", namespace]);
+    let _ = env.kubectl(&["create", "serviceaccount", sa, "-n", namespace]);
+}
+
+fn csr() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    rcgen::CertificateParams::default().serialize_request(&key).unwrap().pem().unwrap()
+}
+
+fn node(namespace: &str) -> Node {
+    Node {
+        id: format!("sidecar~127.0.0.5~app-1.{namespace}~{namespace}.svc.cluster.local"),
+        ..Default::default()
+    }
+}
+
+/// Opens a Delta ADS stream asking for clusters; the first response or the refusal.
+async fn delta_clusters(
+    target: &SecureTarget,
+    token: Option<&str>,
+    node: Node,
+) -> Result<usize, tonic::Status> {
+    let ch = channel(target, None).await.map_err(tonic::Status::unavailable)?;
+    let mut client = AggregatedDiscoveryServiceClient::new(ch);
+    let first = DeltaDiscoveryRequest {
+        node: Some(node),
+        type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+        ..Default::default()
+    };
+    let mut request =
+        tonic::Request::new(futures::stream::iter(vec![first]).chain(futures::stream::pending()));
+    if let Some(t) = token {
+        request.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    let mut stream = client.delta_aggregated_resources(request).await?.into_inner();
+    let response = stream.message().await?.ok_or_else(|| tonic::Status::cancelled("no response"))?;
+    Ok(response.resources.len())
+}
+
+use futures::StreamExt as _;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ca_and_secure_xds_authenticate_with_kubernetes_tokens() {
+    let env = TestEnv::shared();
+    ensure_service_account(env, "ca-test", "app");
+    ensure_service_account(env, "ca-other", "app");
+    let work = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let target = mp.target();
+    let anonymous = channel(&target, None).await.unwrap();
+    let request = || IstioCertificateRequest { csr: csr(), validity_duration: 3600, metadata: Vec::new() };
+
+    // A token for ca-test/app: a certificate for that identity only.
+    let good = token(env, "ca-test", "app", "istio-ca");
+    let response = request_certificate(anonymous.clone(), request(), Some(&good)).await.unwrap();
+    let leaf = CertificateDer::from_pem_slice(response.cert_chain[0].as_bytes()).unwrap();
+    let ids: Vec<String> = ca::certificate_identities(&leaf).iter().map(ToString::to_string).collect();
+    assert_eq!(ids, ["spiffe://cluster.local/ns/ca-test/sa/app"]);
+    assert_eq!(response.cert_chain.last().unwrap(), &mp.root_pem());
+
+    // Wrong audience, forged: refused as istiod refuses, whatever the reason.
+    let wrong_audience = token(env, "ca-test", "app", "other");
+    // A signature cut short (changing only the last character may leave its bytes unchanged).
+    let forged = good[..good.len() - 8].to_string();
+    for bad in [wrong_audience.as_str(), forged.as_str()] {
+        let err = request_certificate(anonymous.clone(), request(), Some(bad)).await.unwrap_err();
+        assert_eq!((err.code(), err.message()), (Code::Unauthenticated, "request authenticate failure"));
+    }
+
+    // xDS on the secure port: the token's namespace must be the node's.
+    let resources = delta_clusters(&target, Some(&good), node("ca-test")).await.unwrap();
+    assert!(resources > 0, "clusters for an authenticated proxy");
+    let err = delta_clusters(&target, Some(&good), node("ca-other")).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    let err = delta_clusters(&target, None, node("ca-test")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    let log = mp.log_text();
+    assert!(log.contains("token not authenticated"), "the precise reason is logged:\n{log}");
+
+    // The root is published to every namespace for pods to mount.
+    let published = wait_for("istio-ca-root-cert in ca-test", Duration::from_secs(30), async || {
+        env.kubectl(&[
+            "get",
+            "configmap",
+            "istio-ca-root-cert",
+            "-n",
+            "ca-test",
+            "-o",
+            "jsonpath={.data.root-cert\\.pem}",
+        ])
+        .ok()
+    })
+    .await
+    .unwrap();
+    assert_eq!(published.trim(), mp.root_pem().trim());
+
+    // A plaintext (h2c) client gets no gRPC answer from the TLS port.
+    let plaintext = AggregatedDiscoveryServiceClient::connect(format!("http://{}", mp.secure)).await;
+    if let Ok(mut client) = plaintext {
+        let first = DeltaDiscoveryRequest { node: Some(node("ca-test")), ..Default::default() };
+        assert!(client.delta_aggregated_resources(futures::stream::iter(vec![first])).await.is_err());
+    }
+}
+
+/// Real Istio sidecars: pilot-agent gets its certificate from meshpilot's CA and starts upstream
+/// Envoy, which becomes ready on meshpilot's config over the secure port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pilot_agent_sidecars_bootstrap_from_meshpilot() {
+    let env = TestEnv::shared();
+    ensure_service_account(env, "default", "default");
+    let work = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    std::fs::write(
+        config.path().join("se.yaml"),
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: echo, namespace: default}\n\
+spec:\n  hosts: [echo.mesh.local]\n  ports: [{number: 8080, name: http, protocol: HTTP}]\n  resolution: STATIC\n  \
+endpoints: [{address: 127.0.0.12}]\n",
+    )
+    .unwrap();
+    let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
+    let root = mp.ca_dir.join(ca::ROOT_CERT);
+    let script = repo_root().join("scripts/run-pilot-agent.sh");
+    let sidecar = work.path().join("sidecar-1");
+    let base = free_port().to_string();
+    let certs_dir = work.path().join("agent-certs");
+    std::fs::create_dir_all(&certs_dir).unwrap();
+    let started = Command::new(&script)
+        .env("OUTPUT_CERTS", &certs_dir)
+        .args(["start"])
+        .arg(&sidecar)
+        .arg(mp.secure.to_string())
+        .arg(&root)
+        .arg(&token_file)
+        .args(["127.0.0.11", &base])
+        .output()
+        .unwrap();
+    let stop = || {
+        let _ = Command::new(&script).arg("stop").arg(&sidecar).output();
+    };
+    if !started.status.success() {
+        let agent_log = std::fs::read_to_string(sidecar.join("agent.log")).unwrap_or_default();
+        stop();
+        panic!(
+            "the sidecar did not become ready: {}\n--- agent ---\n{agent_log}\n--- meshpilot ---\n{}",
+            String::from_utf8_lossy(&started.stderr),
+            mp.log_text()
+        );
+    }
+    let (_, syncz) = http::get(mp.http, "meshpilot", "/debug/syncz", &[]).await.unwrap();
+    // The agent's workload certificate (it writes it to OUTPUT_CERTS): its own identity, signed
+    // by meshpilot's root.
+    let chain = wait_for("the agent's certificate", Duration::from_secs(30), async || {
+        std::fs::read_to_string(certs_dir.join("cert-chain.pem")).ok().filter(|c| !c.is_empty())
+    })
+    .await;
+    stop();
+    let chain =
+        chain.unwrap_or_else(|e| panic!("{e}: {:?}", std::fs::read_dir(&certs_dir).map(|d| d.count())));
+    let leaf = CertificateDer::from_pem_slice(chain.as_bytes()).unwrap();
+    let ids: Vec<String> = ca::certificate_identities(&leaf).iter().map(ToString::to_string).collect();
+    assert_eq!(ids, ["spiffe://cluster.local/ns/default/sa/default"]);
+    let (_, leaf) = x509_parser::parse_x509_certificate(&leaf).unwrap();
+    let root_der = CertificateDer::from_pem_slice(mp.root_pem().as_bytes()).unwrap();
+    let (_, root_cert) = x509_parser::parse_x509_certificate(&root_der).unwrap();
+    leaf.verify_signature(Some(root_cert.public_key())).expect("signed by meshpilot's root");
+    let synced: serde_json::Value = serde_json::from_str(&syncz).unwrap();
+    let proxy = synced.as_array().unwrap().iter().find(|p| p["proxy"] == "sidecar-127.0.0.11.default");
+    let proxy = proxy.unwrap_or_else(|| panic!("the sidecar is connected to meshpilot: {syncz}"));
+    assert_eq!(
+        proxy["listener_sent"], proxy["listener_acked"],
+        "Envoy accepted meshpilot's listeners: {proxy}"
+    );
+}
