@@ -6,16 +6,23 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use futures::StreamExt;
-use k8s_openapi::api::{
-    authentication::v1::{TokenReview, TokenReviewSpec},
-    core::v1::{ConfigMap, Namespace},
+use k8s_openapi::{
+    ByteString,
+    api::{
+        authentication::v1::{TokenReview, TokenReviewSpec},
+        core::v1::{ConfigMap, Namespace, Secret},
+    },
 };
 use kube::{
     Api, Client,
     api::{ObjectMeta, Patch, PatchParams, PostParams},
     runtime::watcher,
 };
-use security::authn::{BoxFuture, TokenReviewStatus, TokenReviewer};
+use security::{
+    CaOptions, IstioCa,
+    authn::{BoxFuture, TokenReviewStatus, TokenReviewer},
+    ca::{CA_CERT, CA_KEY, CERT_CHAIN, CaBundle, CaSource, ROOT_CERT},
+};
 
 use crate::client::{FIELD_MANAGER, KubeError, watch};
 
@@ -26,6 +33,92 @@ pub const ROOT_CERT_KEY: &str = "root-cert.pem";
 /// Namespaces Istio's namespace controller leaves alone (`inject.IgnoredNamespaces`).
 pub const IGNORED_NAMESPACES: [&str; 4] =
     ["kube-system", "kube-public", "kube-node-lease", "local-path-storage"];
+
+/// The secret istiod keeps its self-signed root in (in its own namespace).
+pub const CA_SECRET: &str = "istio-ca-secret";
+/// Its type.
+pub const CA_SECRET_TYPE: &str = "istio.io/ca-root";
+
+fn secret_data(bundle: &CaBundle) -> BTreeMap<String, ByteString> {
+    let entry = |k: &str, v: &str| (k.to_string(), ByteString(v.as_bytes().to_vec()));
+    BTreeMap::from([
+        entry(CA_CERT, &bundle.ca_cert),
+        entry(CA_KEY, &bundle.ca_key),
+        entry(CERT_CHAIN, &bundle.cert_chain),
+        // Istio writes the key twice (`key.pem` is the older name).
+        entry("key.pem", &bundle.ca_key),
+        entry(ROOT_CERT, &bundle.root_cert),
+    ])
+}
+
+fn bundle_of(secret: &Secret) -> CaBundle {
+    let data = secret.data.clone().unwrap_or_default();
+    let text = |k: &str| data.get(k).map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default();
+    CaBundle {
+        ca_cert: text(CA_CERT),
+        ca_key: text(CA_KEY),
+        cert_chain: text(CERT_CHAIN),
+        root_cert: text(ROOT_CERT),
+    }
+}
+
+/// The self-signed CA kept in the secret `istio-ca-secret` of `namespace` (type `istio.io/ca-root`,
+/// Istio's keys), as istiod keeps it: read when it exists, else created (if another replica created
+/// it first, that one is used). A restart therefore keeps the root.
+///
+/// # Errors
+/// A message naming the secret: the API server refused, the namespace does not exist, or the
+/// secret's key material is unusable.
+pub async fn self_signed_ca_from_secret(
+    client: &Client,
+    namespace: &str,
+    options: CaOptions,
+) -> Result<IstioCa, String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let name = format!("{namespace}/{CA_SECRET}");
+    let location = std::path::PathBuf::from(format!("secret {name}"));
+    for _ in 0..3 {
+        let existing = api
+            .get_opt(CA_SECRET)
+            .await
+            .map_err(|e| KubeError::from_kube(e, &format!("read secret {name}")).to_string())?;
+        if let Some(secret) = existing {
+            return IstioCa::from_bundle(&bundle_of(&secret), &location, CaSource::Secret(name), options)
+                .map_err(|e| e.to_string());
+        }
+        let bundle = CaBundle::self_signed(&options).map_err(|e| e.to_string())?;
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(CA_SECRET.into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
+            type_: Some(CA_SECRET_TYPE.into()),
+            data: Some(secret_data(&bundle)),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &secret).await {
+            Ok(_) => {
+                tracing::info!(secret = %name, "created a self-signed root CA");
+                return IstioCa::from_bundle(&bundle, &location, CaSource::Secret(name), options)
+                    .map_err(|e| e.to_string());
+            }
+            Err(e) => {
+                let err = KubeError::from_kube(e, &format!("create secret {name}"));
+                if !err.is_already_exists() {
+                    return Err(if err.is_not_found() {
+                        format!(
+                            "{err} (create namespace {namespace}, or set POD_NAMESPACE to the control plane's namespace)"
+                        )
+                    } else {
+                        err.to_string()
+                    });
+                }
+            }
+        }
+    }
+    Err(format!("secret {name} keeps appearing and disappearing; giving up"))
+}
 
 /// Reviews tokens with the API server's TokenReview API.
 #[derive(Clone)]

@@ -98,8 +98,9 @@ pub struct Args {
     secure_grpc_addr: Option<String>,
 
     /// Where the self-signed root CA is kept (created at first start: ca-cert.pem, ca-key.pem,
-    /// root-cert.pem, as Istio's istio-ca-secret). Needed with --secure-grpc-addr unless
-    /// --root-ca-dir holds a plugged-in CA.
+    /// root-cert.pem, as Istio's istio-ca-secret). Without it, with --kubeconfig, the root is kept in
+    /// the secret istio-ca-secret of POD_NAMESPACE (as istiod). Unused when --root-ca-dir holds a
+    /// plugged-in CA.
     #[arg(long = "ca-dir", value_name = "DIR")]
     ca_dir: Option<PathBuf>,
 
@@ -327,30 +328,40 @@ async fn secure_port(
     let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     let trust_domain = parse_trust_domain(mesh_text).map_err(|e| format!("--mesh-config: {e}"))?;
     let plugged = args.root_ca_dir.join(security::ca::CA_KEY).exists().then_some(args.root_ca_dir.as_path());
-    let ca_dir = match (&args.ca_dir, plugged) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(dir)) => dir.to_path_buf(),
-        (None, None) => {
-            return Err(format!(
-                "--secure-grpc-addr needs --ca-dir DIR (where the self-signed root is kept) or a plugged-in CA in \
-                 --root-ca-dir/ROOT_CA_DIR ({} has no {})",
-                args.root_ca_dir.display(),
-                security::ca::CA_KEY
-            ));
-        }
-    };
     let options = CaOptions {
         trust_domain: trust_domain.clone(),
         default_cert_ttl: env.default_cert_ttl,
         max_cert_ttl: env.max_cert_ttl,
         ..CaOptions::default()
     };
-    let ca = Arc::new(IstioCa::load_or_create(plugged, &ca_dir, options).map_err(|e| format!("CA: {e}"))?);
-    info!(source = ?ca.source(), trust_domain = %trust_domain, "certificate authority ready");
     let kube = match &args.kubeconfig {
         Some(path) => Some(kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?),
         None => None,
     };
+    // Istio's order: plugged-in CA files; else the self-signed root, kept in --ca-dir when given,
+    // else in the cluster's istio-ca-secret.
+    let ca = match (plugged, &args.ca_dir, &kube) {
+        (Some(_), _, _) | (None, Some(_), _) => {
+            let dir = args.ca_dir.clone().unwrap_or_else(|| args.root_ca_dir.clone());
+            IstioCa::load_or_create(plugged, &dir, options).map_err(|e| format!("CA: {e}"))?
+        }
+        (None, None, Some(kube)) => {
+            kube_source::identity::self_signed_ca_from_secret(&kube.client, &env.pod_namespace, options)
+                .await
+                .map_err(|e| format!("CA: {e}"))?
+        }
+        (None, None, None) => {
+            return Err(format!(
+                "--secure-grpc-addr needs a place for the CA: --ca-dir DIR (where the self-signed root is kept), \
+                 --kubeconfig (kept in the secret istio-ca-secret, as istiod), or a plugged-in CA in \
+                 --root-ca-dir/ROOT_CA_DIR ({} has no {})",
+                args.root_ca_dir.display(),
+                security::ca::CA_KEY
+            ));
+        }
+    };
+    let ca = Arc::new(ca);
+    info!(source = ?ca.source(), trust_domain = %trust_domain, "certificate authority ready");
     let reviewer = kube.as_ref().map(|c| {
         Arc::new(kube_source::identity::KubeTokenReviewer::new(c.client.clone())) as Arc<dyn TokenReviewer>
     });

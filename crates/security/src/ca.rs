@@ -116,6 +116,8 @@ pub enum CaSource {
     PluggedIn(PathBuf),
     /// A self-signed root persisted in this directory.
     SelfSigned(PathBuf),
+    /// A self-signed root persisted in this Kubernetes secret (`namespace/name`).
+    Secret(String),
 }
 
 /// File names, as Istio's `cacerts` / `istio-ca-secret`.
@@ -126,6 +128,87 @@ pub const CA_KEY: &str = "ca-key.pem";
 pub const CERT_CHAIN: &str = "cert-chain.pem";
 /// The root certificate(s).
 pub const ROOT_CERT: &str = "root-cert.pem";
+
+/// The CA's key material under Istio's names (files of the `cacerts` directory, data keys of the
+/// `istio-ca-secret` / `cacerts` secrets), PEM text each.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct CaBundle {
+    /// `ca-cert.pem`: the signing certificate.
+    pub ca_cert: String,
+    /// `ca-key.pem`: its PKCS#8 key.
+    pub ca_key: String,
+    /// `cert-chain.pem`: from the signing certificate up to the root (empty for a self-signed root).
+    pub cert_chain: String,
+    /// `root-cert.pem`: the root(s).
+    pub root_cert: String,
+}
+
+impl std::fmt::Debug for CaBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaBundle").field("root_cert", &self.root_cert).finish_non_exhaustive()
+    }
+}
+
+impl CaBundle {
+    /// Reads Istio's files from `dir` (`cert-chain.pem` may be absent).
+    ///
+    /// # Errors
+    /// [`CaError::File`] naming a file that cannot be read.
+    pub fn read_dir(dir: &Path) -> Result<CaBundle, CaError> {
+        Ok(CaBundle {
+            ca_key: read(dir, CA_KEY)?,
+            ca_cert: read(dir, CA_CERT)?,
+            cert_chain: if dir.join(CERT_CHAIN).exists() { read(dir, CERT_CHAIN)? } else { String::new() },
+            root_cert: read(dir, ROOT_CERT)?,
+        })
+    }
+
+    /// A new self-signed root as istiod makes one: organization = trust domain, CA, key usage
+    /// certificate signing, valid 2 minutes back to `self_signed_root_ttl` ahead; ECDSA P-256 key.
+    ///
+    /// # Errors
+    /// [`CaError::Sign`].
+    pub fn self_signed(options: &CaOptions) -> Result<CaBundle, CaError> {
+        let key = KeyPair::generate().map_err(|e| CaError::Sign(e.to_string()))?;
+        let mut params = CertificateParams::default();
+        let mut name = DistinguishedName::new();
+        name.push(DnType::OrganizationName, options.trust_domain.clone());
+        params.distinguished_name = name;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        params.serial_number = Some(random_serial()?);
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - CLOCK_SKEW_GRACE;
+        params.not_after = now + options.self_signed_root_ttl;
+        let cert = params.self_signed(&key).map_err(|e| CaError::Sign(e.to_string()))?;
+        Ok(CaBundle {
+            ca_cert: cert.pem(),
+            ca_key: key.serialize_pem(),
+            cert_chain: String::new(),
+            root_cert: cert.pem(),
+        })
+    }
+
+    /// Writes the files into `dir` (created; the key with mode 0600).
+    ///
+    /// # Errors
+    /// [`CaError::File`] naming what cannot be written.
+    pub fn write_dir(&self, dir: &Path) -> Result<(), CaError> {
+        let fail = |file: PathBuf| {
+            move |e: std::io::Error| CaError::File { file, reason: format!("cannot write: {e}") }
+        };
+        std::fs::create_dir_all(dir).map_err(fail(dir.to_path_buf()))?;
+        let key_file = dir.join(CA_KEY);
+        write_private(&key_file, self.ca_key.as_bytes()).map_err(fail(key_file))?;
+        for (name, text) in
+            [(CA_CERT, &self.ca_cert), (ROOT_CERT, &self.root_cert), (CERT_CHAIN, &self.cert_chain)]
+        {
+            let file = dir.join(name);
+            std::fs::write(&file, text).map_err(fail(file))?;
+        }
+        Ok(())
+    }
+}
 
 /// The certificate authority (see the module doc). Signing takes `&self`; share it in an `Arc`.
 pub struct IstioCa {
@@ -184,68 +267,52 @@ impl IstioCa {
     }
 
     fn load(dir: &Path, source: CaSource, options: CaOptions) -> Result<IstioCa, CaError> {
-        let key_text = read(dir, CA_KEY)?;
-        let key = KeyPair::from_pem(&key_text).map_err(|e| CaError::File {
-            file: dir.join(CA_KEY),
-            reason: format!(
-                "not a PKCS#8 PEM private key ({e}); convert with `openssl pkcs8 -topk8 -nocrypt`"
-            ),
-        })?;
-        let cert_text = read(dir, CA_CERT)?;
-        let cert = certs_of(dir, CA_CERT, &cert_text)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| CaError::File { file: dir.join(CA_CERT), reason: "no certificate".into() })?;
-        let (_, parsed) = x509_parser::parse_x509_certificate(&cert).map_err(|e| CaError::File {
-            file: dir.join(CA_CERT),
-            reason: format!("invalid certificate: {e}"),
-        })?;
-        if parsed.public_key().subject_public_key.data.as_ref() != key.public_key_raw() {
-            return Err(CaError::File {
-                file: dir.join(CA_KEY),
-                reason: format!("the key does not belong to the certificate in {CA_CERT}"),
-            });
-        }
-        let issuer = Issuer::from_ca_cert_der(&cert, key).map_err(|e| CaError::File {
-            file: dir.join(CA_CERT),
-            reason: format!("cannot sign with it: {e}"),
-        })?;
-        let chain_text = if dir.join(CERT_CHAIN).exists() { read(dir, CERT_CHAIN)? } else { String::new() };
-        let chain_pems = certs_of(dir, CERT_CHAIN, &chain_text)?.iter().map(|c| pem_of(c)).collect();
-        let root_pem = read(dir, ROOT_CERT)?;
-        let roots = certs_of(dir, ROOT_CERT, &root_pem)?;
-        if roots.is_empty() {
-            return Err(CaError::File { file: dir.join(ROOT_CERT), reason: "no certificate".into() });
-        }
-        Ok(IstioCa { issuer, chain_pems, root_pem, roots, options, source })
+        Self::from_bundle(&CaBundle::read_dir(dir)?, dir, source, options)
     }
 
     fn create_self_signed(dir: &Path, options: CaOptions) -> Result<IstioCa, CaError> {
-        let fail = |file: PathBuf| {
-            move |e: std::io::Error| CaError::File { file, reason: format!("cannot write: {e}") }
-        };
-        let key = KeyPair::generate().map_err(|e| CaError::Sign(e.to_string()))?;
-        let mut params = CertificateParams::default();
-        let mut name = DistinguishedName::new();
-        name.push(DnType::OrganizationName, options.trust_domain.clone());
-        params.distinguished_name = name;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages =
-            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        params.serial_number = Some(random_serial()?);
-        let now = time::OffsetDateTime::now_utc();
-        params.not_before = now - CLOCK_SKEW_GRACE;
-        params.not_after = now + options.self_signed_root_ttl;
-        let cert = params.self_signed(&key).map_err(|e| CaError::Sign(e.to_string()))?;
-        std::fs::create_dir_all(dir).map_err(fail(dir.to_path_buf()))?;
-        let key_file = dir.join(CA_KEY);
-        write_private(&key_file, key.serialize_pem().as_bytes()).map_err(fail(key_file))?;
-        for (name, text) in [(CA_CERT, cert.pem()), (ROOT_CERT, cert.pem()), (CERT_CHAIN, String::new())] {
-            let file = dir.join(name);
-            std::fs::write(&file, text).map_err(fail(file))?;
-        }
+        let bundle = CaBundle::self_signed(&options)?;
+        bundle.write_dir(dir)?;
         tracing::info!(dir = %dir.display(), "created a self-signed root CA");
-        Self::load(dir, CaSource::SelfSigned(dir.to_path_buf()), options)
+        Self::from_bundle(&bundle, dir, CaSource::SelfSigned(dir.to_path_buf()), options)
+    }
+
+    /// The CA from key material read elsewhere (e.g. the Kubernetes secret `istio-ca-secret`);
+    /// `location` names where it came from in errors (`location/ca-key.pem: …`).
+    ///
+    /// # Errors
+    /// [`CaError::File`] as [`IstioCa::load_or_create`].
+    pub fn from_bundle(
+        bundle: &CaBundle,
+        location: &Path,
+        source: CaSource,
+        options: CaOptions,
+    ) -> Result<IstioCa, CaError> {
+        let bad = |name: &str, reason: String| CaError::File { file: location.join(name), reason };
+        let key = KeyPair::from_pem(&bundle.ca_key).map_err(|e| {
+            bad(
+                CA_KEY,
+                format!("not a PKCS#8 PEM private key ({e}); convert with `openssl pkcs8 -topk8 -nocrypt`"),
+            )
+        })?;
+        let cert = certs_of(location, CA_CERT, &bundle.ca_cert)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| bad(CA_CERT, "no certificate".into()))?;
+        let (_, parsed) = x509_parser::parse_x509_certificate(&cert)
+            .map_err(|e| bad(CA_CERT, format!("invalid certificate: {e}")))?;
+        if parsed.public_key().subject_public_key.data.as_ref() != key.public_key_raw() {
+            return Err(bad(CA_KEY, format!("the key does not belong to the certificate in {CA_CERT}")));
+        }
+        let issuer = Issuer::from_ca_cert_der(&cert, key)
+            .map_err(|e| bad(CA_CERT, format!("cannot sign with it: {e}")))?;
+        let chain_pems =
+            certs_of(location, CERT_CHAIN, &bundle.cert_chain)?.iter().map(|c| pem_of(c)).collect();
+        let roots = certs_of(location, ROOT_CERT, &bundle.root_cert)?;
+        if roots.is_empty() {
+            return Err(bad(ROOT_CERT, "no certificate".into()));
+        }
+        Ok(IstioCa { issuer, chain_pems, root_pem: bundle.root_cert.clone(), roots, options, source })
     }
 
     /// Where the keys came from.
