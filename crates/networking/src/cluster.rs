@@ -5,6 +5,7 @@
 //! | `outbound\|PORT\|\|HOST` | every port of every service the proxy sees (Sidecar scope) | by resolution: `STATIC` → EDS over ADS; `DNS` → STRICT_DNS, endpoints inline; `DNS_ROUND_ROBIN` → LOGICAL_DNS; `NONE` → ORIGINAL_DST |
 //! | `outbound\|PORT\|SUBSET\|HOST` | every subset of the DestinationRule applying to the service | as above; `PASSTHROUGH` load balancing → ORIGINAL_DST |
 //! | `inbound\|PORT\|\|` | sidecars with interception: each target port of the proxy's service instances | ORIGINAL_DST to the workload |
+//! | `inbound\|PORT\|\|` | instead, when the Sidecar has `ingress` entries (any interception mode): each entry's port | STATIC to `defaultEndpoint` (`0.0.0.0` → the proxy's IP, `unix://` → a pipe); ORIGINAL_DST without one |
 //! | `BlackHoleCluster`, `PassthroughCluster` | always | STATIC without endpoints; ORIGINAL_DST |
 //! | `InboundPassthroughCluster` | sidecars with interception | ORIGINAL_DST |
 //!
@@ -14,7 +15,10 @@
 //! RING_HASH or MAGLEV; `warmup` → slow start), connection pool (circuit breaker thresholds, connect
 //! timeout, TCP keepalive, HTTP idle timeout, max requests per connection, max connection duration,
 //! HTTP/2 upgrade, max concurrent streams, HTTP/2 keepalive, use client protocol), outlier detection,
-//! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files). Everything else is reported.
+//! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files; `ISTIO_MUTUAL` for proxies with workload
+//! certificates, [`crate::mtls`]). Without DestinationRule TLS, proxies with workload certificates get
+//! auto mTLS (`transport_socket_matches` on the endpoints' `tlsMode`) to mesh-internal EDS and DNS
+//! clusters when the mesh enables it. Everything else is reported.
 
 use std::collections::HashMap;
 

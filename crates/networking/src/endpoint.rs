@@ -80,7 +80,6 @@ pub(crate) fn locality_lb_endpoints<'a>(
                 address: Some(address(addr, ep.endpoint_port)),
                 ..Default::default()
             })),
-            ..Default::default()
         });
     }
     by_locality

@@ -38,7 +38,9 @@ use envoy_types::pb::envoy::{
 };
 use model::{
     Protocol,
-    push::{InterceptionMode, MeshSettings, MtlsMode, ProxyContext, SidecarScope},
+    push::{
+        EffectivePeerAuthentication, InterceptionMode, MeshSettings, MtlsMode, ProxyContext, SidecarScope,
+    },
 };
 
 use crate::{
@@ -99,7 +101,7 @@ pub enum Terminal {
     /// An HTTP connection manager (HTTP filters may be inserted before its router).
     Http(Box<HttpConnectionManager>),
     /// A TCP proxy network filter.
-    Tcp(Filter),
+    Tcp(Box<Filter>),
 }
 
 /// One inbound filter chain before it becomes Envoy's: match, optional mTLS termination, network
@@ -124,7 +126,7 @@ impl InboundChain {
         let mut filters = self.network_filters;
         filters.push(match self.terminal {
             Terminal::Http(hcm) => hcm_filter(&hcm),
-            Terminal::Tcp(f) => f,
+            Terminal::Tcp(f) => *f,
         });
         FilterChain {
             name: self.name,
@@ -219,7 +221,9 @@ fn terminal(port: &InboundPort) -> Terminal {
             }
             Terminal::Http(Box::new(hcm))
         }
-        InboundProtocol::Tcp => Terminal::Tcp(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)])),
+        InboundProtocol::Tcp => {
+            Terminal::Tcp(Box::new(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)])))
+        }
     }
 }
 
@@ -246,9 +250,14 @@ pub fn inbound_chains(mesh: &MeshSettings, port: &InboundPort, mode: Option<Mtls
         .collect()
 }
 
-/// The mTLS mode of `proxy`'s workload port `port`: `None` without workload certificates.
-fn mode_for(push: &Snapshot, proxy: &ProxyContext, port: u32) -> Option<MtlsMode> {
-    proxy.has_workload_certificates().then(|| push.peer_authentication(proxy).for_port(port))
+/// The PeerAuthentication in force for `proxy`: `None` without workload certificates (no mTLS).
+fn peer_authentication(push: &Snapshot, proxy: &ProxyContext) -> Option<EffectivePeerAuthentication> {
+    proxy.has_workload_certificates().then(|| push.peer_authentication(proxy))
+}
+
+/// The mode of workload port `port` under `policy` (`None`: plaintext only, as before mTLS existed).
+fn mode_for(policy: &Option<EffectivePeerAuthentication>, port: u32) -> Option<MtlsMode> {
+    policy.as_ref().map(|p| p.for_port(port))
 }
 
 /// The address an ingress listener binds to (and names its chains after): `bind`, else the proxy's
@@ -343,10 +352,11 @@ fn inbound_listener(
 /// proxies with workload certificates under the workload's mode, as TCP).
 pub(crate) fn virtual_inbound(push: &Snapshot, proxy: &ProxyContext, scope: &SidecarScope) -> Listener {
     let mesh = push.mesh();
+    let policy = peer_authentication(push, proxy);
     let mut chains = Vec::new();
     for (port, bind) in inbound_ports(scope, proxy) {
         if bind.is_none() {
-            chains.extend(inbound_chains(mesh, &port, mode_for(push, proxy, port.port)));
+            chains.extend(inbound_chains(mesh, &port, mode_for(&policy, port.port)));
         }
     }
     let passthrough = InboundPort {
@@ -357,7 +367,7 @@ pub(crate) fn virtual_inbound(push: &Snapshot, proxy: &ProxyContext, scope: &Sid
         stat_prefix: String::new(),
         forward_client_cert: false,
     };
-    chains.extend(inbound_chains(mesh, &passthrough, mode_for(push, proxy, 0)));
+    chains.extend(inbound_chains(mesh, &passthrough, mode_for(&policy, 0)));
     inbound_listener(
         VIRTUAL_INBOUND_LISTENER.to_string(),
         &proxy.bind_address,
@@ -376,11 +386,12 @@ pub(crate) fn ingress_listeners(
     scope: &SidecarScope,
 ) -> Vec<Listener> {
     let mesh = push.mesh();
+    let policy = peer_authentication(push, proxy);
     inbound_ports(scope, proxy)
         .into_iter()
         .filter_map(|(port, bind)| {
             let bind = bind?;
-            let chains = inbound_chains(mesh, &port, mode_for(push, proxy, port.port));
+            let chains = inbound_chains(mesh, &port, mode_for(&policy, port.port));
             Some(inbound_listener(port.name.clone(), &bind, port.port, chains, false))
         })
         .collect()
@@ -446,7 +457,7 @@ mod tests {
         let Terminal::Http(hcm) = &chains[0].terminal else { panic!("HTTP terminal expected") };
         assert_eq!(hcm.forward_client_cert_details, ForwardClientCertDetails::AppendForward as i32);
         let details = hcm.set_current_client_cert_details.as_ref().unwrap();
-        assert_eq!((details.subject.clone(), details.uri, details.dns), (Some(boolv(true)), true, true));
+        assert_eq!((details.subject, details.uri, details.dns), (Some(boolv(true)), true, true));
         let fc = chains[0].clone().into_filter_chain();
         assert_eq!(fc.transport_socket.as_ref().unwrap().name, TLS_TRANSPORT_SOCKET);
         assert_eq!(fc.filters.len(), 1);

@@ -207,13 +207,11 @@ pub fn auto_mtls_matches(ctx: &UpstreamTlsContext) -> Vec<TransportSocketMatch> 
             name: TLS_MODE_ISTIO_MATCH.to_string(),
             r#match: Some(tls_mode_struct(model::service::TLS_MODE_ISTIO)),
             transport_socket: Some(transport_socket(TLS_TRANSPORT_SOCKET, ctx)),
-            ..Default::default()
         },
         TransportSocketMatch {
             name: TLS_MODE_DISABLED_MATCH.to_string(),
             r#match: Some(Struct::default()),
             transport_socket: Some(raw_buffer()),
-            ..Default::default()
         },
     ]
 }

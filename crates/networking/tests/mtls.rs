@@ -180,8 +180,7 @@ fn auto_mtls_matches_endpoints_labelled_istio() {
     };
     assert_eq!(metadata("outbound|80||web.ns.svc.cluster.local"), [true]);
     assert_eq!(metadata("outbound|5432||db.ns.svc.cluster.local"), [false], "no tlsMode label: plaintext");
-    let mut off = model::push::MeshSettings::default();
-    off.enable_auto_mtls = false;
+    let off = model::push::MeshSettings { enable_auto_mtls: false, ..Default::default() };
     let clusters = generate_clusters(&w.push_with(off), &proxy, &[]).resources;
     assert!(cluster(&clusters, "outbound|80||web.ns.svc.cluster.local").transport_socket_matches.is_empty());
 }

@@ -232,7 +232,7 @@ mod tests {
         let mesh = policy(ROOT, "default", T1, &[], Mode::Strict);
         let ns = policy("ns", "default", T1, &[], Mode::Disable);
         let wl = policy("ns", "a", T1, &[("app", "a")], Mode::Permissive);
-        assert_eq!(mode(&[mesh.clone()], "ns", &app("a"), 80), MtlsMode::Strict);
+        assert_eq!(mode(std::slice::from_ref(&mesh), "ns", &app("a"), 80), MtlsMode::Strict);
         assert_eq!(mode(&[mesh.clone(), ns.clone()], "ns", &app("a"), 80), MtlsMode::Disable);
         assert_eq!(mode(&[mesh.clone(), ns.clone(), wl.clone()], "ns", &app("a"), 80), MtlsMode::Permissive);
         // The workload policy selects app=a only.
@@ -306,7 +306,7 @@ mod tests {
     #[test]
     fn a_selector_in_the_root_namespace_is_ignored_and_root_workloads_see_mesh_policy() {
         let root_selector = policy(ROOT, "sel", T1, &[("app", "a")], Mode::Disable);
-        assert_eq!(mode(&[root_selector.clone()], "ns", &app("a"), 80), MtlsMode::Permissive);
+        assert_eq!(mode(std::slice::from_ref(&root_selector), "ns", &app("a"), 80), MtlsMode::Permissive);
         assert_eq!(mode(&[root_selector], ROOT, &app("a"), 80), MtlsMode::Permissive);
         let mesh = policy(ROOT, "default", T1, &[], Mode::Strict);
         assert_eq!(mode(&[mesh], ROOT, &app("x"), 80), MtlsMode::Strict);
