@@ -460,6 +460,7 @@ fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
     let mut files = Vec::new();
     yaml_files(&dir, &mut files);
     assert!(files.len() > 10, "benchmark workloads missing under {}", dir.display());
+    let mut with_certificates = 0;
     for file in files {
         let world = World::new(parse_file(&file, "default"));
         let push = world.push();
@@ -471,6 +472,15 @@ fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
             let (b, _) = bootstrap(&push, &proxy);
             let name = format!("{}-{kind:?}", file.file_stem().unwrap_or_default().to_string_lossy());
             validate(&name, &b);
+            if kind == ProxyKind::Sidecar && !proxy.service_instances.is_empty() {
+                // The same sidecar with workload certificates: mTLS inbound chains for its HTTP and TCP
+                // ports, auto-mTLS clusters.
+                proxy.workload_certificates = true;
+                let (b, _) = bootstrap(&push, &proxy);
+                validate(&format!("{name}-mtls"), &b);
+                with_certificates += 1;
+            }
         }
     }
+    assert!(with_certificates > 0, "no benchmark sidecar had service instances to build mTLS chains for");
 }
