@@ -383,8 +383,13 @@ fn base_cluster(
                 .iter()
                 .filter(|e| subset_labels.is_none_or(|l| labels_match(l, &e.labels)))
                 .map(|e| e.as_ref());
-            let mut endpoints =
-                locality_lb_endpoints(eps, true, proxy.has_workload_certificates(), name, report.findings);
+            let mut endpoints = locality_lb_endpoints(
+                eps,
+                true,
+                proxy.has_workload_certificates() && !proxy.proxyless_grpc,
+                name,
+                report.findings,
+            );
             if endpoints.is_empty() {
                 report.dropped("DNS-resolved cluster without endpoints is not built (as Istio)".to_string());
                 return None;

@@ -131,7 +131,8 @@ pub fn load_assignment(
 ) -> ClusterLoadAssignment {
     let endpoints = match cluster_endpoints(push, proxy, name) {
         Some((eps, resolution)) => {
-            locality_lb_endpoints(eps, resolution.is_dns(), proxy.has_workload_certificates(), name, findings)
+            let tls_metadata = proxy.has_workload_certificates() && !proxy.proxyless_grpc;
+            locality_lb_endpoints(eps, resolution.is_dns(), tls_metadata, name, findings)
         }
         None => Vec::new(),
     };
