@@ -5,6 +5,7 @@
 //! | `outbound\|PORT\|\|HOST` | every port of every service the proxy sees (Sidecar scope) | by resolution: `STATIC` → EDS over ADS; `DNS` → STRICT_DNS, endpoints inline; `DNS_ROUND_ROBIN` → LOGICAL_DNS; `NONE` → ORIGINAL_DST |
 //! | `outbound\|PORT\|SUBSET\|HOST` | every subset of the DestinationRule applying to the service | as above; `PASSTHROUGH` load balancing → ORIGINAL_DST |
 //! | `inbound\|PORT\|\|` | sidecars with interception: each target port of the proxy's service instances | ORIGINAL_DST to the workload |
+//! | `inbound\|PORT\|\|` | instead, when the Sidecar has `ingress` entries (any interception mode): each entry's port | STATIC to `defaultEndpoint` (`0.0.0.0` → the proxy's IP, `unix://` → a pipe); ORIGINAL_DST without one |
 //! | `BlackHoleCluster`, `PassthroughCluster` | always | STATIC without endpoints; ORIGINAL_DST |
 //! | `InboundPassthroughCluster` | sidecars with interception | ORIGINAL_DST |
 //!
@@ -14,14 +15,18 @@
 //! RING_HASH or MAGLEV; `warmup` → slow start), connection pool (circuit breaker thresholds, connect
 //! timeout, TCP keepalive, HTTP idle timeout, max requests per connection, max connection duration,
 //! HTTP/2 upgrade, max concurrent streams, HTTP/2 keepalive, use client protocol), outlier detection,
-//! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files). Everything else is reported.
+//! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files; `ISTIO_MUTUAL` for proxies with workload
+//! certificates, [`crate::mtls`]). Without DestinationRule TLS, proxies with workload certificates get
+//! auto mTLS (`transport_socket_matches` on the endpoints' `tlsMode`) to mesh-internal EDS and DNS
+//! clusters when the mesh enables it. Everything else is reported.
 
 use std::collections::HashMap;
 
 use api::networking::destination_rule::{
     ClientTlsSettings, ConnectionPoolSettings, DestinationRule, LoadBalancerSettings, OutlierDetection,
-    TrafficPolicy, connection_pool_settings::http_settings::H2UpgradePolicy,
-    load_balancer_settings::SimpleLb, traffic_policy::RetryBudget,
+    TrafficPolicy, client_tls_settings::TlSmode as ClientMode,
+    connection_pool_settings::http_settings::H2UpgradePolicy, load_balancer_settings::SimpleLb,
+    traffic_policy::RetryBudget,
 };
 use envoy_types::pb::envoy::{
     config::{
@@ -38,7 +43,9 @@ use envoy_types::pb::envoy::{
             BindConfig, Http1ProtocolOptions, Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions,
             KeepaliveSettings, RuntimeDouble, SocketAddress, TcpKeepalive, socket_address,
         },
-        endpoint::v3::ClusterLoadAssignment,
+        endpoint::v3::{
+            ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+        },
     },
     extensions::upstreams::http::v3::{
         HttpProtocolOptions,
@@ -60,6 +67,7 @@ use crate::{
     endpoint::locality_lb_endpoints,
     filters::TLS_TRANSPORT_SOCKET,
     generated::Generated,
+    mtls,
     naming::{
         BLACK_HOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND_IPV4, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
         inbound_cluster_name, outbound_cluster_name,
@@ -375,7 +383,13 @@ fn base_cluster(
                 .iter()
                 .filter(|e| subset_labels.is_none_or(|l| labels_match(l, &e.labels)))
                 .map(|e| e.as_ref());
-            let mut endpoints = locality_lb_endpoints(eps, true, name, report.findings);
+            let mut endpoints = locality_lb_endpoints(
+                eps,
+                true,
+                proxy.has_workload_certificates() && !proxy.proxyless_grpc,
+                name,
+                report.findings,
+            );
             if endpoints.is_empty() {
                 report.dropped("DNS-resolved cluster without endpoints is not built (as Istio)".to_string());
                 return None;
@@ -669,13 +683,78 @@ fn apply_lb(
     }
 }
 
+/// The identities a destination's workloads run as (Istio's `PushContext.ServiceAccounts`): the
+/// service's own (ServiceEntry `subjectAltNames`, Kubernetes service accounts) and those of its
+/// endpoints on `port`, sorted and deduplicated.
+fn destination_identities(push: &Snapshot, service: &Service, port: u32) -> Vec<String> {
+    let mut out: std::collections::BTreeSet<String> = service.service_accounts.iter().cloned().collect();
+    out.extend(
+        push.endpoints(&service.hostname, &service.namespace, port)
+            .iter()
+            .filter(|e| !e.service_account.is_empty())
+            .map(|e| e.service_account.clone()),
+    );
+    out.into_iter().collect()
+}
+
+/// What a cluster's upstream TLS is for: the destination service, port and subset.
+struct Target<'a> {
+    service: &'a Service,
+    port: &'a Port,
+    subset: &'a str,
+}
+
+/// `true` if auto mTLS applies to a cluster of `service` for `proxy` (Istio's `buildAutoMtlsSettings`):
+/// mesh `enableAutoMtls`, a proxy with workload certificates, a destination inside the mesh whose
+/// endpoints Envoy knows (EDS or DNS clusters; original-destination clusters stay plaintext).
+fn auto_mtls_applies(push: &Snapshot, proxy: &ProxyContext, b: &Builder, service: &Service) -> bool {
+    push.mesh().enable_auto_mtls
+        && proxy.has_workload_certificates()
+        && !proxy.proxyless_grpc
+        && !service.mesh_external
+        && matches!(
+            cluster_type(&b.cluster),
+            Some(DiscoveryType::Eds | DiscoveryType::StrictDns | DiscoveryType::LogicalDns)
+        )
+}
+
 fn apply_tls(
+    push: &Snapshot,
+    proxy: &ProxyContext,
     b: &mut Builder,
     tls: Option<Part<'_, ClientTlsSettings>>,
-    proxyless: bool,
+    target: &Target<'_>,
     report: &mut Report<'_>,
 ) {
-    let Some(part) = tls else { return };
+    let proxyless = proxy.proxyless_grpc;
+    let Some(part) = tls else {
+        if auto_mtls_applies(push, proxy, b, target.service) {
+            let h2 = b.h2_options_mut().is_some();
+            let ctx = mtls::istio_mutual_upstream(
+                &mtls::istio_mutual_sni(target.port.port, target.subset, &target.service.hostname),
+                &destination_identities(push, target.service, target.port.port),
+                h2,
+            );
+            b.cluster.transport_socket_matches = mtls::auto_mtls_matches(&ctx);
+        }
+        return;
+    };
+    if part.value.mode == ClientMode::IstioMutual as i32 && proxy.has_workload_certificates() && !proxyless {
+        let h2 = b.h2_options_mut().is_some();
+        let sni = if part.value.sni.is_empty() {
+            mtls::istio_mutual_sni(target.port.port, target.subset, &target.service.hostname)
+        } else {
+            part.value.sni.clone()
+        };
+        let sans = if part.value.subject_alt_names.is_empty() {
+            destination_identities(push, target.service, target.port.port)
+        } else {
+            part.value.subject_alt_names.clone()
+        };
+        let ctx = mtls::istio_mutual_upstream(&sni, &sans, h2);
+        b.cluster.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));
+        return;
+    }
     let translated = tls::upstream(part.value);
     for (field, message) in translated.unsupported {
         report.unsupported(&format!("{}.{field}", part.path), message);
@@ -698,13 +777,14 @@ fn apply_policy(
     proxy: &ProxyContext,
     b: &mut Builder,
     policy: Policy<'_>,
-    port: &Port,
+    target: &Target<'_>,
     report: &mut Report<'_>,
 ) {
+    let port = target.port;
     apply_connection_pool(push, b, policy.connection_pool, policy.retry_budget, port, true);
     apply_outlier(b, policy.outlier, report);
     apply_lb(b, policy.lb, proxy.proxyless_grpc, report);
-    apply_tls(b, policy.tls, proxy.proxyless_grpc, report);
+    apply_tls(push, proxy, b, policy.tls, target, report);
     if let Some(path) = policy.tunnel {
         report.unsupported(path, "tunnelling through an HTTP CONNECT/POST proxy is not translated");
     }
@@ -741,7 +821,7 @@ fn service_clusters(
             _ => (Policy::default(), false),
         };
         if let Some(mut b) = base_cluster(push, proxy, &name, service, port, None, &mut report) {
-            apply_policy(push, proxy, &mut b, base, port, &mut report);
+            apply_policy(push, proxy, &mut b, base, &Target { service, port, subset: "" }, &mut report);
             out.push(b.build());
         }
         let (Some(d), Some(p)) = (dr, &paths) else { continue };
@@ -759,7 +839,8 @@ fn service_clusters(
             if let Some(mut b) =
                 base_cluster(push, proxy, &name, service, port, Some(&subset.labels), &mut report)
             {
-                apply_policy(push, proxy, &mut b, policy, port, &mut report);
+                let target = Target { service, port, subset: &subset.name };
+                apply_policy(push, proxy, &mut b, policy, &target, &mut report);
                 out.push(b.build());
             }
         }
@@ -829,18 +910,7 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
         }
         let name = inbound_cluster_name(port);
         let dr = push.destination_rule(proxy, &instance.service);
-        let mut b = Builder {
-            cluster: Cluster {
-                name: name.clone(),
-                cluster_discovery_type: discovery_type(DiscoveryType::OriginalDst),
-                lb_policy: LbPolicy::ClusterProvided as i32,
-                common_lb_config: Some(CommonLbConfig::default()),
-                cleanup_interval: Some(envoy_types::pb::google::protobuf::Duration { seconds: 60, nanos: 0 }),
-                upstream_bind_config: Some(bind_config(INBOUND_PASSTHROUGH_BIND_IPV4)),
-                ..Default::default()
-            },
-            http: None,
-        };
+        let mut b = original_dst_inbound(&name);
         if instance.service_port.protocol.is_http2() {
             b.set_h2();
         }
@@ -867,6 +937,109 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
         out.push(b.build());
     }
     out
+}
+
+/// Where a Sidecar ingress entry's `defaultEndpoint` points: `(address, port)`; `0.0.0.0` / `[::]`
+/// become the proxy's first IPv4 / IPv6 address (Istio's `PodIPAddressPrefix` rule), a `unix://` path
+/// stays as is with port 0. `None` when the text is not `HOST:PORT` or `unix://PATH`.
+fn ingress_endpoint(default_endpoint: &str, proxy: &ProxyContext) -> Option<(String, u32)> {
+    if default_endpoint.starts_with(model::service::UNIX_ADDRESS_PREFIX) {
+        return Some((default_endpoint.to_string(), 0));
+    }
+    let (host, port) = default_endpoint.rsplit_once(':')?;
+    let port: u32 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip_of = |v6: bool| {
+        proxy.ips.iter().find(|ip| ip.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_ipv6() == v6)).cloned()
+    };
+    let host = match host {
+        "0.0.0.0" => ip_of(false)?,
+        "::" => ip_of(true)?,
+        h => h.to_string(),
+    };
+    Some((host, port))
+}
+
+/// Inbound clusters `inbound|PORT||` of the Sidecar's `ingress` entries (Istio's
+/// `buildInboundClusters` with ingress listeners): STATIC to `defaultEndpoint`, or original destination
+/// when it is empty (traffic goes where it was captured for).
+fn ingress_clusters(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &model::push::SidecarScope,
+    findings: &mut Vec<Finding>,
+) -> Vec<Cluster> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for ingress in &scope.ingress {
+        if ingress.protocol == Protocol::Udp || !seen.insert(ingress.port) {
+            continue;
+        }
+        let name = inbound_cluster_name(ingress.port);
+        let mut b = if ingress.default_endpoint.is_empty() {
+            original_dst_inbound(&name)
+        } else {
+            let Some((addr, port)) = ingress_endpoint(&ingress.default_endpoint, proxy) else {
+                findings.push(Finding {
+                    severity: Severity::Dropped,
+                    config: scope.sidecar.clone(),
+                    path: "spec.ingress.defaultEndpoint".to_string(),
+                    resource: name,
+                    message: format!(
+                        "defaultEndpoint {:?} is not HOST:PORT or unix://PATH (or names the proxy IP, which is                          unknown); no inbound cluster",
+                        ingress.default_endpoint
+                    ),
+                });
+                continue;
+            };
+            let endpoint = LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
+                    address: Some(crate::convert::address(&addr, port)),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            };
+            Builder {
+                cluster: Cluster {
+                    name: name.clone(),
+                    cluster_discovery_type: discovery_type(DiscoveryType::Static),
+                    connect_timeout: Some(std_duration(push.mesh().connect_timeout)),
+                    common_lb_config: Some(CommonLbConfig::default()),
+                    load_assignment: Some(ClusterLoadAssignment {
+                        cluster_name: name.clone(),
+                        endpoints: vec![LocalityLbEndpoints {
+                            lb_endpoints: vec![endpoint],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                http: None,
+            }
+        };
+        if ingress.protocol.is_http2() {
+            b.set_h2();
+        }
+        out.push(b.build());
+    }
+    out
+}
+
+/// An original-destination inbound cluster bound to Istio's inbound passthrough source address.
+fn original_dst_inbound(name: &str) -> Builder {
+    Builder {
+        cluster: Cluster {
+            name: name.to_string(),
+            cluster_discovery_type: discovery_type(DiscoveryType::OriginalDst),
+            lb_policy: LbPolicy::ClusterProvided as i32,
+            common_lb_config: Some(CommonLbConfig::default()),
+            cleanup_interval: Some(envoy_types::pb::google::protobuf::Duration { seconds: 60, nanos: 0 }),
+            upstream_bind_config: Some(bind_config(INBOUND_PASSTHROUGH_BIND_IPV4)),
+            ..Default::default()
+        },
+        http: None,
+    }
 }
 
 /// Services whose clusters a proxy gets: the Sidecar scope's (routers: everything exported to their
@@ -932,8 +1105,13 @@ pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]
     } else {
         clusters.push(black_hole(push));
         clusters.push(passthrough(push, PASSTHROUGH_CLUSTER, None));
-        if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
+        let scope = (proxy.kind == ProxyKind::Sidecar).then(|| push.sidecar_scope(proxy));
+        if let Some(scope) = scope.as_ref().filter(|s| !s.ingress.is_empty()) {
+            clusters.extend(ingress_clusters(push, proxy, scope, &mut findings));
+        } else if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
             clusters.extend(inbound_clusters(push, proxy));
+        }
+        if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
             clusters.push(passthrough(
                 push,
                 INBOUND_PASSTHROUGH_CLUSTER,

@@ -37,10 +37,12 @@ fn locality_of(label: &str) -> Locality {
 
 /// Groups `endpoints` by locality into Envoy's shape. `dns` allows host names as addresses (STRICT_DNS
 /// and LOGICAL_DNS clusters); otherwise an endpoint whose address is not an IP or a Unix socket is left
-/// out and reported against `resource`.
+/// out and reported against `resource`. `tls_metadata` adds the auto-mTLS match metadata
+/// ([`crate::mtls::endpoint_tls_metadata`]) to endpoints labelled `security.istio.io/tlsMode: istio`.
 pub(crate) fn locality_lb_endpoints<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     dns: bool,
+    tls_metadata: bool,
     resource: &str,
     findings: &mut Vec<Finding>,
 ) -> Vec<LocalityLbEndpoints> {
@@ -71,13 +73,13 @@ pub(crate) fn locality_lb_endpoints<'a>(
         let entry = by_locality.entry(ep.locality.label.as_str()).or_default();
         entry.0 = entry.0.saturating_add(weight);
         entry.1.push(LbEndpoint {
+            metadata: if tls_metadata { crate::mtls::endpoint_tls_metadata(&ep.tls_mode) } else { None },
             health_status: health as i32,
             load_balancing_weight: Some(u32v(weight)),
             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
                 address: Some(address(addr, ep.endpoint_port)),
                 ..Default::default()
             })),
-            ..Default::default()
         });
     }
     by_locality
@@ -128,7 +130,10 @@ pub fn load_assignment(
     findings: &mut Vec<Finding>,
 ) -> ClusterLoadAssignment {
     let endpoints = match cluster_endpoints(push, proxy, name) {
-        Some((eps, resolution)) => locality_lb_endpoints(eps, resolution.is_dns(), name, findings),
+        Some((eps, resolution)) => {
+            let tls_metadata = proxy.has_workload_certificates() && !proxy.proxyless_grpc;
+            locality_lb_endpoints(eps, resolution.is_dns(), tls_metadata, name, findings)
+        }
         None => Vec::new(),
     };
     ClusterLoadAssignment { cluster_name: name.to_string(), endpoints, ..Default::default() }
@@ -179,14 +184,14 @@ mod tests {
             ep("a.example.com", "r2", 0, HealthStatus::Healthy),
         ];
         let mut findings = Vec::new();
-        let out = locality_lb_endpoints(&eps, false, "c", &mut findings);
+        let out = locality_lb_endpoints(&eps, false, false, "c", &mut findings);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].locality.as_ref().unwrap().zone, "z1");
         assert_eq!(out[0].load_balancing_weight.as_ref().unwrap().value, 4);
         assert_eq!(out[1].lb_endpoints.len(), 1);
         assert_eq!(out[1].lb_endpoints[0].health_status, EnvoyHealth::Draining as i32);
         assert_eq!(findings.len(), 1, "the host name is reported for an EDS cluster");
-        let dns = locality_lb_endpoints(&eps[4..], true, "c", &mut findings);
+        let dns = locality_lb_endpoints(&eps[4..], true, false, "c", &mut findings);
         assert_eq!(dns[0].lb_endpoints.len(), 1);
     }
 }

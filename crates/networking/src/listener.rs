@@ -3,7 +3,7 @@
 //!
 //! | proxy | listeners |
 //! |---|---|
-//! | sidecar | `BIND_PORT` per distinct service port (`0.0.0.0_9080`): HTTP ports → connection manager with RDS `PORT`; TLS/HTTPS ports → one SNI filter chain per service → TCP proxy; TCP ports → TCP proxy to the port's service (VirtualService TCP routes when bound to `mesh`); a TCP service with a VIP gets its own `VIP_PORT` listener. With interception (default) these do not bind (`bind_to_port: false`) and `virtualOutbound` (15001, original destination, unknown traffic → `PassthroughCluster`/`BlackHoleCluster`) and `virtualInbound` (15006, one filter chain per target port of the proxy's instances → `inbound\|PORT\|\|`) capture the traffic; with `INTERCEPTION_MODE=NONE` they bind their ports and there are no virtual or inbound listeners (as Istio). |
+//! | sidecar | `BIND_PORT` per distinct service port (`0.0.0.0_9080`): HTTP ports → connection manager with RDS `PORT`; TLS/HTTPS ports → one SNI filter chain per service → TCP proxy; TCP ports → TCP proxy to the port's service (VirtualService TCP routes when bound to `mesh`); a TCP service with a VIP gets its own `VIP_PORT` listener. With interception (default) these do not bind (`bind_to_port: false`) and `virtualOutbound` (15001, original destination, unknown traffic → `PassthroughCluster`/`BlackHoleCluster`) and `virtualInbound` (15006, the chains of [`crate::inbound`] per target port of the proxy's instances, or per Sidecar `ingress` entry → `inbound\|PORT\|\|`) capture the traffic; with `INTERCEPTION_MODE=NONE` they bind their ports and there are no virtual listeners (as Istio); Sidecar `ingress` entries then bind `BIND_PORT` listeners of their own. |
 //! | router | `BIND_PORT` per Gateway server port: HTTP → RDS `http.PORT`; HTTPS terminated with files → SNI filter chain with the server's TLS context and RDS `https.PORT.PORTNAME.GATEWAY.NAMESPACE`; TLS passthrough → SNI filter chains from VirtualService TLS routes → TCP proxy; TCP → TCP proxy from TCP routes. |
 //! | proxyless gRPC | API listeners named exactly as asked (`HOST:PORT`, short names resolved in the proxy's namespace) with a connection manager on RDS `outbound\|PORT\|\|FQDN`; server listeners `xds.istio.io/grpc/lds/inbound/IP:PORT` for the proxy's instances. |
 
@@ -18,8 +18,8 @@ use envoy_types::pb::envoy::{
         core::v3::TrafficDirection as EnvoyDirection,
         listener::v3::{ApiListener, Filter, FilterChain, FilterChainMatch, Listener},
         route::v3::{
-            NonForwardingAction, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
-            route::Action, route_action::ClusterSpecifier, route_match::PathSpecifier,
+            NonForwardingAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
+            route_match::PathSpecifier,
         },
     },
     extensions::transport_sockets::tls::v3::DownstreamTlsContext,
@@ -28,17 +28,16 @@ use model::{Protocol, service::Service};
 
 use crate::{
     Snapshot,
-    convert::{address, any, boolv, transport_socket, u32v, zero_duration},
+    convert::{address, any, boolv, transport_socket},
     filters::{
-        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
-        tcp_proxy_filter, tls_inspector,
+        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, tcp_proxy_filter,
+        tls_inspector,
     },
     gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
     naming::{
-        BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, INBOUND_PASSTHROUGH_CLUSTER, MESH_GATEWAY,
-        PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND_LISTENER, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_LISTENER,
-        VIRTUAL_OUTBOUND_PORT, inbound_cluster_name, listener_name, outbound_cluster_name,
+        BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
+        VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, listener_name, outbound_cluster_name,
     },
     tls,
 };
@@ -491,79 +490,13 @@ fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
     l
 }
 
-fn inbound_route_config(port: u32) -> RouteConfiguration {
-    let cluster = inbound_cluster_name(port);
-    let route = Route {
-        name: "default".to_string(),
-        r#match: Some(RouteMatch {
-            path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
-            ..Default::default()
-        }),
-        action: Some(Action::Route(RouteAction {
-            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.clone())),
-            timeout: Some(zero_duration()),
-            ..Default::default()
-        })),
-        ..Default::default()
-    };
-    RouteConfiguration {
-        name: cluster,
-        virtual_hosts: vec![VirtualHost {
-            name: format!("inbound|http|{port}"),
-            domains: vec!["*".to_string()],
-            routes: vec![route],
-            ..Default::default()
-        }],
-        validate_clusters: Some(boolv(false)),
-        ..Default::default()
-    }
-}
-
-fn virtual_inbound(proxy: &ProxyContext) -> Listener {
-    let mut chains = Vec::new();
-    let mut seen = BTreeSet::new();
-    for instance in &proxy.service_instances {
-        let port = instance.endpoint.endpoint_port;
-        let Some(c) = carriage(instance.service_port.protocol) else { continue };
-        if port == 0 || !seen.insert(port) {
-            continue;
-        }
-        let cluster = inbound_cluster_name(port);
-        let m = FilterChainMatch { destination_port: Some(u32v(port)), ..Default::default() };
-        let filter = if c == Carriage::Http {
-            let hcm = http_connection_manager(
-                &format!("inbound_0.0.0.0_{port}"),
-                Routes::Inline(Box::new(inbound_route_config(port))),
-                FilterTarget::Envoy,
-                false,
-            );
-            hcm_filter(&hcm)
-        } else {
-            tcp_proxy_filter(&cluster, &[(cluster.clone(), 1)])
-        };
-        chains.push(chain(&format!("0.0.0.0_{port}"), Some(m), vec![filter]));
-    }
-    chains.push(chain(
-        "PassthroughFilterChain",
-        None,
-        vec![tcp_proxy_filter(INBOUND_PASSTHROUGH_CLUSTER, &[(INBOUND_PASSTHROUGH_CLUSTER.to_string(), 1)])],
-    ));
-    let mut l = listener(
-        VIRTUAL_INBOUND_LISTENER.to_string(),
-        &proxy.bind_address,
-        VIRTUAL_INBOUND_PORT,
-        EnvoyDirection::Inbound,
-        chains,
-    );
-    l.listener_filters.push(original_dst());
-    l
-}
-
 fn sidecar_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let mut out = sidecar_outbound(push, proxy, findings);
+    let scope = push.sidecar_scope(proxy);
+    out.extend(crate::inbound::ingress_listeners(push, proxy, &scope));
     if proxy.interception_mode != InterceptionMode::None {
         out.push(virtual_outbound(push, proxy));
-        out.push(virtual_inbound(proxy));
+        out.push(crate::inbound::virtual_inbound(push, proxy, &scope));
     }
     out
 }

@@ -86,7 +86,9 @@ fn unnamed(field: &str, path: &str) -> (String, String) {
     )
 }
 
-/// Upstream TLS from a DestinationRule `tls` block: `DISABLE` gives none; `SIMPLE` verifies the server
+/// Upstream TLS from a DestinationRule `tls` block: `DISABLE` gives none; `ISTIO_MUTUAL` gives none
+/// with a finding (callers handle it for proxies with workload certificates, see [`crate::mtls`]);
+/// `SIMPLE` verifies the server
 /// with `caCertificates` through the SDS secret `file-root:CA` (without `caCertificates` only the SAN
 /// matchers are set: meshpilot does not serve Istio's `file-root:system`); `MUTUAL` also presents the
 /// SDS secret `file-cert:clientCertificate~privateKey`.
@@ -99,8 +101,8 @@ pub(crate) fn upstream(tls: &ClientTlsSettings) -> Translated<UpstreamTlsContext
     if mode == ClientMode::IstioMutual as i32 {
         unsupported.push((
             "mode".to_string(),
-            "ISTIO_MUTUAL needs Istio workload certificates, which meshpilot does not issue; traffic is sent in \
-             plain text"
+            "ISTIO_MUTUAL needs an Istio workload certificate, which only proxies started by pilot-agent hold \
+             (node metadata PROXY_CONFIG); this proxy sends in plain text"
                 .to_string(),
         ));
         return Translated { context: None, unsupported };

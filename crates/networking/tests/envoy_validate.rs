@@ -49,7 +49,7 @@ use envoy_types::pb::envoy::{
 };
 use meshpilot_networking::{
     Snapshot, cluster::generate_clusters, endpoint::generate_endpoints, filters::HTTP_CONNECTION_MANAGER,
-    listener::generate_listeners, rds::generate_routes, sds::FileSecret,
+    listener::generate_listeners, mtls, rds::generate_routes, sds::FileSecret,
 };
 use model::{
     Config,
@@ -177,20 +177,89 @@ fn use_test_certificates(configs: &mut [Config]) {
     }
 }
 
-/// Turns the SDS references of a TLS context into static ones (no `sds_config`: Envoy looks the name up
-/// in `static_resources.secrets`) and collects their names.
+/// Turns the SDS references to file secrets of a TLS context into static ones (no `sds_config`: Envoy
+/// looks the name up in `static_resources.secrets`) and collects their names. References to
+/// pilot-agent's secrets (`default`, `ROOTCA` over the `sds-grpc` cluster) are kept: the bootstrap gets
+/// an `sds-grpc` cluster, as pilot-agent's has.
 fn static_sds(common: &mut CommonTlsContext, names: &mut std::collections::BTreeSet<String>) {
-    for c in &mut common.tls_certificate_sds_secret_configs {
-        assert!(c.sds_config.is_some(), "{} has no SDS config source", c.name);
-        c.sds_config = None;
-        names.insert(c.name.clone());
-    }
+    let mut convert =
+        |c: &mut envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::SdsSecretConfig| {
+            assert!(c.sds_config.is_some(), "{} has no SDS config source", c.name);
+            if c.name == mtls::SDS_DEFAULT || c.name == mtls::SDS_ROOT {
+                names.insert(SDS_GRPC_MARK.to_string());
+                return;
+            }
+            c.sds_config = None;
+            names.insert(c.name.clone());
+        };
+    common.tls_certificate_sds_secret_configs.iter_mut().for_each(&mut convert);
     if let Some(ValidationContextType::CombinedValidationContext(v)) = &mut common.validation_context_type
         && let Some(c) = v.validation_context_sds_secret_config.as_mut()
     {
-        assert!(c.sds_config.is_some(), "{} has no SDS config source", c.name);
-        c.sds_config = None;
-        names.insert(c.name.clone());
+        convert(c);
+    }
+}
+
+/// Marker in the secret name set: some context references pilot-agent's SDS over `sds-grpc`.
+const SDS_GRPC_MARK: &str = "<sds-grpc>";
+
+/// The `sds-grpc` cluster of pilot-agent's bootstrap (HTTP/2 to a local socket address; validation
+/// mode never connects).
+fn sds_grpc_cluster() -> Cluster {
+    let h2 = envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(
+                        envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                            Default::default(),
+                        ),
+                    ),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    let any = envoy_types::pb::google::protobuf::Any {
+        type_url: "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+        value: h2.encode_to_vec(),
+    };
+    Cluster {
+        name: mtls::SDS_CLUSTER.to_string(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        connect_timeout: Some(envoy_types::pb::google::protobuf::Duration { seconds: 1, nanos: 0 }),
+        typed_extension_protocol_options: [(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+            any,
+        )]
+        .into(),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: mtls::SDS_CLUSTER.to_string(),
+            endpoints: vec![envoy_types::pb::envoy::config::endpoint::v3::LocalityLbEndpoints {
+                lb_endpoints: vec![envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint {
+                    host_identifier: Some(
+                        envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier::Endpoint(
+                            envoy_types::pb::envoy::config::endpoint::v3::Endpoint {
+                                address: Some(envoy_types::pb::envoy::config::core::v3::Address {
+                                    address: Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
+                                        envoy_types::pb::envoy::config::core::v3::SocketAddress {
+                                            address: "127.0.0.1".to_string(),
+                                            port_specifier: Some(envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(15010)),
+                                            ..Default::default()
+                                        },
+                                    )),
+                                }),
+                                ..Default::default()
+                            },
+                        ),
+                    ),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -215,6 +284,7 @@ fn static_sds_socket(socket: Option<&mut TransportSocket>, names: &mut std::coll
 fn file_secrets(names: &std::collections::BTreeSet<String>) -> Vec<Secret> {
     names
         .iter()
+        .filter(|n| n.as_str() != SDS_GRPC_MARK)
         .map(|n| {
             let s = FileSecret::parse(n).unwrap_or_else(|e| panic!("{n}: {e}"));
             s.to_secret(
@@ -240,6 +310,9 @@ fn bootstrap(push: &Snapshot, proxy: &ProxyContext) -> (Bootstrap, usize) {
         .into_iter()
         .map(|mut c| {
             static_sds_socket(c.transport_socket.as_mut(), &mut sds);
+            for m in &mut c.transport_socket_matches {
+                static_sds_socket(m.transport_socket.as_mut(), &mut sds);
+            }
             if c.eds_cluster_config.take().is_some() {
                 c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
                 c.load_assignment =
@@ -276,6 +349,10 @@ fn bootstrap(push: &Snapshot, proxy: &ProxyContext) -> (Bootstrap, usize) {
             l
         })
         .collect();
+    let mut clusters = clusters;
+    if sds.contains(SDS_GRPC_MARK) {
+        clusters.push(sds_grpc_cluster());
+    }
     let b = Bootstrap {
         node: Some(Node {
             id: proxy.id.clone(),
@@ -329,6 +406,17 @@ fn envoy_accepts_generated_config_for_the_whole_corpus() {
         ("ingressgateway", &push, router("istio-system", &[("istio", "ingressgateway")])),
         ("egressgateway", &push, router("istio-system", &[("istio", "egressgateway")])),
     ];
+    let mut cases = cases;
+    // Proxies with workload certificates: mTLS inbound chains (the corpus' PeerAuthentications, else
+    // PERMISSIVE), ISTIO_MUTUAL and auto-mTLS clusters referencing pilot-agent's SDS.
+    let mut certified = sidecar("bookinfo", &[("app", "reviews"), ("version", "v2")]);
+    certified.ips = vec!["127.0.0.1".to_string()];
+    certified.set_instances_from(&world.discovery);
+    certified.workload_certificates = true;
+    let mut certified_default = sidecar("default", &[("app", "productpage")]);
+    certified_default.workload_certificates = true;
+    cases.push(("sidecar-bookinfo-instances-mtls", &push, certified));
+    cases.push(("sidecar-default-mtls", &push, certified_default));
     for (name, push, proxy) in cases {
         let (b, routes) = bootstrap(push, &proxy);
         let res = b.static_resources.as_ref().unwrap();
@@ -342,6 +430,12 @@ fn envoy_accepts_generated_config_for_the_whole_corpus() {
             res.clusters.len() > 3 && !res.listeners.is_empty(),
             "{name}: too little generated to test anything"
         );
+        if name.ends_with("-mtls") {
+            assert!(
+                res.clusters.iter().any(|c| c.name == mtls::SDS_CLUSTER),
+                "{name}: no context references pilot-agent's SDS"
+            );
+        }
         validate(name, &b);
     }
 }
@@ -366,6 +460,7 @@ fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
     let mut files = Vec::new();
     yaml_files(&dir, &mut files);
     assert!(files.len() > 10, "benchmark workloads missing under {}", dir.display());
+    let mut with_certificates = 0;
     for file in files {
         let world = World::new(parse_file(&file, "default"));
         let push = world.push();
@@ -377,6 +472,15 @@ fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
             let (b, _) = bootstrap(&push, &proxy);
             let name = format!("{}-{kind:?}", file.file_stem().unwrap_or_default().to_string_lossy());
             validate(&name, &b);
+            if kind == ProxyKind::Sidecar && !proxy.service_instances.is_empty() {
+                // The same sidecar with workload certificates: mTLS inbound chains for its HTTP and TCP
+                // ports, auto-mTLS clusters.
+                proxy.workload_certificates = true;
+                let (b, _) = bootstrap(&push, &proxy);
+                validate(&format!("{name}-mtls"), &b);
+                with_certificates += 1;
+            }
         }
     }
+    assert!(with_certificates > 0, "no benchmark sidecar had service instances to build mTLS chains for");
 }

@@ -34,7 +34,9 @@ use api::{
 };
 
 use super::{
-    ProxyContext, ProxyKind, SidecarScope, delegate,
+    ProxyContext, ProxyKind, SidecarScope,
+    authn::{EffectivePeerAuthentication, PeerAuthenticationPolicy, effective_peer_authentication},
+    delegate,
     virtual_service::{MESH_GATEWAY, resolve_gateway_name},
 };
 use crate::{
@@ -68,6 +70,15 @@ pub struct MeshSettings {
     pub connect_timeout: std::time::Duration,
     /// DNS domain suffix (`--domain`, default `cluster.local`).
     pub domain_suffix: String,
+    /// The mesh's trust domain (`trustDomain`, default `cluster.local`): inbound mutual TLS accepts peers
+    /// whose SPIFFE id is under `spiffe://<trust domain>/` (Istio's `TrustDomainsForValidation`).
+    pub trust_domain: String,
+    /// Other trust domains accepted from peers (`trustDomainAliases`).
+    pub trust_domain_aliases: Vec<String>,
+    /// `enableAutoMtls` (default `true`): outbound clusters without DestinationRule TLS use Istio mutual
+    /// TLS to endpoints labelled `security.istio.io/tlsMode: istio` (proxies with workload
+    /// certificates only).
+    pub enable_auto_mtls: bool,
 }
 
 impl Default for MeshSettings {
@@ -78,6 +89,9 @@ impl Default for MeshSettings {
             outbound_traffic_policy: OutboundTrafficPolicy::AllowAny,
             connect_timeout: std::time::Duration::from_secs(10),
             domain_suffix: "cluster.local".to_string(),
+            trust_domain: "cluster.local".to_string(),
+            trust_domain_aliases: Vec::new(),
+            enable_auto_mtls: true,
         }
     }
 }
@@ -228,6 +242,7 @@ pub(crate) struct ConfigIndex {
     dr_exported: HashMap<String, DrHosts>,
     gateways: Vec<Arc<IndexedGateway>>,
     sidecars: HashMap<String, Vec<Arc<Config>>>,
+    peer_authentications: Vec<Arc<PeerAuthenticationPolicy>>,
     findings: Vec<Finding>,
 }
 
@@ -267,7 +282,11 @@ pub struct PushContext {
 /// Kinds the generators do not translate, with what that means for traffic.
 const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
     (Kind::EnvoyFilter, "its patches are not applied"),
-    (Kind::PeerAuthentication, "no mutual TLS is set up or required between workloads"),
+    (
+        Kind::PeerAuthentication,
+        "applied only to proxies started by pilot-agent (with workload certificates); Envoys connected \
+         directly get no mutual TLS",
+    ),
     (Kind::AuthorizationPolicy, "requests are not authorized by it (everything is allowed)"),
     (Kind::RequestAuthentication, "JWTs are not validated"),
     (Kind::Telemetry, "its metrics, logging and tracing settings are not applied"),
@@ -312,6 +331,10 @@ impl ConfigIndex {
                 index.sidecars.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
+        index.peer_authentications = list_sorted(store, Kind::PeerAuthentication)
+            .iter()
+            .filter_map(|c| PeerAuthenticationPolicy::from_config(c).map(Arc::new))
+            .collect();
         for (kind, effect) in UNTRANSLATED_KINDS {
             for config in store.list(*kind, None) {
                 index.findings.push(Finding {
@@ -319,7 +342,11 @@ impl ConfigIndex {
                     config: Some(config.key()),
                     path: String::new(),
                     resource: String::new(),
-                    message: format!("{kind} is not translated by the generators: {effect}"),
+                    message: if *kind == Kind::PeerAuthentication {
+                        format!("{kind} is {effect}")
+                    } else {
+                        format!("{kind} is not translated by the generators: {effect}")
+                    },
                 });
             }
         }
@@ -700,6 +727,22 @@ impl PushContext {
                 .virtual_services()
                 .iter()
                 .any(|vs| vs.spec().http.iter().flat_map(|r| &r.r#match).any(|m| !m.source_labels.is_empty()))
+    }
+
+    /// Every PeerAuthentication, oldest first.
+    pub fn peer_authentications(&self) -> &[Arc<PeerAuthenticationPolicy>] {
+        &self.config.peer_authentications
+    }
+
+    /// The PeerAuthentication in force for `proxy`'s workload (its namespace and labels), resolved as
+    /// Istio does ([`effective_peer_authentication`]).
+    pub fn peer_authentication(&self, proxy: &ProxyContext) -> EffectivePeerAuthentication {
+        effective_peer_authentication(
+            &self.config.peer_authentications,
+            &self.mesh.root_namespace,
+            &proxy.namespace,
+            &proxy.labels,
+        )
     }
 
     /// The scope key of `proxy`: its namespace and the Sidecar that applies.

@@ -15,6 +15,7 @@
 //! derived per proxy live with the generators (`networking`), keyed by
 //! [`PushContext::config_generation`].
 
+pub mod authn;
 mod context;
 mod delegate;
 pub mod node;
@@ -23,11 +24,12 @@ mod request;
 mod sidecar;
 mod virtual_service;
 
+pub use authn::{EffectivePeerAuthentication, MtlsMode, PeerAuthenticationPolicy};
 pub use context::{
     IndexedDestinationRule, IndexedGateway, IndexedVirtualService, MeshSettings, OutboundTrafficPolicy,
     PushContext, ScopeKey,
 };
-pub use proxy::{InterceptionMode, ProxyContext, ProxyKind};
+pub use proxy::{InterceptionMode, PROXY_CONFIG_METADATA, ProxyContext, ProxyKind};
 pub use request::{PushRequest, TriggerReason, kind_affects_proxy, proxy_needs_push, scope_needs_push};
-pub use sidecar::SidecarScope;
+pub use sidecar::{IngressListener, SidecarScope};
 pub use virtual_service::{MESH_GATEWAY, resolve_gateway_name};

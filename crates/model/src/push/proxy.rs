@@ -70,7 +70,14 @@ pub struct ProxyContext {
     /// The service instances this proxy's workload serves (Istio's `ServiceTargets`), from
     /// [`ServiceDiscovery::proxy_instances`]; see [`ProxyContext::set_instances_from`].
     pub service_instances: Vec<ServiceInstance>,
+    /// The node metadata carries `PROXY_CONFIG` (see [`ProxyContext::has_workload_certificates`]).
+    pub workload_certificates: bool,
 }
+
+/// The node metadata key pilot-agent always writes into the bootstrap node (`PROXY_CONFIG`, the proxy's
+/// `ProxyConfig`: Istio's `pkg/istio-agent` / `pkg/bootstrap` `getNodeMetaData` sets
+/// `meta.ProxyConfig`). It is the signal that the proxy was bootstrapped by pilot-agent.
+pub const PROXY_CONFIG_METADATA: &str = "PROXY_CONFIG";
 
 impl ProxyKind {
     /// The kind for a node type; `None` for types meshpilot does not serve (waypoint, ztunnel,
@@ -108,6 +115,7 @@ impl ProxyContext {
         ctx.interception_mode = InterceptionMode::parse(&proxy.metadata.interception_mode);
         ctx.proxyless_grpc = proxy.is_proxyless_grpc();
         ctx.istio_version = proxy.metadata.istio_version.clone();
+        ctx.workload_certificates = proxy.metadata.raw.contains_key(PROXY_CONFIG_METADATA);
         if kind == ProxyKind::Sidecar && ctx.interception_mode == InterceptionMode::None {
             ctx.bind_address = "127.0.0.1".to_string();
         }
@@ -134,6 +142,7 @@ impl ProxyContext {
             istio_version: String::new(),
             bind_address: "0.0.0.0".to_string(),
             service_instances: Vec::new(),
+            workload_certificates: false,
         }
     }
 
@@ -145,6 +154,16 @@ impl ProxyContext {
         } else {
             discovery.proxy_instances(&self.ips, Some(&self.namespace))
         };
+    }
+
+    /// `true` when the proxy holds an Istio workload certificate: it was bootstrapped by pilot-agent
+    /// (node metadata `PROXY_CONFIG` present, [`PROXY_CONFIG_METADATA`]), whose bootstrap has the
+    /// `sds-grpc` cluster on which the agent serves the SDS secrets `default` (the workload key pair)
+    /// and `ROOTCA` (the mesh roots). Only such proxies get mutual TLS config (PeerAuthentication on
+    /// inbound chains, `ISTIO_MUTUAL` and auto-mTLS on outbound clusters); an Envoy connected directly
+    /// (no agent, no `sds-grpc` cluster) keeps plaintext config, which it can load.
+    pub fn has_workload_certificates(&self) -> bool {
+        self.workload_certificates
     }
 
     /// `true` for a sidecar.
@@ -177,8 +196,28 @@ mod tests {
         assert_eq!((ctx.kind, ctx.bind_address.as_str()), (ProxyKind::Router, "0.0.0.0"));
         let ctx = ProxyContext::from_proxy(&proxy("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", "")).unwrap();
         assert_eq!(ctx.interception_mode, InterceptionMode::Redirect);
+        assert!(!ctx.has_workload_certificates(), "no PROXY_CONFIG: an Envoy connected directly");
         let err =
             ProxyContext::from_proxy(&proxy("ztunnel~10.0.0.3~z.ns~ns.svc.cluster.local", "")).unwrap_err();
         assert!(err.contains("ztunnel is not served"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_metadata_marks_a_pilot_agent_proxy() {
+        let mut raw = serde_json::Map::new();
+        raw.insert("PROXY_CONFIG".into(), serde_json::json!({"discoveryAddress": "istiod:15012"}));
+        raw.insert("ISTIO_VERSION".into(), serde_json::json!("1.28.0"));
+        let metadata = NodeMetadata::from_json(raw).unwrap();
+        let p = Proxy::parse("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", metadata).unwrap();
+        assert!(ProxyContext::from_proxy(&p).unwrap().has_workload_certificates());
+        let mut raw = serde_json::Map::new();
+        raw.insert("ISTIO_VERSION".into(), serde_json::json!("1.28.0"));
+        let p =
+            Proxy::parse("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", NodeMetadata::from_json(raw).unwrap())
+                .unwrap();
+        assert!(
+            !ProxyContext::from_proxy(&p).unwrap().has_workload_certificates(),
+            "ISTIO_VERSION alone is not enough"
+        );
     }
 }

@@ -133,9 +133,20 @@ impl PushRequest {
 }
 
 /// Whether a change of `kind` can matter to a proxy of `proxy_kind` (Istio's
-/// `UnAffectedConfigKinds`: gateways ignore Sidecars, sidecars ignore Gateways).
+/// `UnAffectedConfigKinds`: gateways ignore Sidecars, sidecars ignore Gateways; gateways also ignore
+/// PeerAuthentications, which only shape sidecar inbound chains here).
 pub fn kind_affects_proxy(kind: Kind, proxy_kind: ProxyKind) -> bool {
-    !matches!((kind, proxy_kind), (Kind::Sidecar, ProxyKind::Router) | (Kind::Gateway, ProxyKind::Sidecar))
+    !matches!(
+        (kind, proxy_kind),
+        (Kind::Sidecar | Kind::PeerAuthentication, ProxyKind::Router) | (Kind::Gateway, ProxyKind::Sidecar)
+    )
+}
+
+/// Whether a change of the PeerAuthentication `key` concerns `proxy`: only proxies with workload
+/// certificates read PeerAuthentications (inbound chains), and only the policies of their own namespace
+/// or of the root namespace.
+fn peer_authentication_concerns(key: &ConfigKey, proxy: &ProxyContext, root_namespace: &str) -> bool {
+    proxy.has_workload_certificates() && (key.namespace == proxy.namespace || key.namespace == root_namespace)
 }
 
 /// Whether `request` concerns a proxy of `proxy_kind` in `namespace` at all (Istio's
@@ -150,7 +161,8 @@ pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
 /// (Istio's `checkProxyDependencies` with `SidecarScope` and `PrevSidecarScope`): forced and
 /// endpoint pushes always are (EDS generation filters by the proxy's watched clusters); a config
 /// change is when the object is a dependency of either scope, or is a service the proxy itself
-/// implements (its inbound side).
+/// implements (its inbound side); a PeerAuthentication only when the proxy has workload certificates
+/// and the policy is in its namespace or the root namespace.
 pub fn scope_needs_push(
     request: &PushRequest,
     proxy: &ProxyContext,
@@ -161,6 +173,9 @@ pub fn scope_needs_push(
         return true;
     }
     request.configs_updated.iter().filter(|k| kind_affects_proxy(k.kind, proxy.kind)).any(|key| {
+        if key.kind == Kind::PeerAuthentication {
+            return peer_authentication_concerns(key, proxy, current.root_namespace());
+        }
         current.depends_on(key)
             || previous.is_some_and(|p| p.depends_on(key))
             || (key.kind == Kind::ServiceEntry
@@ -200,5 +215,23 @@ mod tests {
         assert!(proxy_needs_push(&sc, ProxyKind::Sidecar));
         assert!(!proxy_needs_push(&sc, ProxyKind::Router));
         assert!(proxy_needs_push(&PushRequest::endpoints("a", "ns"), ProxyKind::Router));
+        let pa = PushRequest::config([key(Kind::PeerAuthentication)], TriggerReason::Config);
+        assert!(proxy_needs_push(&pa, ProxyKind::Sidecar));
+        assert!(!proxy_needs_push(&pa, ProxyKind::Router));
+    }
+
+    #[test]
+    fn peer_authentication_concerns_certified_proxies_of_its_namespace_or_any_from_the_root() {
+        let mut proxy = ProxyContext::new(ProxyKind::Sidecar, "ns");
+        let pa = |ns: &str| ConfigKey {
+            kind: Kind::PeerAuthentication,
+            namespace: ns.into(),
+            name: "default".into(),
+        };
+        assert!(!peer_authentication_concerns(&pa("ns"), &proxy, "istio-system"), "no workload certificates");
+        proxy.workload_certificates = true;
+        assert!(peer_authentication_concerns(&pa("ns"), &proxy, "istio-system"));
+        assert!(peer_authentication_concerns(&pa("istio-system"), &proxy, "istio-system"));
+        assert!(!peer_authentication_concerns(&pa("other"), &proxy, "istio-system"));
     }
 }

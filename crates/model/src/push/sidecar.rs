@@ -89,6 +89,25 @@ impl EgressHost {
     }
 }
 
+/// One Sidecar `ingress` listener (Istio's `IstioIngressListener`), as the inbound builder reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IngressListener {
+    /// `port.number`: the port the listener accepts on (Istio has no target port here).
+    pub port: u32,
+    /// `port.protocol`, parsed (`HTTP`, `TCP`, …).
+    pub protocol: crate::Protocol,
+    /// `port.name`.
+    pub port_name: String,
+    /// `bind`; empty: the proxy's IP.
+    pub bind: String,
+    /// `captureMode` is `NONE`: the listener binds its port. `IPTABLES`: a chain of `virtualInbound`.
+    /// `DEFAULT` (`None` here): follows the proxy's interception mode.
+    pub bind_to_port: Option<bool>,
+    /// `defaultEndpoint`: `127.0.0.1:PORT`, `0.0.0.0:PORT` (the proxy's IP), `[::1]:PORT`, `[::]:PORT`
+    /// or `unix:///path`.
+    pub default_endpoint: String,
+}
+
 /// What one sidecar (or gateway) sees of the mesh (Istio's `SidecarScope`): the services and
 /// mesh-bound VirtualServices it imports and its outbound traffic policy.
 #[derive(Debug)]
@@ -99,6 +118,9 @@ pub struct SidecarScope {
     pub sidecar: Option<ConfigKey>,
     /// Outbound traffic policy (the Sidecar's, else the mesh's).
     pub outbound_traffic_policy: OutboundTrafficPolicy,
+    /// The Sidecar's `ingress` listeners (empty: inbound chains come from the proxy's service
+    /// instances).
+    pub ingress: Vec<IngressListener>,
     services: Vec<Arc<Service>>,
     by_host: HashMap<String, Arc<Service>>,
     virtual_services: Vec<Arc<IndexedVirtualService>>,
@@ -129,6 +151,7 @@ impl SidecarScope {
             })
         };
         let mut egress: Option<Vec<EgressHost>> = None;
+        let mut ingress = Vec::new();
         let mut outbound = push.mesh.outbound_traffic_policy;
         if let (Some(spec), Some(config)) = (spec, sidecar) {
             let own = &config.meta.namespace;
@@ -152,8 +175,40 @@ impl SidecarScope {
                 }
                 egress = Some(hosts);
             }
-            if !spec.ingress.is_empty() {
-                unsupported("spec.ingress".into(), "Sidecar ingress listeners are not built");
+            for (i, l) in spec.ingress.iter().enumerate() {
+                let Some(port) = l.port.as_ref().filter(|p| p.number != 0) else {
+                    unsupported(
+                        format!("spec.ingress[{i}].port"),
+                        "ingress listener without a port; left out",
+                    );
+                    continue;
+                };
+                if l.tls.is_some() {
+                    unsupported(
+                        format!("spec.ingress[{i}].tls"),
+                        "TLS termination on Sidecar ingress listeners is not translated; served in plain text",
+                    );
+                }
+                if l.connection_pool.is_some() {
+                    unsupported(
+                        format!("spec.ingress[{i}].connectionPool"),
+                        "ingress connection pools are not applied",
+                    );
+                }
+                use api::networking::sidecar::CaptureMode;
+                let bind_to_port = match CaptureMode::try_from(l.capture_mode) {
+                    Ok(CaptureMode::None) => Some(true),
+                    Ok(CaptureMode::Iptables) => Some(false),
+                    _ => None,
+                };
+                ingress.push(IngressListener {
+                    port: port.number,
+                    protocol: crate::Protocol::parse(&port.protocol),
+                    port_name: port.name.clone(),
+                    bind: l.bind.clone(),
+                    bind_to_port,
+                    default_endpoint: l.default_endpoint.clone(),
+                });
             }
             if spec.inbound_connection_pool.is_some() {
                 unsupported("spec.inboundConnectionPool".into(), "inbound connection pools are not applied");
@@ -218,6 +273,7 @@ impl SidecarScope {
             namespace: namespace.to_string(),
             sidecar: key,
             outbound_traffic_policy: outbound,
+            ingress,
             services,
             by_host,
             virtual_services,
@@ -277,7 +333,12 @@ impl SidecarScope {
         best.map(|b| &b.1)
     }
 
-    /// Fields of the Sidecar that are not honoured.
+    /// The mesh's root namespace (as when the scope was built).
+    pub fn root_namespace(&self) -> &str {
+        &self.root_namespace
+    }
+
+    /// Problems found while building the scope (unsupported Sidecar fields).
     pub fn findings(&self) -> &[Finding] {
         &self.findings
     }

@@ -1,0 +1,485 @@
+//! Inbound listeners and filter chains of sidecars (Istio's `pilot/pkg/networking/core/listener_inbound.go`
+//! and `filterchain_options.go`): the one builder of inbound filter chains, used by `virtualInbound`
+//! (traffic captured by iptables) and by the listeners of Sidecar `ingress` entries that bind their port.
+//!
+//! Per inbound port ([`InboundPort`]), [`inbound_chains`] makes a list of [`InboundChain`]s, each with a
+//! match, an optional downstream TLS context and its filters (network filters before the terminal one,
+//! then an HTTP connection manager or a TCP proxy), so later policy work can add RBAC or JWT filters to
+//! the chains before they become Envoy `FilterChain`s. The chains follow the port's mutual TLS mode:
+//!
+//! | mode | HTTP port | TCP port |
+//! |---|---|---|
+//! | none (proxy without workload certificates) | one plaintext chain, match on destination port only (as before mTLS existed) | same |
+//! | `DISABLE` | plaintext, `transport_protocol: raw_buffer` | same |
+//! | `PERMISSIVE` | mTLS on `tls` + Istio's ALPNs ([`ISTIO_MTLS_ALPNS`]); plaintext on `raw_buffer` | mTLS on `tls` + Istio's ALPNs; plaintext on `raw_buffer`; `tls` without Istio ALPN proxied as TCP (TLS passed through) |
+//! | `STRICT` | mTLS on `tls` | mTLS on `tls` |
+//!
+//! Every chain matches the port as `destination_port`; a listener with a `tls` chain gets the
+//! `tls_inspector` listener filter. HTTP chains route everything to `inbound|PORT||` with
+//! `x-forwarded-client-cert` handled as Istio's sidecar inbound: `APPEND_FORWARD` with the client
+//! certificate's subject, URI and DNS SANs (so the application sees the caller's SPIFFE id).
+
+use envoy_types::pb::envoy::{
+    config::{
+        core::v3::TrafficDirection as EnvoyDirection,
+        listener::v3::{Filter, FilterChain, FilterChainMatch, Listener},
+        route::v3::{
+            Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
+            route_action::ClusterSpecifier, route_match::PathSpecifier,
+        },
+    },
+    extensions::{
+        filters::network::http_connection_manager::v3::{
+            HttpConnectionManager,
+            http_connection_manager::{ForwardClientCertDetails, SetCurrentClientCertDetails},
+        },
+        transport_sockets::tls::v3::DownstreamTlsContext,
+    },
+};
+use model::{
+    Protocol,
+    push::{
+        EffectivePeerAuthentication, InterceptionMode, MeshSettings, MtlsMode, ProxyContext, SidecarScope,
+    },
+};
+
+use crate::{
+    Snapshot,
+    convert::{address, boolv, transport_socket, u32v, zero_duration},
+    filters::{
+        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
+        tcp_proxy_filter, tls_inspector,
+    },
+    mtls::{ISTIO_MTLS_ALPNS, RAW_BUFFER_TRANSPORT_PROTOCOL, TLS_TRANSPORT_PROTOCOL, inbound_tls_context},
+    naming::{
+        INBOUND_PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND_LISTENER, VIRTUAL_INBOUND_PORT, inbound_cluster_name,
+        listener_name,
+    },
+};
+
+/// How an inbound port is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InboundProtocol {
+    /// HTTP connection manager with an inline route to the inbound cluster.
+    Http,
+    /// TCP proxy to the inbound cluster.
+    Tcp,
+}
+
+impl InboundProtocol {
+    /// The carriage of a port protocol (`None` for UDP, which has no inbound chain).
+    pub fn of(protocol: Protocol) -> Option<InboundProtocol> {
+        match protocol {
+            Protocol::Udp => None,
+            p if p.is_http() || p == Protocol::HttpProxy => Some(InboundProtocol::Http),
+            _ => Some(InboundProtocol::Tcp),
+        }
+    }
+}
+
+/// One inbound port: what its chains match and where they send traffic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboundPort {
+    /// The workload (target) port matched as `destination_port`; 0 for the passthrough chains (no
+    /// port match).
+    pub port: u32,
+    /// HTTP or TCP.
+    pub protocol: InboundProtocol,
+    /// Destination cluster (`inbound|PORT||`, or `InboundPassthroughCluster`).
+    pub cluster: String,
+    /// Chain name (`BIND_PORT`, or `PassthroughFilterChain`).
+    pub name: String,
+    /// HTTP stat prefix (`inbound_BIND_PORT`).
+    pub stat_prefix: String,
+    /// Set Istio's `x-forwarded-client-cert` handling on HTTP chains.
+    pub forward_client_cert: bool,
+}
+
+/// The last network filter of a chain.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Terminal {
+    /// An HTTP connection manager (HTTP filters may be inserted before its router).
+    Http(Box<HttpConnectionManager>),
+    /// A TCP proxy network filter.
+    Tcp(Box<Filter>),
+}
+
+/// One inbound filter chain before it becomes Envoy's: match, optional mTLS termination, network
+/// filters placed before the terminal filter, terminal filter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboundChain {
+    /// Chain name (Istio gives all chains of a port the same name).
+    pub name: String,
+    /// The match.
+    pub filter_chain_match: FilterChainMatch,
+    /// The downstream TLS context when the chain terminates mutual TLS.
+    pub tls: Option<DownstreamTlsContext>,
+    /// Network filters before the terminal one (empty today; RBAC goes here).
+    pub network_filters: Vec<Filter>,
+    /// The terminal filter.
+    pub terminal: Terminal,
+}
+
+impl InboundChain {
+    /// The Envoy filter chain (a match that matches everything is left out, as Envoy writes it).
+    pub fn into_filter_chain(self) -> FilterChain {
+        let mut filters = self.network_filters;
+        filters.push(match self.terminal {
+            Terminal::Http(hcm) => hcm_filter(&hcm),
+            Terminal::Tcp(f) => *f,
+        });
+        FilterChain {
+            name: self.name,
+            filter_chain_match: (self.filter_chain_match != FilterChainMatch::default())
+                .then_some(self.filter_chain_match),
+            filters,
+            transport_socket: self.tls.map(|ctx| transport_socket(TLS_TRANSPORT_SOCKET, &ctx)),
+            ..Default::default()
+        }
+    }
+
+    /// `true` if the chain matches on the `tls` transport protocol (the listener needs the TLS
+    /// inspector).
+    pub fn needs_tls_inspector(&self) -> bool {
+        self.filter_chain_match.transport_protocol == TLS_TRANSPORT_PROTOCOL
+    }
+}
+
+/// One match option (Istio's `FilterChainMatchOptions`): transport protocol, application protocols,
+/// whether the chain terminates mTLS.
+struct MatchOption {
+    transport: &'static str,
+    alpn: &'static [&'static str],
+    mtls: bool,
+}
+
+const TLS_MTLS: MatchOption = MatchOption { transport: TLS_TRANSPORT_PROTOCOL, alpn: &[], mtls: true };
+const TLS_ISTIO_MTLS: MatchOption =
+    MatchOption { transport: TLS_TRANSPORT_PROTOCOL, alpn: &ISTIO_MTLS_ALPNS, mtls: true };
+const RAW: MatchOption = MatchOption { transport: RAW_BUFFER_TRANSPORT_PROTOCOL, alpn: &[], mtls: false };
+const TLS_PLAIN: MatchOption = MatchOption { transport: TLS_TRANSPORT_PROTOCOL, alpn: &[], mtls: false };
+const ANY: MatchOption = MatchOption { transport: "", alpn: &[], mtls: false };
+
+/// Istio's `getFilterChainMatchOptions` for an explicitly declared protocol (TCP permissive with the
+/// plain-TLS chain, as when no other TLS chain exists on the port); `None` (no workload certificates):
+/// a single chain matching anything.
+fn match_options(mode: Option<MtlsMode>, protocol: InboundProtocol) -> Vec<MatchOption> {
+    match (mode, protocol) {
+        (None, _) => vec![ANY],
+        (Some(MtlsMode::Disable), _) => vec![RAW],
+        (Some(MtlsMode::Strict), _) => vec![TLS_MTLS],
+        (Some(MtlsMode::Permissive), InboundProtocol::Http) => vec![TLS_ISTIO_MTLS, RAW],
+        (Some(MtlsMode::Permissive), InboundProtocol::Tcp) => vec![TLS_ISTIO_MTLS, RAW, TLS_PLAIN],
+    }
+}
+
+/// The inline route configuration of an inbound HTTP chain: everything to `cluster`, no timeout.
+fn inbound_route_config(port: u32, cluster: &str) -> RouteConfiguration {
+    let route = Route {
+        name: "default".to_string(),
+        r#match: Some(RouteMatch {
+            path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
+            ..Default::default()
+        }),
+        action: Some(Action::Route(RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
+            timeout: Some(zero_duration()),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    RouteConfiguration {
+        name: cluster.to_string(),
+        virtual_hosts: vec![VirtualHost {
+            name: format!("inbound|http|{port}"),
+            domains: vec!["*".to_string()],
+            routes: vec![route],
+            ..Default::default()
+        }],
+        validate_clusters: Some(boolv(false)),
+        ..Default::default()
+    }
+}
+
+fn terminal(port: &InboundPort) -> Terminal {
+    match port.protocol {
+        InboundProtocol::Http => {
+            let mut hcm = http_connection_manager(
+                &port.stat_prefix,
+                Routes::Inline(Box::new(inbound_route_config(port.port, &port.cluster))),
+                FilterTarget::Envoy,
+                false,
+            );
+            if port.forward_client_cert {
+                hcm.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
+                hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
+                    subject: Some(boolv(true)),
+                    uri: true,
+                    dns: true,
+                    ..Default::default()
+                });
+            }
+            Terminal::Http(Box::new(hcm))
+        }
+        InboundProtocol::Tcp => {
+            Terminal::Tcp(Box::new(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)])))
+        }
+    }
+}
+
+/// The filter chains of one inbound port under `mode` (`None`: the proxy has no workload certificates,
+/// plaintext only); the table in the module documentation. `mesh` gives the trust domains peers are
+/// verified against.
+pub fn inbound_chains(mesh: &MeshSettings, port: &InboundPort, mode: Option<MtlsMode>) -> Vec<InboundChain> {
+    let terminal = terminal(port);
+    let tls = match_options(mode, port.protocol).iter().any(|o| o.mtls).then(|| inbound_tls_context(mesh));
+    match_options(mode, port.protocol)
+        .into_iter()
+        .map(|o| InboundChain {
+            name: port.name.clone(),
+            filter_chain_match: FilterChainMatch {
+                destination_port: (port.port != 0).then(|| u32v(port.port)),
+                transport_protocol: o.transport.to_string(),
+                application_protocols: o.alpn.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            },
+            tls: if o.mtls { tls.clone() } else { None },
+            network_filters: Vec::new(),
+            terminal: terminal.clone(),
+        })
+        .collect()
+}
+
+/// The PeerAuthentication in force for `proxy`: `None` without workload certificates (no mTLS).
+fn peer_authentication(push: &Snapshot, proxy: &ProxyContext) -> Option<EffectivePeerAuthentication> {
+    proxy.has_workload_certificates().then(|| push.peer_authentication(proxy))
+}
+
+/// The mode of workload port `port` under `policy` (`None`: plaintext only, as before mTLS existed).
+fn mode_for(policy: &Option<EffectivePeerAuthentication>, port: u32) -> Option<MtlsMode> {
+    policy.as_ref().map(|p| p.for_port(port))
+}
+
+/// The address an ingress listener binds to (and names its chains after): `bind`, else the proxy's
+/// first IP, else `0.0.0.0`.
+fn ingress_bind(bind: &str, proxy: &ProxyContext) -> String {
+    if !bind.is_empty() {
+        return bind.to_string();
+    }
+    proxy.ips.first().cloned().unwrap_or_else(|| "0.0.0.0".to_string())
+}
+
+/// `true` if a Sidecar ingress entry gets a listener of its own (its `captureMode`, else the proxy's
+/// interception mode is `NONE`; Istio's `getBindToPort`).
+fn binds_port(bind_to_port: Option<bool>, proxy: &ProxyContext) -> bool {
+    bind_to_port.unwrap_or(proxy.interception_mode == InterceptionMode::None)
+}
+
+/// The inbound ports of `proxy`: the Sidecar's `ingress` entries when it has any (with whether each
+/// binds its own listener and its bind address), else its service instances' target ports (first
+/// instance of a port wins), neither binding.
+fn inbound_ports(scope: &SidecarScope, proxy: &ProxyContext) -> Vec<(InboundPort, Option<String>)> {
+    let mut out: Vec<(InboundPort, Option<String>)> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let certified = proxy.has_workload_certificates();
+    if !scope.ingress.is_empty() {
+        for i in &scope.ingress {
+            let Some(protocol) = InboundProtocol::of(i.protocol) else { continue };
+            if !seen.insert(i.port) {
+                continue;
+            }
+            let bind = ingress_bind(&i.bind, proxy);
+            let name = listener_name(&bind, i.port);
+            let port = InboundPort {
+                port: i.port,
+                protocol,
+                cluster: inbound_cluster_name(i.port),
+                stat_prefix: format!("inbound_{name}"),
+                name,
+                forward_client_cert: true,
+            };
+            out.push((port, binds_port(i.bind_to_port, proxy).then_some(bind)));
+        }
+        return out;
+    }
+    for instance in &proxy.service_instances {
+        let port = instance.endpoint.endpoint_port;
+        let Some(protocol) = InboundProtocol::of(instance.service_port.protocol) else { continue };
+        if port == 0 || !seen.insert(port) {
+            continue;
+        }
+        out.push((
+            InboundPort {
+                port,
+                protocol,
+                cluster: inbound_cluster_name(port),
+                name: format!("0.0.0.0_{port}"),
+                stat_prefix: format!("inbound_0.0.0.0_{port}"),
+                forward_client_cert: certified,
+            },
+            None,
+        ));
+    }
+    out
+}
+
+fn inbound_listener(
+    name: String,
+    addr: &str,
+    port: u32,
+    chains: Vec<InboundChain>,
+    capture: bool,
+) -> Listener {
+    let inspector = chains.iter().any(InboundChain::needs_tls_inspector);
+    let mut l = Listener {
+        name,
+        address: Some(address(addr, port)),
+        filter_chains: chains.into_iter().map(InboundChain::into_filter_chain).collect(),
+        traffic_direction: EnvoyDirection::Inbound as i32,
+        ..Default::default()
+    };
+    if capture {
+        l.listener_filters.push(original_dst());
+    }
+    if inspector {
+        l.listener_filters.push(tls_inspector());
+    }
+    l
+}
+
+/// `virtualInbound` (port 15006, original destination): the chains of every inbound port that does
+/// not bind its own listener, then the passthrough chains to `InboundPassthroughCluster` (for
+/// proxies with workload certificates under the workload's mode, as TCP).
+pub(crate) fn virtual_inbound(push: &Snapshot, proxy: &ProxyContext, scope: &SidecarScope) -> Listener {
+    let mesh = push.mesh();
+    let policy = peer_authentication(push, proxy);
+    let mut chains = Vec::new();
+    for (port, bind) in inbound_ports(scope, proxy) {
+        if bind.is_none() {
+            chains.extend(inbound_chains(mesh, &port, mode_for(&policy, port.port)));
+        }
+    }
+    let passthrough = InboundPort {
+        port: 0,
+        protocol: InboundProtocol::Tcp,
+        cluster: INBOUND_PASSTHROUGH_CLUSTER.to_string(),
+        name: "PassthroughFilterChain".to_string(),
+        stat_prefix: String::new(),
+        forward_client_cert: false,
+    };
+    chains.extend(inbound_chains(mesh, &passthrough, mode_for(&policy, 0)));
+    inbound_listener(
+        VIRTUAL_INBOUND_LISTENER.to_string(),
+        &proxy.bind_address,
+        VIRTUAL_INBOUND_PORT,
+        chains,
+        true,
+    )
+}
+
+/// The listeners of Sidecar `ingress` entries that bind their port (`captureMode: NONE`, or the proxy
+/// runs with `INTERCEPTION_MODE=NONE`): `BIND_PORT` on the entry's `bind` (else the proxy's IP),
+/// the entry's chains.
+pub(crate) fn ingress_listeners(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+) -> Vec<Listener> {
+    let mesh = push.mesh();
+    let policy = peer_authentication(push, proxy);
+    inbound_ports(scope, proxy)
+        .into_iter()
+        .filter_map(|(port, bind)| {
+            let bind = bind?;
+            let chains = inbound_chains(mesh, &port, mode_for(&policy, port.port));
+            Some(inbound_listener(port.name.clone(), &bind, port.port, chains, false))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(protocol: InboundProtocol) -> InboundPort {
+        InboundPort {
+            port: 8080,
+            protocol,
+            cluster: "inbound|8080||".into(),
+            name: "0.0.0.0_8080".into(),
+            stat_prefix: "inbound_0.0.0.0_8080".into(),
+            forward_client_cert: true,
+        }
+    }
+
+    /// (transport protocol, application protocols, terminates mTLS) of each chain.
+    fn shape(chains: &[InboundChain]) -> Vec<(&str, usize, bool)> {
+        chains
+            .iter()
+            .map(|c| {
+                assert_eq!(c.filter_chain_match.destination_port, Some(u32v(8080)));
+                (
+                    c.filter_chain_match.transport_protocol.as_str(),
+                    c.filter_chain_match.application_protocols.len(),
+                    c.tls.is_some(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chain_shapes_follow_the_mode_and_protocol() {
+        let mesh = MeshSettings::default();
+        let http = port(InboundProtocol::Http);
+        let tcp = port(InboundProtocol::Tcp);
+        assert_eq!(shape(&inbound_chains(&mesh, &http, None)), [("", 0, false)]);
+        assert_eq!(shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Disable))), [("raw_buffer", 0, false)]);
+        assert_eq!(shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Disable))), [("raw_buffer", 0, false)]);
+        assert_eq!(shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Strict))), [("tls", 0, true)]);
+        assert_eq!(shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Strict))), [("tls", 0, true)]);
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Permissive))),
+            [("tls", 5, true), ("raw_buffer", 0, false)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Permissive))),
+            [("tls", 5, true), ("raw_buffer", 0, false), ("tls", 0, false)]
+        );
+        let permissive = inbound_chains(&mesh, &http, Some(MtlsMode::Permissive));
+        assert_eq!(permissive[0].filter_chain_match.application_protocols[0], "istio");
+        assert!(permissive.iter().all(|c| c.name == "0.0.0.0_8080"));
+    }
+
+    #[test]
+    fn http_chains_forward_the_client_certificate_and_route_to_the_inbound_cluster() {
+        let chains =
+            inbound_chains(&MeshSettings::default(), &port(InboundProtocol::Http), Some(MtlsMode::Strict));
+        let Terminal::Http(hcm) = &chains[0].terminal else { panic!("HTTP terminal expected") };
+        assert_eq!(hcm.forward_client_cert_details, ForwardClientCertDetails::AppendForward as i32);
+        let details = hcm.set_current_client_cert_details.as_ref().unwrap();
+        assert_eq!((details.subject, details.uri, details.dns), (Some(boolv(true)), true, true));
+        let fc = chains[0].clone().into_filter_chain();
+        assert_eq!(fc.transport_socket.as_ref().unwrap().name, TLS_TRANSPORT_SOCKET);
+        assert_eq!(fc.filters.len(), 1);
+        let mut no_xfcc = port(InboundProtocol::Http);
+        no_xfcc.forward_client_cert = false;
+        let Terminal::Http(hcm) = &inbound_chains(&MeshSettings::default(), &no_xfcc, None)[0].terminal
+        else {
+            panic!()
+        };
+        assert_eq!(hcm.forward_client_cert_details, 0, "left as Envoy's default (SANITIZE)");
+        assert!(hcm.set_current_client_cert_details.is_none());
+    }
+
+    #[test]
+    fn listener_gets_the_tls_inspector_only_with_a_tls_chain() {
+        let mesh = MeshSettings::default();
+        let plain = inbound_chains(&mesh, &port(InboundProtocol::Tcp), Some(MtlsMode::Disable));
+        let l = inbound_listener("l".into(), "10.0.0.1", 8080, plain, false);
+        assert!(l.listener_filters.is_empty());
+        let strict = inbound_chains(&mesh, &port(InboundProtocol::Tcp), Some(MtlsMode::Strict));
+        let l = inbound_listener("l".into(), "10.0.0.1", 8080, strict, true);
+        let names: Vec<&str> = l.listener_filters.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["envoy.filters.listener.original_dst", "envoy.filters.listener.tls_inspector"]);
+    }
+}
