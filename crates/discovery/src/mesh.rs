@@ -17,6 +17,9 @@ const USED: &[&str] = &[
     "defaultDestinationRuleExportTo",
     "connectTimeout",
     "discoverySelectors",
+    "trustDomain",
+    "trustDomainAliases",
+    "enableAutoMtls",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
@@ -26,9 +29,6 @@ const KNOWN: &[&str] = &[
     "accessLogFormat",
     "defaultConfig",
     "enableTracing",
-    "enableAutoMtls",
-    "trustDomain",
-    "trustDomainAliases",
     "ingressClass",
     "ingressService",
     "ingressControllerMode",
@@ -56,7 +56,6 @@ const KNOWN: &[&str] = &[
     "enableEnvoyAccessLogService",
     "outboundTrafficPolicyMode",
     "verifyCertificateAtClient",
-    "trustDomainAliases",
     "proxyListenPort",
     "proxyHttpPort",
     "proxyInboundListenPort",
@@ -102,6 +101,20 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
             "discoverySelectors" => {
                 DiscoverySelectors::from_json(value)?;
             }
+            "trustDomain" => match value.as_str() {
+                Some(td) if !td.is_empty() && !td.contains('/') => mesh.trust_domain = td.to_string(),
+                _ => return Err(format!("trustDomain: expected a domain such as cluster.local, got {value}")),
+            },
+            "trustDomainAliases" => match value.as_array() {
+                Some(list) if list.iter().all(Value::is_string) => {
+                    mesh.trust_domain_aliases = list.iter().filter_map(Value::as_str).map(String::from).collect();
+                }
+                _ => warnings.push(format!("trustDomainAliases: expected a list of domains, got {value}; ignored")),
+            },
+            "enableAutoMtls" => match value.as_bool() {
+                Some(b) => mesh.enable_auto_mtls = b,
+                None => warnings.push(format!("enableAutoMtls: expected true or false, got {value}; using true")),
+            },
             k if KNOWN.contains(&k) => {}
             k => warnings.push(format!("unknown mesh config field {k:?} ignored")),
         }
@@ -138,21 +151,6 @@ fn mesh_map(text: &str) -> Result<Option<serde_json::Map<String, Value>>, String
     match root {
         Value::Object(map) => Ok(Some(map)),
         _ => Err("mesh config must be a YAML map".into()),
-    }
-}
-
-/// The mesh config's `trustDomain` (default `cluster.local`): the trust domain of the identities
-/// the CA issues.
-///
-/// # Errors
-/// The YAML is unreadable or not a map, or `trustDomain` is not a non-empty string.
-pub fn parse_trust_domain(text: &str) -> Result<String, String> {
-    let default = || "cluster.local".to_string();
-    let Some(map) = mesh_map(text)? else { return Ok(default()) };
-    match map.get("trustDomain") {
-        None => Ok(default()),
-        Some(Value::String(s)) if !s.is_empty() && !s.contains('/') => Ok(s.clone()),
-        Some(other) => Err(format!("trustDomain: expected a domain such as cluster.local, got {other}")),
     }
 }
 
@@ -196,12 +194,19 @@ mod tests {
     }
 
     #[test]
-    fn trust_domain_defaults_and_is_checked() {
-        assert_eq!(super::parse_trust_domain("").unwrap(), "cluster.local");
-        assert_eq!(super::parse_trust_domain("rootNamespace: x\n").unwrap(), "cluster.local");
-        assert_eq!(super::parse_trust_domain("trustDomain: td.example\n").unwrap(), "td.example");
+    fn reads_the_identity_settings() {
+        let td = |text: &str| parse_mesh_config(text, "cluster.local").map(|(m, _)| m.trust_domain);
+        assert_eq!(td("").unwrap(), "cluster.local");
+        assert_eq!(td("trustDomain: td.example\n").unwrap(), "td.example");
         for bad in ["trustDomain: 7\n", "trustDomain: \"\"\n", "trustDomain: a/b\n"] {
-            assert!(super::parse_trust_domain(bad).unwrap_err().contains("trustDomain"), "{bad}");
+            assert!(td(bad).unwrap_err().contains("trustDomain"), "{bad}");
         }
+        let (mesh, warnings) =
+            parse_mesh_config("enableAutoMtls: false\ntrustDomainAliases: [old.example]\n", "cluster.local")
+                .unwrap();
+        assert!(!mesh.enable_auto_mtls && warnings.is_empty(), "{warnings:?}");
+        assert_eq!(mesh.trust_domain_aliases, ["old.example"]);
+        let (mesh, warnings) = parse_mesh_config("enableAutoMtls: maybe\n", "cluster.local").unwrap();
+        assert!(mesh.enable_auto_mtls && warnings[0].contains("enableAutoMtls"), "{warnings:?}");
     }
 }

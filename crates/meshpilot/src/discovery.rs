@@ -8,7 +8,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
     DebounceOptions, DiscoveryServer, SecurityOptions,
-    mesh::{parse_discovery_selectors, parse_mesh_config, parse_trust_domain},
+    mesh::{parse_discovery_selectors, parse_mesh_config},
     secure::SecurePort,
 };
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
@@ -160,14 +160,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
     let debounce = DebounceOptions::from_env().map_err(|e| e.to_string())?;
 
-    let mesh_text = match &args.mesh_config {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?,
-        None => String::new(),
-    };
     let (mesh, mesh_warnings, selectors) = match &args.mesh_config {
         Some(path) => {
-            let text = &mesh_text;
+            let text = &std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?;
             let context = |e: String| format!("--mesh-config {}: {e}", path.display());
             let (mesh, warnings) = parse_mesh_config(text, &args.domain).map_err(context)?;
             (mesh, warnings, parse_discovery_selectors(text).map_err(context)?)
@@ -241,11 +237,12 @@ async fn run_async(args: &Args) -> Result<(), String> {
         ..FileSecretOptions::default()
     })?;
     let push_throttle = debounce.push_throttle;
+    let trust_domain = mesh.trust_domain.clone();
     let server = DiscoveryServer::new(store, services, mesh, debounce);
     let ads = server.ads_server(secrets.clone(), AdsConfig { push_throttle, ..AdsConfig::default() });
 
     let secure = match &args.secure_grpc_addr {
-        Some(addr) => Some(secure_port(args, addr, &mesh_text).await?),
+        Some(addr) => Some(secure_port(args, addr, &trust_domain).await?),
         None => None,
     };
 
@@ -321,15 +318,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
 async fn secure_port(
     args: &Args,
     addr: &str,
-    mesh_text: &str,
+    trust_domain: &str,
 ) -> Result<(SecurePort, tokio::net::TcpListener, AdsConfig, Option<kube_source::client::Connection>), String>
 {
     let addr = parse_addr("--secure-grpc-addr", addr)?;
     let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    let trust_domain = parse_trust_domain(mesh_text).map_err(|e| format!("--mesh-config: {e}"))?;
     let plugged = args.root_ca_dir.join(security::ca::CA_KEY).exists().then_some(args.root_ca_dir.as_path());
     let options = CaOptions {
-        trust_domain: trust_domain.clone(),
+        trust_domain: trust_domain.to_string(),
         default_cert_ttl: env.default_cert_ttl,
         max_cert_ttl: env.max_cert_ttl,
         ..CaOptions::default()
@@ -365,7 +361,7 @@ async fn secure_port(
     let reviewer = kube.as_ref().map(|c| {
         Arc::new(kube_source::identity::KubeTokenReviewer::new(c.client.clone())) as Arc<dyn TokenReviewer>
     });
-    let authenticator = Arc::new(Authenticator::new(&trust_domain, env.token_audiences.clone(), reviewer));
+    let authenticator = Arc::new(Authenticator::new(trust_domain, env.token_audiences.clone(), reviewer));
     let listener = listen(addr).map_err(|e| format!("cannot listen on --secure-grpc-addr {addr}: {e}"))?;
     let dns_names = discovery::secure::istiod_dns_names(&env.pod_namespace, args.revision.as_deref());
     let ads_config = AdsConfig { identity_check: env.identity_check, ..AdsConfig::default() };

@@ -18,6 +18,7 @@ use envoy_types::pb::envoy::{
 };
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::{
+    echo::{EchoOptions, EchoServer},
     http,
     wait::{free_port, repo_root, wait_for},
 };
@@ -93,6 +94,58 @@ impl Drop for Meshpilot {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One real sidecar (pilot-agent + Envoy, `scripts/run-pilot-agent.sh`); stopped on drop.
+struct Sidecar {
+    dir: PathBuf,
+    admin: SocketAddr,
+}
+
+impl Sidecar {
+    /// Starts a sidecar at `ip` in `work/name` against `mp`'s secure port and waits until it is
+    /// ready; `env` adds variables (POD_NAME, ISTIO_METAJSON_LABELS, SECRET_TTL, OUTPUT_CERTS …).
+    fn start(
+        mp: &Meshpilot,
+        work: &Path,
+        name: &str,
+        ip: &str,
+        token_file: &Path,
+        env: &[(&str, &str)],
+    ) -> Sidecar {
+        let dir = work.join(name);
+        let base = free_port();
+        let out = Command::new(script())
+            .envs(env.iter().copied())
+            .arg("start")
+            .arg(&dir)
+            .arg(mp.secure.to_string())
+            .arg(mp.ca_dir.join(ca::ROOT_CERT))
+            .arg(token_file)
+            .args([ip, &base.to_string()])
+            .output()
+            .unwrap();
+        let sidecar = Sidecar { dir, admin: format!("127.0.0.1:{base}").parse().unwrap() };
+        if !out.status.success() {
+            let agent_log = std::fs::read_to_string(sidecar.dir.join("agent.log")).unwrap_or_default();
+            panic!(
+                "sidecar {name} did not become ready: {}\n--- agent ---\n{agent_log}\n--- meshpilot ---\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                mp.log_text()
+            );
+        }
+        sidecar
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).arg("stop").arg(&self.dir).output();
+    }
+}
+
+fn script() -> PathBuf {
+    repo_root().join("scripts/run-pilot-agent.sh")
 }
 
 fn token(env: &TestEnv, namespace: &str, sa: &str, audience: &str) -> String {
@@ -226,34 +279,11 @@ endpoints: [{address: 127.0.0.12}]\n",
     let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
     let token_file = work.path().join("token");
     std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
-    let root = mp.ca_dir.join(ca::ROOT_CERT);
-    let script = repo_root().join("scripts/run-pilot-agent.sh");
-    let sidecar = work.path().join("sidecar-1");
-    let base = free_port().to_string();
     let certs_dir = work.path().join("agent-certs");
     std::fs::create_dir_all(&certs_dir).unwrap();
-    let started = Command::new(&script)
-        .env("OUTPUT_CERTS", &certs_dir)
-        .args(["start"])
-        .arg(&sidecar)
-        .arg(mp.secure.to_string())
-        .arg(&root)
-        .arg(&token_file)
-        .args(["127.0.0.11", &base])
-        .output()
-        .unwrap();
-    let stop = || {
-        let _ = Command::new(&script).arg("stop").arg(&sidecar).output();
-    };
-    if !started.status.success() {
-        let agent_log = std::fs::read_to_string(sidecar.join("agent.log")).unwrap_or_default();
-        stop();
-        panic!(
-            "the sidecar did not become ready: {}\n--- agent ---\n{agent_log}\n--- meshpilot ---\n{}",
-            String::from_utf8_lossy(&started.stderr),
-            mp.log_text()
-        );
-    }
+    let certs = certs_dir.display().to_string();
+    let sidecar =
+        Sidecar::start(&mp, work.path(), "sidecar-1", "127.0.0.11", &token_file, &[("OUTPUT_CERTS", &certs)]);
     let (_, syncz) = http::get(mp.http, "meshpilot", "/debug/syncz", &[]).await.unwrap();
     // The agent's workload certificate (it writes it to OUTPUT_CERTS): its own identity, signed
     // by meshpilot's root.
@@ -261,7 +291,7 @@ endpoints: [{address: 127.0.0.12}]\n",
         std::fs::read_to_string(certs_dir.join("cert-chain.pem")).ok().filter(|c| !c.is_empty())
     })
     .await;
-    stop();
+    drop(sidecar);
     let chain =
         chain.unwrap_or_else(|e| panic!("{e}: {:?}", std::fs::read_dir(&certs_dir).map(|d| d.count())));
     let leaf = CertificateDer::from_pem_slice(chain.as_bytes()).unwrap();
@@ -278,4 +308,124 @@ endpoints: [{address: 127.0.0.12}]\n",
         proxy["listener_sent"], proxy["listener_acked"],
         "Envoy accepted meshpilot's listeners: {proxy}"
     );
+}
+
+/// Sends `GET /` with `Host: echo.mesh.local` to `addr`; the echo server's answer, or why not.
+async fn echo_via(addr: SocketAddr) -> Result<String, String> {
+    match http::get(addr, "echo.mesh.local", "/", &[]).await {
+        Ok((200, body)) => Ok(body),
+        Ok((status, body)) => Err(format!("{status}: {body}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The `Hash=` of the client certificate in the `x-forwarded-client-cert` the server saw.
+fn xfcc_hash(head: &str) -> Option<String> {
+    let xfcc = head.lines().find_map(|l| l.strip_prefix("x-forwarded-client-cert: "))?;
+    xfcc.split(';').find_map(|p| p.strip_prefix("hash=")).map(String::from)
+}
+
+const PEER_AUTHENTICATION: &str = "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\n\
+metadata: {name: default, namespace: default}\nspec:\n  mtls: {mode: MODE}\n";
+
+/// Two real sidecars on loopback (pilot-agent + Envoy): a client (127.0.0.11) and a server
+/// (127.0.0.12, Sidecar ingress on 8080 to a local echo server). Traffic between them is mutual TLS
+/// with meshpilot's certificates; the namespace PeerAuthentication is switched live between
+/// PERMISSIVE, STRICT and DISABLE, and the client's short-lived certificate is rotated under traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_between_real_sidecars_follows_peer_authentication() {
+    let env = TestEnv::shared();
+    ensure_service_account(env, "default", "default");
+    let echo = EchoServer::start_with("echo", EchoOptions { echo_head: true, ..EchoOptions::default() })
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let mesh = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: default}}\n\
+spec:\n  hosts: [echo.mesh.local]\n  ports: [{{number: 8080, name: http, protocol: HTTP}}]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  \
+workloadSelector: {{labels: {{app: echo}}}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo-1, namespace: default}}\n\
+spec:\n  address: 127.0.0.12\n  serviceAccount: default\n  labels: {{app: echo, security.istio.io/tlsMode: istio}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: echo, namespace: default}}\n\
+spec:\n  workloadSelector: {{labels: {{app: echo}}}}\n  ingress:\n  - port: {{number: 8080, protocol: HTTP, name: http}}\n    \
+bind: 127.0.0.12\n    defaultEndpoint: 127.0.0.1:{}\n  egress:\n  - hosts: [istio-system/*]\n---\n\
+apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: echo, namespace: default}}\n\
+spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{maxRequestsPerConnection: 1}}}}}}\n",
+        echo.addr.port()
+    );
+    std::fs::write(config.path().join("mesh.yaml"), mesh).unwrap();
+    let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
+    let labels = r#"{"app":"echo"}"#;
+    let _server = Sidecar::start(
+        &mp,
+        work.path(),
+        "server",
+        "127.0.0.12",
+        &token_file,
+        &[("POD_NAME", "echo-1"), ("ISTIO_METAJSON_LABELS", labels)],
+    );
+    // The client's certificate lives 20 s: the agent renews it at half-life, under traffic.
+    let _client =
+        Sidecar::start(&mp, work.path(), "client", "127.0.0.11", &token_file, &[("SECRET_TTL", "20s")]);
+    let client_outbound: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    let server_inbound: SocketAddr = "127.0.0.12:8080".parse().unwrap();
+    let set_mode = |mode: &str| {
+        std::fs::write(config.path().join("pa.yaml"), PEER_AUTHENTICATION.replace("MODE", mode)).unwrap();
+    };
+
+    // PERMISSIVE (no policy): sidecar to sidecar is mutual TLS, the server's app sees the client's
+    // identity; a plaintext client is accepted too.
+    let head = wait_for("a request through both sidecars", Duration::from_secs(30), async || {
+        echo_via(client_outbound).await.ok()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
+    assert!(head.contains("uri=spiffe://cluster.local/ns/default/sa/default"), "{head}");
+    let first_hash = xfcc_hash(&head).unwrap_or_else(|| panic!("no client certificate hash: {head}"));
+    let plain = echo_via(server_inbound).await.unwrap();
+    assert!(
+        !plain.contains("x-forwarded-client-cert"),
+        "a plaintext request has no client certificate: {plain}"
+    );
+
+    // The client's certificate is renewed: the server sees another one (each request opens its own
+    // upstream connection: the DestinationRule's maxRequestsPerConnection 1), and traffic keeps flowing.
+    let renewed = wait_for("a renewed client certificate", Duration::from_secs(60), async || {
+        let head = echo_via(client_outbound).await.expect("traffic flows during rotation");
+        xfcc_hash(&head).filter(|h| *h != first_hash)
+    })
+    .await;
+    assert!(renewed.is_ok(), "{renewed:?}");
+
+    // STRICT, applied live: plaintext is refused, the sidecar path still works.
+    set_mode("STRICT");
+    wait_for("plaintext refused under STRICT", Duration::from_secs(30), async || {
+        echo_via(server_inbound).await.is_err().then_some(())
+    })
+    .await
+    .unwrap();
+    let head = echo_via(client_outbound).await.unwrap();
+    assert!(head.contains("uri=spiffe://cluster.local/ns/default/sa/default"), "{head}");
+
+    // PERMISSIVE again: plaintext accepted.
+    set_mode("PERMISSIVE");
+    wait_for("plaintext accepted under PERMISSIVE", Duration::from_secs(30), async || {
+        echo_via(server_inbound).await.ok()
+    })
+    .await
+    .unwrap();
+
+    // DISABLE: no mutual TLS at all — the client sends plaintext (auto mTLS reads the policy), so the
+    // server's app sees no client certificate.
+    set_mode("DISABLE");
+    let head =
+        wait_for("plaintext between the sidecars under DISABLE", Duration::from_secs(30), async || {
+            echo_via(client_outbound).await.ok().filter(|h| !h.contains("x-forwarded-client-cert"))
+        })
+        .await
+        .unwrap();
+    assert!(head.starts_with("echo"), "{head}");
 }

@@ -706,16 +706,32 @@ struct Target<'a> {
 
 /// `true` if auto mTLS applies to a cluster of `service` for `proxy` (Istio's `buildAutoMtlsSettings`):
 /// mesh `enableAutoMtls`, a proxy with workload certificates, a destination inside the mesh whose
-/// endpoints Envoy knows (EDS or DNS clusters; original-destination clusters stay plaintext).
+/// endpoints Envoy knows (EDS or DNS clusters; original-destination clusters stay plaintext), and
+/// whose namespace (or, without one, the mesh) PeerAuthentication is not `DISABLE` — Istio's
+/// `BestEffortInferServiceMTLSMode` at namespace and mesh level (workload-selector policies are not
+/// consulted: their workloads keep the namespace's inference).
 fn auto_mtls_applies(push: &Snapshot, proxy: &ProxyContext, b: &Builder, service: &Service) -> bool {
     push.mesh().enable_auto_mtls
         && proxy.has_workload_certificates()
         && !proxy.proxyless_grpc
         && !service.mesh_external
+        && namespace_mtls_mode(push, &service.namespace) != model::push::authn::MtlsMode::Disable
         && matches!(
             cluster_type(&b.cluster),
             Some(DiscoveryType::Eds | DiscoveryType::StrictDns | DiscoveryType::LogicalDns)
         )
+}
+
+/// The mTLS mode of a namespace's workloads without a workload-selector policy: the namespace's
+/// PeerAuthentication, else the mesh's, else PERMISSIVE.
+fn namespace_mtls_mode(push: &Snapshot, namespace: &str) -> model::push::authn::MtlsMode {
+    model::push::authn::effective_mtls_mode(
+        push.peer_authentications(),
+        &push.mesh().root_namespace,
+        namespace,
+        &model::service::Labels::default(),
+        0,
+    )
 }
 
 fn apply_tls(

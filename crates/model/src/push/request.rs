@@ -142,11 +142,12 @@ pub fn kind_affects_proxy(kind: Kind, proxy_kind: ProxyKind) -> bool {
     )
 }
 
-/// Whether a change of the PeerAuthentication `key` concerns `proxy`: only proxies with workload
-/// certificates read PeerAuthentications (inbound chains), and only the policies of their own namespace
-/// or of the root namespace.
-fn peer_authentication_concerns(key: &ConfigKey, proxy: &ProxyContext, root_namespace: &str) -> bool {
-    proxy.has_workload_certificates() && (key.namespace == proxy.namespace || key.namespace == root_namespace)
+/// Whether a change of a PeerAuthentication concerns `proxy`: every proxy with workload certificates
+/// (they read their own namespace's and the root namespace's policies for inbound chains, and the
+/// destinations' namespace policies for auto mTLS, Istio's `BestEffortInferServiceMTLSMode`); never a
+/// proxy without them.
+fn peer_authentication_concerns(proxy: &ProxyContext) -> bool {
+    proxy.has_workload_certificates()
 }
 
 /// Whether `request` concerns a proxy of `proxy_kind` in `namespace` at all (Istio's
@@ -174,7 +175,7 @@ pub fn scope_needs_push(
     }
     request.configs_updated.iter().filter(|k| kind_affects_proxy(k.kind, proxy.kind)).any(|key| {
         if key.kind == Kind::PeerAuthentication {
-            return peer_authentication_concerns(key, proxy, current.root_namespace());
+            return peer_authentication_concerns(proxy);
         }
         current.depends_on(key)
             || previous.is_some_and(|p| p.depends_on(key))
@@ -221,17 +222,10 @@ mod tests {
     }
 
     #[test]
-    fn peer_authentication_concerns_certified_proxies_of_its_namespace_or_any_from_the_root() {
+    fn peer_authentication_concerns_certified_proxies_only() {
         let mut proxy = ProxyContext::new(ProxyKind::Sidecar, "ns");
-        let pa = |ns: &str| ConfigKey {
-            kind: Kind::PeerAuthentication,
-            namespace: ns.into(),
-            name: "default".into(),
-        };
-        assert!(!peer_authentication_concerns(&pa("ns"), &proxy, "istio-system"), "no workload certificates");
+        assert!(!peer_authentication_concerns(&proxy), "no workload certificates");
         proxy.workload_certificates = true;
-        assert!(peer_authentication_concerns(&pa("ns"), &proxy, "istio-system"));
-        assert!(peer_authentication_concerns(&pa("istio-system"), &proxy, "istio-system"));
-        assert!(!peer_authentication_concerns(&pa("other"), &proxy, "istio-system"));
+        assert!(peer_authentication_concerns(&proxy));
     }
 }
