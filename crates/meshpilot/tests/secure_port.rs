@@ -99,7 +99,6 @@ impl Drop for Meshpilot {
 /// One real sidecar (pilot-agent + Envoy, `scripts/run-pilot-agent.sh`); stopped on drop.
 struct Sidecar {
     dir: PathBuf,
-    admin: SocketAddr,
 }
 
 impl Sidecar {
@@ -125,7 +124,7 @@ impl Sidecar {
             .args([ip, &base.to_string()])
             .output()
             .unwrap();
-        let sidecar = Sidecar { dir, admin: format!("127.0.0.1:{base}").parse().unwrap() };
+        let sidecar = Sidecar { dir };
         if !out.status.success() {
             let agent_log = std::fs::read_to_string(sidecar.dir.join("agent.log")).unwrap_or_default();
             panic!(
