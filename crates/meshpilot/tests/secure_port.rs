@@ -40,6 +40,7 @@ struct Meshpilot {
     secure: SocketAddr,
     ca_dir: PathBuf,
     log: PathBuf,
+    command: Command,
 }
 
 impl Meshpilot {
@@ -49,7 +50,8 @@ impl Meshpilot {
             (addr(free_port()), addr(free_port()), addr(free_port()), addr(free_port()));
         let ca_dir = work.join("ca");
         let log = work.join("meshpilot.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_meshpilot"));
+        command
             .arg("discovery")
             .arg("--config-dir")
             .arg(config_dir)
@@ -62,17 +64,28 @@ impl Meshpilot {
             .arg("--root-ca-dir")
             .arg(work.join("no-plugged-ca"))
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mp = Meshpilot { child, http, secure, ca_dir, log };
+            .stdout(Stdio::null());
+        let child = command.stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+        let mp = Meshpilot { child, http, secure, ca_dir, log, command };
+        mp.wait_ready().await;
+        mp
+    }
+
+    async fn wait_ready(&self) {
         wait_for("meshpilot /ready", Duration::from_secs(60), async || {
-            matches!(http::get(mp.http, "meshpilot", "/ready", &[]).await, Ok((200, _))).then_some(())
+            matches!(http::get(self.http, "meshpilot", "/ready", &[]).await, Ok((200, _))).then_some(())
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
-        mp
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.log_text()));
+    }
+
+    /// Kills the process and starts it again with the same ports and CA directory.
+    async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let log = std::fs::OpenOptions::new().append(true).open(&self.log).unwrap();
+        self.child = self.command.stderr(log).spawn().unwrap();
+        self.wait_ready().await;
     }
 
     fn log_text(&self) -> String {
@@ -261,7 +274,9 @@ async fn the_ca_and_secure_xds_authenticate_with_kubernetes_tokens() {
 }
 
 /// Real Istio sidecars: pilot-agent gets its certificate from meshpilot's CA and starts upstream
-/// Envoy, which becomes ready on meshpilot's config over the secure port.
+/// Envoy, which becomes ready on meshpilot's config over the secure port. (Its addresses and ports
+/// differ from the mTLS test's, which runs at the same time: Envoys share outbound ports through
+/// SO_REUSEPORT.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pilot_agent_sidecars_bootstrap_from_meshpilot() {
     let env = TestEnv::shared();
@@ -271,8 +286,8 @@ async fn pilot_agent_sidecars_bootstrap_from_meshpilot() {
     std::fs::write(
         config.path().join("se.yaml"),
         "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: echo, namespace: default}\n\
-spec:\n  hosts: [echo.mesh.local]\n  ports: [{number: 8080, name: http, protocol: HTTP}]\n  resolution: STATIC\n  \
-endpoints: [{address: 127.0.0.12}]\n",
+spec:\n  hosts: [bootstrap.mesh.local]\n  ports: [{number: 9091, name: http, protocol: HTTP}]\n  resolution: STATIC\n  \
+endpoints: [{address: 127.0.0.22}]\n",
     )
     .unwrap();
     let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
@@ -282,7 +297,7 @@ endpoints: [{address: 127.0.0.12}]\n",
     std::fs::create_dir_all(&certs_dir).unwrap();
     let certs = certs_dir.display().to_string();
     let sidecar =
-        Sidecar::start(&mp, work.path(), "sidecar-1", "127.0.0.11", &token_file, &[("OUTPUT_CERTS", &certs)]);
+        Sidecar::start(&mp, work.path(), "sidecar-1", "127.0.0.21", &token_file, &[("OUTPUT_CERTS", &certs)]);
     let (_, syncz) = http::get(mp.http, "meshpilot", "/debug/syncz", &[]).await.unwrap();
     // The agent's workload certificate (it writes it to OUTPUT_CERTS): its own identity, signed
     // by meshpilot's root.
@@ -301,7 +316,7 @@ endpoints: [{address: 127.0.0.12}]\n",
     let (_, root_cert) = x509_parser::parse_x509_certificate(&root_der).unwrap();
     leaf.verify_signature(Some(root_cert.public_key())).expect("signed by meshpilot's root");
     let synced: serde_json::Value = serde_json::from_str(&syncz).unwrap();
-    let proxy = synced.as_array().unwrap().iter().find(|p| p["proxy"] == "sidecar-127.0.0.11.default");
+    let proxy = synced.as_array().unwrap().iter().find(|p| p["proxy"] == "sidecar-127.0.0.21.default");
     let proxy = proxy.unwrap_or_else(|| panic!("the sidecar is connected to meshpilot: {syncz}"));
     assert_eq!(
         proxy["listener_sent"], proxy["listener_acked"],
@@ -354,7 +369,7 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         echo.addr.port()
     );
     std::fs::write(config.path().join("mesh.yaml"), mesh).unwrap();
-    let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let mut mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
     let token_file = work.path().join("token");
     std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
     let labels = r#"{"app":"echo"}"#;
@@ -396,8 +411,21 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         let head = echo_via(client_outbound).await.expect("traffic flows during rotation");
         xfcc_hash(&head).filter(|h| *h != first_hash)
     })
-    .await;
-    assert!(renewed.is_ok(), "{renewed:?}");
+    .await
+    .unwrap();
+
+    // A restart of meshpilot keeps its root: traffic flows while it is down (Envoy keeps its
+    // config), and the sidecars renew from the restarted CA.
+    let root_before = mp.root_pem();
+    mp.restart().await;
+    assert_eq!(mp.root_pem(), root_before, "the root survives a restart");
+    let after_restart =
+        wait_for("a certificate renewed after the restart", Duration::from_secs(60), async || {
+            let head = echo_via(client_outbound).await.expect("traffic flows across the restart");
+            xfcc_hash(&head).filter(|h| *h != renewed)
+        })
+        .await;
+    assert!(after_restart.is_ok(), "{after_restart:?}\n{}", mp.log_text());
 
     // STRICT, applied live: plaintext is refused, the sidecar path still works.
     set_mode("STRICT");
