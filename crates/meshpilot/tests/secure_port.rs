@@ -342,8 +342,10 @@ fn xfcc_hash(head: &str) -> Option<String> {
 const PEER_AUTHENTICATION: &str = "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\n\
 metadata: {name: default, namespace: default}\nspec:\n  mtls: {mode: MODE}\n";
 
-/// Two real sidecars on loopback (pilot-agent + Envoy): a client (127.0.0.11) and a server
-/// (127.0.0.12, Sidecar ingress on 8080 to a local echo server). Traffic between them is mutual TLS
+/// Two real sidecars on loopback (pilot-agent + Envoy): a client (127.0.0.111) and a server
+/// (127.0.0.112, Sidecar ingress on the service port to a local echo server). The service port is a
+/// free port: Envoys bind outbound listeners with SO_REUSEPORT, so another Envoy on the machine with
+/// the same outbound port would silently take half of the connections. Traffic between them is mutual TLS
 /// with meshpilot's certificates; the namespace PeerAuthentication is switched live between
 /// PERMISSIVE, STRICT and DISABLE, and the client's short-lived certificate is rotated under traffic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,18 +357,19 @@ async fn mtls_between_real_sidecars_follows_peer_authentication() {
         .unwrap();
     let work = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
+    let port = free_port();
     let mesh = format!(
         "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: default}}\n\
-spec:\n  hosts: [echo.mesh.local]\n  ports: [{{number: 8080, name: http, protocol: HTTP}}]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  \
+spec:\n  hosts: [echo.mesh.local]\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  \
 workloadSelector: {{labels: {{app: echo}}}}\n---\n\
 apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo-1, namespace: default}}\n\
-spec:\n  address: 127.0.0.12\n  serviceAccount: default\n  labels: {{app: echo, security.istio.io/tlsMode: istio}}\n---\n\
+spec:\n  address: 127.0.0.112\n  serviceAccount: default\n  labels: {{app: echo, security.istio.io/tlsMode: istio}}\n---\n\
 apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: echo, namespace: default}}\n\
-spec:\n  workloadSelector: {{labels: {{app: echo}}}}\n  ingress:\n  - port: {{number: 8080, protocol: HTTP, name: http}}\n    \
-bind: 127.0.0.12\n    defaultEndpoint: 127.0.0.1:{}\n  egress:\n  - hosts: [istio-system/*]\n---\n\
+spec:\n  workloadSelector: {{labels: {{app: echo}}}}\n  ingress:\n  - port: {{number: {port}, protocol: HTTP, name: http}}\n    \
+bind: 127.0.0.112\n    defaultEndpoint: 127.0.0.1:{echo_port}\n  egress:\n  - hosts: [istio-system/*]\n---\n\
 apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: echo, namespace: default}}\n\
 spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{maxRequestsPerConnection: 1}}}}}}\n",
-        echo.addr.port()
+        echo_port = echo.addr.port()
     );
     std::fs::write(config.path().join("mesh.yaml"), mesh).unwrap();
     let mut mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
@@ -377,15 +380,15 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         &mp,
         work.path(),
         "server",
-        "127.0.0.12",
+        "127.0.0.112",
         &token_file,
         &[("POD_NAME", "echo-1"), ("ISTIO_METAJSON_LABELS", labels)],
     );
     // The client's certificate lives 20 s: the agent renews it at half-life, under traffic.
     let _client =
-        Sidecar::start(&mp, work.path(), "client", "127.0.0.11", &token_file, &[("SECRET_TTL", "20s")]);
-    let client_outbound: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-    let server_inbound: SocketAddr = "127.0.0.12:8080".parse().unwrap();
+        Sidecar::start(&mp, work.path(), "client", "127.0.0.111", &token_file, &[("SECRET_TTL", "20s")]);
+    let client_outbound: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let server_inbound: SocketAddr = format!("127.0.0.112:{port}").parse().unwrap();
     let set_mode = |mode: &str| {
         std::fs::write(config.path().join("pa.yaml"), PEER_AUTHENTICATION.replace("MODE", mode)).unwrap();
     };
