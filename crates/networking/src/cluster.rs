@@ -755,8 +755,9 @@ fn apply_tls(
         }
         return;
     };
-    if part.value.mode == ClientMode::IstioMutual as i32 && proxy.has_workload_certificates() && !proxyless {
-        let h2 = b.h2_options_mut().is_some();
+    // ISTIO_MUTUAL: SDS for proxies with workload certificates; certificate providers for proxyless
+    // gRPC clients (as istiod's grpcgen, whatever their bootstrap holds).
+    if part.value.mode == ClientMode::IstioMutual as i32 && (proxy.has_workload_certificates() || proxyless) {
         let sni = if part.value.sni.is_empty() {
             mtls::istio_mutual_sni(target.port.port, target.subset, &target.service.hostname)
         } else {
@@ -767,7 +768,11 @@ fn apply_tls(
         } else {
             part.value.subject_alt_names.clone()
         };
-        let ctx = mtls::istio_mutual_upstream(&sni, &sans, h2);
+        let ctx = if proxyless {
+            mtls::grpc_istio_mutual_upstream(&sni, &sans)
+        } else {
+            mtls::istio_mutual_upstream(&sni, &sans, b.h2_options_mut().is_some())
+        };
         b.cluster.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));
         return;
     }

@@ -31,8 +31,9 @@ use envoy_types::pb::{
         extensions::transport_sockets::{
             raw_buffer::v3::RawBuffer,
             tls::v3::{
-                CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
-                SubjectAltNameMatcher, TlsParameters, UpstreamTlsContext,
+                CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
+                DownstreamTlsContext, SdsSecretConfig, SubjectAltNameMatcher, TlsParameters,
+                UpstreamTlsContext,
                 common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
                 subject_alt_name_matcher::SanType,
                 tls_parameters::TlsProtocol,
@@ -196,6 +197,43 @@ fn tls_mode_struct(value: &str) -> Struct {
     Struct {
         fields: [(TLS_MODE_KEY.to_string(), Value { kind: Some(ValueKind::StringValue(value.to_string())) })]
             .into(),
+    }
+}
+
+/// `ISTIO_MUTUAL` for a proxyless gRPC client (Istio's `grpcgen` `buildCommonTLSContext`): gRPC reads
+/// no SDS, so the workload certificate and the roots come from the certificate provider instance
+/// `default` of the client's gRPC bootstrap (pilot-agent writes a `file_watcher` provider there):
+/// certificate name `default` for the key pair, `ROOTCA` for the roots; the destination's identities
+/// as exact SAN matchers, as istiod writes them for gRPC. Only the current fields are set (grpc-go and
+/// grpc-core ≥ 1.66); Istio also fills the deprecated `tls_certificate_certificate_provider_instance`
+/// and `validation_context_certificate_provider_instance` for older clients.
+pub fn grpc_istio_mutual_upstream(sni: &str, sans: &[String]) -> UpstreamTlsContext {
+    let provider = |name: &str| CertificateProviderPluginInstance {
+        instance_name: SDS_DEFAULT.to_string(),
+        certificate_name: name.to_string(),
+    };
+    let matchers = sans
+        .iter()
+        .map(|s| StringMatcher { match_pattern: Some(MatchPattern::Exact(s.clone())), ..Default::default() });
+    #[allow(deprecated)]
+    let validation = CertificateValidationContext {
+        match_subject_alt_names: matchers.collect(),
+        ca_certificate_provider_instance: Some(provider(SDS_ROOT)),
+        ..Default::default()
+    };
+    UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_certificate_provider_instance: Some(provider(SDS_DEFAULT)),
+            validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+                CombinedCertificateValidationContext {
+                    default_validation_context: Some(validation),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        sni: sni.to_string(),
+        ..Default::default()
     }
 }
 

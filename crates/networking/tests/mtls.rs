@@ -147,6 +147,37 @@ fn istio_mutual_is_plaintext_with_a_finding_for_a_plain_envoy_and_tls_for_a_cert
     assert!(db.transport_socket_matches.is_empty(), "an explicit DestinationRule TLS replaces auto mTLS");
 }
 
+/// Proxyless gRPC clients read no SDS: `ISTIO_MUTUAL` names the certificate provider instance
+/// `default` of their gRPC bootstrap (certificate `default`, roots `ROOTCA`), as istiod's grpcgen.
+#[test]
+fn istio_mutual_for_a_proxyless_grpc_client_uses_certificate_providers() {
+    let w = World::new(parse(&format!("{SERVICES}{ISTIO_MUTUAL_DB}"), "ns"));
+    let push = w.push();
+    let mut grpc = web_proxy(&w, false);
+    grpc.proxyless_grpc = true;
+    let name = "outbound|5432||db.ns.svc.cluster.local";
+    let out = generate_clusters(&push, &grpc, &[name.to_string()]);
+    assert!(!out.findings.iter().any(|f| f.path.ends_with("tls.mode")), "{:?}", out.findings);
+    let ctx = upstream(
+        cluster(&out.resources, name).transport_socket.as_ref().expect("ISTIO_MUTUAL transport socket"),
+    );
+    let common = ctx.common_tls_context.unwrap();
+    assert!(common.tls_certificate_sds_secret_configs.is_empty(), "no SDS for gRPC");
+    let cert = common.tls_certificate_provider_instance.expect("certificate provider");
+    assert_eq!((cert.instance_name.as_str(), cert.certificate_name.as_str()), ("default", "default"));
+    let Some(envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
+        common.validation_context_type
+    else {
+        panic!("combined validation context")
+    };
+    let roots = combined
+        .default_validation_context
+        .unwrap()
+        .ca_certificate_provider_instance
+        .expect("roots provider");
+    assert_eq!((roots.instance_name.as_str(), roots.certificate_name.as_str()), ("default", "ROOTCA"));
+}
+
 #[test]
 fn auto_mtls_matches_endpoints_labelled_istio() {
     let w = World::new(parse(SERVICES, "ns"));
