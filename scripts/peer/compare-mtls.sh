@@ -6,18 +6,19 @@
 #
 # For each variant of one config directory (the objects of the secure_port test
 # `mtls_between_real_sidecars_follows_peer_authentication`: ServiceEntry echo.mesh.local MESH_INTERNAL,
-# WorkloadEntry with tlsMode istio, Sidecar ingress bound on the server, DestinationRule without TLS; plus
-# a namespace PeerAuthentication STRICT / PERMISSIVE / DISABLE, a workload PeerAuthentication with
-# portLevelMtls, a workload PeerAuthentication DISABLE, a DestinationRule ISTIO_MUTUAL with subsets), runs real istiod (`--configDir`,
-# PILOT_ENABLE_METADATA_EXCHANGE=false PILOT_ENABLE_ALPN_FILTER=false) and then meshpilot
-# (`discovery --config-dir --secure-grpc-addr --ca-dir`), attaches the same two real sidecars
-# (pilot-agent + upstream Envoy: client 127.0.0.21, server 127.0.0.22 as workload echo-1) to each in
-# turn and saves each Envoy's /config_dump?include_eds. Addresses differ from the test's so that both can
-# run at once: client 127.0.0.21, server 127.0.0.22, service port 18080 (the test: .11, .12, 8080), app
-# 127.0.0.1:19080 (nothing needs to listen there); the WorkloadEntry also has `version: v1` for subsets.
-# scripts/peer/mtls-golden.py then extracts the TLS-relevant parts into OUT_DIR/<variant>/{istiod,meshpilot}.json and the differences into
-# OUT_DIR/<variant>/diff (`diff -u istiod meshpilot`), with the input as OUT_DIR/<variant>/input.yaml.
-# OUT_DIR defaults to docs/golden/mtls. Differences explained in docs/MTLS.md.
+# WorkloadEntry with tlsMode istio, Sidecar ingress bound on the server, DestinationRule without TLS;
+# plus a namespace PeerAuthentication STRICT / PERMISSIVE / DISABLE, a workload PeerAuthentication with
+# portLevelMtls, a workload PeerAuthentication DISABLE, a DestinationRule ISTIO_MUTUAL with subsets),
+# runs real istiod (`--configDir`, PILOT_ENABLE_METADATA_EXCHANGE=false PILOT_ENABLE_ALPN_FILTER=false)
+# and then meshpilot (`discovery --config-dir --secure-grpc-addr --ca-dir`), attaches the same two real
+# sidecars (pilot-agent + upstream Envoy: client 127.0.0.21, server 127.0.0.22 as workload echo-1)
+# to each in turn and saves each Envoy's /config_dump?include_eds. Addresses differ from the test's
+# so that both can run at once: client 127.0.0.21, server 127.0.0.22, service port 18080 (the test:
+# .11, .12, 8080), app 127.0.0.1:19080 (nothing needs to listen there); the WorkloadEntry also has
+# `version: v1` for subsets.  scripts/peer/mtls-golden.py then extracts the TLS-relevant parts
+# into OUT_DIR/<variant>/{istiod,meshpilot}.json and the differences into OUT_DIR/<variant>/diff
+# (`diff -u istiod meshpilot`), with the input as OUT_DIR/<variant>/input.yaml.  OUT_DIR defaults to
+# docs/golden/mtls. Differences explained in docs/MTLS.md.
 #
 # Environment: WORK (scratch directory, default a new mktemp -d; raw dumps and logs stay there),
 # MESHPILOT (binary; default target/debug/meshpilot of this tree, else of /work/main), VARIANTS
