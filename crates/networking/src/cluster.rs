@@ -383,13 +383,11 @@ fn base_cluster(
                 .iter()
                 .filter(|e| subset_labels.is_none_or(|l| labels_match(l, &e.labels)))
                 .map(|e| e.as_ref());
-            let mut endpoints = locality_lb_endpoints(
-                eps,
-                true,
-                proxy.has_workload_certificates() && !proxy.proxyless_grpc,
-                name,
-                report.findings,
-            );
+            let accepts_mtls =
+                |ep: &model::service::Endpoint| crate::endpoint::endpoint_accepts_mtls(push, ep);
+            let tls_metadata = (proxy.has_workload_certificates() && !proxy.proxyless_grpc)
+                .then_some(&accepts_mtls as &dyn Fn(&model::service::Endpoint) -> bool);
+            let mut endpoints = locality_lb_endpoints(eps, true, tls_metadata, name, report.findings);
             if endpoints.is_empty() {
                 report.dropped("DNS-resolved cluster without endpoints is not built (as Istio)".to_string());
                 return None;

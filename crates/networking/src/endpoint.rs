@@ -37,12 +37,13 @@ fn locality_of(label: &str) -> Locality {
 
 /// Groups `endpoints` by locality into Envoy's shape. `dns` allows host names as addresses (STRICT_DNS
 /// and LOGICAL_DNS clusters); otherwise an endpoint whose address is not an IP or a Unix socket is left
-/// out and reported against `resource`. `tls_metadata` adds the auto-mTLS match metadata
-/// ([`crate::mtls::endpoint_tls_metadata`]) to endpoints labelled `security.istio.io/tlsMode: istio`.
+/// out and reported against `resource`. `tls_metadata` (None: never) says per endpoint whether it gets
+/// the auto-mTLS match metadata ([`crate::mtls::endpoint_tls_metadata`]; only endpoints labelled
+/// `security.istio.io/tlsMode: istio` carry it).
 pub(crate) fn locality_lb_endpoints<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     dns: bool,
-    tls_metadata: bool,
+    tls_metadata: Option<&dyn Fn(&Endpoint) -> bool>,
     resource: &str,
     findings: &mut Vec<Finding>,
 ) -> Vec<LocalityLbEndpoints> {
@@ -73,7 +74,11 @@ pub(crate) fn locality_lb_endpoints<'a>(
         let entry = by_locality.entry(ep.locality.label.as_str()).or_default();
         entry.0 = entry.0.saturating_add(weight);
         entry.1.push(LbEndpoint {
-            metadata: if tls_metadata { crate::mtls::endpoint_tls_metadata(&ep.tls_mode) } else { None },
+            metadata: if tls_metadata.is_some_and(|f| f(ep)) {
+                crate::mtls::endpoint_tls_metadata(&ep.tls_mode)
+            } else {
+                None
+            },
             health_status: health as i32,
             load_balancing_weight: Some(u32v(weight)),
             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
@@ -122,6 +127,19 @@ fn cluster_endpoints<'p>(
     Some((eps, service.resolution))
 }
 
+/// Whether an endpoint's own workload accepts mutual TLS on its port: its effective
+/// PeerAuthentication (namespace, labels, port-level) is not `DISABLE`. Istio drops the endpoint's
+/// `tlsMode: istio` match metadata otherwise, so auto mTLS sends plaintext to it.
+pub(crate) fn endpoint_accepts_mtls(push: &Snapshot, ep: &Endpoint) -> bool {
+    model::push::authn::effective_mtls_mode(
+        push.peer_authentications(),
+        &push.mesh().root_namespace,
+        &ep.namespace,
+        &ep.labels,
+        ep.endpoint_port,
+    ) != model::push::authn::MtlsMode::Disable
+}
+
 /// The assignment for one cluster name (empty for an unknown name).
 pub fn load_assignment(
     push: &Snapshot,
@@ -131,7 +149,9 @@ pub fn load_assignment(
 ) -> ClusterLoadAssignment {
     let endpoints = match cluster_endpoints(push, proxy, name) {
         Some((eps, resolution)) => {
-            let tls_metadata = proxy.has_workload_certificates() && !proxy.proxyless_grpc;
+            let accepts_mtls = |ep: &Endpoint| endpoint_accepts_mtls(push, ep);
+            let tls_metadata = (proxy.has_workload_certificates() && !proxy.proxyless_grpc)
+                .then_some(&accepts_mtls as &dyn Fn(&Endpoint) -> bool);
             locality_lb_endpoints(eps, resolution.is_dns(), tls_metadata, name, findings)
         }
         None => Vec::new(),
@@ -184,14 +204,14 @@ mod tests {
             ep("a.example.com", "r2", 0, HealthStatus::Healthy),
         ];
         let mut findings = Vec::new();
-        let out = locality_lb_endpoints(&eps, false, false, "c", &mut findings);
+        let out = locality_lb_endpoints(&eps, false, None, "c", &mut findings);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].locality.as_ref().unwrap().zone, "z1");
         assert_eq!(out[0].load_balancing_weight.as_ref().unwrap().value, 4);
         assert_eq!(out[1].lb_endpoints.len(), 1);
         assert_eq!(out[1].lb_endpoints[0].health_status, EnvoyHealth::Draining as i32);
         assert_eq!(findings.len(), 1, "the host name is reported for an EDS cluster");
-        let dns = locality_lb_endpoints(&eps[4..], true, false, "c", &mut findings);
+        let dns = locality_lb_endpoints(&eps[4..], true, None, "c", &mut findings);
         assert_eq!(dns[0].lb_endpoints.len(), 1);
     }
 }

@@ -151,7 +151,11 @@ pub fn tcp_proxy_filter(stat_prefix: &str, destinations: &[(String, u32)]) -> Fi
 pub fn tls_inspector() -> ListenerFilter {
     ListenerFilter {
         name: TLS_INSPECTOR.to_string(),
-        config_type: Some(listener_filter::ConfigType::TypedConfig(any(&TlsInspector::default()))),
+        // Istio's 512-byte first read (Envoy's default is 64 KiB): enough for a ClientHello.
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(&TlsInspector {
+            initial_read_buffer_size: Some(crate::convert::u32v(512)),
+            ..Default::default()
+        }))),
         ..Default::default()
     }
 }

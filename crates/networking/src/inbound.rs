@@ -343,6 +343,11 @@ fn inbound_listener(
     }
     if inspector {
         l.listener_filters.push(tls_inspector());
+        // As istiod (protocol detection timeout 0): a client that sends nothing is not cut off by the
+        // inspector's timer, and matching goes on if it ever fires.
+        l.listener_filters_timeout =
+            Some(envoy_types::pb::google::protobuf::Duration { seconds: 0, nanos: 0 });
+        l.continue_on_listener_filters_timeout = true;
     }
     l
 }

@@ -109,6 +109,9 @@ pub fn sds_secret_config(name: &str) -> SdsSecretConfig {
                 ..Default::default()
             })),
             resource_api_version: ApiVersion::V3 as i32,
+            // As istiod: wait for the certificate as long as it takes (Envoy's default gives up
+            // after 15 s and goes live without it).
+            initial_fetch_timeout: Some(envoy_types::pb::google::protobuf::Duration { seconds: 0, nanos: 0 }),
             ..Default::default()
         }),
     }
@@ -186,11 +189,14 @@ pub fn istio_mutual_sni(port: u32, subset: &str, host: &str) -> String {
 pub fn istio_mutual_upstream(sni: &str, sans: &[String], h2: bool) -> UpstreamTlsContext {
     let alpn: &[&str] = if h2 { &["istio", "h2"] } else { &["istio"] };
     let matchers = sans.iter().map(|s| uri_san(MatchPattern::Exact(s.clone()))).collect();
-    UpstreamTlsContext {
-        common_tls_context: Some(common(alpn, matchers)),
-        sni: sni.to_string(),
+    let mut common = common(alpn, matchers);
+    // As istiod: TLS 1.2 to 1.3 (Envoy's client default stops at 1.2).
+    common.tls_params = Some(TlsParameters {
+        tls_minimum_protocol_version: TlsProtocol::TlSv12 as i32,
+        tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
         ..Default::default()
-    }
+    });
+    UpstreamTlsContext { common_tls_context: Some(common), sni: sni.to_string(), ..Default::default() }
 }
 
 fn tls_mode_struct(value: &str) -> Struct {

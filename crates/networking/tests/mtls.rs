@@ -178,6 +178,36 @@ fn istio_mutual_for_a_proxyless_grpc_client_uses_certificate_providers() {
     assert_eq!((roots.instance_name.as_str(), roots.certificate_name.as_str()), ("default", "ROOTCA"));
 }
 
+/// An endpoint whose own workload PeerAuthentication is DISABLE (here on its port only) loses its
+/// `tlsMode: istio` match metadata, so auto mTLS sends it plaintext (istiod's endpoint builder); the
+/// other workloads keep theirs.
+#[test]
+fn endpoints_of_workloads_with_mtls_disabled_get_no_tls_metadata() {
+    const WEB_PORT_DISABLE: &str = r#"
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: web, namespace: ns}
+spec:
+  selector: {matchLabels: {app: web}}
+  portLevelMtls: {"8080": {mode: DISABLE}}
+---
+"#;
+    let has_metadata = |text: &str| {
+        let w = World::new(parse(text, "ns"));
+        let push = w.push();
+        let name = "outbound|80||web.ns.svc.cluster.local";
+        let eds = generate_endpoints(&push, &web_proxy(&w, true), &[name.to_string()]).resources;
+        eds[0].endpoints.iter().flat_map(|l| &l.lb_endpoints).all(|e| e.metadata.is_some())
+    };
+    assert!(has_metadata(SERVICES), "tlsMode istio endpoints carry the metadata");
+    assert!(
+        !has_metadata(&format!("{SERVICES}{WEB_PORT_DISABLE}")),
+        "DISABLE on the endpoint's port drops it"
+    );
+    let other_port = WEB_PORT_DISABLE.replace("\"8080\"", "\"9999\"");
+    assert!(has_metadata(&format!("{SERVICES}{other_port}")), "DISABLE on another port changes nothing");
+}
+
 #[test]
 fn auto_mtls_matches_endpoints_labelled_istio() {
     let w = World::new(parse(SERVICES, "ns"));
