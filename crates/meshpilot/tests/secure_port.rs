@@ -126,7 +126,7 @@ impl Sidecar {
         env: &[(&str, &str)],
     ) -> Sidecar {
         let dir = work.join(name);
-        let base = free_port();
+        let base = sidecar_port_base();
         let out = Command::new(script())
             .envs(env.iter().copied())
             .arg("start")
@@ -153,6 +153,21 @@ impl Sidecar {
 impl Drop for Sidecar {
     fn drop(&mut self) {
         let _ = Command::new(script()).arg("stop").arg(&self.dir).output();
+    }
+}
+
+/// A port base whose sidecar ports (`run-pilot-agent.sh`: BASE, BASE+20, BASE+21, BASE+90) are all
+/// free now: one free port alone may leave the others taken by another process.
+fn sidecar_port_base() -> u16 {
+    loop {
+        let base = free_port();
+        if base > u16::MAX - 100 {
+            continue;
+        }
+        let free = [0, 20, 21, 90].iter().all(|d| std::net::TcpListener::bind(("0.0.0.0", base + d)).is_ok());
+        if free {
+            return base;
+        }
     }
 }
 
