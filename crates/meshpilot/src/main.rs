@@ -6,6 +6,7 @@
 //! - `discovery --config-dir DIR… | --kubeconfig PATH`: the control plane (xDS, debug HTTP, metrics).
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
 
+mod ca;
 mod cluster;
 mod configz;
 mod discovery;
@@ -32,6 +33,9 @@ enum Command {
     Configz(configz::Args),
     /// Run the control plane: serve --config-dir and/or --kubeconfig config over xDS (Istio's pilot-discovery).
     Discovery(Box<discovery::Args>),
+    /// The CA outside Kubernetes: `ca issue` signs credentials for a workload (pilot-agent's PROV_CERT).
+    #[command(subcommand)]
+    Ca(ca::CaCommand),
     /// Validate Istio config files, then server-side apply them to the cluster (create or update).
     Apply(cluster::WriteArgs),
     /// Validate Istio config files, then create their objects in the cluster (like `istioctl create -f`).
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Configz(args) => configz::run(&args),
         Command::Discovery(args) => discovery::run(&args),
+        Command::Ca(command) => ca::run(&command),
         Command::Apply(args) => cluster::run_write(&args, false),
         Command::Create(args) => cluster::run_write(&args, true),
         Command::Get(args) => cluster::run_get(&args),

@@ -44,7 +44,7 @@ struct Meshpilot {
 }
 
 impl Meshpilot {
-    async fn start(config_dir: &Path, work: &Path, kubeconfig: &Path) -> Meshpilot {
+    async fn start(config_dir: &Path, work: &Path, kubeconfig: Option<&Path>) -> Meshpilot {
         let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
         let (grpc, http, mon, secure) =
             (addr(free_port()), addr(free_port()), addr(free_port()), addr(free_port()));
@@ -55,8 +55,7 @@ impl Meshpilot {
             .arg("discovery")
             .arg("--config-dir")
             .arg(config_dir)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .args(kubeconfig.map(|k| ["--kubeconfig".as_ref(), k.as_os_str()]).into_iter().flatten())
             .args(["--grpc-addr", &grpc.to_string(), "--http-addr", &http.to_string()])
             .args(["--monitoring-addr", &mon.to_string(), "--secure-grpc-addr", &secure.to_string()])
             .arg("--ca-dir")
@@ -231,7 +230,7 @@ async fn the_ca_and_secure_xds_authenticate_with_kubernetes_tokens() {
     ensure_service_account(env, "ca-other", "app");
     let work = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
-    let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let mp = Meshpilot::start(config.path(), work.path(), Some(&env.kubeconfig())).await;
     let target = mp.target();
     let anonymous = channel(&target, None).await.unwrap();
     let request = || IstioCertificateRequest { csr: csr(), validity_duration: 3600, metadata: Vec::new() };
@@ -305,7 +304,7 @@ spec:\n  hosts: [bootstrap.mesh.local]\n  ports: [{number: 9091, name: http, pro
 endpoints: [{address: 127.0.0.22}]\n",
     )
     .unwrap();
-    let mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let mp = Meshpilot::start(config.path(), work.path(), Some(&env.kubeconfig())).await;
     let token_file = work.path().join("token");
     std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
     let certs_dir = work.path().join("agent-certs");
@@ -387,7 +386,7 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         echo_port = echo.addr.port()
     );
     std::fs::write(config.path().join("mesh.yaml"), mesh).unwrap();
-    let mut mp = Meshpilot::start(config.path(), work.path(), &env.kubeconfig()).await;
+    let mut mp = Meshpilot::start(config.path(), work.path(), Some(&env.kubeconfig())).await;
     let token_file = work.path().join("token");
     std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
     let labels = r#"{"app":"echo"}"#;
@@ -473,4 +472,48 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         .await
         .unwrap();
     assert!(head.starts_with("echo"), "{head}");
+}
+
+/// Without Kubernetes (files only): no token to review, so the sidecar's first certificate request
+/// is authenticated by a provisioned certificate (`meshpilot ca issue` → pilot-agent's `PROV_CERT`,
+/// Istio's VM onboarding); the agent then gets its workload certificate and xDS from meshpilot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_only_sidecars_bootstrap_with_a_provisioned_certificate() {
+    let work = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let mp = Meshpilot::start(config.path(), work.path(), None).await;
+    let prov = work.path().join("prov");
+    let issued = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+        .args(["ca", "issue", "--namespace", "default", "--service-account", "vm"])
+        .arg("--ca-dir")
+        .arg(&mp.ca_dir)
+        .arg("--root-ca-dir")
+        .arg(work.path().join("no-plugged-ca"))
+        .arg("--out")
+        .arg(&prov)
+        .output()
+        .unwrap();
+    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+    let chain = std::fs::read_to_string(prov.join("cert-chain.pem")).unwrap();
+    let leaf = CertificateDer::from_pem_slice(chain.as_bytes()).unwrap();
+    let ids: Vec<String> = ca::certificate_identities(&leaf).iter().map(ToString::to_string).collect();
+    assert_eq!(ids, ["spiffe://cluster.local/ns/default/sa/vm"]);
+
+    let no_token = work.path().join("no-token");
+    std::fs::write(&no_token, "").unwrap();
+    let certs_dir = work.path().join("agent-certs");
+    std::fs::create_dir_all(&certs_dir).unwrap();
+    let (prov_dir, certs) = (prov.display().to_string(), certs_dir.display().to_string());
+    let env = [("PROV_CERT", prov_dir.as_str()), ("OUTPUT_CERTS", certs.as_str()), ("SERVICE_ACCOUNT", "vm")];
+    let sidecar = Sidecar::start(&mp, work.path(), "vm", "127.0.0.31", &no_token, &env);
+    let workload = wait_for("the agent's workload certificate", Duration::from_secs(30), async || {
+        std::fs::read_to_string(certs_dir.join("cert-chain.pem")).ok().filter(|c| !c.is_empty())
+    })
+    .await;
+    let (_, syncz) = http::get(mp.http, "meshpilot", "/debug/syncz", &[]).await.unwrap();
+    drop(sidecar);
+    let workload = CertificateDer::from_pem_slice(workload.unwrap().as_bytes()).unwrap();
+    let ids: Vec<String> = ca::certificate_identities(&workload).iter().map(ToString::to_string).collect();
+    assert_eq!(ids, ["spiffe://cluster.local/ns/default/sa/vm"]);
+    assert!(syncz.contains("\"sidecar-127.0.0.31.default\""), "connected over the secure port: {syncz}");
 }

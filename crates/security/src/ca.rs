@@ -398,6 +398,32 @@ impl IstioCa {
         Ok((chain, key.serialize_der()))
     }
 
+    /// A new key and a certificate for `identity`, valid for `ttl` (capped by the CA's maximum): the
+    /// credentials a workload outside Kubernetes presents for its first CSR (pilot-agent's
+    /// `PROV_CERT` directory). Returns (chain PEMs as [`IstioCa::sign_csr`] answers, PKCS#8 key PEM).
+    ///
+    /// # Errors
+    /// [`CaError::Ttl`] above the maximum TTL; [`CaError::Sign`].
+    pub fn issue_identity(
+        &self,
+        identity: &SpiffeId,
+        ttl: Duration,
+    ) -> Result<(Vec<String>, String), CaError> {
+        let key = KeyPair::generate().map_err(|e| CaError::Sign(e.to_string()))?;
+        let seconds = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX).max(1);
+        let ttl = self.ttl(seconds)?;
+        let uri = identity.to_string();
+        let san = uri
+            .as_str()
+            .try_into()
+            .map(SanType::URI)
+            .map_err(|_| CaError::Sign(format!("identity {uri:?} is not ASCII")))?;
+        let mut chain = vec![self.issue(&key, vec![san], ttl)?];
+        chain.extend(self.chain_pems.iter().cloned());
+        chain.push(self.root_pem.clone());
+        Ok((chain, key.serialize_pem()))
+    }
+
     fn ttl(&self, ttl_seconds: i64) -> Result<Duration, CaError> {
         if ttl_seconds <= 0 {
             return Ok(self.options.default_cert_ttl);
@@ -456,7 +482,11 @@ fn random_serial() -> Result<SerialNumber, CaError> {
     Ok(SerialNumber::from_slice(&bytes))
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a private key file: created or truncated, mode 0600.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::{io::Write, os::unix::fs::OpenOptionsExt};
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     f.write_all(bytes)
