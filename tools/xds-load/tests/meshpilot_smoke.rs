@@ -31,6 +31,7 @@ fn xds_load(args: &[&str]) -> std::process::Output {
 fn run(dir: &std::path::Path, protocol: &str, change: &str, extra: &[&str]) -> Value {
     let json = dir.join(format!("{protocol}-{change}.json"));
     let (bin, config) = (meshpilot(), dir.join("config"));
+    let log = dir.join(format!("meshpilot-{protocol}-{change}.log"));
     let mut args = vec![
         "run",
         "--config-dir",
@@ -38,7 +39,7 @@ fn run(dir: &std::path::Path, protocol: &str, change: &str, extra: &[&str]) -> V
         "--meshpilot",
         bin.to_str().unwrap(),
         "--meshpilot-log",
-        dir.join(format!("meshpilot-{protocol}-{change}.log")).to_str().unwrap(),
+        log.to_str().unwrap(),
         "--proxies",
         "10",
         "--protocol",
