@@ -9,6 +9,8 @@
 #   XDS_LOAD=BIN    load tool (default target/release/xds-load, built if missing)
 #   BUILD=1         rebuild both in release first
 #   PROTOCOL=sotw   sotw | delta
+#   SECURE=1        connect to the secure port (--secure-grpc-addr, TLS with client certificates signed
+#                   by the CA kept in $OUT/ca; see xds-load run --ca-dir) instead of the plaintext one
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,11 +39,14 @@ setup() {
 
 # runs ARGS...: xds-load run RUNS times against a fresh meshpilot each time (spawned by xds-load).
 runs() {
+  local secure=()
+  if [[ "${SECURE:-0}" == 1 ]]; then secure=(--ca-dir "$OUT/ca"); fi
   for n in $(seq 1 "$RUNS"); do
     echo "-- run $n/$RUNS"
     "$XDS_LOAD" run --config-dir "$CONFIG" --meshpilot "$MESHPILOT" \
       --meshpilot-log "$OUT/meshpilot-$n.log" --meshpilot-arg=--log-format=json \
-      --protocol "$PROTOCOL" --label "$SCENARIO" --json "$OUT/run-$n.json" "$@"
+      --protocol "$PROTOCOL" --label "$SCENARIO" --json "$OUT/run-$n.json" \
+      "${secure[@]}" "$@"
   done
   median
 }

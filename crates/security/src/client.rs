@@ -40,25 +40,7 @@ pub async fn channel(
     target: &SecureTarget,
     identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
 ) -> Result<Channel, String> {
-    let mut roots = RootCertStore::empty();
-    for root in &target.roots {
-        roots.add(root.clone()).map_err(|e| format!("unusable root certificate: {e}"))?;
-    }
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots);
-    let mut config = match identity {
-        Some((chain, key)) => builder
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| format!("unusable client certificate: {e}"))?,
-        None => builder.with_no_client_auth(),
-    };
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let name =
-        ServerName::try_from(target.server_name.clone()).map_err(|e| format!("invalid server name: {e}"))?;
-    let connector = Connector { tls: TlsConnector::from(Arc::new(config)), addr: target.addr, name };
+    let connector = Connector::new(target, identity)?;
     Endpoint::from_shared(format!("http://{}", target.addr))
         .map_err(|e| e.to_string())?
         .connect_with_connector(connector)
@@ -66,11 +48,51 @@ pub async fn channel(
         .map_err(|e| format!("cannot connect to {}: {e:?}", target.addr))
 }
 
+/// The TLS dialer of [`channel`], for callers that build their own [`Endpoint`] (window sizes,
+/// timeouts, lazy connections: `Endpoint::connect_with_connector_lazy`). Cloning is cheap (the TLS
+/// configuration is shared); each connection makes its own TLS session.
 #[derive(Clone)]
-struct Connector {
+pub struct Connector {
     tls: TlsConnector,
     addr: SocketAddr,
     name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connector").field("addr", &self.addr).field("name", &self.name).finish()
+    }
+}
+
+impl Connector {
+    /// A dialer of `target` (TLS 1.2/1.3, ALPN `h2`), presenting `identity` (chain, key) when given.
+    ///
+    /// # Errors
+    /// A message when the roots, the identity or the server name are unusable.
+    pub fn new(
+        target: &SecureTarget,
+        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    ) -> Result<Connector, String> {
+        let mut roots = RootCertStore::empty();
+        for root in &target.roots {
+            roots.add(root.clone()).map_err(|e| format!("unusable root certificate: {e}"))?;
+        }
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+        let mut config = match identity {
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("unusable client certificate: {e}"))?,
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let name = ServerName::try_from(target.server_name.clone())
+            .map_err(|e| format!("invalid server name: {e}"))?;
+        Ok(Connector { tls: TlsConnector::from(Arc::new(config)), addr: target.addr, name })
+    }
 }
 
 impl tower_service::Service<http::Uri> for Connector {

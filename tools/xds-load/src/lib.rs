@@ -20,4 +20,5 @@ pub mod names;
 pub mod procfs;
 pub mod report;
 pub mod run;
+pub mod tls;
 pub mod xds;

@@ -4,6 +4,7 @@ use std::{
     net::TcpListener,
     path::PathBuf,
     process::{Child, Command, ExitCode, Stdio},
+    sync::Arc,
     time::Duration,
 };
 
@@ -15,6 +16,7 @@ use xds_load::{
     generate,
     layout::{Layout, ProxyType},
     run::{RunOptions, run},
+    tls::TlsSettings,
     xds::XdsType,
 };
 
@@ -161,6 +163,20 @@ struct RunArgs {
     /// Period of /proc sampling.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     sample_interval: Duration,
+    /// Connect over TLS, trusting the root certificate(s) of this PEM file (default with --ca-dir: the
+    /// CA's root). --address is then the secure port (host:port, e.g. 127.0.0.1:15012).
+    #[arg(long, value_name = "FILE")]
+    tls_root: Option<PathBuf>,
+    /// Name the server certificate must carry (pilot-agent's ISTIOD_SAN).
+    #[arg(long, value_name = "NAME", default_value = xds_load::tls::DEFAULT_SERVER_NAME)]
+    tls_server_name: String,
+    /// Connect over TLS with client certificates: read the control plane's CA from this directory
+    /// (meshpilot's --ca-dir; the self-signed root is created there when absent) and sign locally one
+    /// certificate per workload identity (ns/<namespace>/sa/<service account>) before connecting.
+    /// With --meshpilot: the control plane is started with --secure-grpc-addr and this --ca-dir, and
+    /// the streams use the secure port.
+    #[arg(long, value_name = "DIR")]
+    ca_dir: Option<PathBuf>,
     /// TCP connect timeout per connection (a loaded control plane may accept slowly).
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     connect_timeout: Duration,
@@ -233,6 +249,16 @@ fn wait_ready(child: &mut Spawned, http_port: u16, timeout: Duration) -> anyhow:
     }
 }
 
+/// TLS settings for `address` (`host:port`, or with an `http://` / `https://` scheme).
+fn tls_settings(a: &RunArgs, address: &str) -> anyhow::Result<TlsSettings> {
+    let bare = address.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(bare)
+        .with_context(|| format!("--address {address:?}: expected host:port"))?
+        .next()
+        .with_context(|| format!("--address {address:?}: no address"))?;
+    TlsSettings::new(addr, &a.tls_server_name, a.tls_root.as_deref(), a.ca_dir.as_deref())
+}
+
 fn git_sha() -> Option<String> {
     let out =
         Command::new("git").args(["rev-parse", "--short", "HEAD"]).stderr(Stdio::null()).output().ok()?;
@@ -302,14 +328,30 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     };
     let changes = if changer.is_some() { a.changes } else { 0 };
 
+    let secure = a.tls_root.is_some() || a.ca_dir.is_some();
     let mut address = a.address.clone();
     let mut pid = a.pid;
     let mut spawned = None;
+    let mut tls = None;
     if let Some(bin) = &a.meshpilot {
         let dir = a.config_dir.as_ref().context("--meshpilot needs --config-dir")?;
         let port = free_port()?;
         let http_port = free_port()?;
         address = format!("http://127.0.0.1:{port}");
+        let mut secure_args = Vec::new();
+        if secure {
+            let ca_dir = a.ca_dir.as_ref().context("--meshpilot over TLS needs --ca-dir")?;
+            let secure_port = free_port()?;
+            address = format!("127.0.0.1:{secure_port}");
+            // Before the control plane starts: creates the root it will load, when absent.
+            tls = Some(tls_settings(a, &address)?);
+            secure_args = vec![
+                "--secure-grpc-addr".to_string(),
+                address.clone(),
+                "--ca-dir".to_string(),
+                ca_dir.display().to_string(),
+            ];
+        }
         let (out, err) = match &a.meshpilot_log {
             Some(p) => {
                 let f =
@@ -324,6 +366,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
             .arg(dir)
             .args(["--grpc-addr", &format!("127.0.0.1:{port}")])
             .args(["--http-addr", &format!("127.0.0.1:{http_port}"), "--monitoring-addr", "127.0.0.1:0"])
+            .args(&secure_args)
             .args(&a.meshpilot_args)
             .stdout(out)
             .stderr(err)
@@ -333,6 +376,8 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         let mut child = Spawned(child);
         wait_ready(&mut child, http_port, a.ready_timeout)?;
         spawned = Some(child);
+    } else if secure {
+        tls = Some(tls_settings(a, &address)?);
     }
 
     let label = serde_json::json!({
@@ -349,6 +394,8 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         "streams_per_conn": a.streams_per_conn,
         "ramp": a.ramp,
         "nack_rate": a.nack_rate,
+        "tls": secure,
+        "client_certificates": a.ca_dir.is_some(),
     });
     let options = RunOptions {
         address,
@@ -375,6 +422,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         sample_interval: a.sample_interval,
         label,
         connect_timeout: a.connect_timeout,
+        tls: tls.map(Arc::new),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(a.threads.max(1))

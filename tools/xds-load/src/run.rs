@@ -27,6 +27,7 @@ use crate::{
     layout::{Layout, ProxyType},
     procfs::{self, Sample},
     report::Summary,
+    tls::TlsSettings,
 };
 
 /// What to run.
@@ -70,6 +71,8 @@ pub struct RunOptions {
     pub label: serde_json::Value,
     /// TCP connect timeout of each connection.
     pub connect_timeout: Duration,
+    /// Connect over TLS (a secure port: `address` is then dialled by the TLS settings' target).
+    pub tls: Option<Arc<TlsSettings>>,
 }
 
 impl Default for RunOptions {
@@ -94,6 +97,7 @@ impl Default for RunOptions {
             sample_interval: Duration::from_secs(1),
             label: serde_json::Value::Null,
             connect_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }
@@ -145,14 +149,16 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
         tokio::time::sleep(options.settle).await;
     }
 
-    let endpoint = Endpoint::from_shared(options.address.clone())
-        .with_context(|| format!("bad address {:?}", options.address))?
+    let address = match &options.tls {
+        Some(tls) => format!("http://{}", tls.target.addr),
+        None => options.address.clone(),
+    };
+    let endpoint = Endpoint::from_shared(address.clone())
+        .with_context(|| format!("bad address {address:?}"))?
         .tcp_nodelay(true)
         .connect_timeout(options.connect_timeout)
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20));
-    sample_now();
-    let connect_start = origin.elapsed();
     let specs: Vec<StreamSpec> = (0..options.streams)
         .map(|k| {
             let index = options.first_index + k;
@@ -161,6 +167,14 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             StreamSpec { index, kind: options.kind, identity, affected }
         })
         .collect();
+    // Client certificates are made before the measured part (a real agent has its certificate
+    // before it opens the ADS stream).
+    let connectors = match &options.tls {
+        Some(tls) => tls.connectors(specs.iter().map(|s| &s.identity))?,
+        None => Default::default(),
+    };
+    sample_now();
+    let connect_start = origin.elapsed();
     let affected = specs.iter().filter(|s| s.affected).count();
     let mut tasks = Vec::with_capacity(specs.len());
     let ramp_start = Instant::now();
@@ -171,7 +185,16 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             tokio::time::sleep_until(at.into()).await;
         }
         if (k as u32).is_multiple_of(options.streams_per_conn.max(1)) {
-            channel = Some(endpoint.connect_lazy());
+            // With TLS, the connection presents the certificate of its first stream's workload
+            // (streams sharing a connection should be of one namespace for the identity check).
+            channel = Some(
+                match connectors
+                    .get(&(spec.identity.namespace.clone(), spec.identity.service_account.clone()))
+                {
+                    Some(connector) => endpoint.connect_with_connector_lazy(connector.clone()),
+                    None => endpoint.connect_lazy(),
+                },
+            );
         }
         let ch = channel.clone().expect("set on the first stream");
         tasks.push(tokio::spawn(client::run(ch, spec, options.stream.clone(), shared.clone())));

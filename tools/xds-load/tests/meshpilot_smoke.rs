@@ -28,17 +28,18 @@ fn xds_load(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_xds-load")).args(args).output().expect("xds-load runs")
 }
 
-fn run(dir: &std::path::Path, protocol: &str, change: &str) -> Value {
+fn run(dir: &std::path::Path, protocol: &str, change: &str, extra: &[&str]) -> Value {
     let json = dir.join(format!("{protocol}-{change}.json"));
     let (bin, config) = (meshpilot(), dir.join("config"));
-    let out = xds_load(&[
+    let log = dir.join(format!("meshpilot-{protocol}-{change}.log"));
+    let mut args = vec![
         "run",
         "--config-dir",
         config.to_str().unwrap(),
         "--meshpilot",
         bin.to_str().unwrap(),
         "--meshpilot-log",
-        dir.join(format!("meshpilot-{protocol}-{change}.log")).to_str().unwrap(),
+        log.to_str().unwrap(),
         "--proxies",
         "10",
         "--protocol",
@@ -59,17 +60,17 @@ fn run(dir: &std::path::Path, protocol: &str, change: &str) -> Value {
         "10s",
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = xds_load(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "xds-load failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("convergence"), "{stdout}");
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
-#[test]
-fn ten_sidecars_converge_on_meshpilot() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
+fn generate(dir: &std::path::Path) {
+    let config = dir.join("config");
     let out = xds_load(&[
         "gen",
         "--out",
@@ -83,11 +84,16 @@ fn ten_sidecars_converge_on_meshpilot() {
         "--sidecar-scope",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
 
+#[test]
+fn ten_sidecars_converge_on_meshpilot() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path());
     for (protocol, change, affected) in
         [("sotw", "workload-entry", 10), ("delta", "service-entry", 10), ("sotw", "virtual-service", 6)]
     {
-        let s = run(dir.path(), protocol, change);
+        let s = run(dir.path(), protocol, change, &[]);
         let what = format!("{protocol}/{change}: {s:#}");
         assert_eq!((s["streams"].as_u64(), s["ready"].as_u64()), (Some(10), Some(10)), "{what}");
         assert_eq!(s["not_converged"], 0, "{what}");
@@ -106,4 +112,25 @@ fn ten_sidecars_converge_on_meshpilot() {
             "{what}"
         );
     }
+}
+
+/// The same over the secure port: meshpilot started with --secure-grpc-addr and the CA directory
+/// xds-load created, each stream presenting a client certificate of its workload's identity (the
+/// port's identity check compares the certificate's namespace with the node's).
+#[test]
+fn ten_sidecars_converge_over_tls_with_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path());
+    let ca = dir.path().join("ca");
+    let s = run(dir.path(), "sotw", "workload-entry", &["--ca-dir", ca.to_str().unwrap()]);
+    let what = format!("{s:#}");
+    assert_eq!(s["run"]["tls"], true, "{what}");
+    assert!(s["run"]["address"].as_str().unwrap().starts_with("127.0.0.1:"), "{what}");
+    assert_eq!((s["streams"].as_u64(), s["ready"].as_u64()), (Some(10), Some(10)), "{what}");
+    assert_eq!(s["not_converged"], 0, "{what}");
+    assert_eq!(s["streams_with_errors"], 0, "{what}");
+    for c in s["changes"].as_array().unwrap() {
+        assert_eq!(c["converged"], 10, "{what}");
+    }
+    assert!(ca.join("root-cert.pem").exists(), "the CA's root was created in --ca-dir");
 }
