@@ -713,23 +713,12 @@ fn auto_mtls_applies(push: &Snapshot, proxy: &ProxyContext, b: &Builder, service
         && proxy.has_workload_certificates()
         && !proxy.proxyless_grpc
         && !service.mesh_external
-        && namespace_mtls_mode(push, &service.namespace) != model::push::authn::MtlsMode::Disable
+        && push.workload_mtls_mode(&service.namespace, &model::service::Labels::default(), 0)
+            != model::push::authn::MtlsMode::Disable
         && matches!(
             cluster_type(&b.cluster),
             Some(DiscoveryType::Eds | DiscoveryType::StrictDns | DiscoveryType::LogicalDns)
         )
-}
-
-/// The mTLS mode of a namespace's workloads without a workload-selector policy: the namespace's
-/// PeerAuthentication, else the mesh's, else PERMISSIVE.
-fn namespace_mtls_mode(push: &Snapshot, namespace: &str) -> model::push::authn::MtlsMode {
-    model::push::authn::effective_mtls_mode(
-        push.peer_authentications(),
-        &push.mesh().root_namespace,
-        namespace,
-        &model::service::Labels::default(),
-        0,
-    )
 }
 
 fn apply_tls(

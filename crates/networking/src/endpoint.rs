@@ -130,14 +130,11 @@ fn cluster_endpoints<'p>(
 /// Whether an endpoint's own workload accepts mutual TLS on its port: its effective
 /// PeerAuthentication (namespace, labels, port-level) is not `DISABLE`. Istio drops the endpoint's
 /// `tlsMode: istio` match metadata otherwise, so auto mTLS sends plaintext to it.
+/// Only endpoints labelled `tlsMode: istio` are looked up (the others carry no metadata anyway).
 pub(crate) fn endpoint_accepts_mtls(push: &Snapshot, ep: &Endpoint) -> bool {
-    model::push::authn::effective_mtls_mode(
-        push.peer_authentications(),
-        &push.mesh().root_namespace,
-        &ep.namespace,
-        &ep.labels,
-        ep.endpoint_port,
-    ) != model::push::authn::MtlsMode::Disable
+    ep.tls_mode != model::service::TLS_MODE_ISTIO
+        || push.workload_mtls_mode(&ep.namespace, &ep.labels, ep.endpoint_port)
+            != model::push::authn::MtlsMode::Disable
 }
 
 /// The assignment for one cluster name (empty for an unknown name).

@@ -130,17 +130,22 @@ impl ResolvesServerCert for ServingCert {
         if Instant::now() < renew_at {
             return Some(cert);
         }
+        // One handshake renews; the others that raced here find the fresh one.
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if Instant::now() < current.1 {
+            return Some(current.0.clone());
+        }
         match Self::issue(&self.ca, &self.dns_names) {
             Ok(fresh) => {
                 tracing::info!(names = ?self.dns_names, "renewed the secure port's serving certificate");
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
-                Some(fresh.0)
+                *current = fresh;
             }
             Err(err) => {
-                tracing::error!(error = %err, "cannot renew the serving certificate; using the current one");
-                Some(cert)
+                tracing::error!(error = %err, "cannot renew the serving certificate; using the current one, retrying in a minute");
+                current.1 = Instant::now() + Duration::from_secs(60);
             }
         }
+        Some(current.0.clone())
     }
 }
 

@@ -35,7 +35,7 @@ use api::{
 
 use super::{
     ProxyContext, ProxyKind, SidecarScope,
-    authn::{EffectivePeerAuthentication, PeerAuthenticationPolicy, effective_peer_authentication},
+    authn::{EffectivePeerAuthentication, MtlsMode, PeerAuthenticationPolicy, effective_peer_authentication},
     delegate,
     virtual_service::{MESH_GATEWAY, resolve_gateway_name},
 };
@@ -743,6 +743,22 @@ impl PushContext {
             &proxy.namespace,
             &proxy.labels,
         )
+    }
+
+    /// The mTLS mode a workload in `namespace` with `labels` accepts on `port` (0 and empty labels:
+    /// the namespace's, else the mesh's, mode — Istio's namespace-level inference), resolved as
+    /// Istio does ([`effective_peer_authentication`]). PERMISSIVE without any policy.
+    pub fn workload_mtls_mode(&self, namespace: &str, labels: &Labels, port: u32) -> MtlsMode {
+        if self.config.peer_authentications.is_empty() {
+            return MtlsMode::Permissive;
+        }
+        effective_peer_authentication(
+            &self.config.peer_authentications,
+            &self.mesh.root_namespace,
+            namespace,
+            labels,
+        )
+        .for_port(port)
     }
 
     /// The scope key of `proxy`: its namespace and the Sidecar that applies.
