@@ -34,6 +34,7 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
+use networking::GenerationCache;
 use sds::FileSecrets;
 
 use crate::{NetworkingSource, metrics as m, options::DebounceOptions};
@@ -58,6 +59,9 @@ pub struct DiscoveryServer {
     wake: Notify,
     connections: ConnectionRegistry<PushRequest>,
     pushes: AtomicU64,
+    /// The generators' cache, shared by every xDS server of this DiscoveryServer (and read by the
+    /// debug handlers for generation findings).
+    cache: Arc<GenerationCache>,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -91,6 +95,7 @@ impl DiscoveryServer {
             wake: Notify::new(),
             connections: ConnectionRegistry::new(),
             pushes: AtomicU64::new(0),
+            cache: Arc::new(GenerationCache::new()),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -172,8 +177,16 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
-        let source = Arc::new(NetworkingSource::with_file_secrets(self.snapshots(), services, secrets));
+        let source =
+            Arc::new(NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone()));
         AdsServer::with_registry(source, config, self.connections.clone())
+    }
+
+    /// The generators' cache (shared by [`DiscoveryServer::ads_server`]'s sources): scopes, route
+    /// tables, and the findings generation met per proxy
+    /// ([`GenerationCache::generation_findings`]).
+    pub fn generation_cache(&self) -> &Arc<GenerationCache> {
+        &self.cache
     }
 
     /// The engine's connections.

@@ -19,6 +19,7 @@ pub mod authn;
 mod context;
 mod delegate;
 pub mod node;
+pub mod policy;
 mod proxy;
 mod request;
 mod sidecar;
