@@ -21,6 +21,7 @@
 //! `envoy.filters.http.cors`, then `envoy.filters.http.router` last. Per-route fault and CORS settings are
 //! set by [`route`] in `typed_per_filter_config` under those filter names.
 
+pub mod authz;
 pub mod cache;
 pub mod check;
 pub mod cluster;
