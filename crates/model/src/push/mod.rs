@@ -18,6 +18,7 @@
 pub mod authn;
 mod context;
 mod delegate;
+pub mod extension_provider;
 pub mod node;
 pub mod policy;
 mod proxy;
