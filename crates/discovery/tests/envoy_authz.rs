@@ -9,7 +9,8 @@ mod support;
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 use meshpilot_testing::{
-    AdsApi, EchoOptions, EchoServer, Envoy, Plane, PlaneOptions, Response, free_port, request_method, wait_for,
+    AdsApi, EchoOptions, EchoServer, Envoy, Plane, PlaneOptions, Response, free_port, request_method,
+    wait_for,
 };
 use support::NS;
 
@@ -77,12 +78,21 @@ impl Setup {
     }
 
     /// Waits until `method path` with `headers` gets `status` (policies arrive asynchronously).
-    async fn wait_status(&self, what: &str, method: &str, path: &str, headers: &[(&str, &str)], status: u16) -> Response {
+    async fn wait_status(
+        &self,
+        what: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        status: u16,
+    ) -> Response {
         wait_for(what, Duration::from_secs(15), async || {
             self.send(method, path, headers).await.filter(|r| r.status == status)
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}\nlast: {:?}\n{}", self.send(method, path, headers).await, self.envoy.log_tail(40)))
+        .unwrap_or_else(|e| {
+            panic!("{e}\nlast: {:?}\n{}", self.send(method, path, headers).await, self.envoy.log_tail(40))
+        })
     }
 
     /// The status of one request now (after a change was observed through another request).
@@ -224,7 +234,10 @@ impl Authorizer {
                                 "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_string()
                             } else {
                                 let body = "denied by ext-authz";
-                                format!("HTTP/1.1 403 Forbidden\r\ncontent-length: {}\r\n\r\n{body}", body.len())
+                                format!(
+                                    "HTTP/1.1 403 Forbidden\r\ncontent-length: {}\r\n\r\n{body}",
+                                    body.len()
+                                )
                             };
                             if conn.write_all(reply.as_bytes()).await.is_err() {
                                 return;
@@ -266,7 +279,8 @@ async fn custom_action_asks_the_external_authorizer() {
     write(s.dir.path(), "custom.yaml", &custom);
     let r = s.wait_status("the authorizer refuses", "GET", "/protected/x", &[], 403).await;
     assert_eq!(r.body, "denied by ext-authz", "the authorizer's answer reaches the client: {r:?}");
-    let r = s.wait_status("the authorizer allows", "GET", "/protected/x", &[("x-ext-authz", "allow")], 200).await;
+    let r =
+        s.wait_status("the authorizer allows", "GET", "/protected/x", &[("x-ext-authz", "allow")], 200).await;
     assert!(r.body.starts_with("app"), "{r:?}");
     let before = authz.checks();
     assert!(before >= 2, "the authorizer was asked");

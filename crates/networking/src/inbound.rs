@@ -50,12 +50,12 @@ use crate::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
         tcp_proxy_filter, tls_inspector,
     },
-    policy::SecurityFilters,
     mtls::{ISTIO_MTLS_ALPNS, RAW_BUFFER_TRANSPORT_PROTOCOL, TLS_TRANSPORT_PROTOCOL, inbound_tls_context},
     naming::{
         INBOUND_PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND_LISTENER, VIRTUAL_INBOUND_PORT, inbound_cluster_name,
         listener_name,
     },
+    policy::SecurityFilters,
 };
 
 /// How an inbound port is served.
@@ -458,10 +458,22 @@ mod tests {
         let http = port(InboundProtocol::Http);
         let tcp = port(InboundProtocol::Tcp);
         assert_eq!(shape(&inbound_chains(&mesh, &http, None, &SecurityFilters::default())), [("", 0, false)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Disable), &SecurityFilters::default())), [("raw_buffer", 0, false)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Disable), &SecurityFilters::default())), [("raw_buffer", 0, false)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Strict), &SecurityFilters::default())), [("tls", 0, true)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Strict), &SecurityFilters::default())), [("tls", 0, true)]);
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Disable), &SecurityFilters::default())),
+            [("raw_buffer", 0, false)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Disable), &SecurityFilters::default())),
+            [("raw_buffer", 0, false)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Strict), &SecurityFilters::default())),
+            [("tls", 0, true)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Strict), &SecurityFilters::default())),
+            [("tls", 0, true)]
+        );
         assert_eq!(
             shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Permissive), &SecurityFilters::default())),
             [("tls", 5, true), ("raw_buffer", 0, false)]
@@ -470,15 +482,20 @@ mod tests {
             shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Permissive), &SecurityFilters::default())),
             [("tls", 5, true), ("raw_buffer", 0, false), ("tls", 0, false)]
         );
-        let permissive = inbound_chains(&mesh, &http, Some(MtlsMode::Permissive), &SecurityFilters::default());
+        let permissive =
+            inbound_chains(&mesh, &http, Some(MtlsMode::Permissive), &SecurityFilters::default());
         assert_eq!(permissive[0].filter_chain_match.application_protocols[0], "istio");
         assert!(permissive.iter().all(|c| c.name == "0.0.0.0_8080"));
     }
 
     #[test]
     fn http_chains_forward_the_client_certificate_and_route_to_the_inbound_cluster() {
-        let chains =
-            inbound_chains(&MeshSettings::default(), &port(InboundProtocol::Http), Some(MtlsMode::Strict), &SecurityFilters::default());
+        let chains = inbound_chains(
+            &MeshSettings::default(),
+            &port(InboundProtocol::Http),
+            Some(MtlsMode::Strict),
+            &SecurityFilters::default(),
+        );
         let Terminal::Http(hcm) = &chains[0].terminal else { panic!("HTTP terminal expected") };
         assert_eq!(hcm.forward_client_cert_details, ForwardClientCertDetails::AppendForward as i32);
         let details = hcm.set_current_client_cert_details.as_ref().unwrap();
@@ -488,7 +505,9 @@ mod tests {
         assert_eq!(fc.filters.len(), 1);
         let mut no_xfcc = port(InboundProtocol::Http);
         no_xfcc.forward_client_cert = false;
-        let Terminal::Http(hcm) = &inbound_chains(&MeshSettings::default(), &no_xfcc, None, &SecurityFilters::default())[0].terminal
+        let Terminal::Http(hcm) =
+            &inbound_chains(&MeshSettings::default(), &no_xfcc, None, &SecurityFilters::default())[0]
+                .terminal
         else {
             panic!()
         };
@@ -499,10 +518,20 @@ mod tests {
     #[test]
     fn listener_gets_the_tls_inspector_only_with_a_tls_chain() {
         let mesh = MeshSettings::default();
-        let plain = inbound_chains(&mesh, &port(InboundProtocol::Tcp), Some(MtlsMode::Disable), &SecurityFilters::default());
+        let plain = inbound_chains(
+            &mesh,
+            &port(InboundProtocol::Tcp),
+            Some(MtlsMode::Disable),
+            &SecurityFilters::default(),
+        );
         let l = inbound_listener("l".into(), "10.0.0.1", 8080, plain, false);
         assert!(l.listener_filters.is_empty());
-        let strict = inbound_chains(&mesh, &port(InboundProtocol::Tcp), Some(MtlsMode::Strict), &SecurityFilters::default());
+        let strict = inbound_chains(
+            &mesh,
+            &port(InboundProtocol::Tcp),
+            Some(MtlsMode::Strict),
+            &SecurityFilters::default(),
+        );
         let l = inbound_listener("l".into(), "10.0.0.1", 8080, strict, true);
         let names: Vec<&str> = l.listener_filters.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["envoy.filters.listener.original_dst", "envoy.filters.listener.tls_inspector"]);

@@ -636,7 +636,10 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                     let c = chain(
                                         &cname,
                                         Some(FilterChainMatch { server_names: names, ..Default::default() }),
-                                        security.tcp_chain(tcp_proxy_filter(stat_of(&destinations), &destinations)),
+                                        security.tcp_chain(tcp_proxy_filter(
+                                            stat_of(&destinations),
+                                            &destinations,
+                                        )),
                                     );
                                     add(&mut chains, &mut report, server, c);
                                 }

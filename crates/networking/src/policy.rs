@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use api::{security::authorization_policy::Action, spec::Spec};
+use api::{security::authorization_policy::authorization_policy::Action, spec::Spec};
 use envoy_types::pb::envoy::{
     config::listener::v3::Filter,
     extensions::filters::network::http_connection_manager::v3::{HttpConnectionManager, HttpFilter},

@@ -158,8 +158,8 @@ impl Plane {
         let secrets =
             FileSecrets::new(options.file_secrets.clone()).map_err(|e| plane_error("file secrets", &e))?;
 
-        let (mesh, _warnings) =
-            parse_mesh_config(&options.mesh_config, "cluster.local").map_err(|e| plane_error("mesh config", &e))?;
+        let (mesh, _warnings) = parse_mesh_config(&options.mesh_config, "cluster.local")
+            .map_err(|e| plane_error("mesh config", &e))?;
         let (server, ads) = wire(store, services, secrets.clone(), mesh);
         let ads = RunningAds::start(ads, None).await?;
         let (trigger, shutdown) = shutdown_channel();

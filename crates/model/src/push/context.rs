@@ -56,7 +56,7 @@ pub enum OutboundTrafficPolicy {
 }
 
 /// Mesh-wide settings (the parts of Istio's `MeshConfig` the generators use).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MeshSettings {
     /// Namespace whose Sidecar and DestinationRules apply mesh-wide (`rootNamespace`, default
     /// `istio-system`).
@@ -79,6 +79,9 @@ pub struct MeshSettings {
     /// TLS to endpoints labelled `security.istio.io/tlsMode: istio` (proxies with workload
     /// certificates only).
     pub enable_auto_mtls: bool,
+    /// `extensionProviders`: the external authorizers (and other extensions) CUSTOM
+    /// AuthorizationPolicies name.
+    pub extension_providers: Vec<super::extension_provider::ExtensionProvider>,
 }
 
 impl Default for MeshSettings {
@@ -92,6 +95,7 @@ impl Default for MeshSettings {
             trust_domain: "cluster.local".to_string(),
             trust_domain_aliases: Vec::new(),
             enable_auto_mtls: true,
+            extension_providers: Vec::new(),
         }
     }
 }
