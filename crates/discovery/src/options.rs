@@ -85,11 +85,11 @@ impl DebounceOptions {
     }
 }
 
-fn duration_var(name: &str, value: &str) -> Result<Duration, EnvError> {
+pub(crate) fn duration_var(name: &str, value: &str) -> Result<Duration, EnvError> {
     parse_go_duration(value).map_err(|reason| EnvError { name: name.into(), value: value.into(), reason })
 }
 
-fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
+pub(crate) fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
     // Go's strconv.ParseBool.
     match value {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),

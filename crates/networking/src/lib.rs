@@ -33,6 +33,7 @@ pub mod filters;
 mod gateway;
 pub mod generated;
 pub mod inbound;
+pub mod jwt;
 pub mod listener;
 pub mod mtls;
 pub mod naming;

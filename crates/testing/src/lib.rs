@@ -18,6 +18,8 @@
 //!   TLS), async and blocking.
 //! - [`echo`]: [`EchoServer`], loopback HTTP/1.1 upstreams answering their name (optionally with the
 //!   request head, failing the first N requests, counting requests).
+//! - [`jwt`]: [`jwt::TestKey`], an ES256 signing key generated at run time: its JWKS, signed tokens,
+//!   tampered tokens (for RequestAuthentication tests).
 //! - [`wait`]: [`wait_for`] and friends (poll until a condition holds, fail naming what was awaited),
 //!   [`free_port`], [`repo_root`], [`testdata`].
 //!
@@ -32,6 +34,7 @@ pub mod echo;
 pub mod envoy;
 mod error;
 pub mod http;
+pub mod jwt;
 pub mod plane;
 pub mod wait;
 

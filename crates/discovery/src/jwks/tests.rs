@@ -1,0 +1,333 @@
+//! Resolver tests against a local HTTP server. Every wait is for a positive signal (the change
+//! counter, or the server having answered), bounded by [`LIMIT`] only so a broken test cannot hang.
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    net::SocketAddr,
+    sync::{
+        Mutex as StdMutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, body::Incoming, service::service_fn};
+use hyper_util::rt::TokioIo;
+use meshpilot_testing::jwt::TestKey;
+use tokio::net::TcpListener;
+
+use super::*;
+
+/// Upper bound of any wait here (not an assertion on speed).
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// What the test server answers per path: status and body.
+#[derive(Default)]
+struct Routes {
+    answers: StdMutex<HashMap<String, (u16, String)>>,
+    requests: AtomicUsize,
+}
+
+impl Routes {
+    fn set(&self, path: &str, status: u16, body: impl Into<String>) {
+        self.answers.lock().unwrap().insert(path.to_string(), (status, body.into()));
+    }
+}
+
+/// A loopback HTTP/1.1 server answering from `routes` (404 for unknown paths); runs until the test's
+/// runtime ends.
+async fn serve_on(listener: TcpListener, routes: Arc<Routes>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { return };
+        let routes = routes.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<Incoming>| {
+                let routes = routes.clone();
+                async move {
+                    routes.requests.fetch_add(1, Ordering::SeqCst);
+                    let answer = routes.answers.lock().unwrap().get(request.uri().path()).cloned();
+                    let (status, body) = answer.unwrap_or((404, "no such path".into()));
+                    let response =
+                        Response::builder().status(status).body(Full::new(Bytes::from(body))).unwrap();
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn server() -> (SocketAddr, Arc<Routes>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let routes = Arc::new(Routes::default());
+    tokio::spawn(serve_on(listener, routes.clone()));
+    (addr, routes)
+}
+
+/// Fast options for tests: no system roots, short retry and failure intervals, long refresh.
+fn fast() -> JwksOptions {
+    JwksOptions {
+        refresh_interval: Duration::from_secs(3600),
+        refresh_interval_on_failure: Duration::from_millis(50),
+        refresh_backoff_max: Duration::from_millis(200),
+        retry_interval: Duration::from_millis(20),
+        refresh_retries: 2,
+        system_roots: false,
+        extra_root_ca_paths: Vec::new(),
+        ..JwksOptions::default()
+    }
+}
+
+/// Waits for the next change of the counter.
+async fn next_change(rx: &mut watch::Receiver<u64>) {
+    tokio::time::timeout(LIMIT, rx.changed())
+        .await
+        .expect("a change within the limit")
+        .expect("resolver alive");
+}
+
+/// Waits until `resolver` answers something other than Pending for the key, returning it.
+async fn settled(
+    resolver: &JwksResolver,
+    rx: &mut watch::Receiver<u64>,
+    issuer: &str,
+    uri: &str,
+) -> JwksState {
+    loop {
+        let state = resolver.jwks(issuer, uri);
+        if state != JwksState::Pending {
+            return state;
+        }
+        next_change(rx).await;
+    }
+}
+
+#[tokio::test]
+async fn resolves_in_the_background_and_notifies() {
+    let (addr, routes) = server().await;
+    let key = TestKey::generate();
+    routes.set("/keys", 200, key.jwks_json());
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    let uri = format!("http://{addr}/keys");
+    assert_eq!(resolver.jwks("https://issuer", &uri), JwksState::Pending);
+    next_change(&mut rx).await;
+    assert_eq!(resolver.jwks("https://issuer", &uri), JwksState::Resolved(key.jwks_json()));
+    assert_eq!(*rx.borrow(), 1);
+    assert_eq!(resolver.len(), 1);
+}
+
+#[tokio::test]
+async fn refresh_picks_up_a_new_key_set() {
+    let (addr, routes) = server().await;
+    let (old, new) = (TestKey::generate(), TestKey::generate());
+    routes.set("/keys", 200, old.jwks_json());
+    let resolver = JwksResolver::new(JwksOptions { refresh_interval: Duration::from_millis(50), ..fast() });
+    let mut rx = resolver.subscribe();
+    let uri = format!("http://{addr}/keys");
+    assert_eq!(settled(&resolver, &mut rx, "iss", &uri).await, JwksState::Resolved(old.jwks_json()));
+    routes.set("/keys", 200, new.jwks_json());
+    next_change(&mut rx).await;
+    assert_eq!(resolver.jwks("iss", &uri), JwksState::Resolved(new.jwks_json()));
+}
+
+#[tokio::test]
+async fn unreachable_fails_then_recovers() {
+    let port = meshpilot_testing::free_port();
+    let uri = format!("http://127.0.0.1:{port}/keys");
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    let JwksState::Failed(reason) = settled(&resolver, &mut rx, "iss", &uri).await else {
+        panic!("expected a failure")
+    };
+    assert!(reason.contains(&uri), "{reason}");
+
+    // The server comes up on that port: the retries find it.
+    let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+    let routes = Arc::new(Routes::default());
+    let key = TestKey::generate();
+    routes.set("/keys", 200, key.jwks_json());
+    tokio::spawn(serve_on(listener, routes));
+    next_change(&mut rx).await;
+    assert_eq!(resolver.jwks("iss", &uri), JwksState::Resolved(key.jwks_json()));
+}
+
+#[tokio::test]
+async fn openid_discovery_finds_the_jwks_uri() {
+    let (addr, routes) = server().await;
+    let key = TestKey::generate();
+    routes.set(
+        "/realm/.well-known/openid-configuration",
+        200,
+        format!(r#"{{"issuer":"x","jwks_uri":"http://{addr}/realm/certs"}}"#),
+    );
+    routes.set("/realm/certs", 200, key.jwks_json());
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    // A trailing slash on the issuer is dropped before the suffix (Istio).
+    let issuer = format!("http://{addr}/realm/");
+    assert_eq!(settled(&resolver, &mut rx, &issuer, "").await, JwksState::Resolved(key.jwks_json()));
+}
+
+#[tokio::test]
+async fn bad_answers_are_failures_naming_the_reason() {
+    let (addr, routes) = server().await;
+    routes.set("/html", 200, "<html>login</html>");
+    routes.set("/nokeys", 200, r#"{"issuer":"x"}"#);
+    routes.set("/.well-known/openid-configuration", 200, r#"{"jwks_uri": 7}"#);
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    let failure = |s: JwksState| match s {
+        JwksState::Failed(reason) => reason,
+        other => panic!("expected a failure, got {other:?}"),
+    };
+    let base = format!("http://{addr}");
+    let missing = failure(settled(&resolver, &mut rx, "i", &format!("{base}/missing")).await);
+    assert!(missing.contains("status 404") && missing.contains("no such path"), "{missing}");
+    let html = failure(settled(&resolver, &mut rx, "i", &format!("{base}/html")).await);
+    assert!(html.contains("not a valid JWKS: not valid JSON"), "{html}");
+    let nokeys = failure(settled(&resolver, &mut rx, "i", &format!("{base}/nokeys")).await);
+    assert!(nokeys.contains("missing \"keys\" field"), "{nokeys}");
+    let discovery = failure(settled(&resolver, &mut rx, &base, "").await);
+    assert!(discovery.contains("invalid jwks_uri 7"), "{discovery}");
+    assert_eq!(
+        resolver.jwks("", ""),
+        JwksState::Failed("jwksUri and issuer are both empty".into()),
+        "nothing to fetch"
+    );
+}
+
+#[tokio::test]
+async fn failed_refresh_keeps_the_last_good_keys() {
+    let (addr, routes) = server().await;
+    let key = TestKey::generate();
+    routes.set("/keys", 200, key.jwks_json());
+    let resolver = JwksResolver::new(JwksOptions { refresh_interval: Duration::from_millis(30), ..fast() });
+    let mut rx = resolver.subscribe();
+    let uri = format!("http://{addr}/keys");
+    assert_eq!(settled(&resolver, &mut rx, "iss", &uri).await, JwksState::Resolved(key.jwks_json()));
+    routes.set("/keys", 503, "down");
+    let seen = routes.requests.load(Ordering::SeqCst);
+    // Positive signal: the server has answered several failing refreshes since.
+    tokio::time::timeout(LIMIT, async {
+        while routes.requests.load(Ordering::SeqCst) < seen + 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("refreshes within the limit");
+    assert_eq!(resolver.jwks("iss", &uri), JwksState::Resolved(key.jwks_json()));
+}
+
+#[tokio::test]
+async fn unused_entry_is_evicted_and_notifies() {
+    let (addr, routes) = server().await;
+    routes.set("/keys", 200, TestKey::generate().jwks_json());
+    let resolver = JwksResolver::new(JwksOptions {
+        refresh_interval: Duration::from_millis(20),
+        eviction_duration: Duration::from_millis(200),
+        ..fast()
+    });
+    let mut rx = resolver.subscribe();
+    let uri = format!("http://{addr}/keys");
+    assert!(matches!(settled(&resolver, &mut rx, "iss", &uri).await, JwksState::Resolved(_)));
+    // Same keys on refresh do not notify; the next change is the eviction.
+    next_change(&mut rx).await;
+    assert!(resolver.is_empty());
+    assert_eq!(resolver.jwks("iss", &uri), JwksState::Pending, "asked again: fetched anew");
+}
+
+#[tokio::test]
+async fn guarded_addresses_are_refused() {
+    let (addr, routes) = server().await;
+    routes.set("/keys", 200, TestKey::generate().jwks_json());
+    let resolver =
+        JwksResolver::new(JwksOptions { blocked_cidrs: vec!["127.0.0.0/8".parse().unwrap()], ..fast() });
+    let mut rx = resolver.subscribe();
+    let failure = |s: JwksState| match s {
+        JwksState::Failed(reason) => reason,
+        other => panic!("expected a failure, got {other:?}"),
+    };
+    let metadata = failure(settled(&resolver, &mut rx, "i", "http://169.254.169.254/latest/keys").await);
+    assert!(metadata.contains("is link-local"), "{metadata}");
+    let alibaba = failure(settled(&resolver, &mut rx, "i", "http://100.100.100.200/keys").await);
+    assert!(alibaba.contains("known cloud metadata address"), "{alibaba}");
+    // By name: refused after resolution.
+    let by_name =
+        failure(settled(&resolver, &mut rx, "i", &format!("http://localhost:{}/keys", addr.port())).await);
+    assert!(by_name.contains("blocked CIDR range 127.0.0.0/8"), "{by_name}");
+    assert_eq!(routes.requests.load(Ordering::SeqCst), 0, "nothing reached the server");
+}
+
+#[test]
+fn address_guard_ranges() {
+    let guard = fetch::AddressGuard::new(&["10.0.0.0/8".parse().unwrap()]);
+    for blocked in [
+        "169.254.169.254",
+        "fe80::1",
+        "224.0.0.251",
+        "ff02::1",
+        "100.100.100.200",
+        "fd00:ec2::254",
+        "10.1.2.3",
+        "::ffff:169.254.169.254",
+    ] {
+        assert!(guard.check(blocked.parse().unwrap()).is_err(), "{blocked}");
+    }
+    for allowed in ["127.0.0.1", "192.168.1.1", "8.8.8.8", "::1", "fd00::1", "100.100.100.201"] {
+        assert!(guard.check(allowed.parse().unwrap()).is_ok(), "{allowed}");
+    }
+}
+
+#[test]
+fn jwks_format_check() {
+    assert!(fetch::validate_jwks_format(r#"{"keys": []}"#).is_ok());
+    assert_eq!(fetch::validate_jwks_format(r#"{"keys": {}}"#).unwrap_err(), "\"keys\" is not an array");
+    assert_eq!(fetch::validate_jwks_format("[]").unwrap_err(), "missing \"keys\" field");
+    assert!(fetch::validate_jwks_format("nope").unwrap_err().starts_with("not valid JSON"));
+}
+
+#[test]
+fn same_key_set_ignores_key_order() {
+    let a = r#"{"keys":[{"kid":"a","n":"1"},{"kid":"b","n":"2"}]}"#;
+    let b = r#"{"keys": [{"kid":"b","n":"2"}, {"n":"1","kid":"a"}]}"#;
+    assert!(same_key_set(a, b));
+    assert!(!same_key_set(a, r#"{"keys":[{"kid":"a","n":"1"}]}"#));
+    assert!(!same_key_set(a, "not json"));
+}
+
+#[test]
+fn options_from_env() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+    };
+    let defaults = JwksOptions::from_lookup(env(&[])).unwrap();
+    assert_eq!(defaults, JwksOptions::default());
+    assert_eq!(defaults.refresh_interval, Duration::from_secs(1200));
+    assert_eq!(defaults.eviction_duration, Duration::from_secs(7 * 24 * 3600));
+    assert_eq!(defaults.extra_root_ca_paths, [PathBuf::from("/cacerts/extra.pem")]);
+
+    let set = JwksOptions::from_lookup(env(&[
+        ("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "90s"),
+        ("PILOT_JWT_ENABLE_REMOTE_JWKS", "istiod"),
+        ("JWKS_RESOLVER_INSECURE_SKIP_VERIFY", "true"),
+        ("BLOCKED_CIDRS_IN_JWKS_URIS", "10.0.0.0/8, 192.168.1.0/24"),
+    ]))
+    .unwrap();
+    assert_eq!(set.refresh_interval, Duration::from_secs(90));
+    assert!(set.insecure_skip_verify);
+    assert_eq!(set.blocked_cidrs.len(), 2);
+
+    let err = JwksOptions::from_lookup(env(&[("PILOT_JWT_ENABLE_REMOTE_JWKS", "envoy")])).unwrap_err();
+    assert_eq!(err.name, "PILOT_JWT_ENABLE_REMOTE_JWKS");
+    let err =
+        JwksOptions::from_lookup(env(&[("BLOCKED_CIDRS_IN_JWKS_URIS", "10.0.0.0/8,nope")])).unwrap_err();
+    assert!(err.reason.contains("\"nope\""), "{err}");
+    let err = JwksOptions::from_lookup(env(&[("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "soon")])).unwrap_err();
+    assert_eq!(err.name, "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL");
+}
