@@ -86,13 +86,17 @@ impl Setup {
         headers: &[(&str, &str)],
         status: u16,
     ) -> Response {
-        wait_for(what, Duration::from_secs(15), async || {
+        match wait_for(what, Duration::from_secs(15), async || {
             self.send(method, path, headers).await.filter(|r| r.status == status)
         })
         .await
-        .unwrap_or_else(|e| {
-            panic!("{e}\nlast: {:?}\n{}", self.send(method, path, headers).await, self.envoy.log_tail(40))
-        })
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let last = self.send(method, path, headers).await;
+                panic!("{e}\nlast: {last:?}\n{}", self.envoy.log_tail(40))
+            }
+        }
     }
 
     /// The status of one request now (after a change was observed through another request).
@@ -288,5 +292,85 @@ async fn custom_action_asks_the_external_authorizer() {
     assert_eq!(s.status("GET", "/open", &[]).await, 200);
     assert_eq!(s.status("GET", "/protected/y", &[("x-ext-authz", "allow")]).await, 200);
     assert_eq!(authz.checks(), before + 1, "only the /protected request was checked");
+    s.assert_no_nack().await;
+}
+
+/// Serves `body` as `application/json` at every path (a JWKS endpoint); counts requests.
+async fn serve_json(body: String) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 2048];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn request_authentication_validates_tokens_and_policies_require_principals() {
+    use meshpilot_testing::jwt::{TestKey, claims, tamper};
+    const ISSUER: &str = "https://issuer.meshpilot.test";
+    const REMOTE_ISSUER: &str = "https://remote.meshpilot.test";
+    let key = TestKey::generate();
+    let remote_key = TestKey::generate();
+    let (jwks_addr, _jwks_server) = serve_json(remote_key.jwks_json()).await;
+
+    let s = setup("", &[]).await;
+    s.wait_status("the app without policies", "GET", "/", &[], 200).await;
+
+    // One inline key set, one fetched by meshpilot from a jwksUri.
+    let jwks_inline = key.jwks_json().replace('\'', "''");
+    let request_authn = format!(
+        "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {{name: jwt, namespace: {NS}}}\nspec:\n  \
+         selector: {{matchLabels: {{app: app}}}}\n  jwtRules:\n  \
+         - issuer: {ISSUER}\n    jwks: '{jwks_inline}'\n  \
+         - issuer: {REMOTE_ISSUER}\n    jwksUri: http://{jwks_addr}/jwks.json\n"
+    );
+    write(s.dir.path(), "request-authn.yaml", &request_authn);
+    let token = key.sign(&claims(ISSUER, "alice", 3600));
+    let bearer = format!("Bearer {token}");
+    // A tampered token is refused (401) once the filter is in place.
+    let tampered = format!("Bearer {}", tamper(&token));
+    let r = s.wait_status("a tampered token refused", "GET", "/", &[("authorization", &tampered)], 401).await;
+    assert!(r.body.contains("Jwt verification fails"), "Envoy's jwt_authn body: {r:?}");
+    assert_eq!(s.status("GET", "/", &[("authorization", &bearer)]).await, 200, "a valid token");
+    assert_eq!(s.status("GET", "/", &[]).await, 200, "no token: allowed without a policy requiring one");
+    // The key set behind jwksUri arrives after meshpilot fetched it (then a push).
+    let remote = format!("Bearer {}", remote_key.sign(&claims(REMOTE_ISSUER, "carol", 3600)));
+    s.wait_status("a token of the fetched key set", "GET", "/", &[("authorization", &remote)], 200).await;
+    // A token signed by another key for the same issuer is refused.
+    let forged = format!("Bearer {}", remote_key.sign(&claims(ISSUER, "mallory", 3600)));
+    assert_eq!(s.status("GET", "/", &[("authorization", &forged)]).await, 401, "wrong key");
+
+    // An ALLOW policy naming a request principal: no token → 403, alice → 200, carol → 403.
+    let require = authz_policy(
+        "require-alice",
+        "app",
+        &format!(
+            "  action: ALLOW\n  rules:\n  - from:\n    - source: {{requestPrincipals: [\"{ISSUER}/alice\"]}}\n"
+        ),
+    );
+    write(s.dir.path(), "require.yaml", &require);
+    let r = s.wait_status("no token refused by the policy", "GET", "/", &[], 403).await;
+    assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
+    assert_eq!(s.status("GET", "/", &[("authorization", &bearer)]).await, 200, "alice is allowed");
+    assert_eq!(s.status("GET", "/", &[("authorization", &remote)]).await, 403, "carol is not");
     s.assert_no_nack().await;
 }

@@ -22,7 +22,7 @@ use model::{Config, Finding, push::ProxyContext};
 use crate::{
     Snapshot,
     authz::{AuthzContext, build_http, build_tcp},
-    jwt::build_jwt_filter,
+    jwt::{build_gateway_jwt_filter, build_jwt_filter},
 };
 
 /// The security filters of one proxy (empty when no policy applies to it).
@@ -80,7 +80,11 @@ pub fn security_filters(push: &Snapshot, proxy: &ProxyContext) -> SecurityFilter
     let custom_http = build_http(&custom, &ctx);
     out.http.extend(custom_http.filters);
     out.findings.extend(custom_http.findings);
-    let jwt = build_jwt_filter(&authn, push.jwks());
+    let jwt = if ctx.is_gateway {
+        build_gateway_jwt_filter(&authn, push.jwks())
+    } else {
+        build_jwt_filter(&authn, push.jwks())
+    };
     out.http.extend(jwt.filter);
     out.findings.extend(jwt.findings);
     let rbac_http = build_http(&others, &ctx);
