@@ -317,11 +317,13 @@ fn build_grpc(services: &[Arc<Service>], c: &ExtAuthzGrpc) -> Result<BuiltExtAut
     Ok(BuiltExtAuthz { http, tcp: Some(tcp) })
 }
 
+/// Test helpers shared with the builder tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests_support {
     use super::*;
 
-    fn svc(host: &str, ns: &str) -> Arc<Service> {
+    /// A Kubernetes service `host` in `ns`, without ports.
+    pub(crate) fn service(host: &str, ns: &str) -> Arc<Service> {
         Arc::new(Service {
             hostname: host.into(),
             namespace: ns.into(),
@@ -340,6 +342,11 @@ mod tests {
             passthrough_target_ports: Default::default(),
         })
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tests_support::service as svc, *};
 
     #[test]
     fn lookup_cluster_by_namespace_or_unique_host() {

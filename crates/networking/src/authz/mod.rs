@@ -17,6 +17,8 @@ pub use builder::{DRY_RUN_ALLOW_STAT_PREFIX, DRY_RUN_ANNOTATION, DRY_RUN_DENY_ST
 pub mod extauthz;
 pub mod matcher;
 pub mod model;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
