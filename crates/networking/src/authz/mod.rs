@@ -11,6 +11,25 @@
 //! ```
 //!
 //! Pure: values in, envoy-types filters out, plus [`Finding`]s for what was dropped.
+//!
+//! Differences from Istio (everything else follows its builder; the 20 builder goldens agree as
+//! decoded protos, `tests/authz_golden.rs`):
+//! - fail closed: Istio skips a rule it cannot translate (unknown `when` key, malformed IP / CIDR,
+//!   port, header or claim key) — which fails *open* for DENY — or, for DENY/AUDIT, silently drops the
+//!   bad value. Here such a rule of an enforced ALLOW, DENY or CUSTOM policy becomes a match-all policy
+//!   under its Istio name in the DENY filter: the proxy denies every request until it is fixed. Rules
+//!   of dry-run and AUDIT policies are skipped as in Istio. Each case is a [`Finding`] with the field
+//!   path;
+//! - a `when: source.principal` condition of a rule with several `from` entries is migrated to the
+//!   trust domain aliases once (Istio migrates the shared condition once per `from`, repeating
+//!   principals in the OR: same matches, bigger config).
+//!
+//! Kept from Istio (reported as findings where Istio only logs): CUSTOM policies with an unusable
+//! provider deny the requests they match (`-deny-due-to-bad-CUSTOM-action`); more than one CUSTOM
+//! provider per workload is refused the same way (`PILOT_ENABLE_MULTIPLE_CUSTOM_AUTHZ_PROVIDERS` off);
+//! a CUSTOM policy with an HTTP provider is not applied on TCP chains; dry-run CUSTOM policies go into
+//! the enforced `rules` (action DENY) of the marking RBAC filter, as Istio emits them (Istio's comment
+//! says this only marks requests for ext_authz; Envoy's RBAC enforces `rules`).
 
 mod builder;
 pub use builder::{DRY_RUN_ALLOW_STAT_PREFIX, DRY_RUN_ANNOTATION, DRY_RUN_DENY_STAT_PREFIX, TCP_STAT_PREFIX};
@@ -48,7 +67,8 @@ pub struct AuthzContext<'a> {
     pub providers: &'a [ExtensionProvider],
     /// Every service of the push (Istio's `LookupCluster` for ext_authz services).
     pub services: &'a [Arc<Service>],
-    /// `true` for router proxies (gateways).
+    /// `true` for router proxies (gateways). Istio's builder builds the same filters for gateways and
+    /// sidecars; kept for the caller's and future use.
     pub is_gateway: bool,
 }
 
