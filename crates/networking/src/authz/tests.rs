@@ -343,3 +343,50 @@ fn ports() {
         assert!(parse_port(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn trust_domain_expansion_and_replacement() {
+    use super::model::{expand_trust_domain_aliases, replace_trust_domain_aliases};
+    let bundle: Vec<String> = vec!["td1".into(), "old".into()];
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(expand_trust_domain_aliases(&bundle, &s(&["old", "x", "td1"])), s(&["td1", "old", "x"]));
+    assert_eq!(
+        replace_trust_domain_aliases(
+            &bundle,
+            &s(&["old/ns/a/sa/b", "*/ns/a/sa/c", "short", "foreign/ns/a/sa/d"])
+        ),
+        s(&["td1/ns/a/sa/b", "old/ns/a/sa/b", "*/ns/a/sa/c", "short", "foreign/ns/a/sa/d"])
+    );
+    // A principal in cluster.local is always moved into the bundle.
+    assert_eq!(
+        replace_trust_domain_aliases(&bundle[..1], &s(&["cluster.local/ns/a/sa/b"])),
+        s(&["td1/ns/a/sa/b"])
+    );
+}
+
+#[test]
+fn source_trust_domains_and_namespaces_as_regexes() {
+    let yaml = policy(
+        "p",
+        "",
+        "  rules:\n  - from:\n    - source:\n        trustDomains: ['*', td1, '*.corp']\n        namespaces: ['team-*.x']\n",
+    );
+    let out = build_http(&policies(&yaml), &ctx());
+    let p = &http_rbac(&out.filters[0]).rules.unwrap().policies["ns[foo]-policy[p]-rule[0]"];
+    let Some(principal::Identifier::AndIds(and)) = &p.principals[0].identifier else { panic!("{p:?}") };
+    let pattern = |id: &envoy_types::pb::envoy::config::rbac::v3::Principal| {
+        let Some(principal::Identifier::Authenticated(a)) = &id.identifier else { panic!("{id:?}") };
+        match a.principal_name.as_ref().unwrap().match_pattern.as_ref().unwrap() {
+            MatchPattern::Prefix(s) => format!("prefix {s}"),
+            MatchPattern::SafeRegex(r) => format!("regex {}", r.regex),
+            other => format!("{other:?}"),
+        }
+    };
+    let or = |i: usize| {
+        let Some(principal::Identifier::OrIds(or)) = &and.ids[i].identifier else { panic!("{and:?}") };
+        or.ids.iter().map(pattern).collect::<Vec<_>>()
+    };
+    // trustDomains before namespaces (Istio's insertion order).
+    assert_eq!(or(0), ["prefix spiffe://", "prefix spiffe://td1/", r"regex spiffe://[^/]*\.corp/.*"]);
+    assert_eq!(or(1), [r"regex .*/ns/team-.*\.x/.*"]);
+}
