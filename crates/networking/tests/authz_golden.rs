@@ -3,20 +3,42 @@
 //! are built with the case's mesh config, trust domain bundle and services, written as binary
 //! protobuf, and compared as decoded protos with Istio's expected filters by
 //! `scripts/authz-golden.py` (run with `.venv-grpc/bin/python`; `scripts/install-grpcio.sh` installs
-//! it).
+//! it). Real Envoy (`envoy --mode validate`; `$ENVOY_BIN`, else `.venv-envoy/bin/envoy` from
+//! `scripts/install-envoy.sh`) must accept the filters of every case in a listener.
 
 mod support;
 
 use std::{collections::BTreeMap, path::PathBuf, process::Command, sync::Arc};
 
 use api::{Kind, spec::Spec};
+use envoy_types::pb::{
+    envoy::{
+        config::{
+            bootstrap::v3::{Bootstrap, bootstrap::StaticResources},
+            cluster::v3::{Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType},
+            core::v3::{Address, Http2ProtocolOptions, SocketAddress, address, socket_address},
+            listener::v3::{Filter, FilterChain, Listener, filter},
+            route::v3::RouteConfiguration,
+        },
+        extensions::filters::{
+            http::router::v3::Router,
+            network::{
+                http_connection_manager::v3::{
+                    HttpConnectionManager, HttpFilter, http_connection_manager::RouteSpecifier, http_filter,
+                },
+                tcp_proxy::v3::{TcpProxy, tcp_proxy::ClusterSpecifier},
+            },
+        },
+    },
+    google::protobuf::Any,
+};
 use meshpilot_networking::authz::{AuthzContext, build_http, build_tcp};
 use model::{
     Config,
     push::extension_provider::{ExtensionProvider, parse_extension_providers},
     service::{ProviderId, Resolution, Service},
 };
-use prost::Message;
+use prost::{Message, Name};
 use serde_json::Value;
 
 /// Cases where meshpilot deliberately differs from Istio (fail closed), with the reason. Each is
@@ -80,6 +102,8 @@ fn select(configs: Vec<Config>, proxy: &Value) -> Vec<Arc<Config>> {
 struct Built {
     kind: &'static str,
     filters: Vec<Vec<u8>>,
+    http: Vec<HttpFilter>,
+    tcp: Vec<Filter>,
     findings: Vec<model::Finding>,
 }
 
@@ -113,6 +137,8 @@ fn build_case(all: &Value, case: &Value) -> Built {
         Built {
             kind: "tcp",
             filters: out.filters.iter().map(Message::encode_to_vec).collect(),
+            http: vec![],
+            tcp: out.filters,
             findings: out.findings,
         }
     } else {
@@ -120,6 +146,8 @@ fn build_case(all: &Value, case: &Value) -> Built {
         Built {
             kind: "http",
             filters: out.filters.iter().map(Message::encode_to_vec).collect(),
+            http: out.filters,
+            tcp: vec![],
             findings: out.findings,
         }
     }
@@ -209,4 +237,109 @@ fn golden_case_findings() {
             _ => {}
         }
     }
+}
+
+fn any<T: Message + Name>(m: &T) -> Any {
+    Any { type_url: T::type_url(), value: m.encode_to_vec() }
+}
+
+fn envoy_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("ENVOY_BIN") {
+        return PathBuf::from(bin);
+    }
+    let bin = support::repo().join(".venv-envoy/bin/envoy");
+    assert!(
+        bin.exists(),
+        "Envoy not found at {} and ENVOY_BIN is not set: run scripts/install-envoy.sh",
+        bin.display()
+    );
+    bin
+}
+
+fn static_cluster(name: &str, http2: bool) -> Cluster {
+    #[allow(deprecated)] // the plain field is enough for validation
+    Cluster {
+        name: name.into(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        http2_protocol_options: http2.then(Http2ProtocolOptions::default),
+        ..Default::default()
+    }
+}
+
+/// Every case's filters in a listener of one static bootstrap (HTTP: before the router in an HTTP
+/// connection manager; TCP: before a TCP proxy), which `envoy --mode validate` must accept.
+#[test]
+fn envoy_accepts_the_filters_of_every_case() {
+    let all = load_cases();
+    let mut listeners = Vec::new();
+    for (i, case) in all["cases"].as_array().unwrap().iter().enumerate() {
+        let built = build_case(&all, case);
+        let name = format!("{}/{}", built.kind, case["name"].as_str().unwrap());
+        let filters = if built.kind == "http" {
+            let mut http_filters = built.http;
+            http_filters.push(HttpFilter {
+                name: "envoy.filters.http.router".into(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
+                ..Default::default()
+            });
+            let hcm = HttpConnectionManager {
+                stat_prefix: format!("case{i}"),
+                route_specifier: Some(RouteSpecifier::RouteConfig(RouteConfiguration {
+                    name: "local".into(),
+                    ..Default::default()
+                })),
+                http_filters,
+                ..Default::default()
+            };
+            vec![Filter {
+                name: "envoy.filters.network.http_connection_manager".into(),
+                config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
+            }]
+        } else {
+            let mut filters = built.tcp;
+            let proxy = TcpProxy {
+                stat_prefix: format!("case{i}"),
+                cluster_specifier: Some(ClusterSpecifier::Cluster("blackhole".into())),
+                ..Default::default()
+            };
+            filters.push(Filter {
+                name: "envoy.filters.network.tcp_proxy".into(),
+                config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
+            });
+            filters
+        };
+        listeners.push(Listener {
+            name,
+            address: Some(Address {
+                address: Some(address::Address::SocketAddress(SocketAddress {
+                    address: "127.0.0.1".into(),
+                    port_specifier: Some(socket_address::PortSpecifier::PortValue(20000 + i as u32)),
+                    ..Default::default()
+                })),
+            }),
+            filter_chains: vec![FilterChain { filters, ..Default::default() }],
+            ..Default::default()
+        });
+    }
+    let bootstrap = Bootstrap {
+        static_resources: Some(StaticResources {
+            listeners,
+            clusters: vec![
+                static_cluster("blackhole", false),
+                static_cluster("outbound|9000||my-custom-ext-authz.foo.svc.cluster.local", true),
+            ],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("authz.pb");
+    std::fs::write(&path, bootstrap.encode_to_vec()).unwrap();
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "--log-level", "warn", "-c"])
+        .arg(&path)
+        .output()
+        .expect("run envoy");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("OK"), "envoy rejected the authorization filters:\n{text}");
 }
