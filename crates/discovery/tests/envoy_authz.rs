@@ -169,15 +169,17 @@ async fn an_untranslatable_policy_denies_its_workload_only() {
     s.wait_status("the app without policies", "GET", "/", &[], 200).await;
 
     // A CUSTOM policy naming a provider the mesh config does not declare cannot be translated: as
-    // Istio, its workload denies every request.
+    // Istio, its workload denies the requests the policy would have sent to the authorizer (rather
+    // than letting them through unchecked); other requests are served.
     let custom = authz_policy(
         "custom-missing-provider",
         "app",
         "  action: CUSTOM\n  provider: {name: not-declared}\n  rules:\n  - to:\n    - operation: {paths: [\"/secure/*\"]}\n",
     );
     write(s.dir.path(), "custom.yaml", &custom);
-    s.wait_status("the app denies everything", "GET", "/", &[], 403).await;
-    assert_eq!(s.status("GET", "/secure/x", &[]).await, 403);
+    let r = s.wait_status("the app denies what the policy selects", "GET", "/secure/x", &[], 403).await;
+    assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
+    assert_eq!(s.status("GET", "/", &[]).await, 200, "requests the policy does not select");
 
     let r = wait_for("the other workload", Duration::from_secs(15), async || {
         request_method(other_addr, "GET", "other.example", "/", &[]).await.ok().filter(|r| r.status == 200)
