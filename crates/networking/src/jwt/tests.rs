@@ -344,7 +344,7 @@ fn other_kinds_are_ignored() {
         spec: Spec::PeerAuthentication(Default::default()),
         status: None,
     });
-    assert!(build_jwt_filter(&[other.clone()], &StaticJwks::default()).filter.is_none());
+    assert!(build_jwt_filter(std::slice::from_ref(&other), &StaticJwks::default()).filter.is_none());
     let out = build_jwt_filter(&[other, policy("ns", "p", vec![rule(FOO, FOO_URI)])], &foo_source());
     assert_eq!(decode(&out).providers.len(), 1);
 }
