@@ -423,3 +423,32 @@ async fn https_with_extra_roots_unknown_issuer_and_insecure_skip_verify() {
     let mut rx = insecure.subscribe();
     assert_eq!(settled(&insecure, &mut rx, "iss", &uri).await, JwksState::Resolved(key.jwks_json()));
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn fetches_are_counted_with_istios_metric_names() {
+    // A recorder local to this thread; the current-thread runtime runs the fetch tasks here too.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let _guard = ::metrics::set_default_local_recorder(&recorder);
+    let (addr, routes) = server().await;
+    routes.set("/keys", 200, TestKey::generate().jwks_json());
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    assert!(matches!(
+        settled(&resolver, &mut rx, "i", &format!("http://{addr}/keys")).await,
+        JwksState::Resolved(_)
+    ));
+    assert!(matches!(
+        settled(&resolver, &mut rx, "i", &format!("http://{addr}/gone")).await,
+        JwksState::Failed(_)
+    ));
+    let rendered = handle.render();
+    let value = |name: &str| -> f64 {
+        rendered
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {rendered}"))
+    };
+    assert_eq!(value("pilot_jwks_resolver_network_fetch_success_total"), 1.0);
+    assert!(value("pilot_jwks_resolver_network_fetch_fail_total") >= 1.0);
+}
