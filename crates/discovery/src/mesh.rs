@@ -20,6 +20,7 @@ const USED: &[&str] = &[
     "trustDomain",
     "trustDomainAliases",
     "enableAutoMtls",
+    "extensionProviders",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
@@ -33,7 +34,6 @@ const KNOWN: &[&str] = &[
     "ingressService",
     "ingressControllerMode",
     "ingressSelector",
-    "extensionProviders",
     "defaultProviders",
     "localityLbSetting",
     "dnsRefreshRate",
@@ -65,8 +65,8 @@ const KNOWN: &[&str] = &[
 /// settings and warnings (unknown fields, ignored bad values).
 ///
 /// # Errors
-/// The YAML is unreadable or not a map; `discoverySelectors` is invalid (the error names the field
-/// path, e.g. `discoverySelectors[0].matchExpressions[1].operator`).
+/// The YAML is unreadable or not a map; `discoverySelectors` or the shape of `extensionProviders` is
+/// invalid (the error names the field path, e.g. `discoverySelectors[0].matchExpressions[1].operator`).
 pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSettings, Vec<String>), String> {
     let mut mesh = MeshSettings { domain_suffix: domain_suffix.to_string(), ..MeshSettings::default() };
     let mut warnings = Vec::new();
@@ -111,6 +111,9 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
                 }
                 _ => warnings.push(format!("trustDomainAliases: expected a list of domains, got {value}; ignored")),
             },
+            "extensionProviders" => {
+                mesh.extension_providers = model::push::extension_provider::parse_extension_providers(value)?;
+            }
             "enableAutoMtls" => match value.as_bool() {
                 Some(b) => mesh.enable_auto_mtls = b,
                 None => warnings.push(format!("enableAutoMtls: expected true or false, got {value}; using true")),

@@ -34,9 +34,41 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
+use networking::GenerationCache;
 use sds::FileSecrets;
 
-use crate::{NetworkingSource, metrics as m, options::DebounceOptions};
+use crate::{
+    NetworkingSource,
+    jwks::{JwksOptions, JwksResolver},
+    metrics as m,
+    options::DebounceOptions,
+};
+
+/// Turns changes of fetched key sets into a push of every RequestAuthentication (their listeners
+/// inline the keys; Istio pushes when its `JwksResolver` sees new keys), until `shutdown`.
+async fn push_on_jwks_changes(
+    server: std::sync::Weak<DiscoveryServer>,
+    mut changes: watch::Receiver<u64>,
+    mut shutdown: Shutdown,
+) {
+    loop {
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = shutdown.wait() => return,
+        }
+        let Some(server) = server.upgrade() else { return };
+        let keys: Vec<model::ConfigKey> =
+            server.store.list(Kind::RequestAuthentication, None).iter().map(|c| c.key()).collect();
+        if !keys.is_empty() {
+            debug!(policies = keys.len(), "JWKS changed; pushing RequestAuthentications");
+            server.config_update(PushRequest::config(keys, TriggerReason::Config));
+        }
+    }
+}
 
 /// The published snapshots: `None` until the first [`PushContext`] is built (config and services
 /// synced), then always the newest. Readers never block the server.
@@ -58,6 +90,12 @@ pub struct DiscoveryServer {
     wake: Notify,
     connections: ConnectionRegistry<PushRequest>,
     pushes: AtomicU64,
+    /// The generators' cache, shared by every xDS server of this DiscoveryServer (and read by the
+    /// debug handlers for generation findings).
+    cache: Arc<GenerationCache>,
+    /// Fetches the remote key sets (`jwksUri`) of RequestAuthentications; `None` when the server was
+    /// made outside a tokio runtime (every remote key set is then unresolved: fail closed).
+    jwks: Option<JwksResolver>,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -80,6 +118,13 @@ impl DiscoveryServer {
         mesh: MeshSettings,
         options: DebounceOptions,
     ) -> Arc<DiscoveryServer> {
+        let jwks = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            let options = JwksOptions::from_env().unwrap_or_else(|e| {
+                warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
+                JwksOptions::default()
+            });
+            JwksResolver::with_runtime(options, runtime)
+        });
         let server = Arc::new(DiscoveryServer {
             store: store.clone(),
             services: services.clone(),
@@ -91,6 +136,11 @@ impl DiscoveryServer {
             wake: Notify::new(),
             connections: ConnectionRegistry::new(),
             pushes: AtomicU64::new(0),
+            cache: Arc::new(match &jwks {
+                Some(j) => GenerationCache::with_jwks(Arc::new(j.clone())),
+                None => GenerationCache::new(),
+            }),
+            jwks,
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -172,8 +222,16 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
-        let source = Arc::new(NetworkingSource::with_file_secrets(self.snapshots(), services, secrets));
+        let source =
+            Arc::new(NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone()));
         AdsServer::with_registry(source, config, self.connections.clone())
+    }
+
+    /// The generators' cache (shared by [`DiscoveryServer::ads_server`]'s sources): scopes, route
+    /// tables, and the findings generation met per proxy
+    /// ([`GenerationCache::generation_findings`]).
+    pub fn generation_cache(&self) -> &Arc<GenerationCache> {
+        &self.cache
     }
 
     /// The engine's connections.
@@ -217,6 +275,9 @@ impl DiscoveryServer {
                 warned = true;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if let Some(jwks) = &self.jwks {
+            tokio::spawn(push_on_jwks_changes(Arc::downgrade(&self), jwks.subscribe(), shutdown.clone()));
         }
         // Events raised while syncing are all in the first snapshot.
         self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take();

@@ -82,7 +82,18 @@ impl NetworkingSource {
         services: Arc<dyn ServiceDiscovery>,
         secrets: Arc<FileSecrets>,
     ) -> Self {
-        NetworkingSource { snapshots, services, cache: Arc::new(GenerationCache::new()), secrets }
+        Self::with_cache(snapshots, services, secrets, Arc::new(GenerationCache::new()))
+    }
+
+    /// As [`NetworkingSource::with_file_secrets`], generating through `cache` (the DiscoveryServer's:
+    /// shared with other sources and the debug handlers, carrying the JWKS resolver).
+    pub fn with_cache(
+        snapshots: Snapshots,
+        services: Arc<dyn ServiceDiscovery>,
+        secrets: Arc<FileSecrets>,
+        cache: Arc<GenerationCache>,
+    ) -> Self {
+        NetworkingSource { snapshots, services, cache, secrets }
     }
 
     /// The file secrets it serves (run them with [`FileSecrets::run`] for rotation).
@@ -183,6 +194,7 @@ impl ResourceSource for NetworkingSource {
         let (resources, findings) = generate_type(&push, proxy, request.type_url, &names)?;
         if !findings.is_empty() {
             debug!(proxy = %proxy.id, type_url = request.type_url, findings = findings.len(), "generation findings");
+            self.cache.record_findings(&push, &proxy.id, &findings);
         }
         Ok(Some(if incremental {
             Generated::incremental(push.version(), resources, Vec::new())

@@ -13,7 +13,7 @@
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointz` | endpoints per service and shard |
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
-//! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, file secrets (SDS names served or refused, with the reason) |
+//! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -167,10 +167,27 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
         .push_context()
         .map(|p| p.findings().iter().map(|f| json!(f.to_string())).collect())
         .unwrap_or_default();
+    let generation: Vec<Value> = s
+        .server
+        .generation_cache()
+        .generation_findings()
+        .into_iter()
+        .map(|(f, seen)| {
+            json!({
+                "finding": f.to_string(),
+                "config": f.config.as_ref().map(|k| k.to_string()),
+                "path": f.path,
+                "message": f.message,
+                "proxies": seen.proxies,
+                "count": seen.count,
+            })
+        })
+        .collect();
     Json(json!({
         "configSources": files,
         "registryWarnings": registry::debug::registry_warnings(&s.server.services().warnings()),
         "pushContextFindings": findings,
+        "generationFindings": generation,
         "startupWarnings": *s.startup_warnings,
         "fileSecrets": s.secrets.status_json(),
     }))

@@ -26,7 +26,10 @@ use model::{
     service::Labels,
 };
 
-use crate::gateway::MergedPort;
+use crate::{
+    gateway::MergedPort,
+    jwt::{JwksSource, JwksState},
+};
 
 /// The servers of the gateways selecting a router, merged by port, and the findings met merging them
 /// (Istio's `MergedGateway`), shared by every router with the same labels.
@@ -55,6 +58,27 @@ pub(crate) struct SidecarRouteKey {
 #[derive(Debug, Default)]
 pub struct GenerationCache {
     state: Mutex<CacheState>,
+    jwks: JwksHolder,
+}
+
+/// The control plane's JWKS resolver, when it has one (set once, at start).
+#[derive(Default)]
+struct JwksHolder(std::sync::OnceLock<Arc<dyn JwksSource>>);
+
+impl std::fmt::Debug for JwksHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "JwksSource" } else { "no JwksSource" })
+    }
+}
+
+/// The [`JwksSource`] of a cache without a resolver: every `jwksUri` is unresolved, so its provider
+/// gets the fake key set that rejects every token (fail closed, as Istio when a fetch fails).
+struct NoJwksResolver;
+
+impl JwksSource for NoJwksResolver {
+    fn jwks(&self, _issuer: &str, jwks_uri: &str) -> JwksState {
+        JwksState::Failed(format!("no JWKS resolver in this process to fetch {jwks_uri}"))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -63,7 +87,20 @@ struct CacheState {
     scopes: HashMap<ScopeKey, Arc<SidecarScope>>,
     routes: HashMap<SidecarRouteKey, SharedRoute>,
     gateways: HashMap<Labels, SharedGatewayServers>,
+    findings: BTreeMap<Finding, ProxiesReporting>,
 }
+
+/// How many proxies met one finding in a generation, with the first few of their ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxiesReporting {
+    /// Number of generations (proxy × resource type) that reported it.
+    pub count: usize,
+    /// Up to [`MAX_PROXY_EXAMPLES`] proxy ids, first seen first.
+    pub proxies: Vec<String>,
+}
+
+/// Proxy ids kept per finding by [`GenerationCache::record_findings`].
+pub const MAX_PROXY_EXAMPLES: usize = 5;
 
 /// Where a lookup for a given generation stands against the cache's generation.
 enum Slot<'a> {
@@ -79,6 +116,22 @@ impl GenerationCache {
         GenerationCache::default()
     }
 
+    /// An empty cache whose generators read remote key sets (`jwksUri`) from `jwks` (the control
+    /// plane's resolver, Istio's `JwtKeyResolver`).
+    pub fn with_jwks(jwks: Arc<dyn JwksSource>) -> GenerationCache {
+        let cache = GenerationCache::default();
+        let _ = cache.jwks.0.set(jwks);
+        cache
+    }
+
+    /// The JWKS source of the generators (without a resolver: every remote key set is unresolved).
+    pub fn jwks(&self) -> &dyn JwksSource {
+        match self.jwks.0.get() {
+            Some(j) => j.as_ref(),
+            None => &NoJwksResolver,
+        }
+    }
+
     /// The config generation the cache holds entries for (0 before the first lookup).
     pub fn generation(&self) -> u64 {
         self.lock().generation
@@ -88,6 +141,29 @@ impl GenerationCache {
     pub fn len(&self) -> (usize, usize, usize) {
         let s = self.lock();
         (s.scopes.len(), s.routes.len(), s.gateways.len())
+    }
+
+    /// Records what generating for `proxy` from `push` met (findings of generators that run per
+    /// proxy, such as security policies that cannot be translated), so `/debug/configstatusz` can show
+    /// them; kept until a newer config generation is generated for.
+    pub fn record_findings(&self, push: &PushContext, proxy: &str, findings: &[Finding]) {
+        if findings.is_empty() {
+            return;
+        }
+        if let Slot::Current(mut state) = self.slot(push.config_generation()) {
+            for f in findings {
+                let entry = state.findings.entry(f.clone()).or_default();
+                entry.count += 1;
+                if entry.proxies.len() < MAX_PROXY_EXAMPLES && !entry.proxies.iter().any(|p| p == proxy) {
+                    entry.proxies.push(proxy.to_string());
+                }
+            }
+        }
+    }
+
+    /// The findings recorded for the current generation ([`GenerationCache::record_findings`]).
+    pub fn generation_findings(&self) -> Vec<(Finding, ProxiesReporting)> {
+        self.lock().findings.iter().map(|(f, p)| (f.clone(), p.clone())).collect()
     }
 
     /// `true` when nothing is cached.
@@ -198,6 +274,11 @@ impl Snapshot {
     /// The cache.
     pub fn cache(&self) -> &Arc<GenerationCache> {
         &self.cache
+    }
+
+    /// Where remote JWKS (`jwksUri`) are read from ([`GenerationCache::jwks`]).
+    pub fn jwks(&self) -> &dyn JwksSource {
+        self.cache.jwks()
     }
 
     /// The proxy's [`SidecarScope`] (from the cache).

@@ -55,6 +55,7 @@ use crate::{
         INBOUND_PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND_LISTENER, VIRTUAL_INBOUND_PORT, inbound_cluster_name,
         listener_name,
     },
+    policy::SecurityFilters,
 };
 
 /// How an inbound port is served.
@@ -114,7 +115,7 @@ pub struct InboundChain {
     pub filter_chain_match: FilterChainMatch,
     /// The downstream TLS context when the chain terminates mutual TLS.
     pub tls: Option<DownstreamTlsContext>,
-    /// Network filters before the terminal one (empty today; RBAC goes here).
+    /// Network filters before the terminal one (RBAC and ext_authz of TCP chains).
     pub network_filters: Vec<Filter>,
     /// The terminal filter.
     pub terminal: Terminal,
@@ -229,9 +230,22 @@ fn terminal(port: &InboundPort) -> Terminal {
 
 /// The filter chains of one inbound port under `mode` (`None`: the proxy has no workload certificates,
 /// plaintext only); the table in the module documentation. `mesh` gives the trust domains peers are
-/// verified against.
-pub fn inbound_chains(mesh: &MeshSettings, port: &InboundPort, mode: Option<MtlsMode>) -> Vec<InboundChain> {
-    let terminal = terminal(port);
+/// verified against; `security` the proxy's policy filters (RBAC, ext_authz, jwt_authn), put in front
+/// of every chain's HTTP filters or TCP proxy.
+pub fn inbound_chains(
+    mesh: &MeshSettings,
+    port: &InboundPort,
+    mode: Option<MtlsMode>,
+    security: &SecurityFilters,
+) -> Vec<InboundChain> {
+    let mut terminal = terminal(port);
+    let network_filters = match &mut terminal {
+        Terminal::Http(hcm) => {
+            security.apply_http(hcm);
+            Vec::new()
+        }
+        Terminal::Tcp(_) => security.tcp.clone(),
+    };
     let tls = match_options(mode, port.protocol).iter().any(|o| o.mtls).then(|| inbound_tls_context(mesh));
     match_options(mode, port.protocol)
         .into_iter()
@@ -244,7 +258,7 @@ pub fn inbound_chains(mesh: &MeshSettings, port: &InboundPort, mode: Option<Mtls
                 ..Default::default()
             },
             tls: if o.mtls { tls.clone() } else { None },
-            network_filters: Vec::new(),
+            network_filters: network_filters.clone(),
             terminal: terminal.clone(),
         })
         .collect()
@@ -355,13 +369,18 @@ fn inbound_listener(
 /// `virtualInbound` (port 15006, original destination): the chains of every inbound port that does
 /// not bind its own listener, then the passthrough chains to `InboundPassthroughCluster` (for
 /// proxies with workload certificates under the workload's mode, as TCP).
-pub(crate) fn virtual_inbound(push: &Snapshot, proxy: &ProxyContext, scope: &SidecarScope) -> Listener {
+pub(crate) fn virtual_inbound(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+    security: &SecurityFilters,
+) -> Listener {
     let mesh = push.mesh();
     let policy = peer_authentication(push, proxy);
     let mut chains = Vec::new();
     for (port, bind) in inbound_ports(scope, proxy) {
         if bind.is_none() {
-            chains.extend(inbound_chains(mesh, &port, mode_for(&policy, port.port)));
+            chains.extend(inbound_chains(mesh, &port, mode_for(&policy, port.port), security));
         }
     }
     let passthrough = InboundPort {
@@ -372,7 +391,7 @@ pub(crate) fn virtual_inbound(push: &Snapshot, proxy: &ProxyContext, scope: &Sid
         stat_prefix: String::new(),
         forward_client_cert: false,
     };
-    chains.extend(inbound_chains(mesh, &passthrough, mode_for(&policy, 0)));
+    chains.extend(inbound_chains(mesh, &passthrough, mode_for(&policy, 0), security));
     inbound_listener(
         VIRTUAL_INBOUND_LISTENER.to_string(),
         &proxy.bind_address,
@@ -389,6 +408,7 @@ pub(crate) fn ingress_listeners(
     push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
+    security: &SecurityFilters,
 ) -> Vec<Listener> {
     let mesh = push.mesh();
     let policy = peer_authentication(push, proxy);
@@ -396,7 +416,7 @@ pub(crate) fn ingress_listeners(
         .into_iter()
         .filter_map(|(port, bind)| {
             let bind = bind?;
-            let chains = inbound_chains(mesh, &port, mode_for(&policy, port.port));
+            let chains = inbound_chains(mesh, &port, mode_for(&policy, port.port), security);
             Some(inbound_listener(port.name.clone(), &bind, port.port, chains, false))
         })
         .collect()
@@ -437,28 +457,45 @@ mod tests {
         let mesh = MeshSettings::default();
         let http = port(InboundProtocol::Http);
         let tcp = port(InboundProtocol::Tcp);
-        assert_eq!(shape(&inbound_chains(&mesh, &http, None)), [("", 0, false)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Disable))), [("raw_buffer", 0, false)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Disable))), [("raw_buffer", 0, false)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Strict))), [("tls", 0, true)]);
-        assert_eq!(shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Strict))), [("tls", 0, true)]);
+        assert_eq!(shape(&inbound_chains(&mesh, &http, None, &SecurityFilters::default())), [("", 0, false)]);
         assert_eq!(
-            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Permissive))),
+            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Disable), &SecurityFilters::default())),
+            [("raw_buffer", 0, false)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Disable), &SecurityFilters::default())),
+            [("raw_buffer", 0, false)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Strict), &SecurityFilters::default())),
+            [("tls", 0, true)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Strict), &SecurityFilters::default())),
+            [("tls", 0, true)]
+        );
+        assert_eq!(
+            shape(&inbound_chains(&mesh, &http, Some(MtlsMode::Permissive), &SecurityFilters::default())),
             [("tls", 5, true), ("raw_buffer", 0, false)]
         );
         assert_eq!(
-            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Permissive))),
+            shape(&inbound_chains(&mesh, &tcp, Some(MtlsMode::Permissive), &SecurityFilters::default())),
             [("tls", 5, true), ("raw_buffer", 0, false), ("tls", 0, false)]
         );
-        let permissive = inbound_chains(&mesh, &http, Some(MtlsMode::Permissive));
+        let permissive =
+            inbound_chains(&mesh, &http, Some(MtlsMode::Permissive), &SecurityFilters::default());
         assert_eq!(permissive[0].filter_chain_match.application_protocols[0], "istio");
         assert!(permissive.iter().all(|c| c.name == "0.0.0.0_8080"));
     }
 
     #[test]
     fn http_chains_forward_the_client_certificate_and_route_to_the_inbound_cluster() {
-        let chains =
-            inbound_chains(&MeshSettings::default(), &port(InboundProtocol::Http), Some(MtlsMode::Strict));
+        let chains = inbound_chains(
+            &MeshSettings::default(),
+            &port(InboundProtocol::Http),
+            Some(MtlsMode::Strict),
+            &SecurityFilters::default(),
+        );
         let Terminal::Http(hcm) = &chains[0].terminal else { panic!("HTTP terminal expected") };
         assert_eq!(hcm.forward_client_cert_details, ForwardClientCertDetails::AppendForward as i32);
         let details = hcm.set_current_client_cert_details.as_ref().unwrap();
@@ -468,7 +505,9 @@ mod tests {
         assert_eq!(fc.filters.len(), 1);
         let mut no_xfcc = port(InboundProtocol::Http);
         no_xfcc.forward_client_cert = false;
-        let Terminal::Http(hcm) = &inbound_chains(&MeshSettings::default(), &no_xfcc, None)[0].terminal
+        let Terminal::Http(hcm) =
+            &inbound_chains(&MeshSettings::default(), &no_xfcc, None, &SecurityFilters::default())[0]
+                .terminal
         else {
             panic!()
         };
@@ -479,10 +518,20 @@ mod tests {
     #[test]
     fn listener_gets_the_tls_inspector_only_with_a_tls_chain() {
         let mesh = MeshSettings::default();
-        let plain = inbound_chains(&mesh, &port(InboundProtocol::Tcp), Some(MtlsMode::Disable));
+        let plain = inbound_chains(
+            &mesh,
+            &port(InboundProtocol::Tcp),
+            Some(MtlsMode::Disable),
+            &SecurityFilters::default(),
+        );
         let l = inbound_listener("l".into(), "10.0.0.1", 8080, plain, false);
         assert!(l.listener_filters.is_empty());
-        let strict = inbound_chains(&mesh, &port(InboundProtocol::Tcp), Some(MtlsMode::Strict));
+        let strict = inbound_chains(
+            &mesh,
+            &port(InboundProtocol::Tcp),
+            Some(MtlsMode::Strict),
+            &SecurityFilters::default(),
+        );
         let l = inbound_listener("l".into(), "10.0.0.1", 8080, strict, true);
         let names: Vec<&str> = l.listener_filters.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["envoy.filters.listener.original_dst", "envoy.filters.listener.tls_inspector"]);

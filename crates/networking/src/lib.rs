@@ -17,10 +17,12 @@
 //! `http.PORT`, …). An Istio object that would produce a resource Envoy rejects is dropped from the output
 //! and reported as a [`model::Finding`]; it never takes the rest of its route configuration or listener down.
 //!
-//! HTTP filter chain contract (every HTTP connection manager built here): `envoy.filters.http.fault`,
-//! `envoy.filters.http.cors`, then `envoy.filters.http.router` last. Per-route fault and CORS settings are
+//! HTTP filter chain contract (every HTTP connection manager built here): the proxy's security filters
+//! first on inbound chains and gateway servers ([`policy`]: ext_authz, jwt_authn, RBAC), then
+//! `envoy.filters.http.fault`, `envoy.filters.http.cors`, and `envoy.filters.http.router` last. Per-route fault and CORS settings are
 //! set by [`route`] in `typed_per_filter_config` under those filter names.
 
+pub mod authz;
 pub mod cache;
 pub mod check;
 pub mod cluster;
@@ -35,6 +37,7 @@ pub mod jwt;
 pub mod listener;
 pub mod mtls;
 pub mod naming;
+pub mod policy;
 pub mod rds;
 pub mod route;
 pub mod sds;

@@ -340,6 +340,8 @@ fn server_names(hosts: impl IntoIterator<Item = String>) -> Vec<String> {
 
 fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
+    let security = crate::policy::security_filters(push, proxy);
+    findings.extend(security.findings.iter().cloned());
     let mut report = Report { findings };
     let bind = proxy.bind_address.as_str();
     let capture = proxy.interception_mode != InterceptionMode::None;
@@ -493,10 +495,12 @@ fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
 fn sidecar_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let mut out = sidecar_outbound(push, proxy, findings);
     let scope = push.sidecar_scope(proxy);
-    out.extend(crate::inbound::ingress_listeners(push, proxy, &scope));
+    let security = crate::policy::security_filters(push, proxy);
+    findings.extend(security.findings.iter().cloned());
+    out.extend(crate::inbound::ingress_listeners(push, proxy, &scope, &security));
     if proxy.interception_mode != InterceptionMode::None {
         out.push(virtual_outbound(push, proxy));
-        out.push(crate::inbound::virtual_inbound(push, proxy, &scope));
+        out.push(crate::inbound::virtual_inbound(push, proxy, &scope, &security));
     }
     out
 }
@@ -533,6 +537,8 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
     findings.extend(shared.1.iter().cloned());
     let merged = &shared.0;
     let scope = push.sidecar_scope(proxy);
+    let security = crate::policy::security_filters(push, proxy);
+    findings.extend(security.findings.iter().cloned());
     let mut report = Report { findings };
     let bind = proxy.bind_address.as_str();
     let mut out = Vec::new();
@@ -560,12 +566,13 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
         };
         match m.kind {
             PortKind::Http => {
-                let hcm = http_connection_manager(
+                let mut hcm = http_connection_manager(
                     &stat_prefix,
                     Routes::Rds(crate::naming::gateway_http_route_name(port)),
                     FilterTarget::Envoy,
                     true,
                 );
+                security.apply_http(&mut hcm);
                 chains.push(chain(&name, None, vec![hcm_filter(&hcm)]));
             }
             PortKind::Tls | PortKind::Tcp => {
@@ -578,12 +585,13 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                 continue;
                             };
                             let route = server.route_name(port);
-                            let hcm = http_connection_manager(
+                            let mut hcm = http_connection_manager(
                                 &stat_prefix,
                                 Routes::Rds(route.clone()),
                                 FilterTarget::Envoy,
                                 true,
                             );
+                            security.apply_http(&mut hcm);
                             let mut c = chain(
                                 &route,
                                 Some(FilterChainMatch { server_names: sni, ..Default::default() }),
@@ -628,7 +636,10 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                     let c = chain(
                                         &cname,
                                         Some(FilterChainMatch { server_names: names, ..Default::default() }),
-                                        vec![tcp_proxy_filter(stat_of(&destinations), &destinations)],
+                                        security.tcp_chain(tcp_proxy_filter(
+                                            stat_of(&destinations),
+                                            &destinations,
+                                        )),
                                     );
                                     add(&mut chains, &mut report, server, c);
                                 }
@@ -674,7 +685,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                             let mut c = chain(
                                 stat_of(&destinations),
                                 m,
-                                vec![tcp_proxy_filter(stat_of(&destinations), &destinations)],
+                                security.tcp_chain(tcp_proxy_filter(stat_of(&destinations), &destinations)),
                             );
                             if let Some(ctx) = ctx {
                                 c.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));

@@ -74,10 +74,24 @@ pub async fn request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<Response, HarnessError> {
-    let what = format!("GET {path} from {addr}");
+    request_method(addr, "GET", host, path, headers).await
+}
+
+/// Like [`request`] with another method (`POST`, `DELETE`, …; no body).
+///
+/// # Errors
+/// As [`get`].
+pub async fn request_method(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Response, HarnessError> {
+    let what = format!("{method} {path} from {addr}");
     let fut = async {
         let mut s = TcpStream::connect(addr).await.map_err(io(format!("connect {addr}")))?;
-        exchange(&mut s, host, path, headers).await.map_err(io(what.clone()))
+        exchange_method(&mut s, method, host, path, headers).await.map_err(io(what.clone()))
     };
     tokio::time::timeout(REQUEST_TIMEOUT, fut).await.map_err(|_| HarnessError::Timeout {
         what,
@@ -114,7 +128,24 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     path: &str,
     headers: &[(&str, &str)],
 ) -> std::io::Result<Response> {
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    exchange_method(s, "GET", host, path, headers).await
+}
+
+/// [`exchange`] with another method (no body: `Content-Length: 0` for methods that usually carry one).
+///
+/// # Errors
+/// As [`exchange`].
+pub async fn exchange_method<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    if matches!(method, "POST" | "PUT" | "PATCH") {
+        req.push_str("Content-Length: 0\r\n");
+    }
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }

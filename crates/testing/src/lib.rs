@@ -42,6 +42,6 @@ pub use ads::RunningAds;
 pub use echo::{EchoOptions, EchoServer};
 pub use envoy::{AdsApi, Bootstrap, Envoy, envoy_binary, percent_decode};
 pub use error::HarnessError;
-pub use http::{Response, exchange, get, http_get, request};
+pub use http::{Response, exchange, exchange_method, get, http_get, request, request_method};
 pub use plane::{Plane, PlaneOptions};
 pub use wait::{free_port, repo_root, testdata, wait_for, wait_until};

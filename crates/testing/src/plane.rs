@@ -40,6 +40,8 @@ pub struct PlaneOptions {
     pub kube: Option<KubeOptions>,
     /// How long [`Plane::start`] waits for the server to be ready (a limit, not an assertion).
     pub ready_timeout: Duration,
+    /// Mesh config YAML (`--mesh-config`'s content); empty: Istio's defaults.
+    pub mesh_config: String,
 }
 
 impl Default for PlaneOptions {
@@ -50,6 +52,7 @@ impl Default for PlaneOptions {
             #[cfg(feature = "kube")]
             kube: None,
             ready_timeout: Duration::from_secs(5),
+            mesh_config: String::new(),
         }
     }
 }
@@ -155,7 +158,9 @@ impl Plane {
         let secrets =
             FileSecrets::new(options.file_secrets.clone()).map_err(|e| plane_error("file secrets", &e))?;
 
-        let (server, ads) = wire(store, services, secrets.clone());
+        let (mesh, _warnings) = parse_mesh_config(&options.mesh_config, "cluster.local")
+            .map_err(|e| plane_error("mesh config", &e))?;
+        let (server, ads) = wire(store, services, secrets.clone(), mesh);
         let ads = RunningAds::start(ads, None).await?;
         let (trigger, shutdown) = shutdown_channel();
         #[cfg(feature = "kube")]
@@ -216,13 +221,13 @@ impl Plane {
 }
 
 /// The one place the DiscoveryServer, the engine's resource source and the ADS server are wired
-/// together (default mesh config and debounce).
+/// together (default debounce).
 fn wire(
     store: Arc<dyn ConfigStoreController>,
     services: Arc<dyn ServiceController>,
     secrets: Arc<FileSecrets>,
+    mesh: model::push::MeshSettings,
 ) -> (Arc<DiscoveryServer>, AdsServer<NetworkingSource>) {
-    let (mesh, _) = parse_mesh_config("", "cluster.local").expect("the default mesh config");
     let server = DiscoveryServer::new(store, services, mesh, DebounceOptions::default());
     let ads = server.ads_server(secrets, AdsConfig::default());
     (server, ads)

@@ -56,7 +56,7 @@ pub enum OutboundTrafficPolicy {
 }
 
 /// Mesh-wide settings (the parts of Istio's `MeshConfig` the generators use).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MeshSettings {
     /// Namespace whose Sidecar and DestinationRules apply mesh-wide (`rootNamespace`, default
     /// `istio-system`).
@@ -79,6 +79,9 @@ pub struct MeshSettings {
     /// TLS to endpoints labelled `security.istio.io/tlsMode: istio` (proxies with workload
     /// certificates only).
     pub enable_auto_mtls: bool,
+    /// `extensionProviders`: the external authorizers (and other extensions) CUSTOM
+    /// AuthorizationPolicies name.
+    pub extension_providers: Vec<super::extension_provider::ExtensionProvider>,
 }
 
 impl Default for MeshSettings {
@@ -92,6 +95,7 @@ impl Default for MeshSettings {
             trust_domain: "cluster.local".to_string(),
             trust_domain_aliases: Vec::new(),
             enable_auto_mtls: true,
+            extension_providers: Vec::new(),
         }
     }
 }
@@ -243,6 +247,10 @@ pub(crate) struct ConfigIndex {
     gateways: Vec<Arc<IndexedGateway>>,
     sidecars: HashMap<String, Vec<Arc<Config>>>,
     peer_authentications: Vec<Arc<PeerAuthenticationPolicy>>,
+    /// AuthorizationPolicies by namespace, each list by creation time then name.
+    authorization_policies: HashMap<String, Vec<Arc<Config>>>,
+    /// RequestAuthentications by namespace, each list by creation time then name.
+    request_authentications: HashMap<String, Vec<Arc<Config>>>,
     findings: Vec<Finding>,
 }
 
@@ -287,8 +295,6 @@ const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
         "applied only to proxies started by pilot-agent (with workload certificates); Envoys connected \
          directly get no mutual TLS",
     ),
-    (Kind::AuthorizationPolicy, "requests are not authorized by it (everything is allowed)"),
-    (Kind::RequestAuthentication, "JWTs are not validated"),
     (Kind::Telemetry, "its metrics, logging and tracing settings are not applied"),
     (Kind::WasmPlugin, "the plugin is not loaded"),
     (Kind::TrafficExtension, "the extension is not loaded"),
@@ -335,6 +341,14 @@ impl ConfigIndex {
             .iter()
             .filter_map(|c| PeerAuthenticationPolicy::from_config(c).map(Arc::new))
             .collect();
+        for (kind, index) in [
+            (Kind::AuthorizationPolicy, &mut index.authorization_policies),
+            (Kind::RequestAuthentication, &mut index.request_authentications),
+        ] {
+            for config in list_sorted(store, kind) {
+                index.entry(config.meta.namespace.clone()).or_default().push(config);
+            }
+        }
         for (kind, effect) in UNTRANSLATED_KINDS {
             for config in store.list(*kind, None) {
                 index.findings.push(Finding {
@@ -732,6 +746,50 @@ impl PushContext {
     /// Every PeerAuthentication, oldest first.
     pub fn peer_authentications(&self) -> &[Arc<PeerAuthenticationPolicy>] {
         &self.config.peer_authentications
+    }
+
+    /// The AuthorizationPolicies that apply to `proxy` (Istio's `ListAuthorizationPolicies`; rules in
+    /// [`crate::push::policy`]): the root namespace's, then the proxy's namespace's, each by creation
+    /// time then name, all actions together.
+    pub fn authorization_policies(&self, proxy: &ProxyContext) -> Vec<Arc<Config>> {
+        self.policies_for(proxy, &self.config.authorization_policies)
+    }
+
+    /// The RequestAuthentications that apply to `proxy`, in the order of
+    /// [`PushContext::authorization_policies`].
+    pub fn request_authentications(&self, proxy: &ProxyContext) -> Vec<Arc<Config>> {
+        self.policies_for(proxy, &self.config.request_authentications)
+    }
+
+    /// Whether any AuthorizationPolicy or RequestAuthentication exists (lets generators skip the
+    /// lookups in meshes without them).
+    pub fn has_security_policies(&self) -> bool {
+        !self.config.authorization_policies.is_empty() || !self.config.request_authentications.is_empty()
+    }
+
+    fn policies_for(
+        &self,
+        proxy: &ProxyContext,
+        index: &HashMap<String, Vec<Arc<Config>>>,
+    ) -> Vec<Arc<Config>> {
+        if index.is_empty() {
+            return Vec::new();
+        }
+        let gateways: Vec<(String, String)> = if proxy.kind == ProxyKind::Router {
+            self.gateways_for_proxy(proxy)
+                .iter()
+                .map(|g| (g.config.meta.namespace.clone(), g.config.meta.name.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let matcher = crate::push::policy::PolicyMatcher {
+            namespace: &proxy.namespace,
+            labels: &proxy.labels,
+            gateways: &gateways,
+            root_namespace: &self.mesh.root_namespace,
+        };
+        matcher.select(|ns| index.get(ns).map(Vec::as_slice).unwrap_or(&[]))
     }
 
     /// The PeerAuthentication in force for `proxy`'s workload (its namespace and labels), resolved as

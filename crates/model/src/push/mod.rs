@@ -18,7 +18,9 @@
 pub mod authn;
 mod context;
 mod delegate;
+pub mod extension_provider;
 pub mod node;
+pub mod policy;
 mod proxy;
 mod request;
 mod sidecar;

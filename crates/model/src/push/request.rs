@@ -150,6 +150,13 @@ fn peer_authentication_concerns(proxy: &ProxyContext) -> bool {
     proxy.has_workload_certificates()
 }
 
+/// Whether a change of an AuthorizationPolicy or RequestAuthentication concerns a sidecar: policies
+/// of its own namespace and of the root namespace can select it (Istio's `checkProxyDependencies`
+/// pushes the policy's namespace, or everything for the root namespace).
+fn security_policy_concerns(key: &ConfigKey, proxy: &ProxyContext, scope: &SidecarScope) -> bool {
+    key.namespace == proxy.namespace || key.namespace == scope.root_namespace()
+}
+
 /// Whether `request` concerns a proxy of `proxy_kind` in `namespace` at all (Istio's
 /// `DefaultProxyNeedsPush`, without per-scope dependency tracking: every remaining key matters).
 pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
@@ -163,7 +170,8 @@ pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
 /// endpoint pushes always are (EDS generation filters by the proxy's watched clusters); a config
 /// change is when the object is a dependency of either scope, or is a service the proxy itself
 /// implements (its inbound side); a PeerAuthentication only when the proxy has workload certificates
-/// and the policy is in its namespace or the root namespace.
+/// and the policy is in its namespace or the root namespace; an AuthorizationPolicy or
+/// RequestAuthentication when it is in the proxy's namespace or the root namespace.
 pub fn scope_needs_push(
     request: &PushRequest,
     proxy: &ProxyContext,
@@ -176,6 +184,9 @@ pub fn scope_needs_push(
     request.configs_updated.iter().filter(|k| kind_affects_proxy(k.kind, proxy.kind)).any(|key| {
         if key.kind == Kind::PeerAuthentication {
             return peer_authentication_concerns(proxy);
+        }
+        if matches!(key.kind, Kind::AuthorizationPolicy | Kind::RequestAuthentication) {
+            return security_policy_concerns(key, proxy, current);
         }
         current.depends_on(key)
             || previous.is_some_and(|p| p.depends_on(key))

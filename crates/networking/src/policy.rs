@@ -1,0 +1,103 @@
+//! The security policy filters of one proxy: AuthorizationPolicy (RBAC, ext_authz) and
+//! RequestAuthentication (jwt_authn), in the order istiod puts them into inbound HTTP connection
+//! managers and TCP chains (`pilot/pkg/networking/core/listener_inbound.go` and the gateway builder):
+//!
+//! | chain | filters before the terminal one |
+//! |---|---|
+//! | HTTP (connection manager's HTTP filters, before fault/CORS/router) | CUSTOM (`ext_authz` and its shadow RBAC), `jwt_authn`, then AUDIT, DENY, ALLOW RBAC |
+//! | TCP (network filters before `tcp_proxy`) | CUSTOM (`ext_authz`), AUDIT, DENY, ALLOW RBAC; HTTP-only rule fields dropped |
+//!
+//! The filters are the same for every inbound chain of a sidecar (Istio applies policies per
+//! workload, not per port: port conditions are in the rules) and for every server of a gateway.
+
+use std::sync::Arc;
+
+use api::{security::authorization_policy::authorization_policy::Action, spec::Spec};
+use envoy_types::pb::envoy::{
+    config::listener::v3::Filter,
+    extensions::filters::network::http_connection_manager::v3::{HttpConnectionManager, HttpFilter},
+};
+use model::{Config, Finding, push::ProxyContext};
+
+use crate::{
+    Snapshot,
+    authz::{AuthzContext, build_http, build_tcp},
+    jwt::{build_gateway_jwt_filter, build_jwt_filter},
+};
+
+/// The security filters of one proxy (empty when no policy applies to it).
+#[derive(Clone, Debug, Default)]
+pub struct SecurityFilters {
+    /// HTTP filters placed first in every HTTP connection manager of the proxy's inbound chains
+    /// (sidecars) or servers (gateways).
+    pub http: Vec<HttpFilter>,
+    /// Network filters placed before `tcp_proxy` on TCP chains.
+    pub tcp: Vec<Filter>,
+    /// What could not be translated (reported in `/debug/configstatusz`).
+    pub findings: Vec<Finding>,
+}
+
+impl SecurityFilters {
+    /// Puts the HTTP filters in front of `hcm`'s (fault, CORS, router stay last).
+    pub fn apply_http(&self, hcm: &mut HttpConnectionManager) {
+        if !self.http.is_empty() {
+            hcm.http_filters.splice(0..0, self.http.iter().cloned());
+        }
+    }
+
+    /// The network filters of a TCP chain ending in `terminal`.
+    pub fn tcp_chain(&self, terminal: Filter) -> Vec<Filter> {
+        let mut filters = self.tcp.clone();
+        filters.push(terminal);
+        filters
+    }
+}
+
+fn is_custom(config: &Arc<Config>) -> bool {
+    matches!(&config.spec, Spec::AuthorizationPolicy(p) if p.action == Action::Custom as i32)
+}
+
+/// The security filters of `proxy` under `push` (the table in the module documentation).
+pub fn security_filters(push: &Snapshot, proxy: &ProxyContext) -> SecurityFilters {
+    if !push.has_security_policies() {
+        return SecurityFilters::default();
+    }
+    let authz = push.authorization_policies(proxy);
+    let authn = push.request_authentications(proxy);
+    if authz.is_empty() && authn.is_empty() {
+        return SecurityFilters::default();
+    }
+    let mesh = push.mesh();
+    let ctx = AuthzContext {
+        trust_domain: &mesh.trust_domain,
+        trust_domain_aliases: &mesh.trust_domain_aliases,
+        providers: &mesh.extension_providers,
+        services: push.services(),
+        is_gateway: proxy.kind == model::push::ProxyKind::Router,
+    };
+    let (custom, others): (Vec<_>, Vec<_>) = authz.iter().cloned().partition(is_custom);
+    let mut out = SecurityFilters::default();
+    let custom_http = build_http(&custom, &ctx);
+    out.http.extend(custom_http.filters);
+    out.findings.extend(custom_http.findings);
+    let jwt = if ctx.is_gateway {
+        build_gateway_jwt_filter(&authn, push.jwks())
+    } else {
+        build_jwt_filter(&authn, push.jwks())
+    };
+    out.http.extend(jwt.filter);
+    out.findings.extend(jwt.findings);
+    let rbac_http = build_http(&others, &ctx);
+    out.http.extend(rbac_http.filters);
+    out.findings.extend(rbac_http.findings);
+    let tcp = build_tcp(&authz, &ctx);
+    out.tcp = tcp.filters;
+    // The TCP builder reports the same untranslatable policies as the HTTP one; keep only its own
+    // findings (HTTP-only fields dropped on TCP chains).
+    for f in tcp.findings {
+        if !out.findings.contains(&f) {
+            out.findings.push(f);
+        }
+    }
+    out
+}
