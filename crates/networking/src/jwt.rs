@@ -16,9 +16,10 @@
 //! - the key set always **inline** (`local_jwks.inline_string`): the rule's `jwks`, or the one the
 //!   control plane fetched from `jwksUri` (OpenID discovery from the issuer when `jwksUri` is empty)
 //!   through a [`JwksSource`] (Istio's default `PILOT_JWT_ENABLE_REMOTE_JWKS=false`: istiod fetches,
-//!   Envoy never does). A key set not fetched yet, not fetchable, or an unusable inline `jwks` is
-//!   replaced by [`PUBLIC_ONLY_JWKS`], a key whose private half was discarded: every token of that
-//!   issuer is then rejected (fail closed);
+//!   Envoy never does). A key set not fetched yet (no finding), not fetchable, or one Envoy cannot
+//!   load (inline or fetched: Envoy would reject the whole listener, see `keys`) is replaced by
+//!   [`PUBLIC_ONLY_JWKS`], a key whose private half was discarded: every token of that issuer is then
+//!   rejected (fail closed), tokenless requests still pass;
 //! - one requirement rule for every path (`prefix: /`), with `bypass_cors_preflight`: one provider →
 //!   `requires_any [origins-0, allow_missing]`; several → `requires_any [origins-0, …, origins-N,
 //!   requires_all [requires_any [origins-0, allow_missing], …]]`. A request without a token passes
@@ -139,8 +140,9 @@ pub struct JwtFilter {
     /// JWT rule (no filter at all, as Istio).
     pub filter: Option<HttpFilter>,
     /// Rules whose key set was replaced by [`PUBLIC_ONLY_JWKS`] because it was unusable (inline
-    /// `jwks` that is not a key set: path `spec.jwtRules[N].jwks`) or could not be fetched (path
-    /// `spec.jwtRules[N].jwksUri`, or `.issuer` for OpenID discovery); severity `Dropped`.
+    /// `jwks` Istio's validation or Envoy rejects: path `spec.jwtRules[N].jwks`) or could not be
+    /// fetched or loaded (path `spec.jwtRules[N].jwksUri`, or `.issuer` for OpenID discovery);
+    /// severity `Dropped`.
     pub findings: Vec<Finding>,
 }
 
@@ -292,30 +294,30 @@ fn key_set(sourced: &SourcedRule<'_>, jwks: &dyn JwksSource) -> (String, Option<
             Some(Duration::new(secs, nanos))
         })
         .unwrap_or(DEFAULT_JWKS_TIMEOUT);
-    match jwks.jwks_with_timeout(&rule.issuer, &rule.jwks_uri, timeout) {
-        JwksState::Resolved(keys) => (keys, None),
-        JwksState::Pending => (PUBLIC_ONLY_JWKS.to_string(), None),
-        JwksState::Failed(reason) => {
-            let (field, what) = if rule.jwks_uri.is_empty() {
-                ("issuer", format!("OpenID discovery from issuer {:?}", rule.issuer))
-            } else {
-                ("jwksUri", format!("{:?}", rule.jwks_uri))
-            };
-            (
-                PUBLIC_ONLY_JWKS.to_string(),
-                Some((
-                    format!("{path}.{field}"),
-                    format!(
-                        "cannot fetch the key set ({what}): {reason}; the provider rejects every token until it can"
-                    ),
-                )),
-            )
-        }
-    }
+    let (field, what) = if rule.jwks_uri.is_empty() {
+        ("issuer", format!("OpenID discovery from issuer {:?}", rule.issuer))
+    } else {
+        ("jwksUri", format!("{:?}", rule.jwks_uri))
+    };
+    let problem = match jwks.jwks_with_timeout(&rule.issuer, &rule.jwks_uri, timeout) {
+        JwksState::Resolved(keys) => match keys::envoy_jwks_error(&keys) {
+            None => return (keys, None),
+            Some(reason) => format!("the key set fetched ({what}) is unusable: {reason}"),
+        },
+        JwksState::Pending => return (PUBLIC_ONLY_JWKS.to_string(), None),
+        JwksState::Failed(reason) => format!("cannot fetch the key set ({what}): {reason}"),
+    };
+    (
+        PUBLIC_ONLY_JWKS.to_string(),
+        Some((
+            format!("{path}.{field}"),
+            format!("{problem}; the provider rejects every token until it is fixed"),
+        )),
+    )
 }
 
-/// Why an inline key set cannot verify anything, if so: Istio's validation rule (`jwks parse error`,
-/// which istiod's webhook enforces) and Envoy's (a key set with no key verifies no token).
+/// Why an inline key set cannot be sent, if so: Istio's validation rule (`jwks parse error`, which
+/// istiod's webhook enforces), then Envoy's ([`keys`]: a set Envoy cannot load rejects the listener).
 fn unusable_inline_jwks(text: &str) -> Option<String> {
     let spec = RequestAuthentication {
         jwt_rules: vec![JwtRule { issuer: "i".into(), jwks: text.to_string(), ..Default::default() }],
@@ -326,14 +328,7 @@ fn unusable_inline_jwks(text: &str) -> Option<String> {
     if let Some(issue) = report.errors.iter().find(|e| e.path == "spec.jwtRules[0].jwks") {
         return Some(issue.message.clone());
     }
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    match value.get("keys") {
-        Some(serde_json::Value::Array(keys)) if keys.is_empty() => {
-            Some("jwks has no keys: no token can be verified".to_string())
-        }
-        Some(serde_json::Value::Null) => Some("jwks has no keys: no token can be verified".to_string()),
-        _ => None,
-    }
+    keys::envoy_jwks_error(text).map(|reason| format!("Envoy cannot load this key set: {reason}"))
 }
 
 /// The requirement over providers `names` (see the module doc).
@@ -379,5 +374,6 @@ fn pack(config: JwtAuthentication, providers: &BTreeMap<String, JwtProvider>) ->
     Any { type_url: JwtAuthentication::type_url(), value }
 }
 
+mod keys;
 #[cfg(test)]
 mod tests;

@@ -105,41 +105,80 @@ impl Client {
         result
     }
 
+    /// `GET uri`, following up to [`MAX_REDIRECTS`] redirects (as Go's client does for Istio), each
+    /// hop through the address guard.
     async fn get_inner(&self, uri: &str) -> Result<String, String> {
-        let parsed: http::Uri = uri.parse().map_err(|e| format!("invalid URI {uri:?}: {e}"))?;
-        match parsed.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
-            _ => return Err(format!("URI {uri:?}: scheme must be http or https")),
-        }
-        // An IP literal is connected to without resolution: check it here.
-        if let Some(host) = parsed.host()
-            && let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>()
-        {
-            self.guard.check(ip).map_err(|e| format!("GET {uri:?}: {e}"))?;
-        }
-        let response =
-            self.http.get(parsed).await.map_err(|e| format!("GET {uri:?}: {}", error_chain(&e)))?;
-        let status = response.status();
-        let body = Limited::new(response.into_body(), self.max_body_bytes)
-            .collect()
-            .await
-            .map_err(|e| format!("GET {uri:?}: reading the body: {e}"))?
-            .to_bytes();
-        let text = String::from_utf8_lossy(&body).into_owned();
-        if !status.is_success() {
-            let mut message = format!("{text:?}");
-            if message.len() > 100 {
-                let mut cut = 100;
-                while !message.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                message.truncate(cut);
-                message.push_str("(truncated)");
+        let mut current: http::Uri = uri.parse().map_err(|e| format!("invalid URI {uri:?}: {e}"))?;
+        for _ in 0..=MAX_REDIRECTS {
+            match current.scheme_str() {
+                Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
+                _ => return Err(format!("GET {uri:?}: scheme of {current} must be http or https")),
             }
-            return Err(format!("GET {uri:?}: status {}, message {message}", status.as_u16()));
+            // An IP literal is connected to without resolution: check it here.
+            if let Some(host) = current.host()
+                && let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>()
+            {
+                self.guard.check(ip).map_err(|e| format!("GET {current}: {e}"))?;
+            }
+            let response = self
+                .http
+                .get(current.clone())
+                .await
+                .map_err(|e| format!("GET {current}: {}", error_chain(&e)))?;
+            let status = response.status();
+            if status.is_redirection()
+                && let Some(location) = response.headers().get(http::header::LOCATION)
+            {
+                let location =
+                    location.to_str().map_err(|_| format!("GET {current}: Location is not text"))?;
+                current = redirect_target(&current, location)
+                    .ok_or_else(|| format!("GET {current}: cannot follow Location {location:?}"))?;
+                continue;
+            }
+            let body = Limited::new(response.into_body(), self.max_body_bytes)
+                .collect()
+                .await
+                .map_err(|e| format!("GET {current}: reading the body: {e}"))?
+                .to_bytes();
+            let text = String::from_utf8_lossy(&body).into_owned();
+            if !status.is_success() {
+                let mut message = format!("{text:?}");
+                if message.len() > 100 {
+                    let mut cut = 100;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    message.truncate(cut);
+                    message.push_str("(truncated)");
+                }
+                return Err(format!("GET {current}: status {}, message {message}", status.as_u16()));
+            }
+            return Ok(text);
         }
-        Ok(text)
+        Err(format!("GET {uri:?}: stopped after {MAX_REDIRECTS} redirects"))
     }
+}
+
+/// Most redirects followed per fetch (Go's `http.Client` default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Where a redirect from `base` to `location` goes: an absolute URL, or a path on the same origin.
+pub(super) fn redirect_target(base: &http::Uri, location: &str) -> Option<http::Uri> {
+    if location.contains("://") {
+        return location.parse().ok();
+    }
+    let scheme = base.scheme_str()?;
+    if location.starts_with("//") {
+        return format!("{scheme}:{location}").parse().ok();
+    }
+    let authority = base.authority()?.as_str();
+    let path = if location.starts_with('/') {
+        location.to_string()
+    } else {
+        let dir = base.path().rsplit_once('/').map_or("", |(dir, _)| dir);
+        format!("{dir}/{location}")
+    };
+    format!("{scheme}://{authority}{path}").parse().ok()
 }
 
 /// `e` with its sources (hyper's errors say little at the top level).

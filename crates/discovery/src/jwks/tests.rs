@@ -36,27 +36,43 @@ impl Routes {
     }
 }
 
-/// A loopback HTTP/1.1 server answering from `routes` (404 for unknown paths); runs until the test's
-/// runtime ends.
+/// The test server's answer: from `routes`, 404 for unknown paths; a 3xx answer's body is its
+/// `Location`.
+async fn answer(
+    routes: Arc<Routes>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    routes.requests.fetch_add(1, Ordering::SeqCst);
+    let answer = routes.answers.lock().unwrap().get(request.uri().path()).cloned();
+    let (status, body) = answer.unwrap_or((404, "no such path".into()));
+    let mut response = Response::builder().status(status);
+    if (300..400).contains(&status) {
+        response = response.header("location", body.clone());
+    }
+    Ok(response.body(Full::new(Bytes::from(body))).unwrap())
+}
+
+/// A loopback HTTP/1.1 server answering from `routes`, over TLS when `tls` is given; runs until the
+/// test's runtime ends.
 async fn serve_on(listener: TcpListener, routes: Arc<Routes>) {
+    serve(listener, routes, None).await;
+}
+
+async fn serve(listener: TcpListener, routes: Arc<Routes>, tls: Option<tokio_rustls::TlsAcceptor>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else { return };
         let routes = routes.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let routes = routes.clone();
-                async move {
-                    routes.requests.fetch_add(1, Ordering::SeqCst);
-                    let answer = routes.answers.lock().unwrap().get(request.uri().path()).cloned();
-                    let (status, body) = answer.unwrap_or((404, "no such path".into()));
-                    let response =
-                        Response::builder().status(status).body(Full::new(Bytes::from(body))).unwrap();
-                    Ok::<_, Infallible>(response)
+            let service = service_fn(move |request| answer(routes.clone(), request));
+            let http = hyper::server::conn::http1::Builder::new();
+            let _ = match tls {
+                None => http.serve_connection(TokioIo::new(stream), service).await,
+                Some(acceptor) => {
+                    let Ok(stream) = acceptor.accept(stream).await else { return };
+                    http.serve_connection(TokioIo::new(stream), service).await
                 }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            };
         });
     }
 }
@@ -330,4 +346,109 @@ fn options_from_env() {
     assert!(err.reason.contains("\"nope\""), "{err}");
     let err = JwksOptions::from_lookup(env(&[("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "soon")])).unwrap_err();
     assert_eq!(err.name, "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL");
+}
+
+#[tokio::test]
+async fn redirects_are_followed() {
+    let (addr, routes) = server().await;
+    let key = TestKey::generate();
+    routes.set("/old", 302, "/moved/here");
+    routes.set("/moved/here", 301, format!("http://{addr}/keys"));
+    routes.set("/keys", 200, key.jwks_json());
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    let uri = format!("http://{addr}/old");
+    assert_eq!(settled(&resolver, &mut rx, "iss", &uri).await, JwksState::Resolved(key.jwks_json()));
+    routes.set("/loop", 302, "/loop");
+    let JwksState::Failed(reason) = settled(&resolver, &mut rx, "iss", &format!("http://{addr}/loop")).await
+    else {
+        panic!("a redirect loop fails")
+    };
+    assert!(reason.contains("stopped after 10 redirects"), "{reason}");
+}
+
+#[test]
+fn redirect_targets() {
+    let base: http::Uri = "https://idp.example:8443/realm/certs?x=1".parse().unwrap();
+    let target = |l: &str| fetch::redirect_target(&base, l).unwrap().to_string();
+    assert_eq!(target("/keys"), "https://idp.example:8443/keys");
+    assert_eq!(target("v2/certs"), "https://idp.example:8443/realm/v2/certs");
+    assert_eq!(target("//other.example/k"), "https://other.example/k");
+    assert_eq!(target("http://plain.example/k"), "http://plain.example/k");
+}
+
+/// A TLS server for `localhost` with a self-signed certificate: its address, routes and the
+/// certificate's PEM file.
+async fn tls_server() -> (SocketAddr, Arc<Routes>, tempfile::NamedTempFile) {
+    use tokio_rustls::rustls::{ServerConfig, pki_types::PrivateKeyDer};
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert =
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+    let config =
+        ServerConfig::builder_with_provider(Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], PrivateKeyDer::try_from(key.serialize_der()).unwrap())
+            .unwrap();
+    let pem = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(pem.path(), cert.pem()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let routes = Arc::new(Routes::default());
+    tokio::spawn(serve(listener, routes.clone(), Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))));
+    (addr, routes, pem)
+}
+
+#[tokio::test]
+async fn https_with_extra_roots_unknown_issuer_and_insecure_skip_verify() {
+    let (addr, routes, pem) = tls_server().await;
+    let key = TestKey::generate();
+    routes.set("/keys", 200, key.jwks_json());
+    let uri = format!("https://localhost:{}/keys", addr.port());
+
+    let trusting =
+        JwksResolver::new(JwksOptions { extra_root_ca_paths: vec![pem.path().to_path_buf()], ..fast() });
+    let mut rx = trusting.subscribe();
+    assert_eq!(settled(&trusting, &mut rx, "iss", &uri).await, JwksState::Resolved(key.jwks_json()));
+
+    let untrusting = JwksResolver::new(fast());
+    let mut rx = untrusting.subscribe();
+    let JwksState::Failed(reason) = settled(&untrusting, &mut rx, "iss", &uri).await else {
+        panic!("an unknown issuer fails")
+    };
+    assert!(reason.contains("UnknownIssuer"), "{reason}");
+
+    let insecure = JwksResolver::new(JwksOptions { insecure_skip_verify: true, ..fast() });
+    let mut rx = insecure.subscribe();
+    assert_eq!(settled(&insecure, &mut rx, "iss", &uri).await, JwksState::Resolved(key.jwks_json()));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn fetches_are_counted_with_istios_metric_names() {
+    // A recorder local to this thread; the current-thread runtime runs the fetch tasks here too.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let _guard = ::metrics::set_default_local_recorder(&recorder);
+    let (addr, routes) = server().await;
+    routes.set("/keys", 200, TestKey::generate().jwks_json());
+    let resolver = JwksResolver::new(fast());
+    let mut rx = resolver.subscribe();
+    assert!(matches!(
+        settled(&resolver, &mut rx, "i", &format!("http://{addr}/keys")).await,
+        JwksState::Resolved(_)
+    ));
+    assert!(matches!(
+        settled(&resolver, &mut rx, "i", &format!("http://{addr}/gone")).await,
+        JwksState::Failed(_)
+    ));
+    let rendered = handle.render();
+    let value = |name: &str| -> f64 {
+        rendered
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {rendered}"))
+    };
+    assert_eq!(value("pilot_jwks_resolver_network_fetch_success_total"), 1.0);
+    assert!(value("pilot_jwks_resolver_network_fetch_fail_total") >= 1.0);
 }

@@ -16,7 +16,8 @@ use super::*;
 const FOO: &str = "https://secret.foo.com";
 const BAR: &str = "https://secret.bar.com";
 const FOO_URI: &str = "http://127.0.0.1:8080/oauth2/v3/certs";
-const FOO_KEYS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","x":"eA","y":"eQ","kid":"foo"}]}"#;
+/// P-256's generator as a public key (a point on the curve: Envoy loads it).
+const FOO_KEYS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","x":"axfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpY","y":"T-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU","kid":"foo"}]}"#;
 
 fn policy(namespace: &str, name: &str, rules: Vec<JwtRule>) -> Arc<Config> {
     Arc::new(Config {
@@ -125,7 +126,7 @@ fn single_rule_matches_istio() {
 #[test]
 fn several_rules_are_sorted_by_issuer_across_policies_and_combined_as_istio() {
     // Istio: "Multiple JWT rule" (foo by jwksUri, bar inline), here split over two policies.
-    let bar_keys = r#"{"keys":[{"kty":"oct","k":"AAAA"}]}"#;
+    let bar_keys = r#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#;
     let policies = [
         policy("ns", "a", vec![rule(FOO, FOO_URI)]),
         policy("ns", "b", vec![JwtRule { issuer: BAR.into(), jwks: bar_keys.into(), ..Default::default() }]),
@@ -296,6 +297,7 @@ fn public_only_jwks_is_one_rsa_public_key() {
     assert_eq!(keys[0]["e"], "AQAB");
     assert!(keys[0].get("d").is_none(), "no private part");
     assert_eq!(keys[0]["n"].as_str().unwrap().len(), 342, "2048-bit modulus, base64url");
+    assert_eq!(keys::envoy_jwks_error(PUBLIC_ONLY_JWKS), None, "Envoy loads it");
 }
 
 /// A source that records the timeouts it is asked with.
@@ -365,4 +367,34 @@ fn encoding_is_deterministic() {
     let decoded = decode(&first);
     assert_eq!(decoded.providers.len(), 12);
     assert_eq!(decoded.providers["origins-11"].issuer, "https://issuer-11");
+}
+
+#[test]
+fn key_sets_envoy_cannot_load_are_replaced_and_reported() {
+    // Measured with Envoy 1.40: a set whose only key is off its curve rejects the whole listener.
+    let off_curve = r#"{"keys":[{"kty":"EC","crv":"P-256","x":"eA","y":"eQ"}]}"#;
+    let source = StaticJwks::default().with(FOO, FOO_URI, JwksState::Resolved(off_curve.into()));
+    let policies = [policy(
+        "ns",
+        "p",
+        vec![
+            rule(FOO, FOO_URI),
+            JwtRule { issuer: BAR.into(), jwks: off_curve.into(), ..Default::default() },
+        ],
+    )];
+    let out = build_jwt_filter(&policies, &source);
+    let config = decode(&out);
+    assert!(config.providers.values().all(|p| inline(p) == PUBLIC_ONLY_JWKS));
+    let found: Vec<_> = out.findings.iter().map(|f| (f.path.as_str(), f.message.as_str())).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found[0].0, "spec.jwtRules[1].jwks");
+    assert!(
+        found[0].1.starts_with(
+            "Envoy cannot load this key set: no usable key (key #0: x, y is not a point of P-256)"
+        ),
+        "{}",
+        found[0].1
+    );
+    assert_eq!(found[1].0, "spec.jwtRules[0].jwksUri");
+    assert!(found[1].1.contains("is unusable"), "{}", found[1].1);
 }
