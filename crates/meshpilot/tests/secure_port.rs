@@ -356,12 +356,19 @@ fn xfcc_hash(head: &str) -> Option<String> {
 const PEER_AUTHENTICATION: &str = "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\n\
 metadata: {name: default, namespace: default}\nspec:\n  mtls: {mode: MODE}\n";
 
+/// An ALLOW AuthorizationPolicy for the echo workload admitting requests whose source matches
+/// `SOURCE` (one field of `source`, in flow style).
+const AUTHORIZATION_POLICY: &str = "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n\
+metadata: {name: echo, namespace: default}\nspec:\n  selector: {matchLabels: {app: echo}}\n  \
+rules:\n  - from:\n    - source: {SOURCE}\n";
+
 /// Two real sidecars on loopback (pilot-agent + Envoy): a client (127.0.0.111) and a server
 /// (127.0.0.112, Sidecar ingress on the service port to a local echo server). The service port is a
 /// free port: Envoys bind outbound listeners with SO_REUSEPORT, so another Envoy on the machine with
 /// the same outbound port would silently take half of the connections. Traffic between them is mutual TLS
 /// with meshpilot's certificates; the namespace PeerAuthentication is switched live between
-/// PERMISSIVE, STRICT and DISABLE, and the client's short-lived certificate is rotated under traffic.
+/// PERMISSIVE, STRICT and DISABLE, and the client's short-lived certificate is rotated under traffic;
+/// AuthorizationPolicies on the client's principal and namespace are enforced on the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_between_real_sidecars_follows_peer_authentication() {
     let env = TestEnv::shared();
@@ -421,6 +428,46 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         !plain.contains("x-forwarded-client-cert"),
         "a plaintext request has no client certificate: {plain}"
     );
+
+    // Identity-based authorization on the server's mutual TLS chain: `principals` and `namespaces`
+    // come from the client certificate, so a plaintext request carries neither.
+    let set_authz = |source: &str| {
+        let policy = AUTHORIZATION_POLICY.replace("SOURCE", source);
+        std::fs::write(config.path().join("authz.yaml"), policy).unwrap();
+    };
+    set_authz("principals: [cluster.local/ns/default/sa/someone-else]");
+    let denied = wait_for("another principal refused", Duration::from_secs(30), async || {
+        echo_via(client_outbound).await.err().filter(|e| e.starts_with("403"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
+    assert!(denied.contains("RBAC: access denied"), "{denied}");
+    set_authz("principals: [cluster.local/ns/default/sa/default]");
+    wait_for("the client's principal allowed", Duration::from_secs(30), async || {
+        echo_via(client_outbound).await.ok()
+    })
+    .await
+    .unwrap();
+    let plain = echo_via(server_inbound).await.unwrap_err();
+    assert!(plain.starts_with("403"), "plaintext has no principal: {plain}");
+    set_authz("namespaces: [other-namespace]");
+    wait_for("another namespace refused", Duration::from_secs(30), async || {
+        echo_via(client_outbound).await.err().filter(|e| e.starts_with("403"))
+    })
+    .await
+    .unwrap();
+    set_authz("namespaces: [default]");
+    wait_for("the client's namespace allowed", Duration::from_secs(30), async || {
+        echo_via(client_outbound).await.ok()
+    })
+    .await
+    .unwrap();
+    std::fs::remove_file(config.path().join("authz.yaml")).unwrap();
+    wait_for("plaintext allowed without a policy", Duration::from_secs(30), async || {
+        echo_via(server_inbound).await.ok()
+    })
+    .await
+    .unwrap();
 
     // The client's certificate is renewed: the server sees another one (each request opens its own
     // upstream connection: the DestinationRule's maxRequestsPerConnection 1), and traffic keeps flowing.
