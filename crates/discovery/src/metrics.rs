@@ -12,6 +12,12 @@ pub const DEBOUNCE_TIME: &str = "pilot_debounce_time";
 /// Histogram `pilot_pushcontext_init_seconds`: seconds to build a PushContext.
 pub const PUSHCONTEXT_INIT: &str = "pilot_pushcontext_init_seconds";
 
+/// Counter `meshpilot_security_policy_findings{kind}`: AuthorizationPolicies / RequestAuthentications
+/// (`kind`) that could not be translated as written (replaced by a deny, or a key set by the
+/// fail-closed one), counted once per distinct finding and config generation; the findings themselves
+/// are in `/debug/configstatusz` (`generationFindings`). No Istio equivalent (istiod only logs).
+pub const SECURITY_POLICY_FINDINGS: &str = "meshpilot_security_policy_findings";
+
 /// Histogram buckets for the metrics above (Istio's).
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (DEBOUNCE_TIME, &[0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
@@ -32,4 +38,8 @@ pub fn describe() {
         "Delay in seconds between the first config event and the merged push."
     );
     metrics::describe_histogram!(PUSHCONTEXT_INIT, "Total time in seconds Pilot takes to init pushContext.");
+    metrics::describe_counter!(
+        SECURITY_POLICY_FINDINGS,
+        "Security policies that could not be translated as written (denied instead), per config generation."
+    );
 }

@@ -194,7 +194,15 @@ impl ResourceSource for NetworkingSource {
         let (resources, findings) = generate_type(&push, proxy, request.type_url, &names)?;
         if !findings.is_empty() {
             debug!(proxy = %proxy.id, type_url = request.type_url, findings = findings.len(), "generation findings");
-            self.cache.record_findings(&push, &proxy.id, &findings);
+            for f in self.cache.record_findings(&push, &proxy.id, &findings) {
+                let kind = f.config.as_ref().map(|k| k.kind);
+                if f.severity == model::finding::Severity::Dropped
+                    && matches!(kind, Some(api::Kind::AuthorizationPolicy | api::Kind::RequestAuthentication))
+                {
+                    let kind = kind.map(|k| k.to_string()).unwrap_or_default();
+                    metrics::counter!(crate::metrics::SECURITY_POLICY_FINDINGS, "kind" => kind).increment(1);
+                }
+            }
         }
         Ok(Some(if incremental {
             Generated::incremental(push.version(), resources, Vec::new())

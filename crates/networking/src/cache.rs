@@ -145,13 +145,18 @@ impl GenerationCache {
 
     /// Records what generating for `proxy` from `push` met (findings of generators that run per
     /// proxy, such as security policies that cannot be translated), so `/debug/configstatusz` can show
-    /// them; kept until a newer config generation is generated for.
-    pub fn record_findings(&self, push: &PushContext, proxy: &str, findings: &[Finding]) {
+    /// them; kept until a newer config generation is generated for. Returns the findings not seen
+    /// before in this generation (for counters).
+    pub fn record_findings(&self, push: &PushContext, proxy: &str, findings: &[Finding]) -> Vec<Finding> {
+        let mut new = Vec::new();
         if findings.is_empty() {
-            return;
+            return new;
         }
         if let Slot::Current(mut state) = self.slot(push.config_generation()) {
             for f in findings {
+                if !state.findings.contains_key(f) {
+                    new.push(f.clone());
+                }
                 let entry = state.findings.entry(f.clone()).or_default();
                 entry.count += 1;
                 if entry.proxies.len() < MAX_PROXY_EXAMPLES && !entry.proxies.iter().any(|p| p == proxy) {
@@ -159,6 +164,7 @@ impl GenerationCache {
                 }
             }
         }
+        new
     }
 
     /// The findings recorded for the current generation ([`GenerationCache::record_findings`]).
