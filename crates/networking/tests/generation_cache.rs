@@ -102,3 +102,34 @@ fn endpoint_only_snapshots_keep_the_generation() {
     assert_eq!(next.config_generation(), push.config_generation());
     assert_ne!(next.version(), push.version());
 }
+
+#[test]
+fn findings_are_recorded_per_generation_with_the_proxies_that_met_them() {
+    let world = World::new(parse(&mesh(), "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let push = build(&world);
+    let finding = model::Finding {
+        severity: model::Severity::Dropped,
+        config: None,
+        path: "spec.rules[0]".into(),
+        resource: "virtualInbound".into(),
+        message: "cannot be translated".into(),
+    };
+    let first = cache.record_findings(&push, "sidecar-a", std::slice::from_ref(&finding));
+    assert_eq!(first, [finding.clone()], "new in this generation");
+    let again = cache.record_findings(&push, "sidecar-b", std::slice::from_ref(&finding));
+    assert!(again.is_empty(), "already seen in this generation");
+    let recorded = cache.generation_findings();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].1.count, 2);
+    assert_eq!(recorded[0].1.proxies, ["sidecar-a", "sidecar-b"]);
+
+    // The next generation starts empty once it is looked up; the finding is new there again.
+    let newer = build(&world);
+    Snapshot::with_cache(newer.clone(), cache.clone()).sidecar_scope(&sidecar("ns1", &[]));
+    assert!(cache.generation_findings().is_empty(), "dropped with the older generation");
+    assert_eq!(cache.record_findings(&newer, "sidecar-a", &[finding.clone()]).len(), 1);
+    // A stale snapshot records nothing.
+    assert!(cache.record_findings(&push, "sidecar-c", &[finding]).is_empty());
+    assert_eq!(cache.generation_findings()[0].1.proxies, ["sidecar-a"]);
+}
