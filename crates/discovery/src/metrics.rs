@@ -12,9 +12,10 @@ pub const DEBOUNCE_TIME: &str = "pilot_debounce_time";
 /// Histogram `pilot_pushcontext_init_seconds`: seconds to build a PushContext.
 pub const PUSHCONTEXT_INIT: &str = "pilot_pushcontext_init_seconds";
 
-/// Counter `meshpilot_security_policy_findings{kind}`: AuthorizationPolicies / RequestAuthentications
-/// (`kind`) that could not be translated as written (replaced by a deny, or a key set by the
-/// fail-closed one), counted once per distinct finding and config generation; the findings themselves
+/// Counter `meshpilot_security_policy_findings{kind}`: findings about AuthorizationPolicies /
+/// RequestAuthentications (`kind`) not translated as written (a rule replaced by a deny, a field or
+/// rule dropped on TCP chains, a key set replaced by the fail-closed one), counted once per distinct
+/// finding and config generation; the findings themselves
 /// are in `/debug/configstatusz` (`generationFindings`). No Istio equivalent (istiod only logs).
 pub const SECURITY_POLICY_FINDINGS: &str = "meshpilot_security_policy_findings";
 
@@ -40,6 +41,6 @@ pub fn describe() {
     metrics::describe_histogram!(PUSHCONTEXT_INIT, "Total time in seconds Pilot takes to init pushContext.");
     metrics::describe_counter!(
         SECURITY_POLICY_FINDINGS,
-        "Security policies that could not be translated as written (denied instead), per config generation."
+        "Findings about security policies not translated as written (denied, dropped or fail-closed keys), per config generation."
     );
 }

@@ -176,6 +176,19 @@ impl State<'_> {
         let mut provider_rules: BTreeMap<String, (Rbac, Rbac)> = BTreeMap::new();
         for (config, spec) in policies {
             let dry_run = self.is_dry_run(config);
+            if custom && dry_run {
+                // Istio puts dry-run CUSTOM rules into the marking RBAC filter's enforced `rules`
+                // (action DENY), so its "dry run" denies the requests it matches, and ext_authz is
+                // still called for them. A dry run must not change traffic: leave the policy out.
+                self.finding(
+                    &config.key(),
+                    format!("metadata.annotations[{DRY_RUN_ANNOTATION}]"),
+                    "dry-run is not supported for CUSTOM policies: the policy is not applied (Istio's output \
+                     would deny the requests it matches)"
+                        .to_string(),
+                );
+                continue;
+            }
             let provider = custom.then(|| spec.provider.as_ref().map(|p| p.name.clone()).unwrap_or_default());
             let current: &mut Rbac = match &provider {
                 Some(p) => {

@@ -27,9 +27,10 @@
 //! Kept from Istio (reported as findings where Istio only logs): CUSTOM policies with an unusable
 //! provider deny the requests they match (`-deny-due-to-bad-CUSTOM-action`); more than one CUSTOM
 //! provider per workload is refused the same way (`PILOT_ENABLE_MULTIPLE_CUSTOM_AUTHZ_PROVIDERS` off);
-//! a CUSTOM policy with an HTTP provider is not applied on TCP chains; dry-run CUSTOM policies go into
-//! the enforced `rules` (action DENY) of the marking RBAC filter, as Istio emits them (Istio's comment
-//! says this only marks requests for ext_authz; Envoy's RBAC enforces `rules`).
+//! a CUSTOM policy with an HTTP provider is not applied on TCP chains. Not kept: Istio puts dry-run
+//! CUSTOM rules into the enforced `rules` (action DENY) of the marking RBAC filter (its comment says
+//! this only marks requests; Envoy's RBAC enforces `rules`, so the "dry run" denies). Validation refuses
+//! the annotation on CUSTOM policies; should one get through, it is left out with a finding.
 
 mod builder;
 pub use builder::{DRY_RUN_ALLOW_STAT_PREFIX, DRY_RUN_ANNOTATION, DRY_RUN_DENY_STAT_PREFIX, TCP_STAT_PREFIX};

@@ -390,3 +390,22 @@ fn source_trust_domains_and_namespaces_as_regexes() {
     assert_eq!(or(0), ["prefix spiffe://", "prefix spiffe://td1/", r"regex spiffe://[^/]*\.corp/.*"]);
     assert_eq!(or(1), [r"regex .*/ns/team-.*\.x/.*"]);
 }
+
+#[test]
+fn dry_run_custom_policies_are_left_out_not_enforced() {
+    // Validation refuses the annotation on CUSTOM policies (as Istio's); should one get through, Istio's
+    // builder would put its rules into the marking filter's enforced DENY `rules`.
+    let yaml = policy(
+        "dry",
+        "",
+        "  action: CUSTOM\n  provider:\n    name: ext\n  rules:\n  - to:\n    - operation:\n        paths: [\"/x\"]\n",
+    );
+    let input = broken(&yaml, 0, |c| {
+        c.meta.annotations.insert("istio.io/dry-run".into(), "true".into());
+    });
+    let out = build_http(&input, &ctx());
+    assert!(out.filters.is_empty(), "no filter at all: {:?}", out.filters);
+    assert_eq!(out.findings.len(), 1);
+    assert_eq!(out.findings[0].path, "metadata.annotations[istio.io/dry-run]");
+    assert!(out.findings[0].message.contains("not applied"), "{}", out.findings[0].message);
+}
