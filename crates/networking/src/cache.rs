@@ -87,7 +87,17 @@ struct CacheState {
     scopes: HashMap<ScopeKey, Arc<SidecarScope>>,
     routes: HashMap<SidecarRouteKey, SharedRoute>,
     gateways: HashMap<Labels, SharedGatewayServers>,
+    security: HashMap<SecurityKey, Arc<crate::policy::SecurityFilters>>,
     findings: BTreeMap<Finding, ProxiesReporting>,
+}
+
+/// What a proxy's security filters depend on within one generation: the policies selected for it
+/// (AuthorizationPolicies, RequestAuthentications, in order) and whether it is a gateway.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SecurityKey {
+    pub gateway: bool,
+    pub authorization: Vec<model::ConfigKey>,
+    pub authentication: Vec<model::ConfigKey>,
 }
 
 /// How many proxies met one finding in a generation, with the first few of their ids.
@@ -313,6 +323,16 @@ impl Snapshot {
 
     pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
         self.cache.gateway_servers(&self.push, proxy)
+    }
+
+    /// The security filters for `key`, made by `make` once per generation, then shared by every
+    /// proxy that selects the same policies.
+    pub(crate) fn security_filters(
+        &self,
+        key: SecurityKey,
+        make: impl FnOnce() -> crate::policy::SecurityFilters,
+    ) -> Arc<crate::policy::SecurityFilters> {
+        self.cache.get_or_make(&self.push, key, |s| &mut s.security, || Arc::new(make()))
     }
 }
 

@@ -22,6 +22,7 @@ use model::{Config, Finding, push::ProxyContext};
 use crate::{
     Snapshot,
     authz::{AuthzContext, build_http, build_tcp},
+    cache::SecurityKey,
     jwt::{build_gateway_jwt_filter, build_jwt_filter},
 };
 
@@ -57,42 +58,53 @@ fn is_custom(config: &Arc<Config>) -> bool {
     matches!(&config.spec, Spec::AuthorizationPolicy(p) if p.action == Action::Custom as i32)
 }
 
-/// The security filters of `proxy` under `push` (the table in the module documentation).
-pub fn security_filters(push: &Snapshot, proxy: &ProxyContext) -> SecurityFilters {
+/// The security filters of `proxy` under `push` (the table in the module documentation); computed
+/// once per config generation and set of selected policies, then shared.
+pub fn security_filters(push: &Snapshot, proxy: &ProxyContext) -> Arc<SecurityFilters> {
     if !push.has_security_policies() {
-        return SecurityFilters::default();
+        return Arc::default();
     }
     let authz = push.authorization_policies(proxy);
     let authn = push.request_authentications(proxy);
     if authz.is_empty() && authn.is_empty() {
-        return SecurityFilters::default();
+        return Arc::default();
     }
+    let gateway = proxy.kind == model::push::ProxyKind::Router;
+    let key = SecurityKey {
+        gateway,
+        authorization: authz.iter().map(|c| c.key()).collect(),
+        authentication: authn.iter().map(|c| c.key()).collect(),
+    };
+    push.security_filters(key, || build(push, &authz, &authn, gateway))
+}
+
+fn build(push: &Snapshot, authz: &[Arc<Config>], authn: &[Arc<Config>], gateway: bool) -> SecurityFilters {
     let mesh = push.mesh();
     let ctx = AuthzContext {
         trust_domain: &mesh.trust_domain,
         trust_domain_aliases: &mesh.trust_domain_aliases,
         providers: &mesh.extension_providers,
         services: push.services(),
-        is_gateway: proxy.kind == model::push::ProxyKind::Router,
+        is_gateway: gateway,
     };
     let (custom, others): (Vec<_>, Vec<_>) = authz.iter().cloned().partition(is_custom);
     let mut out = SecurityFilters::default();
     let custom_http = build_http(&custom, &ctx);
     out.http.extend(custom_http.filters);
     out.findings.extend(custom_http.findings);
-    let jwt = if ctx.is_gateway {
-        build_gateway_jwt_filter(&authn, push.jwks())
+    let jwt = if gateway {
+        build_gateway_jwt_filter(authn, push.jwks())
     } else {
-        build_jwt_filter(&authn, push.jwks())
+        build_jwt_filter(authn, push.jwks())
     };
     out.http.extend(jwt.filter);
     out.findings.extend(jwt.findings);
     let rbac_http = build_http(&others, &ctx);
     out.http.extend(rbac_http.filters);
     out.findings.extend(rbac_http.findings);
-    let tcp = build_tcp(&authz, &ctx);
+    let tcp = build_tcp(authz, &ctx);
     out.tcp = tcp.filters;
-    // The TCP builder reports the same untranslatable policies as the HTTP one; keep only its own
+    // The TCP builder reports the same untranslatable rules as the HTTP one; add only its own
     // findings (HTTP-only fields dropped on TCP chains).
     for f in tcp.findings {
         if !out.findings.contains(&f) {
