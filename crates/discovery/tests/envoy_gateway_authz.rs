@@ -27,14 +27,15 @@ fn write(dir: &Path, file: &str, text: &str) {
     std::fs::rename(&tmp, dir.join(file)).unwrap();
 }
 
-/// The Gateway `GW` (HTTP on `port`, hosts `*`), a VirtualService on it routing to
-/// `echo.<NS>.svc.cluster.local:8080`, and that service (ServiceEntry + WorkloadEntry at `echo`).
-fn gateway_config(port: u16, echo: SocketAddr) -> String {
+/// The Gateway `GW` in `gw_ns` (selector `istio: <istio>`, HTTP on `port`, hosts `*`), a
+/// VirtualService on it routing to `echo.<NS>.svc.cluster.local:8080`, and that service
+/// (ServiceEntry + WorkloadEntry at `echo`).
+fn gateway_config(gw_ns: &str, istio: &str, port: u16, echo: SocketAddr) -> String {
     format!(
-        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {GW}, namespace: {GW_NS}}}\n\
-         spec:\n  selector: {{istio: ingressgateway}}\n  servers:\n  - port: {{number: {port}, name: http, protocol: HTTP}}\n    \
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {GW}, namespace: {gw_ns}}}\n\
+         spec:\n  selector: {{istio: {istio}}}\n  servers:\n  - port: {{number: {port}, name: http, protocol: HTTP}}\n    \
          hosts: [\"*\"]\n\
-         ---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: {GW_NS}}}\n\
+         ---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: {gw_ns}}}\n\
          spec:\n  hosts: [\"*\"]\n  gateways: [{GW}]\n  http:\n  - route:\n    - destination: {{host: echo.{NS}.svc.cluster.local, port: {{number: 8080}}}}\n\
          ---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
          spec:\n  hosts: [echo.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
@@ -48,9 +49,14 @@ fn gateway_config(port: u16, echo: SocketAddr) -> String {
 /// An AuthorizationPolicy `name` in `namespace` selecting the ingress gateway by label, with
 /// `spec_rest` (YAML lines under `spec:` after the selector, indented two spaces).
 fn gateway_policy(name: &str, namespace: &str, spec_rest: &str) -> String {
+    policy_selecting("ingressgateway", name, namespace, spec_rest)
+}
+
+/// An AuthorizationPolicy `name` in `namespace` selecting `istio: <istio>`, with `spec_rest`.
+fn policy_selecting(istio: &str, name: &str, namespace: &str, spec_rest: &str) -> String {
     format!(
         "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  \
-         selector: {{matchLabels: {{istio: ingressgateway}}}}\n{spec_rest}"
+         selector: {{matchLabels: {{istio: {istio}}}}}\n{spec_rest}"
     )
 }
 
@@ -62,13 +68,27 @@ struct Setup {
     addr: SocketAddr,
 }
 
+/// The ingress gateway (`istio: ingressgateway` in `istio-system`) serving `GW` in `istio-system`.
 async fn setup() -> Setup {
+    setup_in(GW_NS, "ingressgateway").await
+}
+
+/// A gateway proxy labelled `istio: <istio>` in `gw_ns` (Istio's `router` node) serving `GW` in
+/// `gw_ns`.
+async fn setup_in(gw_ns: &str, istio: &str) -> Setup {
     let echo = EchoServer::start("echo").await.unwrap();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "gateway.yaml", &gateway_config(port, echo.addr));
+    write(dir.path(), "gateway.yaml", &gateway_config(gw_ns, istio, port, echo.addr));
     let plane = Plane::start_with(PlaneOptions::config_dir(dir.path())).await.unwrap();
-    let envoy = Envoy::start(&plane.router(AdsApi::Sotw)).await.unwrap();
+    let mut bootstrap = plane.router(AdsApi::Sotw);
+    if gw_ns != GW_NS || istio != "ingressgateway" {
+        bootstrap.node_id = format!("router~127.0.0.1~{istio}-1.{gw_ns}~{gw_ns}.svc.cluster.local");
+        bootstrap.node_cluster = format!("{istio}.{gw_ns}");
+        bootstrap.metadata["NAMESPACE"] = gw_ns.into();
+        bootstrap.metadata["LABELS"] = serde_json::json!({"istio": istio});
+    }
+    let envoy = Envoy::start(&bootstrap).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let s = Setup { dir, _echo: echo, plane, envoy, addr };
     let r = s.wait_status("the gateway without policies", "GET", "/admin/users", &[], 200).await;
@@ -238,6 +258,34 @@ async fn only_root_namespace_and_own_namespace_policies_apply_to_the_gateway() {
     write(s.dir.path(), "policies.yaml", &config);
     let r = s.wait_status("the root-namespace policy applies", "GET", "/root-denied", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
+    assert_eq!(s.status("GET", "/other", &[]).await, 200, "a policy in another namespace does not apply");
+    assert_eq!(s.status("GET", "/", &[]).await, 200);
+    s.assert_no_nack().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_outside_the_root_namespace_takes_root_and_own_namespace_policies() {
+    // A gateway deployment `istio: team-gateway` in namespace `team`: policies selecting its labels
+    // apply from the root namespace and from `team`, not from `default` (Istio's rule).
+    let s = setup_in("team", "team-gateway").await;
+    let deny = |name: &str, ns: &str, path: &str| {
+        policy_selecting(
+            "team-gateway",
+            name,
+            ns,
+            &format!("  action: DENY\n  rules:\n  - to:\n    - operation: {{paths: [\"{path}\"]}}\n"),
+        )
+    };
+    let config = format!(
+        "{}---\n{}---\n{}",
+        deny("deny-root", GW_NS, "/root-denied"),
+        deny("deny-own", "team", "/own-denied"),
+        deny("deny-other", NS, "/other")
+    );
+    write(s.dir.path(), "policies.yaml", &config);
+    let r = s.wait_status("the root-namespace policy applies", "GET", "/root-denied", &[], 403).await;
+    assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
+    assert_eq!(s.status("GET", "/own-denied", &[]).await, 403, "the gateway's own namespace applies");
     assert_eq!(s.status("GET", "/other", &[]).await, 200, "a policy in another namespace does not apply");
     assert_eq!(s.status("GET", "/", &[]).await, 200);
     s.assert_no_nack().await;
