@@ -340,8 +340,6 @@ fn server_names(hosts: impl IntoIterator<Item = String>) -> Vec<String> {
 
 fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
-    let security = crate::policy::security_filters(push, proxy);
-    findings.extend(security.findings.iter().cloned());
     let mut report = Report { findings };
     let bind = proxy.bind_address.as_str();
     let capture = proxy.interception_mode != InterceptionMode::None;
