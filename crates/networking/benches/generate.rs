@@ -13,7 +13,8 @@
 //!   shared from an earlier call: upstream disables its xDS cache). EDS and RDS are asked for the names
 //!   the proxy would watch (EDS clusters from CDS, route names from the listeners), as Envoy does;
 //! - `rds-shared/<case>` (sidecars): the same RDS call again on the same snapshot, i.e. for a further
-//!   proxy of the same scope, which gets the shared route configurations (clone + encode).
+//!   proxy of the same scope, which gets the shared route configurations (clone + encode);
+//!   `lds-shared/authorizationpolicy` likewise for LDS (the security filters are shared).
 //!
 //! Istio reports `kb/msg` and `resources/msg` next to the time; criterion cannot, so each benchmark
 //! prints one line `bytes <type>/<case>: N resources, M bytes` before it runs, and the whole table is
@@ -203,8 +204,15 @@ fn bench(c: &mut Criterion) {
             group.finish();
             // The same call for a further proxy of the same scope on the same snapshot (what every
             // proxy but the first of a namespace costs: sidecar route configurations are shared).
-            if t == Type::Rds && case.kind == ProxyKind::Sidecar {
-                let mut group = c.benchmark_group("rds-shared");
+            // Likewise LDS of a workload with security policies: the policy filters are built once per
+            // snapshot and set of selected policies.
+            let shared = match t {
+                Type::Rds if case.kind == ProxyKind::Sidecar => Some("rds-shared"),
+                Type::Lds if case.name == "authorizationpolicy" => Some("lds-shared"),
+                _ => None,
+            };
+            if let Some(group_name) = shared {
+                let mut group = c.benchmark_group(group_name);
                 group.sample_size(20);
                 group
                     .bench_function(case.name, |b| b.iter(|| generate(t, &push, &p, &eds_names, &rds_names)));
