@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod debounce;
 pub mod jwks;
 pub mod mesh;
 pub mod metrics;

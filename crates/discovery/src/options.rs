@@ -5,6 +5,7 @@
 //! | `PILOT_DEBOUNCE_AFTER` | `100ms` | quiet time after the last event before a merged push starts |
 //! | `PILOT_DEBOUNCE_MAX` | `10s` | longest time from the first event of a batch to its push |
 //! | `PILOT_ENABLE_EDS_DEBOUNCE` | `true` | `false`: endpoint-only updates skip the debounce |
+//! | `MESHPILOT_DEBOUNCE_LEADING_EDGE` | `true` | push a change that follows a quiet period of `PILOT_DEBOUNCE_AFTER` at once (not in Istio; `false`: Istio's behaviour); see [`crate::debounce`] |
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //!
 //! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
@@ -34,6 +35,9 @@ pub struct DebounceOptions {
     pub eds_debounce: bool,
     /// `PILOT_PUSH_THROTTLE` resolved (never 0: `0`/unset means [`xds::default_push_throttle`]).
     pub push_throttle: usize,
+    /// `MESHPILOT_DEBOUNCE_LEADING_EDGE` (meshpilot's): push isolated changes at once
+    /// ([`crate::debounce`]).
+    pub leading_edge: bool,
 }
 
 impl Default for DebounceOptions {
@@ -43,6 +47,7 @@ impl Default for DebounceOptions {
             max: Duration::from_secs(10),
             eds_debounce: true,
             push_throttle: xds::default_push_throttle(),
+            leading_edge: true,
         }
     }
 }
@@ -70,6 +75,9 @@ impl DebounceOptions {
         }
         if let Some(v) = lookup("PILOT_ENABLE_EDS_DEBOUNCE") {
             out.eds_debounce = bool_var("PILOT_ENABLE_EDS_DEBOUNCE", &v)?;
+        }
+        if let Some(v) = lookup("MESHPILOT_DEBOUNCE_LEADING_EDGE") {
+            out.leading_edge = bool_var("MESHPILOT_DEBOUNCE_LEADING_EDGE", &v)?;
         }
         if let Some(v) = lookup("PILOT_PUSH_THROTTLE") {
             let n: usize = v.trim().parse().map_err(|_| EnvError {
@@ -171,6 +179,7 @@ mod tests {
             "PILOT_DEBOUNCE_MAX" => Some("1s".into()),
             "PILOT_ENABLE_EDS_DEBOUNCE" => Some("false".into()),
             "PILOT_PUSH_THROTTLE" => Some("7".into()),
+            "MESHPILOT_DEBOUNCE_LEADING_EDGE" => Some("false".into()),
             _ => None,
         })
         .unwrap();
@@ -181,6 +190,7 @@ mod tests {
                 max: Duration::from_secs(1),
                 eds_debounce: false,
                 push_throttle: 7,
+                leading_edge: false,
             }
         );
         let err =

@@ -39,6 +39,7 @@ use sds::FileSecrets;
 
 use crate::{
     NetworkingSource,
+    debounce::{Debouncer, Decision},
     jwks::{JwksOptions, JwksResolver},
     metrics as m,
     options::DebounceOptions,
@@ -287,30 +288,33 @@ impl DiscoveryServer {
         stop.wait().await;
     }
 
-    /// Istio's debounce: the first event starts a batch; the batch is pushed once no event came for
-    /// `after`, or `max` after its first event. One push runs at a time (the loop awaits it); events
-    /// keep merging into the inbox meanwhile.
+    /// The debounce loop ([`crate::debounce`]): Istio's rule for bursts (a batch is pushed once no
+    /// event came for `after`, or `max` after its first event), plus a leading edge: a change after a
+    /// quiet period is pushed at once. One push runs at a time (the loop awaits it); events keep
+    /// merging into the inbox meanwhile.
     async fn debounce(self: Arc<Self>, mut shutdown: Shutdown) {
         let opts = self.options;
+        let mut rule = Debouncer::new(opts.after, opts.max, opts.leading_edge);
         let mut pending: Option<PushRequest> = None;
-        let (mut first, mut last) = (Instant::now(), Instant::now());
         loop {
-            let deadline = pending.as_ref().map(|_| (last + opts.after).min(first + opts.max));
+            let deadline = rule.deadline();
             tokio::select! {
                 () = self.wake.notified() => {
                     let Some(request) = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take() else { continue };
-                    let now = Instant::now();
                     if !opts.eds_debounce && pending.is_none() && request.is_endpoints_only() {
                         self.clone().push(request).await;
                         continue;
                     }
-                    match pending.as_mut() {
-                        Some(p) => p.merge_from(request),
-                        None => { first = now; pending = Some(request); }
+                    match rule.on_change(Instant::now()) {
+                        Decision::PushNow => self.clone().push(request).await,
+                        Decision::PushAt(_) => match pending.as_mut() {
+                            Some(p) => p.merge_from(request),
+                            None => pending = Some(request),
+                        },
                     }
-                    last = now;
                 }
                 () = sleep_until(deadline) => {
+                    rule.batch_pushed();
                     if let Some(request) = pending.take() {
                         self.clone().push(request).await;
                     }
