@@ -6,16 +6,12 @@
 
 mod support;
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use meshpilot_testing::{
-    AdsApi, EchoOptions, EchoServer, Envoy, Plane, PlaneOptions, Response, free_port, request_method,
-    wait_for,
+    AdsApi, EchoOptions, EchoServer, Envoy, Plane, PlaneOptions, free_port, request_method, wait_for,
 };
-use support::NS;
-
-/// Envoy's body for a request the RBAC filter denies.
-const RBAC_DENIED: &str = "RBAC: access denied";
+use support::{NS, RBAC_DENIED, Traffic, write_atomic};
 
 /// The Sidecar of workload `app` with one HTTP ingress port forwarding to `app`.
 fn sidecar_yaml(workload: &str, port: u16, app: SocketAddr) -> String {
@@ -25,13 +21,6 @@ fn sidecar_yaml(workload: &str, port: u16, app: SocketAddr) -> String {
          - port: {{number: {port}, protocol: HTTP, name: http}}\n    defaultEndpoint: 127.0.0.1:{}\n",
         app.port()
     )
-}
-
-fn write(dir: &Path, file: &str, text: &str) {
-    // Write then rename, so the file source never reads half a file.
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(file)).unwrap();
 }
 
 /// An AuthorizationPolicy `name` for workload `app` with `spec_rest` (YAML lines under `spec:` after
@@ -47,8 +36,7 @@ struct Setup {
     dir: tempfile::TempDir,
     _app: EchoServer,
     plane: Plane,
-    envoy: Envoy,
-    addr: SocketAddr,
+    traffic: Traffic,
 }
 
 async fn setup(mesh_config: &str, extra: &[(&str, String)]) -> Setup {
@@ -57,9 +45,9 @@ async fn setup(mesh_config: &str, extra: &[(&str, String)]) -> Setup {
         .unwrap();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "sidecar.yaml", &sidecar_yaml("app", port, app.addr));
+    write_atomic(dir.path(), "sidecar.yaml", &sidecar_yaml("app", port, app.addr));
     for (file, text) in extra {
-        write(dir.path(), file, text);
+        write_atomic(dir.path(), file, text);
     }
     let plane = Plane::start_with(PlaneOptions {
         mesh_config: mesh_config.to_string(),
@@ -69,46 +57,14 @@ async fn setup(mesh_config: &str, extra: &[(&str, String)]) -> Setup {
     .unwrap();
     let envoy = Envoy::start(&plane.sidecar("app", NS, AdsApi::Sotw)).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    Setup { dir, _app: app, plane, envoy, addr }
+    Setup { dir, _app: app, plane, traffic: Traffic { envoy, addr, host: "app.example" } }
 }
 
-impl Setup {
-    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Option<Response> {
-        request_method(self.addr, method, "app.example", path, headers).await.ok()
-    }
+impl std::ops::Deref for Setup {
+    type Target = Traffic;
 
-    /// Waits until `method path` with `headers` gets `status` (policies arrive asynchronously).
-    async fn wait_status(
-        &self,
-        what: &str,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        status: u16,
-    ) -> Response {
-        match wait_for(what, Duration::from_secs(15), async || {
-            self.send(method, path, headers).await.filter(|r| r.status == status)
-        })
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                let last = self.send(method, path, headers).await;
-                panic!("{e}\nlast: {last:?}\n{}", self.envoy.log_tail(40))
-            }
-        }
-    }
-
-    /// The status of one request now (after a change was observed through another request).
-    async fn status(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
-        self.send(method, path, headers).await.map(|r| r.status).unwrap_or(0)
-    }
-
-    async fn assert_no_nack(&self) {
-        for t in ["cds", "lds"] {
-            let rejected = self.envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0);
-            assert_eq!(rejected, 0, "{t} NACKed:\n{}", self.envoy.log_tail(40));
-        }
+    fn deref(&self) -> &Traffic {
+        &self.traffic
     }
 }
 
@@ -123,7 +79,7 @@ async fn deny_allow_and_when_rules_take_effect_live() {
         "app",
         "  action: DENY\n  rules:\n  - to:\n    - operation: {methods: [POST], paths: [\"/admin/*\"]}\n",
     );
-    write(s.dir.path(), "policy.yaml", &deny);
+    write_atomic(s.dir.path(), "policy.yaml", &deny);
     let r = s.wait_status("POST /admin denied", "POST", "/admin/users", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/admin/users", &[]).await, 200, "GET is not denied");
@@ -135,7 +91,7 @@ async fn deny_allow_and_when_rules_take_effect_live() {
         "app",
         "  action: ALLOW\n  rules:\n  - to:\n    - operation: {paths: [\"/public\", \"/static/*\"]}\n",
     );
-    write(s.dir.path(), "policy.yaml", &allow);
+    write_atomic(s.dir.path(), "policy.yaml", &allow);
     s.wait_status("GET /private refused by the ALLOW list", "GET", "/private", &[], 403).await;
     assert_eq!(s.status("GET", "/public", &[]).await, 200);
     assert_eq!(s.status("GET", "/static/app.js", &[]).await, 200);
@@ -147,7 +103,7 @@ async fn deny_allow_and_when_rules_take_effect_live() {
         "app",
         "  action: ALLOW\n  rules:\n  - when:\n    - key: request.headers[x-access]\n      values: [\"granted\", \"team-*\"]\n",
     );
-    write(s.dir.path(), "policy.yaml", &when);
+    write_atomic(s.dir.path(), "policy.yaml", &when);
     s.wait_status("a request with the header", "GET", "/private", &[("x-access", "team-blue")], 200).await;
     assert_eq!(s.status("GET", "/private", &[]).await, 403, "no header");
     assert_eq!(s.status("GET", "/private", &[("x-access", "denied")]).await, 403, "other value");
@@ -176,7 +132,7 @@ async fn an_untranslatable_policy_denies_its_workload_only() {
         "app",
         "  action: CUSTOM\n  provider: {name: not-declared}\n  rules:\n  - to:\n    - operation: {paths: [\"/secure/*\"]}\n",
     );
-    write(s.dir.path(), "custom.yaml", &custom);
+    write_atomic(s.dir.path(), "custom.yaml", &custom);
     let r = s.wait_status("the app denies what the policy selects", "GET", "/secure/x", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/", &[]).await, 200, "requests the policy does not select");
@@ -282,7 +238,7 @@ async fn custom_action_asks_the_external_authorizer() {
         "app",
         "  action: CUSTOM\n  provider: {name: test-authz}\n  rules:\n  - to:\n    - operation: {paths: [\"/protected/*\"]}\n",
     );
-    write(s.dir.path(), "custom.yaml", &custom);
+    write_atomic(s.dir.path(), "custom.yaml", &custom);
     let r = s.wait_status("the authorizer refuses", "GET", "/protected/x", &[], 403).await;
     assert_eq!(r.body, "denied by ext-authz", "the authorizer's answer reaches the client: {r:?}");
     let r =
@@ -345,7 +301,7 @@ async fn request_authentication_validates_tokens_and_policies_require_principals
          - issuer: {ISSUER}\n    jwks: '{jwks_inline}'\n  \
          - issuer: {REMOTE_ISSUER}\n    jwksUri: http://{jwks_addr}/jwks.json\n"
     );
-    write(s.dir.path(), "request-authn.yaml", &request_authn);
+    write_atomic(s.dir.path(), "request-authn.yaml", &request_authn);
     let token = key.sign(&claims(ISSUER, "alice", 3600));
     let bearer = format!("Bearer {token}");
     // A tampered token is refused (401) once the filter is in place.
@@ -369,7 +325,7 @@ async fn request_authentication_validates_tokens_and_policies_require_principals
             "  action: ALLOW\n  rules:\n  - from:\n    - source: {{requestPrincipals: [\"{ISSUER}/alice\"]}}\n"
         ),
     );
-    write(s.dir.path(), "require.yaml", &require);
+    write_atomic(s.dir.path(), "require.yaml", &require);
     let r = s.wait_status("no token refused by the policy", "GET", "/", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/", &[("authorization", &bearer)]).await, 200, "alice is allowed");

@@ -6,26 +6,15 @@
 
 mod support;
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
-use meshpilot_testing::{
-    AdsApi, EchoServer, Envoy, Plane, PlaneOptions, Response, free_port, request_method, wait_for,
-};
-use support::NS;
+use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, free_port, wait_for};
+use support::{NS, RBAC_DENIED, Traffic, write_atomic};
 
-/// Envoy's body for a request the RBAC filter denies.
-const RBAC_DENIED: &str = "RBAC: access denied";
 /// The gateway proxy's namespace, also the mesh root namespace.
 const GW_NS: &str = "istio-system";
 /// The classic Gateway's name.
 const GW: &str = "public-gw";
-
-fn write(dir: &Path, file: &str, text: &str) {
-    // Write then rename, so the file source never reads half a file.
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(file)).unwrap();
-}
 
 /// The Gateway `GW` in `gw_ns` (selector `istio: <istio>`, HTTP on `port`, hosts `*`), a
 /// VirtualService on it routing to `echo.<NS>.svc.cluster.local:8080`, and that service
@@ -64,8 +53,7 @@ struct Setup {
     dir: tempfile::TempDir,
     _echo: EchoServer,
     plane: Plane,
-    envoy: Envoy,
-    addr: SocketAddr,
+    traffic: Traffic,
 }
 
 /// The ingress gateway (`istio: ingressgateway` in `istio-system`) serving `GW` in `istio-system`.
@@ -79,7 +67,7 @@ async fn setup_in(gw_ns: &str, istio: &str) -> Setup {
     let echo = EchoServer::start("echo").await.unwrap();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "gateway.yaml", &gateway_config(gw_ns, istio, port, echo.addr));
+    write_atomic(dir.path(), "gateway.yaml", &gateway_config(gw_ns, istio, port, echo.addr));
     let plane = Plane::start_with(PlaneOptions::config_dir(dir.path())).await.unwrap();
     let mut bootstrap = plane.router(AdsApi::Sotw);
     if gw_ns != GW_NS || istio != "ingressgateway" {
@@ -90,49 +78,17 @@ async fn setup_in(gw_ns: &str, istio: &str) -> Setup {
     }
     let envoy = Envoy::start(&bootstrap).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let s = Setup { dir, _echo: echo, plane, envoy, addr };
+    let s = Setup { dir, _echo: echo, plane, traffic: Traffic { envoy, addr, host: "shop.example.com" } };
     let r = s.wait_status("the gateway without policies", "GET", "/admin/users", &[], 200).await;
     assert_eq!(r.body, "echo", "routed to the echo server: {r:?}");
     s
 }
 
-impl Setup {
-    async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Option<Response> {
-        request_method(self.addr, method, "shop.example.com", path, headers).await.ok()
-    }
+impl std::ops::Deref for Setup {
+    type Target = Traffic;
 
-    /// Waits until `method path` with `headers` gets `status` (policies arrive asynchronously).
-    async fn wait_status(
-        &self,
-        what: &str,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        status: u16,
-    ) -> Response {
-        match wait_for(what, Duration::from_secs(15), async || {
-            self.send(method, path, headers).await.filter(|r| r.status == status)
-        })
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                let last = self.send(method, path, headers).await;
-                panic!("{e}\nlast: {last:?}\n{}", self.envoy.log_tail(40))
-            }
-        }
-    }
-
-    /// The status of one request now (after a change was observed through another request).
-    async fn status(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
-        self.send(method, path, headers).await.map(|r| r.status).unwrap_or(0)
-    }
-
-    async fn assert_no_nack(&self) {
-        for t in ["cds", "lds"] {
-            let rejected = self.envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0);
-            assert_eq!(rejected, 0, "{t} NACKed:\n{}", self.envoy.log_tail(40));
-        }
+    fn deref(&self) -> &Traffic {
+        &self.traffic
     }
 }
 
@@ -146,7 +102,7 @@ async fn selector_deny_and_allow_policies_take_effect_live() {
         GW_NS,
         "  action: DENY\n  rules:\n  - to:\n    - operation: {paths: [\"/admin/*\"]}\n",
     );
-    write(s.dir.path(), "policy.yaml", &deny);
+    write_atomic(s.dir.path(), "policy.yaml", &deny);
     let r = s.wait_status("/admin denied at the gateway", "GET", "/admin/users", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/public", &[]).await, 200, "other paths are not denied");
@@ -159,7 +115,7 @@ async fn selector_deny_and_allow_policies_take_effect_live() {
         GW_NS,
         "  action: ALLOW\n  rules:\n  - to:\n    - operation: {paths: [\"/shop/*\"], methods: [GET]}\n",
     );
-    write(s.dir.path(), "policy.yaml", &allow);
+    write_atomic(s.dir.path(), "policy.yaml", &allow);
     let r = s.wait_status("/public refused by the ALLOW list", "GET", "/public", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/shop/cart", &[]).await, 200, "named by the policy");
@@ -185,7 +141,7 @@ async fn a_target_ref_to_a_classic_gateway_is_refused_as_in_istio() {
          spec:\n  targetRefs:\n  - {{group: networking.istio.io, kind: Gateway, name: {GW}}}\n  action: ALLOW\n  rules:\n  \
          - to:\n    - operation: {{paths: [\"/shop/*\"]}}\n"
     );
-    write(s.dir.path(), "target-ref.yaml", &allow);
+    write_atomic(s.dir.path(), "target-ref.yaml", &allow);
     let status = wait_for("the file refused", Duration::from_secs(15), async || {
         let (code, body) =
             meshpilot_testing::http_get(s.plane.http, "/debug/configstatusz", &[]).await.ok()?;
@@ -217,7 +173,7 @@ async fn request_authentication_on_the_gateway_requires_a_valid_token() {
             "  action: ALLOW\n  rules:\n  - from:\n    - source: {requestPrincipals: [\"*\"]}\n"
         )
     );
-    write(s.dir.path(), "jwt.yaml", &config);
+    write_atomic(s.dir.path(), "jwt.yaml", &config);
     let r = s.wait_status("no token refused", "GET", "/", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     let token = key.sign(&claims(ISSUER, "alice", 3600));
@@ -255,7 +211,7 @@ async fn only_root_namespace_and_own_namespace_policies_apply_to_the_gateway() {
             "  action: DENY\n  rules:\n  - to:\n    - operation: {paths: [\"/other\"]}\n"
         )
     );
-    write(s.dir.path(), "policies.yaml", &config);
+    write_atomic(s.dir.path(), "policies.yaml", &config);
     let r = s.wait_status("the root-namespace policy applies", "GET", "/root-denied", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/other", &[]).await, 200, "a policy in another namespace does not apply");
@@ -282,7 +238,7 @@ async fn a_gateway_outside_the_root_namespace_takes_root_and_own_namespace_polic
         deny("deny-own", "team", "/own-denied"),
         deny("deny-other", NS, "/other")
     );
-    write(s.dir.path(), "policies.yaml", &config);
+    write_atomic(s.dir.path(), "policies.yaml", &config);
     let r = s.wait_status("the root-namespace policy applies", "GET", "/root-denied", &[], 403).await;
     assert_eq!(r.body.trim(), RBAC_DENIED, "{r:?}");
     assert_eq!(s.status("GET", "/own-denied", &[]).await, 403, "the gateway's own namespace applies");

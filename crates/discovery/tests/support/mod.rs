@@ -122,3 +122,71 @@ pub async fn setup(api: AdsApi, vs: &str) -> (tempfile::TempDir, Reviews, Plane,
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
     (dir, reviews, plane, envoy, addr)
 }
+
+/// Envoy's body for a request the RBAC filter denies.
+pub const RBAC_DENIED: &str = "RBAC: access denied";
+
+/// Writes `file` in `dir` as a whole: written beside it, then renamed, so a watching file source never
+/// reads half a file.
+pub fn write_atomic(dir: &Path, file: &str, text: &str) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(file)).unwrap();
+}
+
+/// A listener of a running Envoy that a test sends requests to with one `Host`, waiting for config
+/// changes by their effect on the answers (policies and routes arrive asynchronously).
+pub struct Traffic {
+    pub envoy: Envoy,
+    pub addr: SocketAddr,
+    pub host: &'static str,
+}
+
+impl Traffic {
+    /// One request; `None` if it could not be made.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Option<meshpilot_testing::Response> {
+        meshpilot_testing::request_method(self.addr, method, self.host, path, headers).await.ok()
+    }
+
+    /// Waits (up to 15 s) until `method path` with `headers` gets `status`; panics with the last
+    /// answer and Envoy's log otherwise.
+    pub async fn wait_status(
+        &self,
+        what: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        status: u16,
+    ) -> meshpilot_testing::Response {
+        match wait_for(what, Duration::from_secs(15), async || {
+            self.send(method, path, headers).await.filter(|r| r.status == status)
+        })
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let last = self.send(method, path, headers).await;
+                panic!("{e}\nlast: {last:?}\n{}", self.envoy.log_tail(40))
+            }
+        }
+    }
+
+    /// The status of one request now (after a change was observed through another request); 0 if
+    /// the request failed.
+    pub async fn status(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
+        self.send(method, path, headers).await.map(|r| r.status).unwrap_or(0)
+    }
+
+    /// Envoy rejected no CDS or LDS update.
+    pub async fn assert_no_nack(&self) {
+        for t in ["cds", "lds"] {
+            let rejected = self.envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0);
+            assert_eq!(rejected, 0, "{t} NACKed:\n{}", self.envoy.log_tail(40));
+        }
+    }
+}
