@@ -13,6 +13,7 @@
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointz` | endpoints per service and shard |
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
+//! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
 //! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
 #![forbid(unsafe_code)]
@@ -34,6 +35,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use model::push::{PushRequest, TriggerReason};
+
+pub mod proxystatus;
 
 /// What the debug handlers read.
 #[derive(Clone, Debug)]
@@ -57,6 +60,7 @@ const ENDPOINTS: &[&str] = &[
     "/debug/endpointz",
     "/debug/config_dump?proxyID=",
     "/debug/configstatusz",
+    "/debug/proxystatusz",
 ];
 
 /// The `--http-addr` router: `/ready` and `/debug/*`.
@@ -72,6 +76,7 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/configstatusz", get(configstatusz))
+        .route("/debug/proxystatusz", get(proxystatusz))
         .with_state(state)
 }
 
@@ -191,4 +196,9 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
         "startupWarnings": *s.startup_warnings,
         "fileSecrets": s.secrets.status_json(),
     }))
+}
+
+async fn proxystatusz(State(s): State<DebugState>) -> Json<Value> {
+    let id = proxystatus::control_plane_id();
+    Json(proxystatus::proxystatusz(&s.server.connections().snapshot(), &id))
 }

@@ -5,6 +5,7 @@
 //! - `configz --config-dir DIR…`: load config directories and print the config in force.
 //! - `discovery --config-dir DIR… | --kubeconfig PATH`: the control plane (xDS, debug HTTP, metrics).
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
+//! - `proxy-status [PROXY]`, `proxy-config KIND PROXY`: a running control plane's view of its proxies.
 
 mod ca;
 mod cluster;
@@ -12,6 +13,7 @@ mod configz;
 #[allow(dead_code)] // Its users (proxy-status, proxy-config, status) land next; the lead removes this.
 mod debug_client;
 mod discovery;
+mod proxy;
 mod validate;
 
 use std::process::ExitCode;
@@ -46,6 +48,12 @@ enum Command {
     Get(cluster::GetArgs),
     /// Delete Istio config objects from the cluster: `delete KIND NAME… [-n NS]` or `delete -f PATH`.
     Delete(cluster::DeleteArgs),
+    /// Show each connected proxy's xDS sync status (like `istioctl proxy-status`).
+    #[command(visible_alias = "ps")]
+    ProxyStatus(proxy::status::Args),
+    /// Show the config meshpilot generates for a proxy: clusters, listeners, routes, endpoints, secret.
+    #[command(subcommand, visible_alias = "pc")]
+    ProxyConfig(proxy::config::ConfigCommand),
 }
 
 fn main() -> ExitCode {
@@ -79,5 +87,7 @@ fn main() -> ExitCode {
         Command::Create(args) => cluster::run_write(&args, true),
         Command::Get(args) => cluster::run_get(&args),
         Command::Delete(args) => cluster::run_delete(&args),
+        Command::ProxyStatus(args) => proxy::status::run(&args),
+        Command::ProxyConfig(command) => proxy::config::run(&command),
     }
 }

@@ -8,9 +8,10 @@ use envoy_types::pb::envoy::{
             Cluster,
             cluster::{ClusterDiscoveryType, DiscoveryType, LbPolicy},
         },
+        core::v3::Metadata,
         core::v3::{Address, HealthStatus, address},
         endpoint::v3::{ClusterLoadAssignment, lb_endpoint},
-        listener::v3::{Filter, Listener, filter},
+        listener::v3::{Filter, FilterChain, Listener, filter},
         route::v3::{
             RouteConfiguration, VirtualHost, route::Action, route_action::ClusterSpecifier,
             route_match::PathSpecifier,
@@ -21,6 +22,7 @@ use envoy_types::pb::envoy::{
         tcp_proxy::v3::{TcpProxy, tcp_proxy},
     },
 };
+use envoy_types::pb::google::protobuf::value::Kind;
 use prost::Message;
 use serde_json::{Map, Value, json};
 
@@ -147,24 +149,26 @@ fn hcm_summary(name: &str, hcm: &HttpConnectionManager) -> Value {
     })
 }
 
+/// A filter chain as JSON: name, match (server names, destination port, transport and application
+/// protocols, destination prefix ranges), TLS, filters.
+fn chain_summary(c: &FilterChain) -> Value {
+    let m = c.filter_chain_match.as_ref();
+    json!({
+        "name": c.name,
+        "server_names": m.map(|m| m.server_names.clone()).unwrap_or_default(),
+        "destination_port": m.and_then(|m| m.destination_port.as_ref()).map(|p| p.value),
+        "transport_protocol": m.map(|m| m.transport_protocol.clone()).unwrap_or_default(),
+        "application_protocols": m.map(|m| m.application_protocols.clone()).unwrap_or_default(),
+        "prefix_ranges": m.map(|m| m.prefix_ranges.iter().map(|r| format!("{}/{}", r.address_prefix, r.prefix_len.as_ref().map_or(0, |p| p.value))).collect::<Vec<_>>()).unwrap_or_default(),
+        "tls": c.transport_socket.is_some(),
+        "filters": c.filters.iter().map(filter_summary).collect::<Vec<_>>(),
+    })
+}
+
 /// A listener as JSON: name, address, binding, listener filters, filter chains with their matches and
 /// filters (route configuration names, TCP proxy targets), API listener.
 pub fn listener_summary(l: &Listener) -> Value {
-    let chains: Vec<Value> = l
-        .filter_chains
-        .iter()
-        .map(|c| {
-            let m = c.filter_chain_match.as_ref();
-            json!({
-                "name": c.name,
-                "server_names": m.map(|m| m.server_names.clone()).unwrap_or_default(),
-                "destination_port": m.and_then(|m| m.destination_port.as_ref()).map(|p| p.value),
-                "transport_protocol": m.map(|m| m.transport_protocol.clone()).unwrap_or_default(),
-                "tls": c.transport_socket.is_some(),
-                "filters": c.filters.iter().map(filter_summary).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
+    let chains: Vec<Value> = l.filter_chains.iter().map(chain_summary).collect();
     let mut m = Map::new();
     m.insert("name".into(), json!(l.name));
     m.insert("address".into(), json!(address_text(&l.address)));
@@ -179,12 +183,28 @@ pub fn listener_summary(l: &Listener) -> Value {
         json!(l.listener_filters.iter().map(|f| f.name.clone()).collect::<Vec<_>>()),
     );
     m.insert("filter_chains".into(), json!(chains));
+    if let Some(c) = &l.default_filter_chain {
+        m.insert("default_filter_chain".into(), chain_summary(c));
+    }
+    if !l.additional_addresses.is_empty() {
+        let extra: Vec<String> = l.additional_addresses.iter().map(|a| address_text(&a.address)).collect();
+        m.insert("additional_addresses".into(), json!(extra));
+    }
     if let Some(api) = l.api_listener.as_ref().and_then(|a| a.api_listener.as_ref())
         && let Ok(hcm) = HttpConnectionManager::decode(api.value.as_slice())
     {
         m.insert("api_listener".into(), hcm_summary(HTTP_CONNECTION_MANAGER, &hcm));
     }
     Value::Object(m)
+}
+
+/// `filter_metadata.istio.config` (`/apis/<group>/<version>/namespaces/<ns>/<kind>/<name>`), when set.
+fn istio_config(metadata: &Option<Metadata>) -> Option<String> {
+    let fields = &metadata.as_ref()?.filter_metadata.get("istio")?.fields;
+    match fields.get("config")?.kind.as_ref()? {
+        Kind::StringValue(s) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 fn vhost_summary(v: &VirtualHost) -> Value {
@@ -196,6 +216,7 @@ fn vhost_summary(v: &VirtualHost) -> Value {
                 Some(PathSpecifier::Prefix(p)) => json!({"prefix": p}),
                 Some(PathSpecifier::Path(p)) => json!({"path": p}),
                 Some(PathSpecifier::SafeRegex(re)) => json!({"regex": re.regex}),
+                Some(PathSpecifier::PathSeparatedPrefix(p)) => json!({"path_separated_prefix": p}),
                 Some(_) => json!("other"),
                 None => Value::Null,
             };
@@ -213,7 +234,12 @@ fn vhost_summary(v: &VirtualHost) -> Value {
                 Some(Action::NonForwardingAction(_)) => json!("non_forwarding"),
                 _ => Value::Null,
             };
-            json!({"name": r.name, "match": matcher, "action": action})
+            let mut route = json!({"name": r.name, "match": matcher, "action": action});
+            // Istio's `filter_metadata.istio.config`: the VirtualService the route came from.
+            if let Some(config) = istio_config(&r.metadata) {
+                route["config"] = json!(config);
+            }
+            route
         })
         .collect();
     json!({"name": v.name, "domains": v.domains, "require_tls": v.require_tls, "routes": routes})
@@ -250,6 +276,27 @@ pub fn endpoints_summary(la: &ClusterLoadAssignment) -> Value {
         })
         .collect();
     json!({"cluster_name": la.cluster_name, "localities": localities})
+}
+
+/// [`cluster_summary`] plus `config`, the DestinationRule applied to an `outbound|port|subset|host`
+/// cluster (Istio puts it in the cluster's `filter_metadata.istio.config`; meshpilot's clusters do
+/// not carry it, so it is looked up here as cluster generation does).
+fn with_destination_rule(push: &Snapshot, proxy: &ProxyContext, c: &Cluster) -> Value {
+    let mut out = cluster_summary(c);
+    let mut parts = c.name.split('|');
+    let (Some("outbound"), Some(_), Some(_), Some(host), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return out;
+    };
+    let scope = push.sidecar_scope(proxy);
+    let Some(service) = scope.services().iter().find(|s| s.hostname.eq_ignore_ascii_case(host)) else {
+        return out;
+    };
+    if let Some(key) = push.destination_rule(proxy, service).and_then(|dr| dr.keys.first().cloned()) {
+        out["config"] = json!(crate::route::config_path(&key));
+    }
+    out
 }
 
 fn finding_json(f: &Finding) -> Value {
@@ -289,7 +336,7 @@ pub fn config_dump(push: &Snapshot, proxy: &ProxyContext) -> Value {
             "labels": proxy.labels,
             "proxyless_grpc": proxy.proxyless_grpc,
         },
-        "clusters": clusters.resources.iter().map(cluster_summary).collect::<Vec<_>>(),
+        "clusters": clusters.resources.iter().map(|c| with_destination_rule(push, proxy, c)).collect::<Vec<_>>(),
         "listeners": listeners.resources.iter().map(listener_summary).collect::<Vec<_>>(),
         "routes": routes.resources.iter().map(route_summary).collect::<Vec<_>>(),
         "endpoints": endpoints.resources.iter().map(endpoints_summary).collect::<Vec<_>>(),

@@ -320,6 +320,18 @@ fn route_operation(route: &Route, vs_name: &str, port: u32) -> String {
 /// Istio's `BuildConfigInfoMetadata`: `filter_metadata.istio.config` =
 /// `/apis/<group>/<version>/namespaces/<ns>/<kebab-kind>/<name>`.
 fn config_metadata(key: &ConfigKey) -> Metadata {
+    let config = config_path(key);
+    let fields =
+        HashMap::from([("config".to_owned(), Value { kind: Some(value::Kind::StringValue(config)) })]);
+    Metadata {
+        filter_metadata: HashMap::from([(ISTIO_METADATA_KEY.to_owned(), Struct { fields })]),
+        ..Default::default()
+    }
+}
+
+/// The `istio.config` metadata value of `key`:
+/// `/apis/<group>/<version>/namespaces/<ns>/<kebab-kind>/<name>`.
+pub(crate) fn config_path(key: &ConfigKey) -> String {
     let schema = key.kind.schema();
     let mut kebab = String::new();
     for (n, c) in key.kind.as_str().chars().enumerate() {
@@ -328,16 +340,7 @@ fn config_metadata(key: &ConfigKey) -> Metadata {
         }
         kebab.push(c.to_ascii_lowercase());
     }
-    let config = format!(
-        "/apis/{}/{}/namespaces/{}/{kebab}/{}",
-        schema.group, schema.version, key.namespace, key.name
-    );
-    let fields =
-        HashMap::from([("config".to_owned(), Value { kind: Some(value::Kind::StringValue(config)) })]);
-    Metadata {
-        filter_metadata: HashMap::from([(ISTIO_METADATA_KEY.to_owned(), Struct { fields })]),
-        ..Default::default()
-    }
+    format!("/apis/{}/{}/namespaces/{}/{kebab}/{}", schema.group, schema.version, key.namespace, key.name)
 }
 
 /// Builds the match-independent part of the Envoy routes of `http`; `None` (with findings) when the
