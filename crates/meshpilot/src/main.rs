@@ -10,7 +10,6 @@
 mod ca;
 mod cluster;
 mod configz;
-#[allow(dead_code)] // Its users (proxy-status, proxy-config, status) land next; the lead removes this.
 mod debug_client;
 mod discovery;
 mod proxy;

@@ -284,6 +284,24 @@ fn config_dump_lists_everything() {
             .iter()
             .any(|c| c["name"] == format!("outbound|9080|v2|{REVIEWS}"))
     );
+    // Each outbound cluster names the DestinationRule applied to it (Istio's `istio.config` metadata).
+    let v2 = dump["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == format!("outbound|9080|v2|{REVIEWS}"));
+    assert_eq!(
+        v2.unwrap()["config"],
+        "/apis/networking.istio.io/v1/namespaces/bookinfo/destination-rule/reviews",
+        "{v2:?}"
+    );
+    assert!(
+        dump["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "BlackHoleCluster" || c.get("config").is_none())
+    );
     assert_eq!(dump["listeners"][0]["name"], "127.0.0.1_9080");
     assert_eq!(dump["listeners"][0]["filter_chains"][0]["filters"][0]["routes"]["rds"], "9080");
     assert_eq!(dump["routes"][0]["name"], "9080");

@@ -179,7 +179,7 @@ fn types_of(p: &Value) -> Vec<&str> {
     p["types"].as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default()
 }
 
-fn name_cells<'a>(p: &'a Value) -> (&'a str, &'a str, &'a str) {
+fn name_cells(p: &Value) -> (&str, &str, &str) {
     (
         p["proxy"].as_str().unwrap_or_default(),
         p["clusterId"].as_str().unwrap_or_default(),
@@ -295,4 +295,116 @@ pub fn render_single(control_plane: &str, p: &Value, now: jiff::Timestamp) -> St
         out.extend(errors);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> jiff::Timestamp {
+        "2026-11-25T03:00:00Z".parse().unwrap()
+    }
+
+    fn t(status: &str, sent: Option<&str>) -> Value {
+        json!({"configStatus": status, "sentTime": sent, "watch": {"wildcard": true, "names": []}})
+    }
+
+    #[test]
+    fn cells_use_istioctls_words() {
+        assert_eq!(cell(None, now()), "IGNORED");
+        assert_eq!(cell(Some(&t("NOT_SENT", None)), now()), "NOT SENT");
+        assert_eq!(cell(Some(&t("SYNCED", Some("2026-11-25T02:55:00Z"))), now()), "SYNCED (5m)");
+        assert_eq!(cell(Some(&t("STALE", Some("2026-11-25T02:59:57.5Z"))), now()), "STALE (3s)");
+        assert_eq!(cell(Some(&t("ERROR", Some("2026-11-25T02:58:00Z"))), now()), "ERROR (2m)");
+        assert_eq!(cell(Some(&t("SYNCED", None)), now()), "SYNCED");
+    }
+
+    #[test]
+    fn human_duration_matches_kubernetes() {
+        let cases = [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (307, "5m7s"),
+            (600, "10m"),
+            (179 * 60, "179m"),
+            (3 * 3600 + 60, "3h1m"),
+            (5 * 3600, "5h"),
+            (47 * 3600, "47h"),
+            (50 * 3600, "2d2h"),
+            (10 * 86_400, "10d"),
+            (3 * 365 * 86_400 + 86_400, "3y1d"),
+            (9 * 365 * 86_400, "9y"),
+        ];
+        for (seconds, text) in cases {
+            assert_eq!(human_duration(seconds), text, "{seconds} s");
+        }
+    }
+
+    fn proxy(id: &str, types: &[(&str, Value)]) -> Value {
+        let types: serde_json::Map<String, Value> =
+            types.iter().map(|(u, v)| ((*u).to_owned(), v.clone())).collect();
+        json!({"proxy": id, "clusterId": "Kubernetes", "istioVersion": "1.28.0", "connectionId": format!("{id}-1"),
+               "protocol": "sotw", "address": "127.0.0.1:1", "connectedAt": "2026-11-25T02:00:00Z", "types": types})
+    }
+
+    #[test]
+    fn summary_lists_subscribed_types_in_istioctls_order() {
+        let synced = t("SYNCED", Some("2026-11-25T02:59:00Z"));
+        let a = proxy(
+            "a.ns",
+            &[
+                (xds_types::ROUTE, synced.clone()),
+                (xds_types::CLUSTER, synced.clone()),
+                (xds_types::SECRET, synced.clone()),
+                (xds_types::LISTENER, synced.clone()),
+            ],
+        );
+        let b = proxy("gateway-1.istio-system", &[]);
+        assert_eq!(
+            render_summary("meshpilot-h", &[&a, &b]),
+            "NAME                       CLUSTER        ISTIOD          VERSION     SUBSCRIBED TYPES\n\
+             a.ns                       Kubernetes     meshpilot-h     1.28.0      4 (CDS,LDS,RDS,SDS)\n\
+             gateway-1.istio-system     Kubernetes     meshpilot-h     1.28.0      0\n"
+        );
+    }
+
+    #[test]
+    fn verbose_has_a_column_per_type_by_url() {
+        let a = proxy(
+            "a.ns",
+            &[
+                (xds_types::CLUSTER, t("SYNCED", Some("2026-11-25T02:59:00Z"))),
+                (xds_types::ROUTE, t("ERROR", Some("2026-11-25T02:59:30Z"))),
+                (xds_types::ENDPOINT, t("NOT_SENT", None)),
+                (xds_types::LISTENER, t("STALE", Some("2026-11-25T02:59:59Z"))),
+            ],
+        );
+        assert_eq!(
+            render_verbose("cp", &[&a], now()),
+            "NAME     CLUSTER        CDS              ECDS        EDS          LDS            RDS             ISTIOD     VERSION\n\
+             a.ns     Kubernetes     SYNCED (60s)     IGNORED     NOT SENT     STALE (1s)     ERROR (30s)     cp         1.28.0\n"
+        );
+    }
+
+    #[test]
+    fn single_proxy_shows_versions_and_the_nack() {
+        let mut rds = t("ERROR", Some("2026-11-25T02:59:30Z"));
+        rds["versionSent"] = json!("v3");
+        rds["versionAcked"] = json!("v2");
+        rds["lastError"] = json!("route: invalid regex");
+        rds["rejects"] = json!(1);
+        rds["responses"] = json!(3);
+        rds["resources"] = json!(2);
+        rds["watch"] = json!({"wildcard": false, "names": ["80", "9080"]});
+        let out = render_single("cp", &proxy("a.ns", &[(xds_types::ROUTE, rds)]), now());
+        let row = out.lines().find(|l| l.starts_with("RDS")).unwrap();
+        let cells: Vec<&str> = row.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(cells, ["RDS", "ERROR (30s)", "v3", "v2", "2", "1", "2 names"], "{out}");
+        assert!(out.lines().any(|l| l.starts_with("CDS") && l.contains("IGNORED")), "{out}");
+        assert!(out.ends_with("RDS NACK: route: invalid regex\n"), "{out}");
+        assert!(out.starts_with("NAME:           a.ns\n"), "{out}");
+    }
 }
