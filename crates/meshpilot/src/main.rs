@@ -51,7 +51,7 @@ enum Command {
     #[command(visible_alias = "ps")]
     ProxyStatus(proxy::status::Args),
     /// Show the config meshpilot generates for a proxy: clusters, listeners, routes, endpoints, secret.
-    #[command(subcommand, visible_alias = "pc")]
+    #[command(subcommand, visible_alias = "pc", long_about = proxy::config::LONG_ABOUT)]
     ProxyConfig(proxy::config::ConfigCommand),
 }
 

@@ -244,6 +244,18 @@ async fn proxy_status_and_config_against_real_envoys() {
     let secret = meshpilot(http, &["proxy-config", "secret", SIDECAR]);
     assert_eq!(secret.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&secret.stderr).contains("no secrets"), "{secret:?}");
+    // proxy-config needs one proxy: unknown (with close matches) and ambiguous names exit 1.
+    let unknown = meshpilot(http, &["proxy-config", "routes", "reviews-client.shopp"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(err.contains("close matches: reviews-client.shop"), "{err}");
+    let ambiguous = meshpilot(http, &["proxy-config", "clusters", "e"]);
+    assert_eq!(ambiguous.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&ambiguous.stderr);
+    assert!(
+        err.contains("matches several proxies") && err.contains(SIDECAR) && err.contains(GATEWAY),
+        "{err}"
+    );
     drop((sidecar, gateway));
 }
 

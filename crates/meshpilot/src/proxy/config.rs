@@ -15,33 +15,36 @@ const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 const BLACK_HOLE: &str = "BlackHoleCluster";
 const PASSTHROUGH: &str = "PassthroughCluster";
 
-/// `meshpilot proxy-config` subcommands.
-#[derive(clap::Subcommand, Debug)]
-#[command(
-    about = "Show the xDS config meshpilot generates for a proxy (like `istioctl proxy-config`)",
-    long_about = "Show the config a running meshpilot control plane (--addr) generates for one connected proxy, \
+/// `proxy-config --help`: what is shown and how it differs from istioctl.
+pub const LONG_ABOUT: &str = "Show the config a running meshpilot control plane (--addr) generates for one connected proxy, \
 in istioctl proxy-config's table layouts. istioctl reads the Envoy's own config dump through its admin port; \
 meshpilot reads /debug/config_dump?proxyID= from the control plane: what it would send that proxy now (see \
 `meshpilot proxy-status PROXY` for whether the latest version was ACKed). -o json|yaml prints meshpilot's \
 summaries of the resources (names and key fields), not full Envoy protos.\n\n\
 Exit status: 0; 1 when the control plane cannot be read, PROXY matches no connected proxy (close matches \
-are listed) or several, or there is nothing of the kind to show (secret); 2 on usage errors."
-)]
+are listed) or several, or there is nothing of the kind to show (secret); 2 on usage errors.";
+
+/// The note every `proxy-config` subcommand's help ends with.
+const VIEW_NOTE: &str = "This is the control plane's view: what meshpilot generates for the proxy now (from \
+/debug/config_dump). istioctl reads the Envoy's own config through its admin port; meshpilot does not.";
+
+/// `meshpilot proxy-config` subcommands.
+#[derive(clap::Subcommand, Debug)]
 pub enum ConfigCommand {
     /// Clusters: SERVICE FQDN, PORT, SUBSET, DIRECTION, TYPE, DESTINATION RULE.
-    #[command(visible_alias = "cluster", visible_alias = "c")]
+    #[command(visible_alias = "cluster", visible_alias = "c", after_help = VIEW_NOTE)]
     Clusters(ClusterArgs),
     /// Listeners: ADDRESSES, PORT, MATCH, DESTINATION (one row per filter chain).
-    #[command(visible_alias = "listener", visible_alias = "l")]
+    #[command(visible_alias = "listener", visible_alias = "l", after_help = VIEW_NOTE)]
     Listeners(ListenerArgs),
     /// Route configurations: NAME, VHOST NAME, DOMAINS, MATCH, VIRTUAL SERVICE (one row per route).
-    #[command(visible_alias = "route", visible_alias = "r")]
+    #[command(visible_alias = "route", visible_alias = "r", after_help = VIEW_NOTE)]
     Routes(RouteArgs),
     /// Endpoints: ENDPOINT, STATUS, OUTLIER CHECK, CLUSTER.
-    #[command(visible_alias = "endpoint", visible_alias = "ep")]
+    #[command(visible_alias = "endpoint", visible_alias = "ep", after_help = VIEW_NOTE)]
     Endpoints(EndpointArgs),
     /// Secrets: meshpilot's config dump has none; says what the proxy watches over SDS instead.
-    #[command(visible_alias = "secrets", visible_alias = "s")]
+    #[command(visible_alias = "secrets", visible_alias = "s", after_help = VIEW_NOTE)]
     Secret(Common),
 }
 
