@@ -284,3 +284,90 @@ fn bad_input_exits_non_zero() {
         Some(2)
     );
 }
+
+/// A proxy that NACKs its clusters (a scripted SotW ADS client, as Envoy would on a config it
+/// rejects): proxy-status shows ERROR for CDS and, for that proxy, Envoy's error text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nacked_type_shows_error_and_the_error_text() {
+    use envoy_types::pb::{
+        envoy::{
+            config::core::v3::Node,
+            service::discovery::v3::{
+                DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+            },
+        },
+        google::{
+            protobuf::{Struct, Value as PbValue, value::Kind},
+            rpc::Status,
+        },
+    };
+    use futures::StreamExt;
+
+    let work = tempfile::tempdir().unwrap();
+    let config_dir = work.path().join("config");
+    std::fs::create_dir(&config_dir).unwrap();
+    std::fs::write(config_dir.join("mesh.yaml"), config(free_port())).unwrap();
+    let mp = Meshpilot::start(&config_dir, work.path());
+
+    let text = |v: &str| PbValue { kind: Some(Kind::StringValue(v.to_owned())) };
+    let metadata = Struct {
+        fields: [
+            ("NAMESPACE", text(NS)),
+            ("ISTIO_VERSION", text("1.28.0")),
+            ("CLUSTER_ID", text("Kubernetes")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect(),
+    };
+    let node = Node {
+        id: format!("sidecar~127.0.0.1~nacker.{NS}~{NS}.svc.cluster.local"),
+        metadata: Some(metadata),
+        ..Default::default()
+    };
+    const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DiscoveryRequest>();
+    tx.send(DiscoveryRequest { node: Some(node), type_url: CDS.into(), ..Default::default() }).unwrap();
+    let mut client = wait_for("the ADS port", Duration::from_secs(60), async || {
+        AggregatedDiscoveryServiceClient::connect(format!("http://{}", mp.grpc)).await.ok()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
+    let mut responses = client.stream_aggregated_resources(tokio_stream_of(rx)).await.unwrap().into_inner();
+    let first = responses.next().await.expect("a CDS response").unwrap();
+    tx.send(DiscoveryRequest {
+        type_url: CDS.into(),
+        response_nonce: first.nonce.clone(),
+        error_detail: Some(Status { code: 3, message: "cluster 'x': bad lb config".into(), details: vec![] }),
+        ..Default::default()
+    })
+    .unwrap();
+
+    let http = mp.http;
+    let verbose = wait_for("CDS in ERROR", Duration::from_secs(30), async || {
+        let out = tokio::task::spawn_blocking(move || meshpilot(http, &["proxy-status", "--verbose"]))
+            .await
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().any(|l| l.starts_with("nacker.shop") && l.contains("ERROR (")).then_some(text)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
+    let header = verbose.lines().next().unwrap();
+    let row = verbose.lines().find(|l| l.starts_with("nacker.shop")).unwrap();
+    assert!(row[header.find("CDS").unwrap()..].starts_with("ERROR ("), "{verbose}");
+    assert!(row[header.find("LDS").unwrap()..].starts_with("IGNORED"), "LDS never asked: {verbose}");
+
+    let single = stdout(&meshpilot(http, &["proxy-status", "nacker.shop"]));
+    let cds = single.lines().find(|l| l.starts_with("CDS ")).unwrap_or_else(|| panic!("{single}"));
+    assert!(cds.contains("ERROR (") && cds.contains(&first.version_info), "{single}");
+    assert!(single.ends_with("CDS NACK: cluster 'x': bad lb config\n"), "{single}");
+    drop(tx);
+}
+
+/// The requests of `rx` as a stream for tonic.
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
