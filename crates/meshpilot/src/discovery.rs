@@ -33,7 +33,7 @@ Certificate files named by DestinationRule and Gateway `tls` settings are sent t
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
 Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --secure-grpc-addr ADS and the CA \
 over TLS (Istio's 15012; off unless given); --http-addr /ready and /debug/* \
-(configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz); --monitoring-addr \
+(configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz, proxystatusz); --monitoring-addr \
 /metrics (Prometheus, Istio metric names).\n\n\
 Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
 for the secure port XDS_AUTH (true), PILOT_ENABLE_XDS_IDENTITY_CHECK (true), TOKEN_AUDIENCES (istio-ca), \
