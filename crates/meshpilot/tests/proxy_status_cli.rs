@@ -326,15 +326,19 @@ async fn a_nacked_type_shows_error_and_the_error_text() {
         ..Default::default()
     };
     const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DiscoveryRequest>();
-    tx.send(DiscoveryRequest { node: Some(node), type_url: CDS.into(), ..Default::default() }).unwrap();
-    let mut client = wait_for("the ADS port", Duration::from_secs(60), async || {
-        AggregatedDiscoveryServiceClient::connect(format!("http://{}", mp.grpc)).await.ok()
+    // The ADS port refuses streams until the plane is ready: open one until it answers.
+    let (tx, _responses, first) = wait_for("a CDS response", Duration::from_secs(60), async || {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DiscoveryRequest>();
+        let first = DiscoveryRequest { node: Some(node.clone()), type_url: CDS.into(), ..Default::default() };
+        tx.send(first).ok()?;
+        let mut client =
+            AggregatedDiscoveryServiceClient::connect(format!("http://{}", mp.grpc)).await.ok()?;
+        let mut responses = client.stream_aggregated_resources(tokio_stream_of(rx)).await.ok()?.into_inner();
+        let response = responses.next().await?.ok()?;
+        Some((tx, responses, response))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
-    let mut responses = client.stream_aggregated_resources(tokio_stream_of(rx)).await.unwrap().into_inner();
-    let first = responses.next().await.expect("a CDS response").unwrap();
     tx.send(DiscoveryRequest {
         type_url: CDS.into(),
         response_nonce: first.nonce.clone(),
