@@ -200,6 +200,15 @@ mod tests {
     }
 
     #[test]
+    fn machine_readable_json_and_yaml() {
+        let v = json!({"proxies": [{"proxy": "a.ns", "types": {}}]});
+        let text = machine_readable(&v, Output::Json).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
+        let yaml = machine_readable(&v, Output::Yaml).unwrap();
+        assert!(yaml.contains("proxies:") && yaml.contains("proxy: a.ns"), "{yaml}");
+    }
+
+    #[test]
     fn edit_distance_counts_edits() {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("", "ab"), 2);
