@@ -117,6 +117,10 @@ pub struct SentResponse {
     pub content: u64,
     /// How many resources it carried.
     pub resources: usize,
+    /// Names it carried beyond the client's watch: the assignments of new clusters, sent with the EDS
+    /// that follows a CDS update. When the client's ACK of this response adds them to its watch they
+    /// are not answered again (one EDS response per CDS change).
+    pub unsolicited: BTreeSet<String>,
 }
 
 /// One type's state on a SotW stream.
@@ -201,10 +205,14 @@ impl SotwSession {
         if previous == watch {
             return Outcome { verdict, respond: None };
         }
+        // Names the ACKed response already carried need no answer.
+        let already: BTreeSet<String> =
+            t.sent.as_mut().map(|s| std::mem::take(&mut s.unsolicited)).unwrap_or_default();
         let respond = if type_url::sotw_requires_full_state(type_url) {
             Some(Respond { watch, full: true })
         } else {
-            let added: BTreeSet<String> = watch.names.difference(&previous.names).cloned().collect();
+            let added: BTreeSet<String> =
+                watch.names.difference(&previous.names).filter(|n| !already.contains(*n)).cloned().collect();
             (!added.is_empty())
                 .then_some(Respond { watch: Watch { wildcard: false, names: added }, full: false })
         };
@@ -286,7 +294,13 @@ mod tests {
     }
 
     fn sent(nonce: &str, version: &str, content: u64) -> SentResponse {
-        SentResponse { nonce: nonce.into(), version: version.into(), content, resources: 1 }
+        SentResponse {
+            nonce: nonce.into(),
+            version: version.into(),
+            content,
+            resources: 1,
+            unsolicited: BTreeSet::new(),
+        }
     }
 
     #[test]
