@@ -735,6 +735,21 @@ mod tests {
     }
 
     #[test]
+    fn forcing_names_resends_only_those_and_what_changed() {
+        // EDS after a CDS update that changed cluster "b": "b" goes again though unchanged, "c"
+        // because it changed, "a" (unchanged cluster, unchanged assignment) not at all.
+        let mut d = DeltaSession::new();
+        d.on_request(
+            &Req::new(ENDPOINT).sub(&["a", "b", "c"]).initial(&[("a", "1"), ("b", "1"), ("c", "1")]).view(),
+        );
+        let w = Watch::names(["a", "b", "c"]);
+        let g = Generated::full("2", vec![res("a", "1"), res("b", "1"), res("c", "2")]);
+        let p = d.plan_forcing(ENDPOINT, &w, true, g, |n| n == "b", false);
+        assert_eq!(names_of(&p), vec![("b", "1"), ("c", "2")]);
+        assert!(p.removed.is_empty());
+    }
+
+    #[test]
     fn stale_and_unknown_nacks() {
         let mut d = DeltaSession::new();
         d.on_request(&Req::new(CLUSTER).view());

@@ -454,4 +454,30 @@ mod tests {
         assert!(matches!(o.verdict, Verdict::Nack { current: false, .. }));
         assert!(s.get(CLUSTER).is_none());
     }
+
+    #[test]
+    fn names_already_sent_unsolicited_are_not_answered_again() {
+        // EDS after CDS carried the new cluster "c" before Envoy asked; Envoy's request naming it
+        // (with the previous nonce) is stale, its ACK of that response adds "c" without an answer.
+        let mut s = SotwSession::new();
+        let ab = names(&["a", "b"]);
+        s.on_request(&req(ENDPOINT, "", "", &ab));
+        s.on_sent(ENDPOINT, sent("1", "v1", 10));
+        s.on_request(&req(ENDPOINT, "v1", "1", &ab));
+        let mut dep = sent("2", "v2", 11);
+        dep.unsolicited = ["c".to_owned()].into();
+        s.on_sent(ENDPOINT, dep);
+        let abc = names(&["a", "b", "c"]);
+        let o = s.on_request(&req(ENDPOINT, "v1", "1", &abc));
+        assert_eq!(o.verdict, Verdict::Stale { nonce: "1".into() });
+        let o = s.on_request(&req(ENDPOINT, "v2", "2", &abc));
+        assert!(matches!(o.verdict, Verdict::Ack { .. }));
+        assert_eq!(o.respond, None, "c was in the ACKed response");
+        assert_eq!(s.get(ENDPOINT).unwrap().watch, Watch::names(["a", "b", "c"]));
+        // A name it did not carry is answered.
+        s.on_sent(ENDPOINT, sent("3", "v3", 12));
+        let abcd = names(&["a", "b", "c", "d"]);
+        let o = s.on_request(&req(ENDPOINT, "v3", "3", &abcd));
+        assert_eq!(o.respond, Some(Respond { watch: Watch::names(["d"]), full: false }));
+    }
 }

@@ -518,3 +518,41 @@ impl DeltaWire {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::cluster::v3::{
+        Cluster,
+        cluster::{ClusterDiscoveryType, DiscoveryType, EdsClusterConfig},
+    };
+
+    fn cluster(name: &str, kind: DiscoveryType, service_name: &str) -> Resource {
+        Resource::new(
+            name,
+            &Cluster {
+                name: name.into(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(kind as i32)),
+                eds_cluster_config: Some(EdsClusterConfig {
+                    service_name: service_name.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn eds_names_are_those_of_eds_clusters() {
+        let rs = [
+            cluster("outbound|80||a", DiscoveryType::Eds, ""),
+            cluster("outbound|80||b", DiscoveryType::Eds, "b-eds"),
+            cluster("PassthroughCluster", DiscoveryType::OriginalDst, ""),
+            cluster("inbound|8080||", DiscoveryType::Static, ""),
+        ];
+        assert_eq!(
+            eds_service_names(&rs),
+            ["outbound|80||a".to_owned(), "b-eds".to_owned()].into_iter().collect::<BTreeSet<_>>()
+        );
+    }
+}
