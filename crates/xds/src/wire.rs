@@ -348,6 +348,13 @@ pub(crate) struct DeltaDue {
     always: bool,
 }
 
+impl DeltaDue {
+    /// The whole subscription `watch`, sent only if something changed (a push).
+    fn current(watch: Watch) -> Self {
+        DeltaDue { watch, full: true, always: false }
+    }
+}
+
 /// Incremental (delta) half of a stream.
 pub(crate) struct DeltaWire {
     pub(crate) session: DeltaSession,
@@ -397,7 +404,7 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         type_url: &str,
         due: DeltaDue,
     ) -> Result<Option<Sent>, End> {
-        self.send(conn, type_url, &due.watch, due.full, Trigger::Request, due.always, &BTreeSet::new()).await
+        self.send(conn, type_url, &due, Trigger::Request, &BTreeSet::new()).await
     }
 
     async fn send_current(
@@ -407,7 +414,7 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         trigger: Trigger<'_, S::Push>,
     ) -> Result<Option<Sent>, End> {
         let Some(watch) = self.session.get(type_url).map(|t| t.subscription.clone()) else { return Ok(None) };
-        self.send(conn, type_url, &watch, true, trigger, false, &BTreeSet::new()).await
+        self.send(conn, type_url, &DeltaDue::current(watch), trigger, &BTreeSet::new()).await
     }
 
     async fn send_dependency(
@@ -416,33 +423,37 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         eds_names: &BTreeSet<String>,
         push: Option<&S::Push>,
     ) -> Result<Option<Sent>, End> {
-        let Some(watch) = self.session.get(ENDPOINT).map(|t| t.subscription.clone()) else { return Ok(None) };
+        let Some(due) = self.session.get(ENDPOINT).map(|t| DeltaDue::current(t.subscription.clone())) else {
+            return Ok(None);
+        };
+        let watch = &due.watch;
         // New clusters' assignments are not subscribed yet: Envoy asks for them, and is answered.
         let force: BTreeSet<String> = eds_names.iter().filter(|n| watch.covers(n)).cloned().collect();
         if force.is_empty() {
             return match push {
-                Some(p) => self.send(conn, ENDPOINT, &watch, true, Trigger::Push(p), false, &force).await,
+                Some(p) => self.send(conn, ENDPOINT, &due, Trigger::Push(p), &force).await,
                 None => Ok(None),
             };
         }
-        self.send(conn, ENDPOINT, &watch, true, Trigger::Dependency, false, &force).await
+        self.send(conn, ENDPOINT, &due, Trigger::Dependency, &force).await
     }
 }
 
 impl DeltaWire {
-    /// Generates `type_url` for `watch` and sends what changed for the client (`full`: `watch` is the
-    /// whole subscription, so resources missing from the result are removed); `always` sends even an
-    /// empty response (the answer to an initial request).
+    /// Generates `type_url` for `due.watch` and sends what changed for the client (`due.full`: the
+    /// watch is the whole subscription, so resources missing from the result are removed; `due.always`
+    /// sends even an empty response, the answer to an initial request), plus the `force`d names even
+    /// if the client holds their versions.
     async fn send<S: ResourceSource>(
         &mut self,
         conn: &mut Connection<S>,
         type_url: &str,
-        watch: &Watch,
-        full: bool,
+        due: &DeltaDue,
         trigger: Trigger<'_, S::Push>,
-        always: bool,
         force: &BTreeSet<String>,
     ) -> Result<Option<Sent>, End> {
+        let DeltaDue { watch, full, always } = due;
+        let (watch, full, always) = (watch, *full, *always);
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
         let generated = match conn.generate(Protocol::Delta, type_url, watch, trigger) {
