@@ -73,15 +73,46 @@ pub fn wait_for_blocking<T>(
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+/// A free TCP port for a test to bind later (on 127.0.0.1 or on all addresses, as Envoy's gateway
+/// listeners do).
+///
+/// Picked **below the kernel's ephemeral range** (`/proc/sys/net/ipv4/ip_local_port_range`, e.g.
+/// 32768–60999): a port handed out here can then never be taken by another socket that binds port 0
+/// (echo servers, Envoy admin ports, outgoing connections) between the pick and the test's own bind —
+/// the race that made a gateway test fail with "cannot bind: Address already in use". Ports are handed
+/// out in turn within the process (starting at an offset from the process id, so test binaries run at
+/// the same time rarely meet), each checked free on all addresses. Falls back to a kernel-chosen port
+/// when the range cannot be read or leaves no room.
 ///
 /// # Panics
 /// If no port can be bound on loopback.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    if let Some((low, high)) = below_ephemeral_range() {
+        let span = high - low;
+        let offset = std::process::id().wrapping_mul(7919) % span;
+        for _ in 0..span {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = (low + (offset + n) % span) as u16;
+            if std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind 127.0.0.1:0")
+}
+
+/// `[low, high)`: up to 12,000 ports just below the ephemeral range, never below 16,000 (clear of the
+/// well-known and registered service ports tests meet, such as Istio's 15000s and etcd's 2379).
+fn below_ephemeral_range() -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let ephemeral_low: u32 = text.split_whitespace().next()?.parse().ok()?;
+    let low = ephemeral_low.saturating_sub(12_000).max(16_000);
+    (ephemeral_low > low + 1_000).then_some((low, ephemeral_low))
 }
 
 /// The repository root (two levels above this crate).
