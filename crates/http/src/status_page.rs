@@ -289,11 +289,11 @@ fn pushes_section(pushes: &[PushRecord], total: u64) -> String {
         if p.configs_total > p.configs.len() {
             configs.push(format!("… {} more", p.configs_total - p.configs.len()));
         }
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<tr data-push-version=\"{v}\" data-full=\"{full}\"><td>{time}</td><td><code>{v}</code></td><td>{kind}</td>\
              <td class=\"reasons\">{reasons}</td><td>{configs}</td><td class=\"proxies\">{proxies}</td>\
-             <td>{ms:.1}</td></tr>\n",
+             <td>{ms:.1}</td></tr>",
             v = escape(&p.version),
             full = p.full,
             time = xds::debug::rfc3339_nano(Some(p.time)),
@@ -378,9 +378,9 @@ pub fn objects_section(rows: &[ObjectRow]) -> String {
             }
             None => "<td class=\"applied muted\">-</td>".to_owned(),
         };
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<tr data-object=\"{k}/{ns}/{n}\"><td>{k}</td><td>{ns}</td><td>{n}</td><td>{src}</td>{applied}</tr>\n",
+            "<tr data-object=\"{k}/{ns}/{n}\"><td>{k}</td><td>{ns}</td><td>{n}</td><td>{src}</td>{applied}</tr>",
             k = escape(&r.kind),
             ns = escape(&r.namespace),
             n = escape(&r.name),
