@@ -129,10 +129,13 @@ h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.15em; margin-top: 1.5em; }}
 table {{ border-collapse: collapse; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }}
 th {{ background: #f2f2f2; }}
-[data-state="SYNCED"] {{ color: #176117; }}
-[data-state="STALE"] {{ color: #8a5a00; }}
-[data-state="NACKED"] {{ color: #a40000; font-weight: bold; }}
-[data-state="NOT SENT"] {{ color: #777; }}
+h3 {{ font-size: 1em; }}
+td[data-state="SYNCED"] {{ color: #176117; }}
+td[data-state="STALE"] {{ color: #8a5a00; }}
+td[data-state="NACKED"] {{ color: #a40000; font-weight: bold; }}
+td[data-state="NOT SENT"] {{ color: #777; }}
+tr[data-state="NACKED"] {{ background: #fdecec; }}
+tr[data-state="STALE"] {{ background: #fdf6e3; }}
 .nack, .error {{ color: #a40000; white-space: pre-wrap; font-family: monospace; }}
 .muted {{ color: #777; }}
 #live[data-live="stale"] {{ color: #a40000; }}
@@ -199,7 +202,7 @@ fn summary_section(s: &DebugState, proxies: usize) -> String {
     let version = s.server.push_context().map(|p| p.version().to_owned()).unwrap_or_default();
     format!(
         "<section id=\"summary\" data-ready=\"{ready}\"><p>{}; push context version <code>{}</code>; \
-         {proxies} connected proxies; {} pushes.</p></section>\n",
+         connected proxies: {proxies}; pushes: {}.</p></section>\n",
         if ready { "Ready" } else { "Not ready (config and services not synced yet)" },
         escape(if version.is_empty() { "none" } else { &version }),
         s.server.push_count(),
