@@ -10,7 +10,7 @@
 //! | `#summary` | ready or not, push context version, counts | `data-ready` |
 //! | `#proxies` | one row per connection: type, address, connected time, per-type sync state, NACK errors | `tr[data-proxy][data-connection][data-state]`, `td.xds[data-type][data-state]`, `.nack[data-type]` |
 //! | `#pushes` | the last pushes ([`discovery::push_log`]) | `tr[data-push-version]`, `data-full` |
-//! | `#objects` | every config object in the store, with its source | `tr[data-object="Kind/ns/name"]`, `td.applied` |
+//! | `#objects` | every config object in the store, with its source and the findings naming it | `tr[data-object="Kind/ns/name"]`, `td.applied` |
 //! | `#config-status` | bad files, duplicates, registry warnings, findings (`/debug/configstatusz`) | `li[data-file]`, `li.finding` |
 //!
 //! Per-type sync states follow istioctl's `proxy-status` (`istioctl/pkg/writer/pilot/status.go`):
@@ -322,6 +322,9 @@ pub struct ObjectRow {
     pub name: String,
     /// Where it was read from: the file source's name (`file:<dir>`), or `other` (e.g. a cluster).
     pub source: String,
+    /// The findings about it (config applied only in part: push context and per-proxy generation
+    /// findings naming this object), as their text.
+    pub findings: Vec<String>,
     /// Whether the proxies the object concerns have ACKed (or NACKed) the config built from it;
     /// `None` until per-object status is wired in (see [`object_rows`]).
     pub applied: Option<AppliedCell>,
@@ -341,6 +344,14 @@ pub struct AppliedCell {
 /// joined into [`ObjectRow::applied`].
 pub fn object_rows(s: &DebugState) -> Vec<ObjectRow> {
     let store = s.server.store();
+    let mut findings: std::collections::HashMap<model::ConfigKey, Vec<String>> = Default::default();
+    let push_findings = s.server.push_context().map(|p| p.findings().to_vec()).unwrap_or_default();
+    let generation = s.server.generation_cache().generation_findings().into_iter().map(|(f, _)| f);
+    for f in push_findings.into_iter().chain(generation) {
+        if let Some(key) = f.config.clone() {
+            findings.entry(key).or_default().push(f.to_string());
+        }
+    }
     let mut rows = Vec::new();
     for kind in store.schemas() {
         for config in store.list(*kind, None) {
@@ -355,6 +366,7 @@ pub fn object_rows(s: &DebugState) -> Vec<ObjectRow> {
                 namespace: meta.namespace.clone(),
                 name: meta.name.clone(),
                 source,
+                findings: findings.remove(&config.key()).unwrap_or_default(),
                 applied: None,
             });
         }
@@ -371,7 +383,7 @@ pub fn objects_section(rows: &[ObjectRow]) -> String {
         return out;
     }
     out.push_str(
-        "<table><thead><tr><th>Kind</th><th>Namespace</th><th>Name</th><th>Source</th><th>Applied</th></tr>\
+        "<table><thead><tr><th>Kind</th><th>Namespace</th><th>Name</th><th>Source</th><th>Findings</th><th>Applied</th></tr>\
          </thead><tbody>\n",
     );
     for r in rows {
@@ -381,9 +393,20 @@ pub fn objects_section(rows: &[ObjectRow]) -> String {
             }
             None => "<td class=\"applied muted\">-</td>".to_owned(),
         };
+        let findings = if r.findings.is_empty() {
+            "<td class=\"findings muted\" data-count=\"0\">-</td>".to_owned()
+        } else {
+            let items: Vec<String> =
+                r.findings.iter().map(|f| format!("<li class=\"finding\">{}</li>", escape(f))).collect();
+            format!(
+                "<td class=\"findings\" data-count=\"{}\"><ul>{}</ul></td>",
+                r.findings.len(),
+                items.concat()
+            )
+        };
         let _ = writeln!(
             out,
-            "<tr data-object=\"{k}/{ns}/{n}\"><td>{k}</td><td>{ns}</td><td>{n}</td><td>{src}</td>{applied}</tr>",
+            "<tr data-object=\"{k}/{ns}/{n}\"><td>{k}</td><td>{ns}</td><td>{n}</td><td>{src}</td>{findings}{applied}</tr>",
             k = escape(&r.kind),
             ns = escape(&r.namespace),
             n = escape(&r.name),
@@ -619,6 +642,7 @@ mod tests {
                 namespace: "ns".into(),
                 name: "r\"><script>".into(),
                 source: "file:/c".into(),
+                findings: vec!["a <b> finding".into()],
                 applied: Some(AppliedCell { state: "NACKED".into(), text: "NACK by <p>".into() }),
             },
             ObjectRow {
@@ -626,6 +650,7 @@ mod tests {
                 namespace: "ns".into(),
                 name: "g".into(),
                 source: "other".into(),
+                findings: Vec::new(),
                 applied: None,
             },
         ];
@@ -635,7 +660,8 @@ mod tests {
             html.contains("<td class=\"applied\" data-state=\"NACKED\">NACK by &lt;p&gt;</td>"),
             "{html}"
         );
-        assert!(html.contains("<tr data-object=\"Gateway/ns/g\"><td>Gateway</td><td>ns</td><td>g</td><td>other</td><td class=\"applied muted\">-</td>"), "{html}");
+        assert!(html.contains("<tr data-object=\"Gateway/ns/g\"><td>Gateway</td><td>ns</td><td>g</td><td>other</td><td class=\"findings muted\" data-count=\"0\">-</td><td class=\"applied muted\">-</td>"), "{html}");
+        assert!(html.contains("<td class=\"findings\" data-count=\"1\"><ul><li class=\"finding\">a &lt;b&gt; finding</li></ul></td>"), "{html}");
         assert!(!html.contains("<script>"), "{html}");
         assert!(objects_section(&[]).contains("No config object"));
     }
