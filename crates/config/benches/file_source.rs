@@ -4,7 +4,7 @@
 //!   (500 files × 20 VirtualService/DestinationRule documents): list, read, parse, validate, fill the
 //!   store. Target < 1 s.
 //! - `write_to_handler/…`: latency from an atomic file write to the handler call with the default
-//!   options (100 ms debounce), with an otherwise empty directory and with the 10,000 objects beside
+//!   options (scanned once the write completes; 100 ms longest wait), with an otherwise empty directory and with the 10,000 objects beside
 //!   it (each scan re-reads every file). Target < 200 ms. A percentile summary is printed first.
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn

@@ -20,10 +20,14 @@
 //! re-evaluated against the store, so exactly the add/update/delete events that turn the old object
 //! set into the new one are emitted, at a cost proportional to what changed (plus reading the files:
 //! about 5 ms for 500 files holding 10,000 objects). Scans are serialized. A scan runs at start ([`FileSource::new`]), when [`FileSource::run`] starts watching, after
-//! each burst of file-system events (notify 8 on the directory, recursive; `Access` events ignored, since
-//! an open or read changes nothing; one scan `debounce` after the first event of a burst — Istio waits
-//! 100 ms for single files, 250 ms for folders), and every `rescan_interval` as a safety net against
-//! lost events. An atomic `..data` symlink swap shows up only as events on `..data` and the timestamped
+//! file-system events (notify 8 on the directory, recursive; `Access` events other than a close after
+//! writing are ignored, since an open or read changes nothing), and every `rescan_interval` as a safety
+//! net against lost events. A scan starts **as soon as no file is being written**: a file is "being
+//! written" from its creation or data change until its close-after-write (inotify `IN_CLOSE_WRITE`),
+//! removal or rename, so an atomic rename or a plain write-and-close is read at once, with no fixed
+//! delay, and a half-written file is not read; a write still open `debounce` after the first event is
+//! read as it is. Istio instead always waits a fixed 100 ms for single files (250 ms for folders)
+//! after the last event, which puts a floor under every edit's propagation. An atomic `..data` symlink swap shows up only as events on `..data` and the timestamped
 //! directories; since any event triggers a full scan, it works like any other change.
 //!
 //! **Bad files.** A file is *bad* when it cannot be read, is not UTF-8, or any of its documents has an
@@ -49,7 +53,7 @@
 //! The source is read-only: [`ConfigStore`] writes return [`StoreError::ReadOnly`].
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     io,
     path::{Path, PathBuf},
     sync::{
@@ -79,7 +83,8 @@ use crate::{
 pub struct FileSourceOptions {
     /// How documents are read (default namespace, domain suffix).
     pub parse: ParseOptions,
-    /// Delay between the first file-system event of a burst and the scan (default 100 ms).
+    /// Longest wait between the first file-system event of a burst and the scan while a file is still
+    /// being written (default 100 ms); with no write open, the scan starts at once.
     pub debounce: Duration,
     /// Full re-scan period, a safety net for lost events (default 60 s; `None` disables it).
     pub rescan_interval: Option<Duration>,
@@ -554,7 +559,8 @@ impl FileSource {
 
     async fn watch(self, mut shutdown: Shutdown) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
-        let mut watch = DirWatch::new(&self.inner.dir, self.name(), tx);
+        let writes = Arc::new(Writes::default());
+        let mut watch = DirWatch::new(&self.inner.dir, self.name(), tx, writes.clone());
         // Catch up with changes made between the initial scan and the watch.
         self.rescan_async().await;
 
@@ -565,11 +571,21 @@ impl FileSource {
             tokio::select! {
                 () = shutdown.wait() => break,
                 Some(()) = rx.recv() => {
-                    tokio::select! {
-                        () = shutdown.wait() => break,
-                        () = tokio::time::sleep(debounce) => {}
+                    // Scan as soon as no file is being written (its close-after-write, rename or
+                    // removal seen); a write still open after `debounce` is scanned anyway.
+                    let deadline = tokio::time::sleep(debounce);
+                    tokio::pin!(deadline);
+                    while !writes.settled() {
+                        tokio::select! {
+                            () = shutdown.wait() => return,
+                            () = &mut deadline => {
+                                writes.forget();
+                                break;
+                            }
+                            Some(()) = rx.recv() => {}
+                        }
                     }
-                    // Everything that arrived during the debounce is covered by this scan.
+                    // Everything that arrived so far is covered by this scan.
                     while rx.try_recv().is_ok() {}
                     self.rescan_async().await;
                     watch.check();
@@ -589,6 +605,78 @@ impl FileSource {
     }
 }
 
+/// The files being written, as the watch's events tell: a file enters on a data change or creation
+/// and leaves on its close-after-write (inotify `IN_CLOSE_WRITE`), removal, or rename away. A scan
+/// waits while any is open, so a file is not read half-written, and starts at once when none is: an
+/// atomic rename or a plain write-and-close is scanned without a fixed delay (issue 22: the debounce
+/// is only the longest wait for a write that stays open).
+#[derive(Debug, Default)]
+struct Writes(Mutex<HashSet<PathBuf>>);
+
+/// What one watch event means for a scan (see [`classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventMeaning {
+    /// Nothing changed (an open, a read, a close after reading): no scan.
+    Ignore,
+    /// The paths are being written: a scan waits for their completion.
+    Writing,
+    /// The paths' writes are complete (close after write, removal, rename, metadata): scan when no
+    /// other write is open.
+    Complete,
+    /// The watch may have lost events: scan.
+    Error,
+}
+
+impl Writes {
+    fn settled(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// Forgets every open write: after the longest wait, a file still open (or whose close was
+    /// never reported) is scanned as it is, and must not hold back later scans.
+    fn forget(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Records `event`; returns whether it wakes the scan loop.
+    fn record(&self, event: &notify::Result<notify::Event>) -> bool {
+        let meaning = classify(event);
+        if let Ok(event) = event {
+            let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            match meaning {
+                EventMeaning::Writing => open.extend(event.paths.iter().cloned()),
+                EventMeaning::Complete => event.paths.iter().for_each(|p| {
+                    open.remove(p);
+                }),
+                EventMeaning::Ignore | EventMeaning::Error => {}
+            }
+        }
+        meaning != EventMeaning::Ignore
+    }
+}
+
+/// What a watch event means for a scan: every change and every watch error (events may have been
+/// lost) wakes it, but not an `Access` other than a close after writing (open, read, close after
+/// reading): the scan's own reads would otherwise wake the next scan. A data change or a file's
+/// creation is a write in progress until its close-after-write.
+fn classify(event: &notify::Result<notify::Event>) -> EventMeaning {
+    use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RenameMode};
+    let Ok(event) = event else { return EventMeaning::Error };
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => EventMeaning::Complete,
+        EventKind::Access(_) => EventMeaning::Ignore,
+        EventKind::Create(CreateKind::File) | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
+            EventMeaning::Writing
+        }
+        EventKind::Modify(ModifyKind::Name(RenameMode::From | RenameMode::To | RenameMode::Both))
+        | EventKind::Create(_)
+        | EventKind::Modify(_)
+        | EventKind::Remove(_)
+        | EventKind::Any
+        | EventKind::Other => EventMeaning::Complete,
+    }
+}
+
 /// Shortest (doubled before the first retry) and longest wait between attempts to (re-)establish the directory watch.
 const WATCH_RETRY: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(5));
 
@@ -605,6 +693,8 @@ struct DirWatch {
     dir: PathBuf,
     source: String,
     tx: mpsc::Sender<()>,
+    /// The files being written, shared with the scan loop.
+    writes: Arc<Writes>,
     /// The watcher and the identity of the directory it was set on; `None` while not established.
     active: Option<(notify::RecommendedWatcher, Option<(u64, u64)>)>,
     /// Wait before the next attempt while not established.
@@ -614,11 +704,12 @@ struct DirWatch {
 }
 
 impl DirWatch {
-    fn new(dir: &Path, source: &str, tx: mpsc::Sender<()>) -> DirWatch {
+    fn new(dir: &Path, source: &str, tx: mpsc::Sender<()>, writes: Arc<Writes>) -> DirWatch {
         let mut watch = DirWatch {
             dir: dir.to_path_buf(),
             source: source.to_string(),
             tx,
+            writes,
             active: None,
             backoff: WATCH_RETRY.0,
             failing: false,
@@ -649,12 +740,12 @@ impl DirWatch {
     }
 
     fn establish(&self) -> notify::Result<notify::RecommendedWatcher> {
-        let (name, tx) = (self.source.clone(), self.tx.clone());
+        let (name, tx, writes) = (self.source.clone(), self.tx.clone(), self.writes.clone());
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if let Err(err) = &event {
                 tracing::warn!(source = %name, error = %err, "file watch error; re-scanning");
             }
-            if wakes_rescan(&event) {
+            if writes.record(&event) {
                 // Capacity 1: a pending wake-up already covers this event.
                 let _ = tx.try_send(());
             }
@@ -688,13 +779,6 @@ impl DirWatch {
 fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// Whether a watcher event starts a (debounced) re-scan: every change and every watch error (events
-/// may have been lost), but not an `Access` (open, read, close): a write also raises a `Modify`, and
-/// the scan's own reads would otherwise wake the next scan.
-fn wakes_rescan(event: &notify::Result<notify::Event>) -> bool {
-    !matches!(event, Ok(e) if matches!(e.kind, notify::EventKind::Access(_)))
 }
 
 /// Parses files' contents, in parallel when there are several.
@@ -850,33 +934,76 @@ impl ConfigStoreController for FileSource {
 
 #[cfg(test)]
 mod tests {
-    use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode};
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, DataChange, EventKind, MetadataKind, ModifyKind, RemoveKind,
+        RenameMode,
+    };
 
-    use super::wakes_rescan;
+    use super::{EventMeaning, Writes, classify};
 
     fn event(kind: EventKind) -> notify::Result<notify::Event> {
-        Ok(notify::Event::new(kind).add_path("/config/a.yaml".into()))
+        event_on(kind, "/config/a.yaml")
+    }
+
+    fn event_on(kind: EventKind, path: &str) -> notify::Result<notify::Event> {
+        Ok(notify::Event::new(kind).add_path(path.into()))
     }
 
     #[test]
-    fn changes_and_errors_wake_a_rescan_reads_do_not() {
-        for kind in [
-            EventKind::Create(CreateKind::File),
-            EventKind::Modify(ModifyKind::Any),
-            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
-            EventKind::Remove(RemoveKind::Folder),
-            EventKind::Any,
-            EventKind::Other,
-        ] {
-            assert!(wakes_rescan(&event(kind)), "{kind:?}");
+    fn events_are_writes_completions_or_nothing() {
+        let cases = [
+            (EventKind::Create(CreateKind::File), EventMeaning::Writing),
+            (EventKind::Modify(ModifyKind::Data(DataChange::Content)), EventMeaning::Writing),
+            (EventKind::Modify(ModifyKind::Any), EventMeaning::Writing),
+            (EventKind::Access(AccessKind::Close(AccessMode::Write)), EventMeaning::Complete),
+            (EventKind::Modify(ModifyKind::Name(RenameMode::Both)), EventMeaning::Complete),
+            (EventKind::Modify(ModifyKind::Name(RenameMode::To)), EventMeaning::Complete),
+            (EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any)), EventMeaning::Complete),
+            (EventKind::Create(CreateKind::Folder), EventMeaning::Complete),
+            (EventKind::Remove(RemoveKind::Folder), EventMeaning::Complete),
+            (EventKind::Any, EventMeaning::Complete),
+            (EventKind::Other, EventMeaning::Complete),
+            (EventKind::Access(AccessKind::Read), EventMeaning::Ignore),
+            (EventKind::Access(AccessKind::Open(AccessMode::Any)), EventMeaning::Ignore),
+            (EventKind::Access(AccessKind::Close(AccessMode::Read)), EventMeaning::Ignore),
+        ];
+        for (kind, meaning) in cases {
+            assert_eq!(classify(&event(kind)), meaning, "{kind:?}");
         }
-        for kind in [
-            EventKind::Access(AccessKind::Read),
-            EventKind::Access(AccessKind::Open(AccessMode::Any)),
-            EventKind::Access(AccessKind::Close(AccessMode::Write)),
-        ] {
-            assert!(!wakes_rescan(&event(kind)), "{kind:?}");
-        }
-        assert!(wakes_rescan(&Err(notify::Error::generic("inotify queue overflow"))));
+        assert_eq!(classify(&Err(notify::Error::generic("inotify queue overflow"))), EventMeaning::Error);
+    }
+
+    #[test]
+    fn a_file_is_written_until_closed_removed_or_renamed_away() {
+        let writes = Writes::default();
+        assert!(writes.settled());
+        // An atomic write: the temporary file is created, written, closed, renamed into place.
+        assert!(writes.record(&event_on(EventKind::Create(CreateKind::File), "/c/.a.tmp")));
+        assert!(writes.record(&event_on(EventKind::Modify(ModifyKind::Data(DataChange::Any)), "/c/.a.tmp")));
+        assert!(!writes.settled());
+        assert!(
+            writes.record(&event_on(EventKind::Access(AccessKind::Close(AccessMode::Write)), "/c/.a.tmp"))
+        );
+        assert!(writes.settled());
+        assert!(writes.record(&event_on(EventKind::Modify(ModifyKind::Name(RenameMode::Both)), "/c/a.yaml")));
+        assert!(writes.settled());
+
+        // Two files open: settled only when both are done (one closed, one removed).
+        writes.record(&event_on(EventKind::Modify(ModifyKind::Any), "/c/b.yaml"));
+        writes.record(&event_on(EventKind::Create(CreateKind::File), "/c/d.yaml"));
+        writes.record(&event_on(EventKind::Access(AccessKind::Close(AccessMode::Write)), "/c/b.yaml"));
+        assert!(!writes.settled());
+        // Reads change nothing and do not wake the scan loop.
+        assert!(
+            !writes.record(&event_on(EventKind::Access(AccessKind::Close(AccessMode::Read)), "/c/d.yaml"))
+        );
+        assert!(!writes.settled());
+        writes.record(&event_on(EventKind::Remove(RemoveKind::File), "/c/d.yaml"));
+        assert!(writes.settled());
+
+        // A write whose close never comes is forgotten after the longest wait.
+        writes.record(&event_on(EventKind::Modify(ModifyKind::Any), "/c/e.yaml"));
+        writes.forget();
+        assert!(writes.settled());
     }
 }

@@ -256,6 +256,58 @@ async fn the_watcher_turns_file_changes_into_events() {
     tokio::time::timeout(Duration::from_secs(5), run).await.expect("clean shutdown").unwrap();
 }
 
+/// A completed write is read at once, without waiting out the debounce (issue 22): with a debounce of
+/// an hour, an atomic rename, a plain write-and-close and a removal each still reach the handler. A
+/// file held open for writing is read only once closed (its objects arrive with the close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completed_writes_are_read_without_waiting_for_the_debounce() {
+    use std::io::{Seek, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let options = FileSourceOptions { debounce: Duration::from_secs(3600), rescan_interval: None, ..fast() };
+    let source = FileSource::new(&d, options).unwrap();
+    let rec = Recorder::new();
+    source.register_event_handler(Kind::VirtualService, rec.handler());
+    let (trigger, shutdown) = shutdown_channel();
+    let run = tokio::spawn(source.run(shutdown));
+    assert!(eventually(Duration::from_secs(5), || source.has_synced()).await);
+    let vs = |n: &str| key(Kind::VirtualService, "ns", n);
+    let next = async |expect: (Event, ConfigKey)| {
+        let seen = eventually(Duration::from_secs(20), || !rec.events.lock().unwrap().is_empty()).await;
+        assert!(seen, "no event for {expect:?} within 20 s: the scan waited for the debounce");
+        assert_eq!(rec.take_events(), vec![expect]);
+    };
+
+    write_atomic(&d.join("a.yaml"), vs_yaml("ns", "a", "a1").as_bytes());
+    next((Event::Add, vs("a"))).await;
+    std::fs::write(d.join("b.yaml"), vs_yaml("ns", "b", "b1")).unwrap();
+    next((Event::Add, vs("b"))).await;
+    std::fs::remove_file(d.join("a.yaml")).unwrap();
+    next((Event::Delete, vs("a"))).await;
+
+    // Held open across two writes of different content (the second overwrites the first in place):
+    // read only after the close, so one Add of the final content, never an Add of the first and an
+    // Update (the barrier file written next orders the events: one FIFO queue per source).
+    let first = vs_yaml("ns", "c", "c0");
+    let last = vs_yaml("ns", "c", "c1");
+    assert_eq!(first.len(), last.len());
+    let mut file = std::fs::File::create(d.join("c.yaml")).unwrap();
+    file.write_all(first.as_bytes()).unwrap();
+    file.sync_all().unwrap();
+    file.seek(std::io::SeekFrom::Start(0)).unwrap();
+    file.write_all(last.as_bytes()).unwrap();
+    drop(file);
+    write_atomic(&d.join("d.yaml"), vs_yaml("ns", "d", "d1").as_bytes());
+    let both = eventually(Duration::from_secs(20), || rec.events.lock().unwrap().len() >= 2).await;
+    assert!(both, "events so far {:?}", rec.events.lock().unwrap());
+    assert_eq!(rec.take_events(), vec![(Event::Add, vs("c")), (Event::Add, vs("d"))]);
+    let c = source.get(Kind::VirtualService, "ns", "c").unwrap();
+    assert!(format!("{:?}", c.spec).contains("c1"), "{:?}", c.spec);
+
+    trigger.trigger();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("clean shutdown").unwrap();
+}
+
 /// A Kubernetes ConfigMap mount: files are symlinks through `..data`, which is swapped atomically.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configmap_data_symlink_swaps_are_seen() {

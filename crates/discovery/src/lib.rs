@@ -10,6 +10,7 @@
 //!
 //! - [`options`]: `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` / `PILOT_ENABLE_EDS_DEBOUNCE`.
 //! - [`push`]: which xDS types a change regenerates (Istio's per-type `*NeedsPush` tables).
+//! - [`push_log`]: the last pushes (version, reasons, full or incremental, proxies, duration).
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
 //! - [`mesh`]: the mesh config file (`--mesh-config`).
@@ -28,6 +29,7 @@ pub mod mesh;
 pub mod metrics;
 pub mod options;
 pub mod push;
+pub mod push_log;
 pub mod secure;
 pub mod server;
 pub mod source;

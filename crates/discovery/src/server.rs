@@ -97,6 +97,8 @@ pub struct DiscoveryServer {
     /// Fetches the remote key sets (`jwksUri`) of RequestAuthentications; `None` when the server was
     /// made outside a tokio runtime (every remote key set is then unresolved: fail closed).
     jwks: Option<JwksResolver>,
+    /// The last pushes ([`crate::push_log`]).
+    push_log: crate::push_log::PushLog,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -142,6 +144,7 @@ impl DiscoveryServer {
                 None => GenerationCache::new(),
             }),
             jwks,
+            push_log: crate::push_log::PushLog::default(),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -255,6 +258,11 @@ impl DiscoveryServer {
         &self.mesh
     }
 
+    /// The most recent pushes (version, reasons, full or incremental, proxies, duration).
+    pub fn push_log(&self) -> &crate::push_log::PushLog {
+        &self.push_log
+    }
+
     /// How many merged pushes ran.
     pub fn push_count(&self) -> u64 {
         self.pushes.load(Ordering::Relaxed)
@@ -364,6 +372,7 @@ impl DiscoveryServer {
             |proxy| ProxyKind::of(proxy.node_type).is_some_and(|k| proxy_needs_push(&request, k)),
             request.clone(),
         );
+        self.push_log.record_push(ctx.version(), &request, !endpoints_only, sent, build_start);
         info!(
             version = ctx.version(),
             configs = request.configs_updated.len(),

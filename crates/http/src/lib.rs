@@ -5,6 +5,7 @@
 //!
 //! | path | body |
 //! |---|---|
+//! | `/` | the web status page ([`status_page`]): proxies and their sync state, recent pushes, config objects and their status, refreshed in place every second |
 //! | `/ready` | 200 once config and services are synced and the first push context is built, else 503 |
 //! | `/debug` | the list of debug endpoints |
 //! | `/debug/configz` | config in force (Istio's shape) |
@@ -18,6 +19,8 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod status_page;
 
 use std::sync::Arc;
 
@@ -52,6 +55,7 @@ pub struct DebugState {
 }
 
 const ENDPOINTS: &[&str] = &[
+    "/",
     "/ready",
     "/debug/configz",
     "/debug/syncz",
@@ -66,6 +70,7 @@ const ENDPOINTS: &[&str] = &[
 /// The `--http-addr` router: `/ready` and `/debug/*`.
 pub fn debug_router(state: DebugState) -> Router {
     Router::new()
+        .route("/", get(status_page::status_page))
         .route("/ready", get(ready))
         .route("/debug", get(|| async { Json(json!(ENDPOINTS)) }))
         .route("/debug/list", get(|| async { Json(json!(ENDPOINTS)) }))

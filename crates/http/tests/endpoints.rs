@@ -1,6 +1,7 @@
 //! The routers served on loopback, before the discovery server has synced: `/ready` answers 503,
 //! `/debug` lists the endpoints, `/debug/config_dump` without `proxyID` is a 400, `/debug/configstatusz`
-//! has its sections, and `/metrics` renders with Prometheus' content type.
+//! has its sections, the status page `/` (and its `?fragment=sections`) renders its empty sections, and
+//! `/metrics` renders with Prometheus' content type.
 
 use std::sync::Arc;
 
@@ -60,6 +61,19 @@ async fn debug_and_monitoring_endpoints_answer_before_the_first_push() {
     let status_json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status_json["startupWarnings"], serde_json::json!(["a warning"]));
     assert_eq!(status_json["fileSecrets"]["secrets"], serde_json::json!([]));
+
+    let (status, head, page) = get(debug, "/").await;
+    assert_eq!(status, 200);
+    assert!(head.contains("content-type: text/html; charset=utf-8"), "{head}");
+    assert!(page.contains("<section id=\"summary\" data-ready=\"false\">"), "{page}");
+    assert!(page.contains("<p class=\"empty\">No proxy is connected.</p>"), "{page}");
+    assert!(page.contains("<p class=\"empty\">No push yet.</p>"), "{page}");
+    assert!(page.contains("<li class=\"warning\">a warning</li>"), "{page}");
+    assert!(page.contains("fetch('/?fragment=sections'"), "{page}");
+    let (status, _, fragment) = get(debug, "/?fragment=sections").await;
+    assert_eq!(status, 200);
+    assert!(fragment.starts_with("<section id=\"summary\""), "{fragment}");
+    assert!(!fragment.contains("<script>") && !fragment.contains("<html"), "{fragment}");
 
     let monitoring = serve(monitoring_router(Arc::new(|| "pilot_xds 0\n".to_string()))).await;
     let (status, head, body) = get(monitoring, "/metrics").await;

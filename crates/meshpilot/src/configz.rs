@@ -18,7 +18,7 @@ Files that fail to parse or validate are reported on stderr with file:line, fiel
 objects are not loaded (on a later change, their last good objects stay in force). An object defined in \
 two files is taken from the first path in sort order, with a warning naming both. Directories are joined \
 in the order given: the first one wins for an object defined in several.\n\n\
-With --watch, the directories are then watched (100 ms debounce, Kubernetes ConfigMap `..data` swaps \
+With --watch, the directories are then watched (a scan once no file is being written, at most 100 ms after the first event; Kubernetes ConfigMap `..data` swaps \
 included) and each event is printed as one JSON line {event, kind, namespace, name, resourceVersion} until \
 interrupted.\n\n\
 Exit status: 0 when every file was read cleanly, 1 when any file was bad or a directory unreadable, 2 on \

@@ -20,7 +20,7 @@ use kube_source::testenv::TestEnv;
 use meshpilot_testing::{
     echo::{EchoOptions, EchoServer},
     http,
-    wait::{free_port, repo_root, wait_for},
+    wait::{free_port, free_port_block, repo_root, wait_for},
 };
 use rustls_pki_types::{CertificateDer, pem::PemObject};
 use security::{
@@ -158,16 +158,8 @@ impl Drop for Sidecar {
 /// A port base whose sidecar ports (`run-pilot-agent.sh`: BASE, BASE+20, BASE+21, BASE+90) are all
 /// free now: one free port alone may leave the others taken by another process.
 fn sidecar_port_base() -> u16 {
-    loop {
-        let base = free_port();
-        if base > u16::MAX - 100 {
-            continue;
-        }
-        let free = [0, 20, 21, 90].iter().all(|d| std::net::TcpListener::bind(("0.0.0.0", base + d)).is_ok());
-        if free {
-            return base;
-        }
-    }
+    // pilot-agent's sidecar binds BASE (Envoy admin), BASE+20/+21 (agent) and BASE+90 (health).
+    free_port_block(91)
 }
 
 fn script() -> PathBuf {

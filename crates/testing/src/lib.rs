@@ -21,7 +21,7 @@
 //! - [`jwt`]: [`jwt::TestKey`], an ES256 signing key generated at run time: its JWKS, signed tokens,
 //!   tampered tokens (for RequestAuthentication tests).
 //! - [`wait`]: [`wait_for`] and friends (poll until a condition holds, fail naming what was awaited),
-//!   [`free_port`], [`repo_root`], [`testdata`].
+//!   [`free_port`], [`free_port_block`], [`repo_root`], [`testdata`].
 //!
 //! Timeouts here are limits that keep a broken test from hanging, never assertions on how fast
 //! something happened.
@@ -44,4 +44,4 @@ pub use envoy::{AdsApi, Bootstrap, Envoy, envoy_binary, percent_decode};
 pub use error::HarnessError;
 pub use http::{Response, exchange, exchange_method, get, http_get, request, request_method};
 pub use plane::{Plane, PlaneOptions};
-pub use wait::{free_port, repo_root, testdata, wait_for, wait_until};
+pub use wait::{free_port, free_port_block, repo_root, testdata, wait_for, wait_until};

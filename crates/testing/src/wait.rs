@@ -73,15 +73,89 @@ pub fn wait_for_blocking<T>(
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+/// A free TCP port for a test to bind later (on 127.0.0.1 or on all addresses, as Envoy's gateway
+/// listeners do).
+///
+/// Picked **below the kernel's ephemeral range** (`/proc/sys/net/ipv4/ip_local_port_range`, e.g.
+/// 32768–60999): a port handed out here can then never be taken by another socket that binds port 0
+/// (echo servers, Envoy admin ports, outgoing connections) between the pick and the test's own bind —
+/// the race that made a gateway test fail with "cannot bind: Address already in use". Ports are handed
+/// out in turn within the process (starting at an offset from the process id, so test binaries run at
+/// the same time rarely meet), each checked free on all addresses, and never inside a block of
+/// [`free_port_block`]. Falls back to a kernel-chosen port when the range cannot be read or leaves no
+/// room.
 ///
 /// # Panics
 /// If no port can be bound on loopback.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    if let Some(range) = PortRange::read() {
+        let span = range.blocks_low - range.low;
+        let offset = std::process::id().wrapping_mul(7919) % span;
+        for _ in 0..span {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = (range.low + (offset + n) % span) as u16;
+            if bindable(port) {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind 127.0.0.1:0")
+}
+
+/// The first of `len` consecutive free ports (`len` ≤ [`BLOCK`]), for a peer that derives its ports
+/// from a base (pilot-agent's sidecar takes BASE, BASE+20, BASE+21 and BASE+90). Blocks come from
+/// their own part of the range below the ephemeral ports, handed out in turn within the process, so
+/// no [`free_port`] call and no other block falls inside one; every port of the block is checked free.
+///
+/// # Panics
+/// If `len` exceeds [`BLOCK`], or no free block is found.
+pub fn free_port_block(len: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    assert!(u32::from(len) <= BLOCK, "free_port_block: {len} ports asked, at most {BLOCK}");
+    let range =
+        PortRange::read().expect("free_port_block: /proc/sys/net/ipv4/ip_local_port_range is unreadable");
+    let blocks = (range.high - range.blocks_low) / BLOCK;
+    let offset = std::process::id().wrapping_mul(31) % blocks;
+    for _ in 0..blocks {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = range.blocks_low + ((offset + n) % blocks) * BLOCK;
+        if (base..base + u32::from(len)).all(|p| bindable(p as u16)) {
+            return base as u16;
+        }
+    }
+    panic!("free_port_block: no block of {len} free ports below the ephemeral range");
+}
+
+/// The size of a [`free_port_block`] block (100 ports).
+pub const BLOCK: u32 = 100;
+
+fn bindable(port: u16) -> bool {
+    std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+/// The test ports: `[low, blocks_low)` for single ports, `[blocks_low, high)` for blocks; `high` is
+/// the start of the ephemeral range. Up to 12,000 ports, never below 16,000 (clear of the well-known
+/// and registered service ports tests meet, such as Istio's 15000s and etcd's 2379); the top 2,000 are
+/// blocks.
+struct PortRange {
+    low: u32,
+    blocks_low: u32,
+    high: u32,
+}
+
+impl PortRange {
+    fn read() -> Option<PortRange> {
+        let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+        let high: u32 = text.split_whitespace().next()?.parse().ok()?;
+        let low = high.saturating_sub(12_000).max(16_000);
+        (high > low + 4_000).then_some(PortRange { low, blocks_low: high - 2_000, high })
+    }
 }
 
 /// The repository root (two levels above this crate).

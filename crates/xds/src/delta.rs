@@ -18,8 +18,8 @@
 //! are not re-sent.
 //!
 //! **What to send** for a generated set: resources whose version differs from what the client will
-//! hold once in-flight responses are applied (all of them when forced, see
-//! [`Trigger::Dependency`](crate::Trigger::Dependency)), and as removals the names the client holds
+//! hold once in-flight responses are applied (plus the forced ones, see
+//! [`Trigger::Dependency`](crate::Trigger::Dependency) and [`DeltaSession::plan_forcing`]), and as removals the names the client holds
 //! that the complete set no longer contains.
 //!
 //! ```text
@@ -257,6 +257,23 @@ impl DeltaSession {
         force: bool,
         report_missing: bool,
     ) -> Plan {
+        self.plan_forcing(type_url, watch, full, generated, |_| force, report_missing)
+    }
+
+    /// As [`DeltaSession::plan`], sending the resources `force` names even if the client holds their
+    /// version (and, like every resource, unless it rejected that version). The EDS that follows a CDS
+    /// update forces exactly the assignments of the clusters that update added or changed: Envoy keeps
+    /// a changed cluster warming until its ClusterLoadAssignment arrives again, while re-sending the
+    /// unchanged assignments of unchanged clusters would only cost bytes.
+    pub fn plan_forcing(
+        &self,
+        type_url: &str,
+        watch: &Watch,
+        full: bool,
+        generated: Generated,
+        force: impl Fn(&str) -> bool,
+        report_missing: bool,
+    ) -> Plan {
         let empty = DeltaType::new();
         let t = self.types.get(type_url).unwrap_or(&empty);
         let projected = t.projected();
@@ -287,7 +304,7 @@ impl DeltaSession {
             .into_iter()
             .filter(|r| {
                 !t.is_rejected(&r.name, &r.version)
-                    && (force || projected.get(r.name.as_str()) != Some(&r.version.as_str()))
+                    && (force(&r.name) || projected.get(r.name.as_str()) != Some(&r.version.as_str()))
             })
             .collect();
         Plan { resources, removed: removed.into_iter().collect() }
@@ -715,6 +732,21 @@ mod tests {
         );
         let p = d.plan(ENDPOINT, &w, true, Generated::full("1", vec![res("a", "1")]), true, false);
         assert_eq!(names_of(&p), vec![("a", "1")]);
+    }
+
+    #[test]
+    fn forcing_names_resends_only_those_and_what_changed() {
+        // EDS after a CDS update that changed cluster "b": "b" goes again though unchanged, "c"
+        // because it changed, "a" (unchanged cluster, unchanged assignment) not at all.
+        let mut d = DeltaSession::new();
+        d.on_request(
+            &Req::new(ENDPOINT).sub(&["a", "b", "c"]).initial(&[("a", "1"), ("b", "1"), ("c", "1")]).view(),
+        );
+        let w = Watch::names(["a", "b", "c"]);
+        let g = Generated::full("2", vec![res("a", "1"), res("b", "1"), res("c", "2")]);
+        let p = d.plan_forcing(ENDPOINT, &w, true, g, |n| n == "b", false);
+        assert_eq!(names_of(&p), vec![("b", "1"), ("c", "2")]);
+        assert!(p.removed.is_empty());
     }
 
     #[test]

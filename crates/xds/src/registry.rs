@@ -53,6 +53,8 @@ pub struct TypeStatus {
     pub resources_sent: u64,
     /// Resources in the latest response.
     pub last_resources: usize,
+    /// Bytes of resources sent (encoded messages, without framing), summed over all responses.
+    pub bytes_sent: u64,
     /// NACKs received.
     pub rejects: u64,
 }
@@ -71,6 +73,7 @@ impl Default for TypeStatus {
             responses: 0,
             resources_sent: 0,
             last_resources: 0,
+            bytes_sent: 0,
             rejects: 0,
         }
     }

@@ -425,6 +425,10 @@ enum Event<T> {
 pub(crate) struct Sent {
     pub(crate) nonce: String,
     pub(crate) resources: usize,
+    /// CDS only: the EDS service names of the clusters the EDS that follows must cover (Delta: of
+    /// every cluster sent, i.e. added or changed; SotW: of the clusters the client does not watch
+    /// endpoints for yet, i.e. new ones).
+    pub(crate) eds_names: std::collections::BTreeSet<String>,
 }
 
 /// One stream's task.
@@ -505,15 +509,18 @@ impl<S: ResourceSource> Connection<S> {
             return Ok(());
         }
         let mut sent_nonces = Vec::new();
-        let mut clusters_sent = false;
+        let mut clusters_sent = None;
         for type_url in wire.watched_types() {
-            let trigger = if type_url == ENDPOINT && clusters_sent {
-                Trigger::Dependency
-            } else {
-                Trigger::Push(&pending.event)
+            let sent = match &clusters_sent {
+                Some(eds_names) if type_url == ENDPOINT => {
+                    wire.send_dependency(self, eds_names, Some(&pending.event)).await?
+                }
+                _ => wire.send_current(self, &type_url, Trigger::Push(&pending.event)).await?,
             };
-            if let Some(sent) = wire.send_current(self, &type_url, trigger).await? {
-                clusters_sent |= type_url == CLUSTER && sent.resources > 0;
+            if let Some(sent) = sent {
+                if type_url == CLUSTER && sent.resources > 0 {
+                    clusters_sent = Some(sent.eds_names);
+                }
                 sent_nonces.push((type_url, sent.nonce));
             }
         }
@@ -564,9 +571,10 @@ impl<S: ResourceSource> Connection<S> {
         }
     }
 
-    pub(crate) fn count_sent(&self, type_url: &str, count: usize) {
+    pub(crate) fn count_sent(&self, type_url: &str, count: usize, bytes: usize) {
         self.entry().update_type(type_url, |s| {
             s.responses += 1;
+            s.bytes_sent += bytes as u64;
             s.resources_sent += count as u64;
             s.last_resources = count;
             s.last_send_time = Some(SystemTime::now());

@@ -117,6 +117,10 @@ pub struct SentResponse {
     pub content: u64,
     /// How many resources it carried.
     pub resources: usize,
+    /// Names it carried beyond the client's watch: the assignments of new clusters, sent with the EDS
+    /// that follows a CDS update. When the client's ACK of this response adds them to its watch they
+    /// are not answered again (one EDS response per CDS change).
+    pub unsolicited: BTreeSet<String>,
 }
 
 /// One type's state on a SotW stream.
@@ -201,10 +205,14 @@ impl SotwSession {
         if previous == watch {
             return Outcome { verdict, respond: None };
         }
+        // Names the ACKed response already carried need no answer.
+        let already: BTreeSet<String> =
+            t.sent.as_mut().map(|s| std::mem::take(&mut s.unsolicited)).unwrap_or_default();
         let respond = if type_url::sotw_requires_full_state(type_url) {
             Some(Respond { watch, full: true })
         } else {
-            let added: BTreeSet<String> = watch.names.difference(&previous.names).cloned().collect();
+            let added: BTreeSet<String> =
+                watch.names.difference(&previous.names).filter(|n| !already.contains(*n)).cloned().collect();
             (!added.is_empty())
                 .then_some(Respond { watch: Watch { wildcard: false, names: added }, full: false })
         };
@@ -286,7 +294,13 @@ mod tests {
     }
 
     fn sent(nonce: &str, version: &str, content: u64) -> SentResponse {
-        SentResponse { nonce: nonce.into(), version: version.into(), content, resources: 1 }
+        SentResponse {
+            nonce: nonce.into(),
+            version: version.into(),
+            content,
+            resources: 1,
+            unsolicited: BTreeSet::new(),
+        }
     }
 
     #[test]
@@ -439,5 +453,31 @@ mod tests {
         let o = s.on_request(&SotwRequest { error: Some("x"), ..req(CLUSTER, "", "9", &none) });
         assert!(matches!(o.verdict, Verdict::Nack { current: false, .. }));
         assert!(s.get(CLUSTER).is_none());
+    }
+
+    #[test]
+    fn names_already_sent_unsolicited_are_not_answered_again() {
+        // EDS after CDS carried the new cluster "c" before Envoy asked; Envoy's request naming it
+        // (with the previous nonce) is stale, its ACK of that response adds "c" without an answer.
+        let mut s = SotwSession::new();
+        let ab = names(&["a", "b"]);
+        s.on_request(&req(ENDPOINT, "", "", &ab));
+        s.on_sent(ENDPOINT, sent("1", "v1", 10));
+        s.on_request(&req(ENDPOINT, "v1", "1", &ab));
+        let mut dep = sent("2", "v2", 11);
+        dep.unsolicited = ["c".to_owned()].into();
+        s.on_sent(ENDPOINT, dep);
+        let abc = names(&["a", "b", "c"]);
+        let o = s.on_request(&req(ENDPOINT, "v1", "1", &abc));
+        assert_eq!(o.verdict, Verdict::Stale { nonce: "1".into() });
+        let o = s.on_request(&req(ENDPOINT, "v2", "2", &abc));
+        assert!(matches!(o.verdict, Verdict::Ack { .. }));
+        assert_eq!(o.respond, None, "c was in the ACKed response");
+        assert_eq!(s.get(ENDPOINT).unwrap().watch, Watch::names(["a", "b", "c"]));
+        // A name it did not carry is answered.
+        s.on_sent(ENDPOINT, sent("3", "v3", 12));
+        let abcd = names(&["a", "b", "c", "d"]);
+        let o = s.on_request(&req(ENDPOINT, "v3", "3", &abcd));
+        assert_eq!(o.respond, Some(Respond { watch: Watch::names(["d"]), full: false }));
     }
 }

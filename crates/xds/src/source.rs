@@ -165,7 +165,10 @@ pub enum Trigger<'a, P> {
     Push(&'a P),
     /// A type this one depends on was just sent: endpoints after clusters (Envoy warms a changed
     /// cluster until its ClusterLoadAssignment arrives, and a Delta client does not ask again).
-    /// Return the current resources; Delta sends them even if the client already has those versions.
+    /// Return the current resources for the watch, which for SotW also names the new clusters'
+    /// assignments (sent before Envoy asks for them: one EDS response per CDS change). Delta re-sends
+    /// those of the clusters just added or changed even if the client holds their versions, and of
+    /// the others only what changed.
     Dependency,
 }
 

@@ -5,7 +5,7 @@
 //! request was (ACK, NACK, stale nonce), convergence, answering, EDS after CDS — is written once in
 //! [`Connection::on_request`].
 
-use std::time::Instant;
+use std::{collections::BTreeSet, time::Instant};
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
@@ -21,7 +21,7 @@ use crate::{
     registry::Entry,
     server::{Connection, End, Sent, content_hash, next_nonce, send, trigger_label},
     sotw::{self, SentResponse, SotwSession},
-    source::{Generated, Protocol, ResourceSource, Trigger, Watch},
+    source::{Generated, Protocol, Resource, ResourceSource, Trigger, Watch},
     type_url::{self, CLUSTER, ENDPOINT, short_name},
 };
 
@@ -77,14 +77,45 @@ pub(crate) trait Wire<S: ResourceSource>: Send {
         due: Self::Due,
     ) -> Result<Option<Sent>, End>;
 
-    /// Generates and sends `type_url` for the type's current subscription (a push, or EDS as the
-    /// dependency of CDS); `None` when nothing was sent.
+    /// Generates and sends `type_url` for the type's current subscription (a push); `None` when
+    /// nothing was sent.
     async fn send_current(
         &mut self,
         conn: &mut Connection<S>,
         type_url: &str,
         trigger: Trigger<'_, S::Push>,
     ) -> Result<Option<Sent>, End>;
+
+    /// EDS right after a CDS response that carried clusters ([`Sent::eds_names`]), as its
+    /// dependency, in one response: SotW sends the watched assignments plus those of the new
+    /// clusters (before Envoy asks for them); Delta sends the assignments of the added or changed
+    /// clusters the client subscribes to (even unchanged ones: a changed cluster warms until they
+    /// arrive) plus whatever else changed, or, with no such cluster, what `push` changes.
+    async fn send_dependency(
+        &mut self,
+        conn: &mut Connection<S>,
+        eds_names: &BTreeSet<String>,
+        push: Option<&S::Push>,
+    ) -> Result<Option<Sent>, End>;
+}
+
+/// The EDS service names of the EDS clusters among CDS `resources` (`eds_cluster_config.service_name`,
+/// else the cluster name); resources that do not decode as clusters are skipped.
+pub(crate) fn eds_service_names<'a>(resources: impl IntoIterator<Item = &'a Resource>) -> BTreeSet<String> {
+    use envoy_types::pb::envoy::config::cluster::v3::{
+        Cluster,
+        cluster::{ClusterDiscoveryType, DiscoveryType},
+    };
+    use prost::Message;
+    resources
+        .into_iter()
+        .filter_map(|r| Cluster::decode(r.body.value.as_slice()).ok())
+        .filter(|c| c.cluster_discovery_type == Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)))
+        .map(|c| match c.eds_cluster_config {
+            Some(e) if !e.service_name.is_empty() => e.service_name,
+            _ => c.name,
+        })
+        .collect()
 }
 
 impl<S: ResourceSource> Connection<S> {
@@ -121,8 +152,8 @@ impl<S: ResourceSource> Connection<S> {
         wire.mirror_type(self.entry(), type_url);
         let Some(due) = respond else { return Ok(()) };
         let sent = wire.answer(self, type_url, due).await?;
-        if type_url == CLUSTER && sent.is_some_and(|s| s.resources > 0) {
-            wire.send_current(self, ENDPOINT, Trigger::Dependency).await?;
+        if let Some(sent) = sent.filter(|s| type_url == CLUSTER && s.resources > 0) {
+            wire.send_dependency(self, &sent.eds_names, None).await?;
         }
         Ok(())
     }
@@ -166,7 +197,7 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
         type_url: &str,
         watch: Watch,
     ) -> Result<Option<Sent>, End> {
-        self.send(conn, type_url, &watch, Trigger::Request).await
+        self.send(conn, type_url, &watch, Trigger::Request, BTreeSet::new()).await
     }
 
     async fn send_current(
@@ -176,7 +207,19 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
         trigger: Trigger<'_, S::Push>,
     ) -> Result<Option<Sent>, End> {
         let Some(watch) = self.session.get(type_url).map(|t| t.watch.clone()) else { return Ok(None) };
-        self.send(conn, type_url, &watch, trigger).await
+        self.send(conn, type_url, &watch, trigger, BTreeSet::new()).await
+    }
+
+    async fn send_dependency(
+        &mut self,
+        conn: &mut Connection<S>,
+        eds_names: &BTreeSet<String>,
+        _push: Option<&S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(mut watch) = self.session.get(ENDPOINT).map(|t| t.watch.clone()) else { return Ok(None) };
+        let unsolicited: BTreeSet<String> = eds_names.iter().filter(|n| !watch.covers(n)).cloned().collect();
+        watch.names.extend(unsolicited.iter().cloned());
+        self.send(conn, ENDPOINT, &watch, Trigger::Dependency, unsolicited).await
     }
 }
 
@@ -188,6 +231,7 @@ impl SotwWire {
         type_url: &str,
         watch: &Watch,
         trigger: Trigger<'_, S::Push>,
+        unsolicited: BTreeSet<String>,
     ) -> Result<Option<Sent>, End> {
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
@@ -237,6 +281,16 @@ impl SotwWire {
         let nonce = next_nonce();
         let count = generated.resources.len();
         let bytes: usize = generated.resources.iter().map(|r| r.body.value.len()).sum();
+        // The new clusters: those whose endpoints the client does not watch yet.
+        let eds_names = match self.session.get(ENDPOINT) {
+            Some(eds) if type_url == CLUSTER => {
+                eds_service_names(generated.resources.iter().filter(|r| !eds.watch.covers(&r.name)))
+                    .into_iter()
+                    .filter(|n| !eds.watch.covers(n))
+                    .collect()
+            }
+            _ => BTreeSet::new(),
+        };
         let version = generated.version;
         let response = DiscoveryResponse {
             version_info: version.clone(),
@@ -248,17 +302,23 @@ impl SotwWire {
         send(&self.tx, response, type_url).await?;
         self.session.on_sent(
             type_url,
-            SentResponse { nonce: nonce.clone(), version: version.clone(), content, resources: count },
+            SentResponse {
+                nonce: nonce.clone(),
+                version: version.clone(),
+                content,
+                resources: count,
+                unsolicited,
+            },
         );
         metrics::record_push(type_url, t0.elapsed(), bytes);
         self.mirror(conn.entry(), type_url);
-        conn.count_sent(type_url, count);
+        conn.count_sent(type_url, count, bytes);
         info!(
             connection = %conn.id(), %nonce, %version,
             "{}: PUSH{} resources:{count} size:{bytes}B",
             short_name(type_url), trigger_label(&trigger)
         );
-        Ok(Some(Sent { nonce, resources: count }))
+        Ok(Some(Sent { nonce, resources: count, eds_names }))
     }
 
     /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
@@ -286,6 +346,13 @@ pub(crate) struct DeltaDue {
     watch: Watch,
     full: bool,
     always: bool,
+}
+
+impl DeltaDue {
+    /// The whole subscription `watch`, sent only if something changed (a push).
+    fn current(watch: Watch) -> Self {
+        DeltaDue { watch, full: true, always: false }
+    }
 }
 
 /// Incremental (delta) half of a stream.
@@ -337,7 +404,7 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         type_url: &str,
         due: DeltaDue,
     ) -> Result<Option<Sent>, End> {
-        self.send(conn, type_url, &due.watch, due.full, Trigger::Request, due.always).await
+        self.send(conn, type_url, &due, Trigger::Request, &BTreeSet::new()).await
     }
 
     async fn send_current(
@@ -347,26 +414,48 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         trigger: Trigger<'_, S::Push>,
     ) -> Result<Option<Sent>, End> {
         let Some(watch) = self.session.get(type_url).map(|t| t.subscription.clone()) else { return Ok(None) };
-        self.send(conn, type_url, &watch, true, trigger, false).await
+        self.send(conn, type_url, &DeltaDue::current(watch), trigger, &BTreeSet::new()).await
+    }
+
+    async fn send_dependency(
+        &mut self,
+        conn: &mut Connection<S>,
+        eds_names: &BTreeSet<String>,
+        push: Option<&S::Push>,
+    ) -> Result<Option<Sent>, End> {
+        let Some(due) = self.session.get(ENDPOINT).map(|t| DeltaDue::current(t.subscription.clone())) else {
+            return Ok(None);
+        };
+        let watch = &due.watch;
+        // New clusters' assignments are not subscribed yet: Envoy asks for them, and is answered.
+        let force: BTreeSet<String> = eds_names.iter().filter(|n| watch.covers(n)).cloned().collect();
+        if force.is_empty() {
+            return match push {
+                Some(p) => self.send(conn, ENDPOINT, &due, Trigger::Push(p), &force).await,
+                None => Ok(None),
+            };
+        }
+        self.send(conn, ENDPOINT, &due, Trigger::Dependency, &force).await
     }
 }
 
 impl DeltaWire {
-    /// Generates `type_url` for `watch` and sends what changed for the client (`full`: `watch` is the
-    /// whole subscription, so resources missing from the result are removed); `always` sends even an
-    /// empty response (the answer to an initial request).
+    /// Generates `type_url` for `due.watch` and sends what changed for the client (`due.full`: the
+    /// watch is the whole subscription, so resources missing from the result are removed; `due.always`
+    /// sends even an empty response, the answer to an initial request), plus the `force`d names even
+    /// if the client holds their versions.
     async fn send<S: ResourceSource>(
         &mut self,
         conn: &mut Connection<S>,
         type_url: &str,
-        watch: &Watch,
-        full: bool,
+        due: &DeltaDue,
         trigger: Trigger<'_, S::Push>,
-        always: bool,
+        force: &BTreeSet<String>,
     ) -> Result<Option<Sent>, End> {
+        let DeltaDue { watch, full, always } = due;
+        let (watch, full, always) = (watch, *full, *always);
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
-        let force = matches!(trigger, Trigger::Dependency);
         let generated = match conn.generate(Protocol::Delta, type_url, watch, trigger) {
             Some(g) => g,
             // Nothing from the source changes nothing for the client.
@@ -375,7 +464,14 @@ impl DeltaWire {
         };
         let version = generated.version.clone();
         let report_missing = is_request && type_url::delta_reports_missing(type_url);
-        let plan = self.session.plan(type_url, watch, full, generated, force, report_missing);
+        let plan = self.session.plan_forcing(
+            type_url,
+            watch,
+            full,
+            generated,
+            |n| force.contains(n),
+            report_missing,
+        );
         if plan.is_empty() && !always {
             debug!(connection = %conn.id(), "{}: nothing changed for this proxy", short_name(type_url));
             return Ok(None);
@@ -383,6 +479,8 @@ impl DeltaWire {
         let nonce = next_nonce();
         let count = plan.resources.len();
         let bytes: usize = plan.resources.iter().map(|r| r.body.value.len()).sum();
+        let eds_names =
+            if type_url == CLUSTER { eds_service_names(&plan.resources) } else { BTreeSet::new() };
         let response = DeltaDiscoveryResponse {
             system_version_info: version.clone(),
             resources: plan
@@ -404,13 +502,13 @@ impl DeltaWire {
         self.session.on_sent(type_url, &nonce, &version, &plan);
         metrics::record_push(type_url, t0.elapsed(), bytes);
         self.mirror(conn.entry(), type_url);
-        conn.count_sent(type_url, count);
+        conn.count_sent(type_url, count, bytes);
         info!(
             connection = %conn.id(), %nonce, %version,
             "{}: PUSH{} resources:{count} removed:{} size:{bytes}B",
             short_name(type_url), trigger_label(&trigger), plan.removed.len()
         );
-        Ok(Some(Sent { nonce, resources: count }))
+        Ok(Some(Sent { nonce, resources: count, eds_names }))
     }
 
     /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
@@ -429,5 +527,43 @@ impl DeltaWire {
             }
             s.last_error = t.last_error.as_ref().map(|e| e.message.clone());
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::cluster::v3::{
+        Cluster,
+        cluster::{ClusterDiscoveryType, DiscoveryType, EdsClusterConfig},
+    };
+
+    fn cluster(name: &str, kind: DiscoveryType, service_name: &str) -> Resource {
+        Resource::new(
+            name,
+            &Cluster {
+                name: name.into(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(kind as i32)),
+                eds_cluster_config: Some(EdsClusterConfig {
+                    service_name: service_name.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn eds_names_are_those_of_eds_clusters() {
+        let rs = [
+            cluster("outbound|80||a", DiscoveryType::Eds, ""),
+            cluster("outbound|80||b", DiscoveryType::Eds, "b-eds"),
+            cluster("PassthroughCluster", DiscoveryType::OriginalDst, ""),
+            cluster("inbound|8080||", DiscoveryType::Static, ""),
+        ];
+        assert_eq!(
+            eds_service_names(&rs),
+            ["outbound|80||a".to_owned(), "b-eds".to_owned()].into_iter().collect::<BTreeSet<_>>()
+        );
     }
 }
