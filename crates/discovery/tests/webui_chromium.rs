@@ -22,11 +22,13 @@ use std::{
     time::Duration,
 };
 
+mod support;
+
 use fantoccini::{Client, ClientBuilder};
 use meshpilot_testing::{AdsApi, Envoy, Plane, free_port, get, wait_for};
 use serde_json::{Value, json};
 
-const NS: &str = "default";
+use support::NS;
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// Chromium and chromedriver, when both are installed.
@@ -146,14 +148,7 @@ async fn wait_js(client: &Client, what: &str, script: &str) -> Value {
 /// ServiceEntry + WorkloadEntry `echo`, and a VirtualService `echo` whose route sets request header
 /// `x-debug` to `header_value`.
 fn write_config(dir: &Path, header_value: &str) {
-    let port = free_port();
-    let registry = format!(
-        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
-         spec:\n  hosts: [echo.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
-         - {{number: {port}, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: echo}}\n\
-         ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
-         spec:\n  address: 127.0.0.1\n  ports: {{http: 9}}\n  labels: {{app: echo}}\n"
-    );
+    let registry = support::echo_registry(free_port(), 9);
     std::fs::write(dir.join("echo-registry.yaml"), registry).unwrap();
     write_vs(dir, header_value);
 }

@@ -53,6 +53,18 @@ pub fn copy_samples(dir: &Path, files: &[&str], namespace: &str) {
     }
 }
 
+/// A ServiceEntry `echo.<NS>.svc.cluster.local` on `port` (HTTP, STATIC) and one WorkloadEntry
+/// `127.0.0.1:upstream_port` for it, as one YAML file's text.
+pub fn echo_registry(port: u16, upstream_port: u16) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
+         spec:\n  hosts: [echo.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
+         - {{number: {port}, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: echo}}\n\
+         ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
+         spec:\n  address: 127.0.0.1\n  ports: {{http: {upstream_port}}}\n  labels: {{app: echo}}\n"
+    )
+}
+
 /// A ServiceEntry `echo.<NS>.svc.cluster.local:port` with one WorkloadEntry at `upstream`, the
 /// VirtualService `vs_spec` (the YAML under `spec:`, indented two spaces) for host `echo`, a plane
 /// and a sidecar Envoy. Returns the listener address; the caller waits for the route's effect.
@@ -61,15 +73,7 @@ pub async fn setup_echo(
     vs_spec: &str,
 ) -> (tempfile::TempDir, Plane, Envoy, SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let registry = format!(
-        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
-         spec:\n  hosts: [echo.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  ports:\n  \
-         - {{number: {port}, name: http, protocol: HTTP}}\n  resolution: STATIC\n  workloadSelector:\n    labels: {{app: echo}}\n\
-         ---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo, namespace: {NS}}}\n\
-         spec:\n  address: 127.0.0.1\n  ports: {{http: {}}}\n  labels: {{app: echo}}\n",
-        upstream.port()
-    );
+    let registry = echo_registry(free_port(), upstream.port());
     std::fs::write(dir.path().join("echo-registry.yaml"), registry).unwrap();
     let vs = format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: {NS}}}\nspec:\n{vs_spec}"
