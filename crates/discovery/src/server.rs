@@ -42,6 +42,7 @@ use crate::{
     debounce::{Debouncer, Decision},
     jwks::{JwksOptions, JwksResolver},
     metrics as m,
+    objects::Tracking,
     options::DebounceOptions,
 };
 
@@ -97,6 +98,9 @@ pub struct DiscoveryServer {
     /// Fetches the remote key sets (`jwksUri`) of RequestAuthentications; `None` when the server was
     /// made outside a tokio runtime (every remote key set is then unresolved: fail closed).
     jwks: Option<JwksResolver>,
+    /// Per object the first push holding its version, per proxy the newest push generated
+    /// ([`crate::objects`]).
+    tracking: Arc<Tracking>,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -142,6 +146,7 @@ impl DiscoveryServer {
                 None => GenerationCache::new(),
             }),
             jwks,
+            tracking: Arc::new(Tracking::new()),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -223,8 +228,9 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
-        let source =
-            Arc::new(NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone()));
+        let source = NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone())
+            .with_tracking(self.tracking.clone());
+        let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
     }
 
@@ -233,6 +239,11 @@ impl DiscoveryServer {
     /// ([`GenerationCache::generation_findings`]).
     pub fn generation_cache(&self) -> &Arc<GenerationCache> {
         &self.cache
+    }
+
+    /// What the object status reads ([`crate::objects`]).
+    pub fn tracking(&self) -> &Arc<Tracking> {
+        &self.tracking
     }
 
     /// The engine's connections.
@@ -340,6 +351,8 @@ impl DiscoveryServer {
                 Some(prev) if endpoints_only => prev.with_endpoints(discovery, &changed, version),
                 _ => {
                     let store: &dyn ConfigStore = this.store.as_ref();
+                    // Before the build: an object changing meanwhile is credited to the next push.
+                    this.tracking.record_push(store, &version);
                     PushContext::new(store, discovery, this.mesh.clone(), version)
                 }
             }
@@ -364,6 +377,9 @@ impl DiscoveryServer {
             |proxy| ProxyKind::of(proxy.node_type).is_some_and(|k| proxy_needs_push(&request, k)),
             request.clone(),
         );
+        let connected: std::collections::HashSet<String> =
+            self.connections.snapshot().into_iter().map(|c| c.proxy.node_id.clone()).collect();
+        self.tracking.retain_proxies(|id| connected.contains(id));
         info!(
             version = ctx.version(),
             configs = request.configs_updated.len(),

@@ -13,6 +13,7 @@
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointz` | endpoints per service and shard |
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
+//! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
 //! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
 #![forbid(unsafe_code)]
@@ -57,6 +58,7 @@ const ENDPOINTS: &[&str] = &[
     "/debug/endpointz",
     "/debug/config_dump?proxyID=",
     "/debug/configstatusz",
+    "/debug/objectz?kind=&namespace=&name=",
 ];
 
 /// The `--http-addr` router: `/ready` and `/debug/*`.
@@ -72,6 +74,7 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/configstatusz", get(configstatusz))
+        .route("/debug/objectz", get(objectz))
         .with_state(state)
 }
 
@@ -191,4 +194,46 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
         "startupWarnings": *s.startup_warnings,
         "fileSecrets": s.secrets.status_json(),
     }))
+}
+
+#[derive(Deserialize)]
+struct ObjectzQuery {
+    kind: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+/// `/debug/objectz`: see the module table. `kind` is an Istio kind or its plural, any case;
+/// `namespace` defaults to `default` for one object.
+async fn objectz(State(s): State<DebugState>, Query(q): Query<ObjectzQuery>) -> Response {
+    let kind =
+        match q.kind.as_deref().filter(|k| !k.is_empty()) {
+            None => None,
+            Some(word) => match api::Kind::ALL.iter().copied().find(|k| {
+                k.as_str().eq_ignore_ascii_case(word) || k.schema().plural.eq_ignore_ascii_case(word)
+            }) {
+                Some(k) => Some(k),
+                None => {
+                    return (StatusCode::BAD_REQUEST, format!("unknown kind {word:?}: use an Istio kind\n"))
+                        .into_response();
+                }
+            },
+        };
+    let namespace = q.namespace.filter(|n| !n.is_empty());
+    let Some(name) = q.name.filter(|n| !n.is_empty()) else {
+        let list: Vec<_> = discovery::objects::object_statuses(&s.server, &s.files)
+            .into_iter()
+            .filter(|o| kind.is_none_or(|k| o.kind == k.as_str()))
+            .filter(|o| namespace.as_ref().is_none_or(|n| &o.namespace == n))
+            .collect();
+        return Json(json!(list)).into_response();
+    };
+    let Some(kind) = kind else {
+        return (StatusCode::BAD_REQUEST, "name given without kind\n").into_response();
+    };
+    let key = model::ConfigKey { kind, namespace: namespace.unwrap_or_else(|| "default".into()), name };
+    match discovery::objects::object_status(&s.server, &s.files, &key) {
+        Some(status) => Json(json!(status)).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no {key} in the config in force\n")).into_response(),
+    }
 }
