@@ -63,10 +63,10 @@ pub fn push_counter(version: &str) -> Option<u64> {
 }
 
 /// The first push whose context holds an object's current version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FirstPush {
-    /// The object's `metadata.resourceVersion` then (empty when its source has none).
-    pub resource_version: String,
+    /// The object as that push read it (the store's copy: holding it costs a reference count).
+    pub config: Arc<Config>,
     /// The push counter.
     pub counter: u64,
     /// The full push version (`<RFC3339>/<counter>`).
@@ -81,29 +81,33 @@ pub struct Tracking {
     generated: Mutex<HashMap<String, BTreeMap<String, u64>>>,
 }
 
+/// Whether `a` and `b` are the same version of an object (the same copy, or equal): file objects
+/// have no resourceVersion, so versions are told apart by content.
+fn same(a: &Arc<Config>, b: &Config) -> bool {
+    std::ptr::eq(Arc::as_ptr(a), b) || **a == *b
+}
+
 impl Tracking {
     /// Empty tracking.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Called before push `version` builds its context from `store`: objects new or with a new
-    /// resourceVersion are credited to this push; objects gone are forgotten. An object without
-    /// resourceVersion counts as changed only when first seen.
+    /// Called before push `version` builds its context from `store`: objects new or changed (see
+    /// [`same`]) are credited to this push; objects gone are forgotten.
     pub fn record_push(&self, store: &dyn ConfigStore, version: &str) {
         let Some(counter) = push_counter(version) else { return };
-        let mut current: HashMap<ConfigKey, String> = HashMap::new();
+        let mut current: HashMap<ConfigKey, Arc<Config>> = HashMap::new();
         for kind in store.schemas() {
             for c in store.list(*kind, None) {
-                current.insert(c.key(), c.meta.resource_version.clone());
+                current.insert(c.key(), c);
             }
         }
         let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         objects.retain(|k, _| current.contains_key(k));
-        for (key, rv) in current {
-            let stale = objects.get(&key).is_none_or(|f| f.resource_version != rv);
-            if stale {
-                objects.insert(key, FirstPush { resource_version: rv, counter, version: version.to_owned() });
+        for (key, config) in current {
+            if objects.get(&key).is_none_or(|f| !same(&f.config, &config)) {
+                objects.insert(key, FirstPush { config, counter, version: version.to_owned() });
             }
         }
     }
@@ -541,8 +545,7 @@ fn status_of(
     let key = config.key();
     let (source, validation) = source_and_validation(files, config);
     // The first push holding this very version (a newer one not pushed yet is PENDING everywhere).
-    let first =
-        server.tracking().first_push(&key).filter(|f| f.resource_version == config.meta.resource_version);
+    let first = server.tracking().first_push(&key).filter(|f| same(&f.config, config));
     let mut proxies = Vec::new();
     if let Some(push) = push {
         for view in views.iter().filter(|v| concerns(push, v, config)) {

@@ -5,13 +5,14 @@
 //! - `configz --config-dir DIR…`: load config directories and print the config in force.
 //! - `discovery --config-dir DIR… | --kubeconfig PATH`: the control plane (xDS, debug HTTP, metrics).
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
+//! - `status KIND/NAMESPACE/NAME`: whether a config object is applied (proxies concerned, ACK/NACK).
 
 mod ca;
 mod cluster;
 mod configz;
-#[allow(dead_code)] // Its users (proxy-status, proxy-config, status) land next; the lead removes this.
 mod debug_client;
 mod discovery;
+mod status;
 mod validate;
 
 use std::process::ExitCode;
@@ -46,6 +47,8 @@ enum Command {
     Get(cluster::GetArgs),
     /// Delete Istio config objects from the cluster: `delete KIND NAME… [-n NS]` or `delete -f PATH`.
     Delete(cluster::DeleteArgs),
+    /// Show whether a config object is applied: `status KIND/NAMESPACE/NAME` (proxies, ACKED/PENDING/NACKED).
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
@@ -79,5 +82,6 @@ fn main() -> ExitCode {
         Command::Create(args) => cluster::run_write(&args, true),
         Command::Get(args) => cluster::run_get(&args),
         Command::Delete(args) => cluster::run_delete(&args),
+        Command::Status(args) => status::run(&args),
     }
 }
