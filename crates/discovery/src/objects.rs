@@ -611,6 +611,27 @@ fn proxy_status(
     }
 }
 
+/// The errors of bad `--config-dir` files that define `key` (`file:line: field.path: reason`): why
+/// an object that is not in force was not loaded. Objects naming no namespace match any namespace.
+pub fn rejections(files: &[Arc<FileSource>], key: &ConfigKey) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in files {
+        for bad in &f.status().bad_files {
+            for e in &bad.errors {
+                let mut parts = e.object.splitn(3, '/');
+                let (kind, ns, name) = (parts.next(), parts.next(), parts.next());
+                let matches = kind.is_some_and(|k| k.eq_ignore_ascii_case(key.kind.as_str()))
+                    && ns.is_some_and(|n| n.is_empty() || n == key.namespace)
+                    && name == Some(key.name.as_str());
+                if matches {
+                    out.push(format!("{}:{}: {}: {}", bad.file.display(), e.line, e.path, e.message));
+                }
+            }
+        }
+    }
+    out
+}
+
 fn source_and_validation(files: &[Arc<FileSource>], config: &Config) -> (ObjectSource, Validation) {
     let key = config.key();
     for f in files {

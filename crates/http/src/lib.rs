@@ -234,6 +234,12 @@ async fn objectz(State(s): State<DebugState>, Query(q): Query<ObjectzQuery>) -> 
     let key = model::ConfigKey { kind, namespace: namespace.unwrap_or_else(|| "default".into()), name };
     match discovery::objects::object_status(&s.server, &s.files, &key) {
         Some(status) => Json(json!(status)).into_response(),
-        None => (StatusCode::NOT_FOUND, format!("no {key} in the config in force\n")).into_response(),
+        None => {
+            let mut body = format!("no {key} in the config in force\n");
+            for r in discovery::objects::rejections(&s.files, &key) {
+                body.push_str(&format!("rejected: {r}\n"));
+            }
+            (StatusCode::NOT_FOUND, body).into_response()
+        }
     }
 }

@@ -71,8 +71,18 @@ fn run_inner(args: &Args) -> Result<String, String> {
         encode(&name)
     );
     let status = get_json(&args.addr.addr, &path).map_err(|e| match e {
-        DebugError::Status { status: 404, .. } => {
-            format!("{kind} {namespace}/{name} not found in the config in force")
+        DebugError::Status { status: 404, body, .. } => {
+            // The server lists the errors of files that define the object but were rejected.
+            let reasons: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("rejected: ")).collect();
+            let mut message = format!("{kind} {namespace}/{name} not found in the config in force");
+            if !reasons.is_empty() {
+                message.push_str(": its file was rejected:");
+                for r in reasons {
+                    message.push_str("\n  ");
+                    message.push_str(r);
+                }
+            }
+            message
         }
         other => other.to_string(),
     })?;

@@ -156,6 +156,21 @@ async fn unknown_objects_and_kinds_exit_1_with_a_clear_error() {
     let (code, out, err) = status(plane.http, &["vs/default/nope"]).await;
     assert_eq!(code, Some(1), "{out}");
     assert!(err.contains("VirtualService default/nope not found"), "{err}");
+    // An object whose file never validated: not in force, and the file's errors say why.
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: neg, namespace: default}\n\
+         spec: {hosts: [a.example], http: [{route: [{destination: {host: a.example}, weight: -15}]}]}\n",
+    )
+    .unwrap();
+    let (_, _, err) = wait_for("bad.yaml rejected", Duration::from_secs(15), async || {
+        let answer = status(plane.http, &["vs/default/neg"]).await;
+        answer.2.contains("rejected").then_some(answer)
+    })
+    .await
+    .unwrap();
+    assert!(err.contains("VirtualService default/neg not found"), "{err}");
+    assert!(err.contains("bad.yaml:4: spec.http[0].route[0].weight"), "{err}");
     let (code, _, err) = status(plane.http, &["pod/default/x"]).await;
     assert_eq!(code, Some(1));
     assert!(err.contains("unknown kind \"pod\""), "{err}");
