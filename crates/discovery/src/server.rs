@@ -378,7 +378,7 @@ impl DiscoveryServer {
             request.clone(),
         );
         let connected: std::collections::HashSet<String> =
-            self.connections.snapshot().into_iter().map(|c| c.proxy.node_id.clone()).collect();
+            self.connections.handles().iter().map(|h| h.proxy().node_id.clone()).collect();
         self.tracking.retain_proxies(|id| connected.contains(id));
         info!(
             version = ctx.version(),

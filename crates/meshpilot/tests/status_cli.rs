@@ -179,3 +179,42 @@ async fn unknown_objects_and_kinds_exit_1_with_a_clear_error() {
     assert_eq!(code, Some(1));
     assert!(err.contains("cannot reach meshpilot"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gateway_objects_concern_the_selected_router_and_mesh_objects_the_sidecars() {
+    let (gw_port, svc_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: istio-system}}\nspec:\n  \
+         selector: {{istio: ingressgateway}}\n  servers:\n  - port: {{number: {gw_port}, name: http, protocol: HTTP}}\n    \
+         hosts: [\"*\"]\n\
+         ---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: web, namespace: app}}\nspec:\n  \
+         hosts: [web.example]\n  ports: [{{number: {svc_port}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  \
+         endpoints: [{{address: 127.0.0.2}}]\n\
+         ---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: edge, namespace: app}}\nspec:\n  \
+         hosts: [web.example]\n  gateways: [istio-system/gw]\n  http:\n  - route: [{{destination: {{host: web.example}}}}]\n\
+         ---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: inside, namespace: app}}\nspec:\n  \
+         hosts: [web.example]\n  http:\n  - timeout: 3s\n    route: [{{destination: {{host: web.example}}}}]\n"
+    );
+    std::fs::write(dir.path().join("edge.yaml"), yaml).unwrap();
+    let plane = Plane::start(dir.path()).await;
+    let _router = Envoy::start(&plane.router(AdsApi::Sotw)).await.unwrap();
+    let _sidecar = Envoy::start(&plane.sidecar("client", "app", AdsApi::Sotw)).await.unwrap();
+    let router = "router~127.0.0.1~istio-ingressgateway-1.istio-system~istio-system.svc.cluster.local";
+    let proxies = |v: &Value| -> Vec<String> {
+        v["proxies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["proxy"].as_str().map(str::to_owned))
+            .collect()
+    };
+    for object in ["gw/istio-system/gw", "vs/app/edge"] {
+        let v = wait_status(plane.http, object, "ACKED on the router", |v| has(v, router, "ACKED")).await;
+        assert_eq!(proxies(&v), vec![router.to_owned()], "only the selected router: {v}");
+    }
+    let v =
+        wait_status(plane.http, "vs/app/inside", "ACKED on the sidecar", |v| has(v, &node("app"), "ACKED"))
+            .await;
+    assert_eq!(proxies(&v), vec![node("app")], "a mesh VirtualService does not concern the router: {v}");
+}
