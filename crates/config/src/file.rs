@@ -382,6 +382,48 @@ impl FileSource {
         Some(origin)
     }
 
+    /// [`FileSource::origin`] of every object this source defines, each file parsed once (for lists).
+    pub fn origins(&self) -> HashMap<ConfigKey, ObjectOrigin> {
+        let (winners, files) = {
+            let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
+            let winners: Vec<(ConfigKey, PathBuf)> = state
+                .index
+                .definitions
+                .iter()
+                .filter_map(|(k, defs)| defs.first().map(|(p, _)| (k.clone(), p.clone())))
+                .collect();
+            let mut files: HashMap<PathBuf, (Option<Vec<u8>>, Option<BadFile>)> = HashMap::new();
+            for (_, path) in &winners {
+                if let Some(entry) = state.files.get(path) {
+                    files.entry(path.clone()).or_insert_with(|| (entry.content.clone(), entry.bad.clone()));
+                }
+            }
+            (winners, files)
+        };
+        // Per file: line and warnings of each object its current (good) content defines.
+        let mut parsed: HashMap<&PathBuf, HashMap<ConfigKey, (u32, Vec<String>)>> = HashMap::new();
+        for (path, (content, bad)) in &files {
+            let Some(text) = content.as_deref().and_then(|b| std::str::from_utf8(b).ok()) else { continue };
+            if bad.is_some() {
+                continue;
+            }
+            let mut docs = HashMap::new();
+            for doc in parse_text(&path.display().to_string(), text, &self.inner.options.parse) {
+                let Some(config) = &doc.config else { continue };
+                let warnings = doc.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)).collect();
+                docs.entry(config.key()).or_insert((doc.line, warnings));
+            }
+            parsed.insert(path, docs);
+        }
+        let mut out = HashMap::new();
+        for (key, path) in winners {
+            let Some((_, bad)) = files.get(&path) else { continue };
+            let (line, warnings) = parsed.get(&path).and_then(|d| d.get(&key)).cloned().unwrap_or_default();
+            out.insert(key, ObjectOrigin { file: path, line, warnings, rejected: bad.clone() });
+        }
+        out
+    }
+
     /// How many scans have begun and finished.
     pub fn scans(&self) -> ScanCounts {
         ScanCounts {

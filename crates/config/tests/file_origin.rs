@@ -31,6 +31,9 @@ fn origin_names_file_line_and_warnings_then_the_errors_of_a_rejected_file() {
         "the deprecation warning: {dr:?}"
     );
     assert!(source.origin(&key(Kind::VirtualService, "nope")).is_none());
+    let all = source.origins();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all.get(&key(Kind::DestinationRule, "cb")), Some(&dr), "the list agrees with origin");
 
     // A new content that fails validation: the object stays in force, its origin carries the errors.
     std::fs::write(&file, GOOD.replace("{host: a.example}}]", "{host: a.example}, weight: -15}]")).unwrap();
@@ -40,4 +43,5 @@ fn origin_names_file_line_and_warnings_then_the_errors_of_a_rejected_file() {
         vs.rejected.unwrap_or_else(|| panic!("the new content is rejected: {:?}", source.status()));
     assert_eq!(vs.line, 0, "the line of the last good content is not kept");
     assert!(rejected.errors.iter().any(|e| e.path.contains("weight")), "{rejected:?}");
+    assert_eq!(source.origins()[&key(Kind::VirtualService, "a")].rejected.as_ref(), Some(&rejected));
 }

@@ -46,7 +46,7 @@ use std::{
 };
 
 use api::Kind;
-use config::FileSource;
+use config::{FileSource, ObjectOrigin};
 use model::{
     Config, ConfigKey, ConfigStore,
     push::{ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope, TriggerReason},
@@ -508,7 +508,8 @@ pub fn object_status(
     let config = server.store().get(key.kind, &key.namespace, &key.name)?;
     let push = server.push_context();
     let views = push.as_deref().map(|p| proxy_views(server, p)).unwrap_or_default();
-    Some(status_of(server, files, push.as_deref(), &views, &config))
+    let origin = files.iter().find_map(|f| f.origin(key));
+    Some(status_of(server, origin, push.as_deref(), &views, &config))
 }
 
 /// Every object in force with its validation state and proxy counts, by kind, namespace, name.
@@ -516,10 +517,18 @@ pub fn object_statuses(server: &DiscoveryServer, files: &[Arc<FileSource>]) -> V
     let push = server.push_context();
     let views = push.as_deref().map(|p| proxy_views(server, p)).unwrap_or_default();
     let store = server.store();
+    // Each file parsed once; the first directory defining an object wins, as in the store.
+    let mut origins: HashMap<ConfigKey, ObjectOrigin> = HashMap::new();
+    for f in files {
+        for (key, origin) in f.origins() {
+            origins.entry(key).or_insert(origin);
+        }
+    }
     let mut out = Vec::new();
     for kind in store.schemas() {
         for config in store.list(*kind, None) {
-            let s = status_of(server, files, push.as_deref(), &views, &config);
+            let origin = origins.remove(&config.key());
+            let s = status_of(server, origin, push.as_deref(), &views, &config);
             out.push(ObjectStatusSummary {
                 kind: s.kind,
                 namespace: s.namespace,
@@ -537,13 +546,13 @@ pub fn object_statuses(server: &DiscoveryServer, files: &[Arc<FileSource>]) -> V
 
 fn status_of(
     server: &DiscoveryServer,
-    files: &[Arc<FileSource>],
+    origin: Option<ObjectOrigin>,
     push: Option<&PushContext>,
     views: &[ProxyView],
     config: &Config,
 ) -> ObjectStatus {
     let key = config.key();
-    let (source, validation) = source_and_validation(files, config);
+    let (source, validation) = source_and_validation(origin, config);
     // The first push holding this very version (a newer one not pushed yet is PENDING everywhere).
     let first = server.tracking().first_push(&key).filter(|f| same(&f.config, config));
     let mut proxies = Vec::new();
@@ -632,10 +641,8 @@ pub fn rejections(files: &[Arc<FileSource>], key: &ConfigKey) -> Vec<String> {
     out
 }
 
-fn source_and_validation(files: &[Arc<FileSource>], config: &Config) -> (ObjectSource, Validation) {
-    let key = config.key();
-    for f in files {
-        let Some(origin) = f.origin(&key) else { continue };
+fn source_and_validation(origin: Option<ObjectOrigin>, config: &Config) -> (ObjectSource, Validation) {
+    if let Some(origin) = origin {
         let file = origin.file.display().to_string();
         let location = if origin.line > 0 { format!("{file}:{}", origin.line) } else { file.clone() };
         let validation = match (&origin.rejected, origin.warnings.is_empty()) {
