@@ -143,6 +143,20 @@ pub struct Duplicate {
     pub files: Vec<PathBuf>,
 }
 
+/// Where an object in force comes from ([`FileSource::origin`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectOrigin {
+    /// The file defining it (the winner when several do).
+    pub file: PathBuf,
+    /// 1-based line where its document starts; 0 when unknown (the file is bad).
+    pub line: u32,
+    /// Validation warnings of its document (`field.path: message`).
+    pub warnings: Vec<String>,
+    /// Set when the file's current content is rejected: the object in force is the file's last good
+    /// version, and these are the errors of the new content.
+    pub rejected: Option<BadFile>,
+}
+
 /// What a [`FileSource`] currently reports, for `/debug` endpoints.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileSourceStatus {
@@ -340,6 +354,79 @@ impl FileSource {
     /// Bad files and duplicates as of the last scan.
     pub fn status(&self) -> Arc<FileSourceStatus> {
         self.inner.status.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Where the object `key` in force comes from: the file that wins for it and, when that file's
+    /// current content is the one in force, the line its document starts on and the validation
+    /// warnings of that document (findings that do not reject it). When the file is bad (its new
+    /// content rejected, the last good objects kept), `line` is 0 and `rejected` holds the file's
+    /// errors. `None` when no file of this source defines the object. Re-parses the one file (the
+    /// bytes last read, no file I/O); meant for debug endpoints.
+    pub fn origin(&self, key: &ConfigKey) -> Option<ObjectOrigin> {
+        let (file, content, rejected) = {
+            let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
+            let (file, _) = state.index.definitions.get(key)?.first()?;
+            let entry = state.files.get(file)?;
+            (file.clone(), entry.content.clone(), entry.bad.clone())
+        };
+        let mut origin = ObjectOrigin { file, line: 0, warnings: Vec::new(), rejected };
+        if origin.rejected.is_some() {
+            return Some(origin);
+        }
+        let Some(text) = content.as_deref().and_then(|b| std::str::from_utf8(b).ok()) else {
+            return Some(origin);
+        };
+        let name = origin.file.display().to_string();
+        let doc = parse_text(&name, text, &self.inner.options.parse)
+            .into_iter()
+            .find(|d| d.config.as_ref().is_some_and(|c| c.key() == *key));
+        if let Some(doc) = doc {
+            origin.line = doc.line;
+            origin.warnings = doc.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)).collect();
+        }
+        Some(origin)
+    }
+
+    /// [`FileSource::origin`] of every object this source defines, each file parsed once (for lists).
+    pub fn origins(&self) -> HashMap<ConfigKey, ObjectOrigin> {
+        let (winners, files) = {
+            let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
+            let winners: Vec<(ConfigKey, PathBuf)> = state
+                .index
+                .definitions
+                .iter()
+                .filter_map(|(k, defs)| defs.first().map(|(p, _)| (k.clone(), p.clone())))
+                .collect();
+            let mut files: HashMap<PathBuf, (Option<Vec<u8>>, Option<BadFile>)> = HashMap::new();
+            for (_, path) in &winners {
+                if let Some(entry) = state.files.get(path) {
+                    files.entry(path.clone()).or_insert_with(|| (entry.content.clone(), entry.bad.clone()));
+                }
+            }
+            (winners, files)
+        };
+        // Per file: line and warnings of each object its current (good) content defines.
+        let mut parsed: HashMap<&PathBuf, HashMap<ConfigKey, (u32, Vec<String>)>> = HashMap::new();
+        for (path, (content, bad)) in &files {
+            let Some(text) = content.as_deref().and_then(|b| std::str::from_utf8(b).ok()) else { continue };
+            if bad.is_some() {
+                continue;
+            }
+            let mut docs = HashMap::new();
+            for doc in parse_text(&path.display().to_string(), text, &self.inner.options.parse) {
+                let Some(config) = &doc.config else { continue };
+                let warnings = doc.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)).collect();
+                docs.entry(config.key()).or_insert((doc.line, warnings));
+            }
+            parsed.insert(path, docs);
+        }
+        let mut out = HashMap::new();
+        for (key, path) in winners {
+            let Some((_, bad)) = files.get(&path) else { continue };
+            let (line, warnings) = parsed.get(&path).and_then(|d| d.get(&key)).cloned().unwrap_or_default();
+            out.insert(key, ObjectOrigin { file: path, line, warnings, rejected: bad.clone() });
+        }
+        out
     }
 
     /// How many scans have begun and finished.

@@ -29,7 +29,7 @@ pub mod time;
 
 pub use aggregate::Aggregate;
 pub use configz::{configz, kubernetes_object};
-pub use file::{FileSource, FileSourceOptions, FileSourceStatus};
+pub use file::{FileSource, FileSourceOptions, FileSourceStatus, ObjectOrigin};
 pub use memory::{Change, MemoryStore};
 pub use queue::{Queue, QueueOptions};
 pub use time::{Periodic, rfc3339};

@@ -14,6 +14,7 @@
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
 //! - [`mesh`]: the mesh config file (`--mesh-config`).
+//! - [`objects`]: per config object, the proxies it concerns and whether they ACKed it (`/debug/objectz`).
 //! - [`metrics`]: metric names.
 //!
 //! The SDS secrets read from certificate files (`file-cert:`/`file-root:`) are served by
@@ -27,6 +28,7 @@ pub mod debounce;
 pub mod jwks;
 pub mod mesh;
 pub mod metrics;
+pub mod objects;
 pub mod options;
 pub mod push;
 pub mod push_log;

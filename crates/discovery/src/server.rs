@@ -42,6 +42,7 @@ use crate::{
     debounce::{Debouncer, Decision},
     jwks::{JwksOptions, JwksResolver},
     metrics as m,
+    objects::Tracking,
     options::DebounceOptions,
 };
 
@@ -99,6 +100,9 @@ pub struct DiscoveryServer {
     jwks: Option<JwksResolver>,
     /// The last pushes ([`crate::push_log`]).
     push_log: crate::push_log::PushLog,
+    /// Per object the first push holding its version, per proxy the newest push generated
+    /// ([`crate::objects`]).
+    tracking: Arc<Tracking>,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -145,6 +149,7 @@ impl DiscoveryServer {
             }),
             jwks,
             push_log: crate::push_log::PushLog::default(),
+            tracking: Arc::new(Tracking::new()),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -226,8 +231,9 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
-        let source =
-            Arc::new(NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone()));
+        let source = NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone())
+            .with_tracking(self.tracking.clone());
+        let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
     }
 
@@ -236,6 +242,11 @@ impl DiscoveryServer {
     /// ([`GenerationCache::generation_findings`]).
     pub fn generation_cache(&self) -> &Arc<GenerationCache> {
         &self.cache
+    }
+
+    /// What the object status reads ([`crate::objects`]).
+    pub fn tracking(&self) -> &Arc<Tracking> {
+        &self.tracking
     }
 
     /// The engine's connections.
@@ -348,6 +359,8 @@ impl DiscoveryServer {
                 Some(prev) if endpoints_only => prev.with_endpoints(discovery, &changed, version),
                 _ => {
                     let store: &dyn ConfigStore = this.store.as_ref();
+                    // Before the build: an object changing meanwhile is credited to the next push.
+                    this.tracking.record_push(store, &version);
                     PushContext::new(store, discovery, this.mesh.clone(), version)
                 }
             }
@@ -373,6 +386,9 @@ impl DiscoveryServer {
             request.clone(),
         );
         self.push_log.record_push(ctx.version(), &request, !endpoints_only, sent, build_start);
+        let connected: std::collections::HashSet<String> =
+            self.connections.handles().iter().map(|h| h.proxy().node_id.clone()).collect();
+        self.tracking.retain_proxies(|id| connected.contains(id));
         info!(
             version = ctx.version(),
             configs = request.configs_updated.len(),

@@ -29,7 +29,7 @@ use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceErr
 
 use sds::FileSecrets;
 
-use crate::{push::type_needs_push, server::Snapshots};
+use crate::{objects::Tracking, push::type_needs_push, server::Snapshots};
 
 /// What the generators read of a connected proxy ([`ProxyContext::from_proxy`]).
 ///
@@ -57,6 +57,7 @@ pub struct NetworkingSource {
     services: Arc<dyn ServiceDiscovery>,
     cache: Arc<GenerationCache>,
     secrets: Arc<FileSecrets>,
+    tracking: Option<Arc<Tracking>>,
 }
 
 impl std::fmt::Debug for NetworkingSource {
@@ -93,7 +94,15 @@ impl NetworkingSource {
         secrets: Arc<FileSecrets>,
         cache: Arc<GenerationCache>,
     ) -> Self {
-        NetworkingSource { snapshots, services, cache, secrets }
+        NetworkingSource { snapshots, services, cache, secrets, tracking: None }
+    }
+
+    /// Records into `tracking` the push each response is generated from (or found unchanged by),
+    /// per proxy and type, for the object status ([`crate::objects`]).
+    #[must_use]
+    pub fn with_tracking(mut self, tracking: Arc<Tracking>) -> Self {
+        self.tracking = Some(tracking);
+        self
     }
 
     /// The file secrets it serves (run them with [`FileSecrets::run`] for rotation).
@@ -158,6 +167,10 @@ impl ResourceSource for NetworkingSource {
         let push = match request.trigger {
             Trigger::Push(p) => {
                 if !type_needs_push(p, request.type_url, ctx.proxy.kind) {
+                    // Unchanged by this push: what the proxy has stands for it.
+                    if let (Some(t), Some(push)) = (&self.tracking, &p.push) {
+                        t.record_generated(&ctx.proxy.id, request.type_url, push.version());
+                    }
                     return Ok(None);
                 }
                 match &p.push {
@@ -167,6 +180,9 @@ impl ResourceSource for NetworkingSource {
             }
             _ => self.current()?,
         };
+        if let Some(t) = &self.tracking {
+            t.record_generated(&ctx.proxy.id, request.type_url, push.version());
+        }
         let mut names: Vec<String> = request.watch.names.iter().cloned().collect();
         if request.watch.wildcard {
             names.clear();

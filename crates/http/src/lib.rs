@@ -15,6 +15,7 @@
 //! | `/debug/endpointz` | endpoints per service and shard |
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
 //! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
+//! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
 //! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
 #![forbid(unsafe_code)]
@@ -65,6 +66,7 @@ const ENDPOINTS: &[&str] = &[
     "/debug/config_dump?proxyID=",
     "/debug/configstatusz",
     "/debug/proxystatusz",
+    "/debug/objectz?kind=&namespace=&name=",
 ];
 
 /// The `--http-addr` router: `/ready` and `/debug/*`.
@@ -82,6 +84,7 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/configstatusz", get(configstatusz))
         .route("/debug/proxystatusz", get(proxystatusz))
+        .route("/debug/objectz", get(objectz))
         .with_state(state)
 }
 
@@ -206,4 +209,52 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
 async fn proxystatusz(State(s): State<DebugState>) -> Json<Value> {
     let id = proxystatus::control_plane_id();
     Json(proxystatus::proxystatusz(&s.server.connections().snapshot(), &id))
+}
+
+#[derive(Deserialize)]
+struct ObjectzQuery {
+    kind: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+/// `/debug/objectz`: see the module table. `kind` is an Istio kind or its plural, any case;
+/// `namespace` defaults to `default` for one object.
+async fn objectz(State(s): State<DebugState>, Query(q): Query<ObjectzQuery>) -> Response {
+    let kind =
+        match q.kind.as_deref().filter(|k| !k.is_empty()) {
+            None => None,
+            Some(word) => match api::Kind::ALL.iter().copied().find(|k| {
+                k.as_str().eq_ignore_ascii_case(word) || k.schema().plural.eq_ignore_ascii_case(word)
+            }) {
+                Some(k) => Some(k),
+                None => {
+                    return (StatusCode::BAD_REQUEST, format!("unknown kind {word:?}: use an Istio kind\n"))
+                        .into_response();
+                }
+            },
+        };
+    let namespace = q.namespace.filter(|n| !n.is_empty());
+    let Some(name) = q.name.filter(|n| !n.is_empty()) else {
+        let list: Vec<_> = discovery::objects::object_statuses(&s.server, &s.files)
+            .into_iter()
+            .filter(|o| kind.is_none_or(|k| o.kind == k.as_str()))
+            .filter(|o| namespace.as_ref().is_none_or(|n| &o.namespace == n))
+            .collect();
+        return Json(json!(list)).into_response();
+    };
+    let Some(kind) = kind else {
+        return (StatusCode::BAD_REQUEST, "name given without kind\n").into_response();
+    };
+    let key = model::ConfigKey { kind, namespace: namespace.unwrap_or_else(|| "default".into()), name };
+    match discovery::objects::object_status(&s.server, &s.files, &key) {
+        Some(status) => Json(json!(status)).into_response(),
+        None => {
+            let mut body = format!("no {key} in the config in force\n");
+            for r in discovery::objects::rejections(&s.files, &key) {
+                body.push_str(&format!("rejected: {r}\n"));
+            }
+            (StatusCode::NOT_FOUND, body).into_response()
+        }
+    }
 }

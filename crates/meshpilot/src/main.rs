@@ -6,6 +6,7 @@
 //! - `discovery --config-dir DIR… | --kubeconfig PATH`: the control plane (xDS, debug HTTP, metrics).
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
 //! - `proxy-status [PROXY]`, `proxy-config KIND PROXY`: a running control plane's view of its proxies.
+//! - `status KIND/NAMESPACE/NAME`: whether a config object is applied (proxies concerned, ACK/NACK).
 
 mod ca;
 mod cluster;
@@ -13,6 +14,7 @@ mod configz;
 mod debug_client;
 mod discovery;
 mod proxy;
+mod status;
 mod validate;
 
 use std::process::ExitCode;
@@ -53,6 +55,8 @@ enum Command {
     /// Show the config meshpilot generates for a proxy: clusters, listeners, routes, endpoints, secret.
     #[command(subcommand, visible_alias = "pc", long_about = proxy::config::LONG_ABOUT)]
     ProxyConfig(proxy::config::ConfigCommand),
+    /// Show whether a config object is applied: `status KIND/NAMESPACE/NAME` (proxies, ACKED/PENDING/NACKED).
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
@@ -88,5 +92,6 @@ fn main() -> ExitCode {
         Command::Delete(args) => cluster::run_delete(&args),
         Command::ProxyStatus(args) => proxy::status::run(&args),
         Command::ProxyConfig(command) => proxy::config::run(&command),
+        Command::Status(args) => status::run(&args),
     }
 }

@@ -73,7 +73,8 @@ pub async fn setup_echo(
     vs_spec: &str,
 ) -> (tempfile::TempDir, Plane, Envoy, SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
-    let registry = echo_registry(free_port(), upstream.port());
+    let port = free_port();
+    let registry = echo_registry(port, upstream.port());
     std::fs::write(dir.path().join("echo-registry.yaml"), registry).unwrap();
     let vs = format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: {NS}}}\nspec:\n{vs_spec}"
