@@ -4,7 +4,8 @@
 //!
 //! 1. A VirtualService that our validation and pre-send checks let through but Envoy rejects (a
 //!    request header value `%FOO%`: an unknown `%COMMAND%`, "Not supported field in StreamInfo"),
-//!    so the first sidecar NACKs its routes: its row is `NACKED` with Envoy's own error text.
+//!    so the first sidecar NACKs its routes: its row is `NACKED` with Envoy's own error text, and so
+//!    is the VirtualService's row in the objects table (naming the proxy).
 //! 2. A second sidecar connects: its row appears without a reload (a marker set on `window` after
 //!    the first load is still there).
 //! 3. The VirtualService is fixed: the push it causes appears in the pushes table and the first
@@ -239,6 +240,20 @@ async fn status_page_shows_proxies_nacks_and_pushes_live_in_chromium() {
     )
     .await;
     assert_eq!(vs, json!(true), "no row for VirtualService default/echo");
+    // The object itself is shown NACKED, naming the rejecting proxy and Envoy's text.
+    let applied =
+        r#"document.querySelector('#objects tr[data-object="VirtualService/default/echo"] td.applied')"#;
+    wait_js(
+        &client,
+        "the VirtualService's Applied cell to be NACKED",
+        &format!("return {applied}?.dataset.state === 'NACKED';"),
+    )
+    .await;
+    let text = js(&client, &format!("return {applied}?.textContent ?? null;")).await;
+    assert!(
+        text.as_str().is_some_and(|t| t.contains("NACKED by client.default") && t.contains(&nack)),
+        "the object's Applied cell: {text}"
+    );
     let bad = js(
         &client,
         r#"return [...document.querySelectorAll('#config-status li[data-file]')].map(e => e.dataset.file).join(' ');"#,
@@ -292,6 +307,12 @@ async fn status_page_shows_proxies_nacks_and_pushes_live_in_chromium() {
         &client,
         "the first proxy to be SYNCED after the fix",
         r#"return document.querySelector('#proxies tr[data-proxy="client.default"]')?.dataset.state === 'SYNCED';"#,
+    )
+    .await;
+    wait_js(
+        &client,
+        "the fixed VirtualService's Applied cell to be ACKED",
+        &format!("return {applied}?.dataset.state === 'ACKED';"),
     )
     .await;
     let nacks = js(&client, r#"return document.querySelectorAll('#proxies .nack').length;"#).await;

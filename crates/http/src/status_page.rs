@@ -32,7 +32,10 @@ use axum::{
     http::header,
     response::{IntoResponse, Response},
 };
-use discovery::push_log::PushRecord;
+use discovery::{
+    objects::{ProxyObjectStatus, SyncCounts, SyncStatus},
+    push_log::PushRecord,
+};
 use model::ConfigStore;
 use serde::Deserialize;
 use xds::{
@@ -326,22 +329,22 @@ pub struct ObjectRow {
     /// findings naming this object), as their text.
     pub findings: Vec<String>,
     /// Whether the proxies the object concerns have ACKed (or NACKed) the config built from it;
-    /// `None` until per-object status is wired in (see [`object_rows`]).
+    /// from `discovery::objects` (see [`applied_cell`]).
     pub applied: Option<AppliedCell>,
 }
 
 /// The "Applied" cell of an object row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppliedCell {
-    /// Its `data-state` (`SYNCED`, `STALE`, `NACKED`, …).
+    /// Its `data-state` (`ACKED`, `PENDING`, `NACKED`, `NONE`).
     pub state: String,
     /// The text shown (e.g. `2/3 proxies ACKed; NACK by x: …`), escaped on output.
     pub text: String,
 }
 
 /// The objects table's rows: every object in the store, sorted by kind, namespace and name, with
-/// its source. The one place where per-object ACK/NACK status (`discovery::objects`) is to be
-/// joined into [`ObjectRow::applied`].
+/// its source, findings and per-object ACK/NACK status (`discovery::objects`, the same data as
+/// `/debug/objectz`; an object the store holds but the status does not list gets no cell).
 pub fn object_rows(s: &DebugState) -> Vec<ObjectRow> {
     let store = s.server.store();
     let mut findings: std::collections::HashMap<model::ConfigKey, Vec<String>> = Default::default();
@@ -352,6 +355,9 @@ pub fn object_rows(s: &DebugState) -> Vec<ObjectRow> {
             findings.entry(key).or_default().push(f.to_string());
         }
     }
+    let summaries = discovery::objects::object_statuses(&s.server, &s.files);
+    let applied: std::collections::HashMap<(&str, &str, &str), &discovery::objects::ObjectStatusSummary> =
+        summaries.iter().map(|o| ((o.kind.as_str(), o.namespace.as_str(), o.name.as_str()), o)).collect();
     let mut rows = Vec::new();
     for kind in store.schemas() {
         for config in store.list(*kind, None) {
@@ -361,18 +367,64 @@ pub fn object_rows(s: &DebugState) -> Vec<ObjectRow> {
                 .iter()
                 .find(|f| f.get(*kind, &meta.namespace, &meta.name).is_some())
                 .map_or_else(|| "other".to_owned(), |f| ConfigStore::name(f.as_ref()).to_owned());
+            let key = config.key();
+            let applied =
+                applied.get(&(kind.as_str(), meta.namespace.as_str(), meta.name.as_str())).map(|summary| {
+                    let nacked = if summary.counts.nacked > 0 {
+                        discovery::objects::object_status(&s.server, &s.files, &key).map(|o| o.proxies)
+                    } else {
+                        None
+                    };
+                    applied_cell(summary.counts, nacked.as_deref().unwrap_or_default())
+                });
             rows.push(ObjectRow {
                 kind: kind.as_str().to_owned(),
                 namespace: meta.namespace.clone(),
                 name: meta.name.clone(),
                 source,
-                findings: findings.remove(&config.key()).unwrap_or_default(),
-                applied: None,
+                findings: findings.remove(&key).unwrap_or_default(),
+                applied,
             });
         }
     }
     rows.sort_by(|a, b| (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name)));
     rows
+}
+
+/// The "Applied" cell of an object concerning `counts` proxies (`discovery::objects`): `NACKED`
+/// when any proxy rejected the push holding its version (each such proxy named with Envoy's error
+/// and the Istio field traced, from `proxies`), else `PENDING` while any has not ACKed it, else
+/// `ACKED`; `NONE` when no connected proxy is concerned.
+pub fn applied_cell(counts: SyncCounts, proxies: &[ProxyObjectStatus]) -> AppliedCell {
+    let total = counts.acked + counts.pending + counts.nacked;
+    let state = if total == 0 {
+        "NONE"
+    } else if counts.nacked > 0 {
+        "NACKED"
+    } else if counts.pending > 0 {
+        "PENDING"
+    } else {
+        "ACKED"
+    };
+    let mut text = if total == 0 {
+        "no connected proxy concerned".to_owned()
+    } else {
+        format!("{}/{total} ACKED", counts.acked)
+    };
+    if counts.pending > 0 {
+        let _ = write!(text, ", {} pending", counts.pending);
+    }
+    for p in proxies.iter().filter(|p| p.status == SyncStatus::Nacked) {
+        // The proxy id (`<pod>.<namespace>`, the node id's third field), as the proxies table.
+        let _ = write!(text, "; NACKED by {}", p.proxy.split('~').nth(2).unwrap_or(&p.proxy));
+        if let Some(error) = &p.error {
+            let _ = write!(text, ": {error}");
+        }
+        if let Some(field) = &p.field {
+            let _ = write!(text, " (from {field})");
+        }
+    }
+    AppliedCell { state: state.to_owned(), text }
 }
 
 /// The `#objects` section for `rows`.
@@ -664,6 +716,41 @@ mod tests {
         assert!(html.contains("<td class=\"findings\" data-count=\"1\"><ul><li class=\"finding\">a &lt;b&gt; finding</li></ul></td>"), "{html}");
         assert!(!html.contains("<script>"), "{html}");
         assert!(objects_section(&[]).contains("No config object"));
+    }
+
+    #[test]
+    fn applied_cells_name_the_worst_state_and_each_rejecting_proxy() {
+        let counts = |acked, pending, nacked| SyncCounts { acked, pending, nacked };
+        let none = applied_cell(counts(0, 0, 0), &[]);
+        assert_eq!((none.state.as_str(), none.text.as_str()), ("NONE", "no connected proxy concerned"));
+        let acked = applied_cell(counts(3, 0, 0), &[]);
+        assert_eq!((acked.state.as_str(), acked.text.as_str()), ("ACKED", "3/3 ACKED"));
+        let pending = applied_cell(counts(1, 2, 0), &[]);
+        assert_eq!((pending.state.as_str(), pending.text.as_str()), ("PENDING", "1/3 ACKED, 2 pending"));
+        let proxy = |id: &str, status, error: Option<&str>| ProxyObjectStatus {
+            proxy: id.into(),
+            connection: format!("{id}-1"),
+            status,
+            types: Vec::new(),
+            error: error.map(Into::into),
+            field: error.map(|_| "spec.http[0].headers.request.set.x-bad".into()),
+        };
+        let proxies = [
+            proxy("a.ns", SyncStatus::Acked, None),
+            proxy(
+                "sidecar~10.0.0.2~b.ns~ns.svc.cluster.local",
+                SyncStatus::Nacked,
+                Some("Not supported field in StreamInfo: FOO"),
+            ),
+            proxy("c.ns", SyncStatus::Pending, None),
+        ];
+        let nacked = applied_cell(counts(1, 1, 1), &proxies);
+        assert_eq!(nacked.state, "NACKED");
+        assert_eq!(
+            nacked.text,
+            "1/3 ACKED, 1 pending; NACKED by b.ns: Not supported field in StreamInfo: FOO \
+             (from spec.http[0].headers.request.set.x-bad)"
+        );
     }
 
     #[test]
