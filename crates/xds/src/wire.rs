@@ -162,7 +162,7 @@ impl<S: ResourceSource> Connection<S> {
 /// State-of-the-world half of a stream.
 pub(crate) struct SotwWire {
     pub(crate) session: SotwSession,
-    pub(crate) tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    pub(crate) tx: mpsc::Sender<Box<Result<DiscoveryResponse, Status>>>,
 }
 
 impl<S: ResourceSource> Wire<S> for SotwWire {
@@ -358,7 +358,7 @@ impl DeltaDue {
 /// Incremental (delta) half of a stream.
 pub(crate) struct DeltaWire {
     pub(crate) session: DeltaSession,
-    pub(crate) tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    pub(crate) tx: mpsc::Sender<Box<Result<DeltaDiscoveryResponse, Status>>>,
 }
 
 impl<S: ResourceSource> Wire<S> for DeltaWire {
