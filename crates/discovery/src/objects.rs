@@ -41,7 +41,7 @@
 //! ACKED for a response still in flight (milliseconds); a proxy that disconnected is not listed.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     sync::{Arc, Mutex},
 };
 
@@ -73,12 +73,22 @@ pub struct FirstPush {
     pub version: String,
 }
 
+/// The xDS types an object's status is judged on ([`affected_types`] picks among them); generation
+/// is tracked for these only, in a fixed array per proxy rather than a map of type URL strings.
+pub const TRACKED_TYPES: [&str; 4] =
+    [type_url::CLUSTER, type_url::ENDPOINT, type_url::LISTENER, type_url::ROUTE];
+
+fn tracked_type(type_url: &str) -> Option<usize> {
+    TRACKED_TYPES.iter().position(|t| *t == type_url)
+}
+
 /// What the object status needs from pushes and generation; owned by the [`DiscoveryServer`].
-/// Memory: one entry per config object and one per connected proxy and watched type.
+/// Memory: one entry per config object and one per connected proxy (four counters).
 #[derive(Debug, Default)]
 pub struct Tracking {
     objects: Mutex<HashMap<ConfigKey, FirstPush>>,
-    generated: Mutex<HashMap<String, BTreeMap<String, u64>>>,
+    /// Per proxy node id, the newest push counter per [`TRACKED_TYPES`] entry (0: none).
+    generated: Mutex<HashMap<String, [u64; TRACKED_TYPES.len()]>>,
 }
 
 /// Whether `a` and `b` are the same version of an object (the same copy, or equal): file objects
@@ -121,15 +131,20 @@ impl Tracking {
     /// `node_id` from push `version`; keeps the newest counter.
     pub fn record_generated(&self, node_id: &str, type_url: &str, version: &str) {
         let Some(counter) = push_counter(version) else { return };
+        let Some(i) = tracked_type(type_url) else { return };
         let mut generated = self.generated.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = generated.entry(node_id.to_owned()).or_default().entry(type_url.to_owned()).or_insert(0);
+        let slot = match generated.get_mut(node_id) {
+            Some(counters) => &mut counters[i],
+            None => &mut generated.entry(node_id.to_owned()).or_default()[i],
+        };
         *slot = (*slot).max(counter);
     }
 
     /// The newest push counter generated for `node_id` and `type_url`.
     pub fn generated(&self, node_id: &str, type_url: &str) -> Option<u64> {
         let generated = self.generated.lock().unwrap_or_else(|p| p.into_inner());
-        generated.get(node_id).and_then(|t| t.get(type_url)).copied()
+        let i = tracked_type(type_url)?;
+        generated.get(node_id).map(|counters| counters[i]).filter(|&c| c > 0)
     }
 
     /// Forgets proxies for which `connected` is false (called after each push).
@@ -208,10 +223,7 @@ pub fn proxy_sync(types: impl IntoIterator<Item = SyncStatus>) -> SyncStatus {
 pub fn affected_types(kind: Kind, proxy_kind: ProxyKind) -> Vec<&'static str> {
     let key = ConfigKey { kind, namespace: String::new(), name: String::new() };
     let request = PushRequest::config([key], TriggerReason::Config);
-    [type_url::CLUSTER, type_url::ENDPOINT, type_url::LISTENER, type_url::ROUTE]
-        .into_iter()
-        .filter(|t| type_needs_push(&request, t, proxy_kind))
-        .collect()
+    TRACKED_TYPES.into_iter().filter(|t| type_needs_push(&request, t, proxy_kind)).collect()
 }
 
 /// A connected proxy as the scope rules see it.
