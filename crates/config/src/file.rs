@@ -294,6 +294,9 @@ struct FileEntry {
     content: Option<Vec<u8>>,
     /// The last good objects, in document order.
     good: Vec<Arc<Config>>,
+    /// Per object of `good` (same order): the line its document starts on and its validation
+    /// warnings (`field.path: message`), kept from the parse for [`FileSource::origin`].
+    origins: Vec<(u32, Vec<String>)>,
     /// Set while the current content is rejected.
     bad: Option<BadFile>,
 }
@@ -360,73 +363,43 @@ impl FileSource {
     /// current content is the one in force, the line its document starts on and the validation
     /// warnings of that document (findings that do not reject it). When the file is bad (its new
     /// content rejected, the last good objects kept), `line` is 0 and `rejected` holds the file's
-    /// errors. `None` when no file of this source defines the object. Re-parses the one file (the
-    /// bytes last read, no file I/O); meant for debug endpoints.
+    /// errors. `None` when no file of this source defines the object. A lookup in what the last scan
+    /// parsed (no I/O, no parsing); meant for debug endpoints.
     pub fn origin(&self, key: &ConfigKey) -> Option<ObjectOrigin> {
-        let (file, content, rejected) = {
-            let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
-            let (file, _) = state.index.definitions.get(key)?.first()?;
-            let entry = state.files.get(file)?;
-            (file.clone(), entry.content.clone(), entry.bad.clone())
-        };
-        let mut origin = ObjectOrigin { file, line: 0, warnings: Vec::new(), rejected };
-        if origin.rejected.is_some() {
-            return Some(origin);
-        }
-        let Some(text) = content.as_deref().and_then(|b| std::str::from_utf8(b).ok()) else {
-            return Some(origin);
-        };
-        let name = origin.file.display().to_string();
-        let doc = parse_text(&name, text, &self.inner.options.parse)
-            .into_iter()
-            .find(|d| d.config.as_ref().is_some_and(|c| c.key() == *key));
-        if let Some(doc) = doc {
-            origin.line = doc.line;
-            origin.warnings = doc.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)).collect();
-        }
-        Some(origin)
+        let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, _) = state.index.definitions.get(key)?.first()?;
+        Some(Self::origin_in(file, state.files.get(file)?, key))
     }
 
-    /// [`FileSource::origin`] of every object this source defines, each file parsed once (for lists).
+    /// [`FileSource::origin`] of every object this source defines (for lists).
     pub fn origins(&self) -> HashMap<ConfigKey, ObjectOrigin> {
-        let (winners, files) = {
-            let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
-            let winners: Vec<(ConfigKey, PathBuf)> = state
-                .index
-                .definitions
-                .iter()
-                .filter_map(|(k, defs)| defs.first().map(|(p, _)| (k.clone(), p.clone())))
-                .collect();
-            let mut files: HashMap<PathBuf, (Option<Vec<u8>>, Option<BadFile>)> = HashMap::new();
-            for (_, path) in &winners {
-                if let Some(entry) = state.files.get(path) {
-                    files.entry(path.clone()).or_insert_with(|| (entry.content.clone(), entry.bad.clone()));
-                }
+        let state = self.inner.scan.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = HashMap::with_capacity(state.index.definitions.len());
+        for (key, definitions) in &state.index.definitions {
+            if let Some((file, _)) = definitions.first()
+                && let Some(entry) = state.files.get(file)
+            {
+                out.insert(key.clone(), Self::origin_in(file, entry, key));
             }
-            (winners, files)
-        };
-        // Per file: line and warnings of each object its current (good) content defines.
-        let mut parsed: HashMap<&PathBuf, HashMap<ConfigKey, (u32, Vec<String>)>> = HashMap::new();
-        for (path, (content, bad)) in &files {
-            let Some(text) = content.as_deref().and_then(|b| std::str::from_utf8(b).ok()) else { continue };
-            if bad.is_some() {
-                continue;
-            }
-            let mut docs = HashMap::new();
-            for doc in parse_text(&path.display().to_string(), text, &self.inner.options.parse) {
-                let Some(config) = &doc.config else { continue };
-                let warnings = doc.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)).collect();
-                docs.entry(config.key()).or_insert((doc.line, warnings));
-            }
-            parsed.insert(path, docs);
-        }
-        let mut out = HashMap::new();
-        for (key, path) in winners {
-            let Some((_, bad)) = files.get(&path) else { continue };
-            let (line, warnings) = parsed.get(&path).and_then(|d| d.get(&key)).cloned().unwrap_or_default();
-            out.insert(key, ObjectOrigin { file: path, line, warnings, rejected: bad.clone() });
         }
         out
+    }
+
+    fn origin_in(file: &Path, entry: &FileEntry, key: &ConfigKey) -> ObjectOrigin {
+        let mut origin = ObjectOrigin {
+            file: file.to_path_buf(),
+            line: 0,
+            warnings: Vec::new(),
+            rejected: entry.bad.clone(),
+        };
+        if origin.rejected.is_none()
+            && let Some(i) = entry.good.iter().position(|c| c.key() == *key)
+            && let Some((line, warnings)) = entry.origins.get(i)
+        {
+            origin.line = *line;
+            origin.warnings = warnings.clone();
+        }
+        origin
     }
 
     /// How many scans have begun and finished.
@@ -520,11 +493,12 @@ impl FileSource {
                     }
                 }
                 Read::Changed(bytes) => match parsed.next().unwrap_or_else(|| Ok(Vec::new())) {
-                    Ok(good) => {
-                        let good: Vec<Arc<Config>> = good
+                    Ok(docs) => {
+                        let (good, origins): (Vec<Arc<Config>>, Vec<_>) = docs
                             .into_iter()
-                            .filter(|c| self.inner.options.kinds.contains(&c.kind()))
-                            .collect();
+                            .filter(|d| self.inner.options.kinds.contains(&d.config.kind()))
+                            .map(|d| (d.config, (d.line, d.warnings)))
+                            .unzip();
                         let old_good = match previous {
                             Some(p) => {
                                 if p.bad.is_some() {
@@ -536,7 +510,7 @@ impl FileSource {
                         };
                         state.index.remove_file(&path, &old_good, &mut affected);
                         state.index.add_file(&path, &good, &mut affected);
-                        FileEntry { content: Some(bytes), good, bad: None }
+                        FileEntry { content: Some(bytes), good, origins, bad: None }
                     }
                     Err(errors) => self.rejected(&path, previous, Some(bytes), errors, now),
                 },
@@ -564,9 +538,9 @@ impl FileSource {
         errors: Vec<FileError>,
         now: SystemTime,
     ) -> FileEntry {
-        let (good, since) = match previous {
-            Some(p) => (p.good, p.bad.map_or(now, |b| b.since)),
-            None => (Vec::new(), now),
+        let (good, origins, since) = match previous {
+            Some(p) => (p.good, p.origins, p.bad.map_or(now, |b| b.since)),
+            None => (Vec::new(), Vec::new(), now),
         };
         for e in &errors {
             tracing::warn!(
@@ -583,7 +557,7 @@ impl FileSource {
         }
         metrics::counter!("meshpilot_config_file_errors").increment(1);
         let bad = BadFile { file: path.to_path_buf(), errors, since, kept_objects: good.len() };
-        FileEntry { content, good, bad: Some(bad) }
+        FileEntry { content, good, origins, bad: Some(bad) }
     }
 
     /// Gives each affected key its winner (first definition in path order) in the store, and keeps the
@@ -872,19 +846,18 @@ fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
 fn parse_all(
     files: &[(&Path, &[u8])],
     options: &ParseOptions,
-) -> Vec<Result<Vec<Arc<Config>>, Vec<FileError>>> {
+) -> Vec<Result<Vec<ParsedObject>, Vec<FileError>>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len());
     if threads <= 1 {
-        return files.iter().map(|(p, b)| parse_content(p, b, options)).collect();
+        return files.iter().map(|(p, b)| parse_file(p, b, options)).collect();
     }
     let chunk = files.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = files
             .chunks(chunk)
             .map(|part| {
-                let handle = scope.spawn(move || {
-                    part.iter().map(|(p, b)| parse_content(p, b, options)).collect::<Vec<_>>()
-                });
+                let handle = scope
+                    .spawn(move || part.iter().map(|(p, b)| parse_file(p, b, options)).collect::<Vec<_>>());
                 (part.len(), handle)
             })
             .collect();
@@ -924,6 +897,23 @@ pub fn parse_content(
     bytes: &[u8],
     options: &ParseOptions,
 ) -> Result<Vec<Arc<Config>>, Vec<FileError>> {
+    parse_file(path, bytes, options).map(|docs| docs.into_iter().map(|d| d.config).collect())
+}
+
+/// One object of a good file, with where its document starts and its validation warnings.
+#[derive(Clone)]
+struct ParsedObject {
+    config: Arc<Config>,
+    line: u32,
+    warnings: Vec<String>,
+}
+
+/// [`parse_content`], keeping each object's line and warnings.
+fn parse_file(
+    path: &Path,
+    bytes: &[u8],
+    options: &ParseOptions,
+) -> Result<Vec<ParsedObject>, Vec<FileError>> {
     let text = std::str::from_utf8(bytes).map_err(|err| {
         vec![FileError {
             document: 0,
@@ -950,7 +940,8 @@ pub fn parse_content(
             }));
         }
         if let Some(config) = doc.config {
-            configs.push(Arc::new(config));
+            let warnings = doc.warnings.iter().map(|w| format!("{}: {}", w.path, w.message)).collect();
+            configs.push(ParsedObject { config: Arc::new(config), line: doc.line, warnings });
         }
     }
     if errors.is_empty() { Ok(configs) } else { Err(errors) }
