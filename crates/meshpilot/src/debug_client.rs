@@ -78,6 +78,16 @@ pub fn url(addr: &str, path_and_query: &str) -> String {
     }
 }
 
+/// Percent-encodes a query value (RFC 3986: unreserved characters kept, every other byte `%XX`).
+pub fn encode_query(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// GETs `path_and_query` from `addr` and returns the status code and body text. Blocking: runs its
 /// own single-threaded runtime, so call it from synchronous CLI code only.
 pub fn get_text(addr: &str, path_and_query: &str) -> Result<(u16, String), DebugError> {
@@ -132,6 +142,16 @@ mod tests {
         assert_eq!(url("127.0.0.1:8080", "/debug/syncz"), "http://127.0.0.1:8080/debug/syncz");
         assert_eq!(url("http://h:1/", "/debug/syncz"), "http://h:1/debug/syncz");
         assert_eq!(url("https://h:1", "/x?a=b"), "https://h:1/x?a=b");
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(
+            encode_query("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"),
+            "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"
+        );
+        assert_eq!(encode_query("a.b-1"), "a.b-1");
+        assert_eq!(encode_query("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
     }
 
     #[test]

@@ -66,9 +66,9 @@ fn run_inner(args: &Args) -> Result<String, String> {
     let (kind, namespace, name) = parse_object(&args.object, &args.namespace)?;
     let path = format!(
         "/debug/objectz?kind={}&namespace={}&name={}",
-        encode(kind.as_str()),
-        encode(&namespace),
-        encode(&name)
+        crate::debug_client::encode_query(kind.as_str()),
+        crate::debug_client::encode_query(&namespace),
+        crate::debug_client::encode_query(&name)
     );
     let status = get_json(&args.addr.addr, &path).map_err(|e| match e {
         DebugError::Status { status: 404, body, .. } => {
@@ -106,16 +106,6 @@ fn parse_object(object: &str, default_namespace: &str) -> Result<(api::Kind, Str
         )
     })?;
     Ok((kind, namespace, name.to_owned()))
-}
-
-/// Percent-encodes a query value (names are DNS labels; this keeps anything else intact).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn text(v: &Value) -> &str {

@@ -165,7 +165,7 @@ fn output(command: &ConfigCommand) -> Result<String, VerbError> {
     let connection = proxy["connectionId"].as_str().unwrap_or_default();
     let dump = debug_client::get_json(
         &common.addr.addr,
-        &format!("/debug/config_dump?proxyID={}", encode(connection)),
+        &format!("/debug/config_dump?proxyID={}", crate::debug_client::encode_query(connection)),
     )?;
     let (items, text) = match command {
         ConfigCommand::Clusters(a) => {
@@ -203,16 +203,6 @@ fn output(command: &ConfigCommand) -> Result<String, VerbError> {
 
 fn counter(connection_id: &str) -> u64 {
     connection_id.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
-}
-
-/// Percent-encodes a query value (RFC 3986 unreserved characters kept).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn list(dump: &Value, key: &str) -> Vec<Value> {

@@ -161,8 +161,6 @@ fn endpoint_rows_sorted_and_filtered() {
 }
 
 #[test]
-fn query_values_are_encoded() {
-    assert_eq!(encode("a.b-1"), "a.b-1");
-    assert_eq!(encode("a b&c"), "a%20b%26c");
+fn connection_counters_are_read_from_the_id() {
     assert_eq!(counter("x.ns-12"), 12);
 }
