@@ -20,6 +20,7 @@ pub mod analyzers;
 pub mod message;
 pub mod msg;
 pub mod resource;
+pub mod util;
 
 use std::ops::Deref;
 

@@ -32,6 +32,7 @@ use crate::{Context, Message};
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
 pub mod schema;
+pub mod virtualservice;
 
 /// One analyzer (Istio's `analysis.Analyzer`).
 pub trait Analyzer: Send + Sync {
@@ -59,6 +60,7 @@ pub trait Analyzer: Send + Sync {
 
 /// istioctl's default analyzers, in Istio's order (`pkg/config/analysis/analyzers/all.go`), then one
 /// schema validation analyzer per Istio kind.
+#[allow(clippy::vec_init_then_push)] // one line per analyzer, in Istio's order, reads better than a literal
 pub fn all() -> Vec<Box<dyn Analyzer>> {
     let mut v: Vec<Box<dyn Analyzer>> = Vec::new();
     // Istio's order; one line per analyzer. Commented entries are not implemented yet.
@@ -86,11 +88,11 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     // v.push(Box::new(multicluster::ServiceAnalyzer));
     // v.push(Box::new(service::PortNameAnalyzer));
     // v.push(Box::new(sidecar::SelectorAnalyzer));
-    // v.push(Box::new(virtualservice::ConflictingMeshGatewayHostsAnalyzer));
-    // v.push(Box::new(virtualservice::DestinationHostAnalyzer));
-    // v.push(Box::new(virtualservice::DestinationRuleAnalyzer));
-    // v.push(Box::new(virtualservice::GatewayAnalyzer));
-    // v.push(Box::new(virtualservice::JwtClaimRouteAnalyzer));
+    v.push(Box::new(virtualservice::ConflictingMeshGatewayHostsAnalyzer));
+    v.push(Box::new(virtualservice::DestinationHostAnalyzer));
+    v.push(Box::new(virtualservice::DestinationRuleAnalyzer));
+    v.push(Box::new(virtualservice::GatewayAnalyzer));
+    v.push(Box::new(virtualservice::JwtClaimRouteAnalyzer));
     // v.push(Box::new(serviceentry::ProtocolAddressesAnalyzer));
     // v.push(Box::new(serviceentry::ConflictingServiceEntryProtocolAnalyzer));
     // v.push(Box::new(webhook::Analyzer));
