@@ -31,6 +31,7 @@ use crate::{Context, Message};
 
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
+pub mod gateway;
 pub mod schema;
 pub mod virtualservice;
 
@@ -75,10 +76,10 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     // v.push(Box::new(deprecation::FieldAnalyzer));
     // v.push(Box::new(envoyfilter::EnvoyPatchAnalyzer));
     // v.push(Box::new(externalcontrolplane::ExternalControlPlaneAnalyzer));
-    // v.push(Box::new(gateway::IngressGatewayPortAnalyzer));
-    // v.push(Box::new(gateway::CertificateAnalyzer));
-    // v.push(Box::new(gateway::SecretAnalyzer));
-    // v.push(Box::new(gateway::ConflictingGatewayAnalyzer));
+    v.push(Box::new(gateway::IngressGatewayPortAnalyzer));
+    v.push(Box::new(gateway::CertificateAnalyzer));
+    v.push(Box::new(gateway::SecretAnalyzer));
+    v.push(Box::new(gateway::ConflictingGatewayAnalyzer));
     // v.push(Box::new(injection::Analyzer));
     // v.push(Box::new(injection::ImageAnalyzer));
     // v.push(Box::new(injection::ImageAutoAnalyzer));
