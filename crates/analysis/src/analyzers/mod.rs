@@ -31,8 +31,11 @@ use crate::{Context, Message};
 
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
+pub mod destinationrule;
 pub mod gateway;
 pub mod schema;
+pub mod service;
+pub mod sidecar;
 pub mod virtualservice;
 
 /// One analyzer (Istio's `analysis.Analyzer`).
@@ -71,8 +74,8 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     // v.push(Box::new(conditions::ConditionAnalyzer));
     // v.push(Box::new(deployment::ServiceAssociationAnalyzer));
     // v.push(Box::new(deployment::ApplicationUidAnalyzer));
-    // v.push(Box::new(destinationrule::CaCertificateAnalyzer));
-    // v.push(Box::new(destinationrule::PodNotSelectedAnalyzer));
+    v.push(Box::new(destinationrule::CaCertificateAnalyzer));
+    v.push(Box::new(destinationrule::PodNotSelectedAnalyzer));
     // v.push(Box::new(deprecation::FieldAnalyzer));
     // v.push(Box::new(envoyfilter::EnvoyPatchAnalyzer));
     // v.push(Box::new(externalcontrolplane::ExternalControlPlaneAnalyzer));
@@ -87,8 +90,8 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     // v.push(Box::new(k8sgateway::CrdVersionAnalyzer));
     // v.push(Box::new(multicluster::MeshNetworksAnalyzer));
     // v.push(Box::new(multicluster::ServiceAnalyzer));
-    // v.push(Box::new(service::PortNameAnalyzer));
-    // v.push(Box::new(sidecar::SelectorAnalyzer));
+    v.push(Box::new(service::PortNameAnalyzer));
+    v.push(Box::new(sidecar::SelectorAnalyzer));
     v.push(Box::new(virtualservice::ConflictingMeshGatewayHostsAnalyzer));
     v.push(Box::new(virtualservice::DestinationHostAnalyzer));
     v.push(Box::new(virtualservice::DestinationRuleAnalyzer));
