@@ -23,8 +23,6 @@ const NOT_IMPLEMENTED: &str = "not implemented yet";
 
 /// Cases that do not pass yet: case name → reason (the analyzer, and who implements it, in the comment).
 const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("misannoted", NOT_IMPLEMENTED),  // annotations.K8sAnalyzer (analyze)
-    ("deprecation", NOT_IMPLEMENTED), // deprecation.FieldAnalyzer (analyze)
     ("externalControlPlaneMissingWebhooks", NOT_IMPLEMENTED), // externalcontrolplane.ExternalControlPlaneAnalyzer (analyze2)
     ("externalControlPlaneUsingIpAddresses", NOT_IMPLEMENTED), // externalcontrolplane.ExternalControlPlaneAnalyzer (analyze2)
     ("externalControlPlaneValidWebhooks", NOT_IMPLEMENTED), // externalcontrolplane.ExternalControlPlaneAnalyzer (analyze2)

@@ -31,6 +31,8 @@ use crate::{Context, Message};
 
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
+pub mod annotations;
+pub mod deprecation;
 pub mod destinationrule;
 pub mod gateway;
 pub mod schema;
@@ -68,7 +70,7 @@ pub trait Analyzer: Send + Sync {
 pub fn all() -> Vec<Box<dyn Analyzer>> {
     let mut v: Vec<Box<dyn Analyzer>> = Vec::new();
     // Istio's order; one line per analyzer. Commented entries are not implemented yet.
-    // v.push(Box::new(annotations::K8sAnalyzer));
+    v.push(Box::new(annotations::K8sAnalyzer));
     // v.push(Box::new(authn::BlockedCidrsAnalyzer));
     // v.push(Box::new(authz::AuthorizationPoliciesAnalyzer));
     // v.push(Box::new(conditions::ConditionAnalyzer));
@@ -76,7 +78,7 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     // v.push(Box::new(deployment::ApplicationUidAnalyzer));
     v.push(Box::new(destinationrule::CaCertificateAnalyzer));
     v.push(Box::new(destinationrule::PodNotSelectedAnalyzer));
-    // v.push(Box::new(deprecation::FieldAnalyzer));
+    v.push(Box::new(deprecation::FieldAnalyzer));
     // v.push(Box::new(envoyfilter::EnvoyPatchAnalyzer));
     // v.push(Box::new(externalcontrolplane::ExternalControlPlaneAnalyzer));
     v.push(Box::new(gateway::IngressGatewayPortAnalyzer));
