@@ -16,6 +16,7 @@ mod discovery;
 mod proxy;
 mod status;
 mod validate;
+mod webhook;
 
 use std::process::ExitCode;
 

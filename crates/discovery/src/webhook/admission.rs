@@ -8,7 +8,7 @@
 //! |---|---|
 //! | empty body | HTTP 400 `no body found` |
 //! | `Content-Type` other than `application/json` | HTTP 415 ``invalid Content-Type, want `application/json` `` |
-//! | body larger than 6 MiB (`MaxRequestBodyBytes`) | HTTP 413 |
+//! | body larger than 6 MiB (`MaxRequestBodyBytes`) | HTTP 400 `Request entity too large: limit is 6291456` ([`too_large`]) |
 //! | body that is not an `admission.k8s.io/v1` or `v1beta1` AdmissionReview | HTTP 200, a v1beta1-shaped review without type fields whose `response` denies with `could not decode body: …` |
 //! | operation other than CREATE / UPDATE | allowed |
 //! | `request.object` not an object with `apiVersion`/`kind`/`metadata` | denied: `cannot decode configuration: …` |
@@ -104,8 +104,14 @@ impl Decision {
     }
 }
 
+/// The answer to a body larger than [`MAX_REQUEST_BODY_BYTES`] (istiod answers 400 with the
+/// Kubernetes "entity too large" error text).
+pub fn too_large() -> HttpAnswer {
+    HttpAnswer::error(400, &format!("Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}"))
+}
+
 /// Answers one `POST /validate`: `content_type` is the request's `Content-Type` header, `body` its
-/// body (the caller stops reading past [`MAX_REQUEST_BODY_BYTES`] and answers 413 itself); `parse`
+/// body (the caller stops reading past [`MAX_REQUEST_BODY_BYTES`] and answers [`too_large`]); `parse`
 /// gives the domain suffix recorded on configs.
 pub fn review(content_type: Option<&str>, body: &[u8], parse: &ParseOptions) -> HttpAnswer {
     if body.is_empty() {
