@@ -215,8 +215,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files.push(source.clone());
         sources.push(source);
     }
+    let mut invalid_objects = Vec::new();
     if let Some(path) = &args.kubeconfig {
-        sources.push(kube_config_source(path, args, &selectors).await?);
+        let source = kube_config_source(path, args, &selectors).await?;
+        invalid_objects.push(crate::webhook::cluster_invalid_objects(&source));
+        sources.push(source);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
@@ -261,6 +264,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files,
         startup_warnings: Arc::new(mesh_warnings),
         secrets: secrets.clone(),
+        invalid_objects,
     };
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
@@ -395,7 +399,7 @@ async fn kube_config_source(
     path: &std::path::Path,
     args: &Args,
     selectors: &model::selector::DiscoverySelectors,
-) -> Result<Arc<dyn ConfigStoreController>, String> {
+) -> Result<Arc<kube_source::KubeSource>, String> {
     let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
     let options = kube_source::KubeSourceOptions {
         parse: ParseOptions { domain_suffix: args.domain.clone(), ..ParseOptions::default() },

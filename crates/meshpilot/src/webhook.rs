@@ -108,6 +108,35 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
     Ok(tasks)
 }
 
+/// The CRD source's rejected objects in configstatusz's `invalidObjects` shape (see
+/// `meshpilot_http::invalid`).
+pub fn cluster_invalid_objects(
+    source: &Arc<kube_source::KubeSource>,
+) -> meshpilot_http::invalid::InvalidObjectsFn {
+    use meshpilot_http::invalid::{InvalidFinding, InvalidObject, InvalidObjectsFn};
+    let source = source.clone();
+    InvalidObjectsFn(Arc::new(move || {
+        let name = model::ConfigStore::name(source.as_ref()).to_string();
+        source
+            .rejected()
+            .into_iter()
+            .map(|r| InvalidObject {
+                kind: r.key.kind.as_str().to_string(),
+                namespace: r.key.namespace.clone(),
+                name: r.key.name.clone(),
+                resource_version: Some(r.resource_version.clone()),
+                source: name.clone(),
+                kept_previous: r.kept_previous,
+                findings: r
+                    .errors
+                    .iter()
+                    .map(|f| InvalidFinding { path: f.path.clone(), message: f.message.clone() })
+                    .collect(),
+            })
+            .collect()
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
