@@ -1,6 +1,6 @@
 //! The validating webhook (`meshpilot discovery --https-addr`) called by a real kube-apiserver
 //! (scripts/kube-testenv.sh, one per test binary): the ValidatingWebhookConfigurations are created
-//! with meshpilot's caBundle and switched to failurePolicy Fail, `kubectl apply` of an invalid
+//! with meshpilot's caBundle (patched back after an edit) and switched to failurePolicy Fail, `kubectl apply` of an invalid
 //! VirtualService is denied naming the field, a valid one is created, and a malformed review does not
 //! hurt the server.
 
@@ -119,6 +119,23 @@ fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() 
     assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
     assert!(text.ends_with("\n200"), "{text}");
     assert!(text.contains("could not decode body"), "{text}");
+
+    // Someone overwrites a caBundle: it is patched back.
+    let advertised =
+        vwc(env, "istiod-default-validator").unwrap()["webhooks"][0]["clientConfig"]["caBundle"].clone();
+    env.kubectl(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        "istiod-default-validator",
+        "--type=json",
+        "-p",
+        r#"[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "Zm9v"}]"#,
+    ])
+    .unwrap();
+    wait_for("the caBundle patched back", || {
+        vwc(env, "istiod-default-validator")
+            .filter(|c| c["webhooks"][0]["clientConfig"]["caBundle"] == advertised)
+    });
 
     // The webhook still serves: an UPDATE to an invalid weight is denied, a valid one is applied.
     let err = env.kubectl_apply(&virtual_service("split", 150)).unwrap_err().to_string();
