@@ -35,6 +35,7 @@ pub mod push_log;
 pub mod secure;
 pub mod server;
 pub mod source;
+pub mod webhook;
 
 pub use options::{DebounceOptions, EnvError, SecurityOptions};
 pub use server::{DiscoveryServer, Snapshots};

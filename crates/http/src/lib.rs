@@ -16,7 +16,7 @@
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
 //! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
 //! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
-//! | `/debug/configstatusz` | file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
+//! | `/debug/configstatusz` | invalid objects of every source (kind, namespace, name, resourceVersion, source, each finding's field path and reason: [`invalid`]), file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 
 use model::push::{PushRequest, TriggerReason};
 
+pub mod invalid;
 pub mod proxystatus;
 
 /// What the debug handlers read.
@@ -53,6 +54,8 @@ pub struct DebugState {
     pub startup_warnings: Arc<Vec<String>>,
     /// The SDS file secrets (for their status).
     pub secrets: Arc<FileSecrets>,
+    /// Invalid objects of the other sources (the cluster's), for `invalidObjects` in configstatusz.
+    pub invalid_objects: Vec<invalid::InvalidObjectsFn>,
 }
 
 const ENDPOINTS: &[&str] = &[
@@ -196,7 +199,12 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
             })
         })
         .collect();
+    let mut invalid = invalid::file_invalid_objects(&s.files);
+    for list in &s.invalid_objects {
+        invalid.extend((list.0)());
+    }
     Json(json!({
+        "invalidObjects": invalid,
         "configSources": files,
         "registryWarnings": registry::debug::registry_warnings(&s.server.services().warnings()),
         "pushContextFindings": findings,

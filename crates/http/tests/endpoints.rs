@@ -44,6 +44,7 @@ async fn debug_and_monitoring_endpoints_answer_before_the_first_push() {
         files: Vec::new(),
         startup_warnings: Arc::new(vec!["a warning".into()]),
         secrets: sds::FileSecrets::disabled(),
+        invalid_objects: Vec::new(),
     };
     let debug = serve(debug_router(state)).await;
 

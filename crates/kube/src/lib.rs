@@ -31,6 +31,7 @@ pub mod relist;
 pub mod source;
 #[cfg(feature = "testing")]
 pub mod testenv;
+pub mod webhook_config;
 
 pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
 pub use model::selector::DiscoverySelectors;

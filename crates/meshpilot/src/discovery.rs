@@ -32,7 +32,8 @@ Certificate files named by DestinationRule and Gateway `tls` settings are sent t
 (`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
 Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --secure-grpc-addr ADS and the CA \
-over TLS (Istio's 15012; off unless given); --http-addr /ready and /debug/* \
+over TLS (Istio's 15012; off unless given); --https-addr the validating webhook (Istio's 15017; off unless \
+given); --http-addr /ready and /debug/* \
 (configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz, proxystatusz); --monitoring-addr \
 /metrics (Prometheus, Istio metric names).\n\n\
 Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
@@ -115,6 +116,9 @@ pub struct Args {
     #[arg(long = "file-secret-root", value_name = "DIR")]
     file_secret_roots: Vec<PathBuf>,
 
+    #[command(flatten)]
+    webhook: crate::webhook::WebhookArgs,
+
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -130,7 +134,7 @@ pub enum LogFormat {
 }
 
 /// `:15010` → `0.0.0.0:15010`; `host:port` as given.
-fn parse_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
     let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
     full.parse().map_err(|_| format!("invalid {flag} {text:?}: expected HOST:PORT or :PORT (e.g. :15010)"))
 }
@@ -211,8 +215,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files.push(source.clone());
         sources.push(source);
     }
+    let mut invalid_objects = Vec::new();
     if let Some(path) = &args.kubeconfig {
-        sources.push(kube_config_source(path, args, &selectors).await?);
+        let source = kube_config_source(path, args, &selectors).await?;
+        invalid_objects.push(crate::webhook::cluster_invalid_objects(&source));
+        sources.push(source);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
@@ -257,6 +264,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files,
         startup_warnings: Arc::new(mesh_warnings),
         secrets: secrets.clone(),
+        invalid_objects,
     };
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
@@ -273,6 +281,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     );
     let registry = ads.registry().clone();
     let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
+    let secure_ca = secure.as_ref().map(|(port, ..)| port.ca.clone());
     let secure_task = secure.map(|(port, listener, ads_config, kube)| {
         if let Some(kube) = kube {
             tokio::spawn(kube_source::identity::run_root_cert_publisher(
@@ -288,6 +297,18 @@ async fn run_async(args: &Args) -> Result<(), String> {
             }
         })
     });
+    let webhook_tasks = crate::webhook::start(
+        &args.webhook,
+        crate::webhook::Context {
+            kubeconfig: args.kubeconfig.as_deref(),
+            revision: args.revision.as_deref(),
+            domain: &args.domain,
+            trust_domain: &trust_domain,
+            ca: secure_ca,
+            shutdown: shutdown.clone(),
+        },
+    )
+    .await?;
     let server_task = tokio::spawn(server.run(shutdown.clone()));
     let secrets_task =
         tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
@@ -305,6 +326,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         let _ = server_task.await;
         let _ = secrets_task.await;
         if let Some(task) = secure_task {
+            let _ = task.await;
+        }
+        for task in webhook_tasks {
             let _ = task.await;
         }
     })
@@ -375,7 +399,7 @@ async fn kube_config_source(
     path: &std::path::Path,
     args: &Args,
     selectors: &model::selector::DiscoverySelectors,
-) -> Result<Arc<dyn ConfigStoreController>, String> {
+) -> Result<Arc<kube_source::KubeSource>, String> {
     let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
     let options = kube_source::KubeSourceOptions {
         parse: ParseOptions { domain_suffix: args.domain.clone(), ..ParseOptions::default() },

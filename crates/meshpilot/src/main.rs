@@ -18,6 +18,7 @@ mod discovery;
 mod proxy;
 mod status;
 mod validate;
+mod webhook;
 
 use std::process::ExitCode;
 

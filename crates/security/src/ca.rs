@@ -368,7 +368,8 @@ impl IstioCa {
     }
 
     /// A key and certificate for the control plane's own serving port (DNS SANs such as
-    /// `istiod.istio-system.svc`), valid for `ttl`: (certificate chain DER, PKCS#8 key DER).
+    /// `istiod.istio-system.svc`; a name that is an IP address, such as `127.0.0.1` for a webhook
+    /// called by URL, becomes an IP SAN), valid for `ttl`: (certificate chain DER, PKCS#8 key DER).
     ///
     /// # Errors
     /// [`CaError::Sign`].
@@ -381,6 +382,9 @@ impl IstioCa {
         let sans = dns_names
             .iter()
             .map(|n| {
+                if let Ok(ip) = n.parse::<std::net::IpAddr>() {
+                    return Ok(SanType::IpAddress(ip));
+                }
                 n.as_str()
                     .try_into()
                     .map(SanType::DnsName)

@@ -174,6 +174,24 @@ pub fn server_config(ca: Arc<IstioCa>, dns_names: Vec<String>) -> Result<Arc<Ser
     Ok(Arc::new(config))
 }
 
+/// The rustls configuration of an HTTPS port without client certificates (the validating webhook on
+/// Istio's 15017): a serving certificate for `names` (DNS names or IP addresses) signed by `ca`,
+/// re-issued when half of [`SERVING_CERT_TTL`] has passed, ALPN `http/1.1`.
+///
+/// # Errors
+/// [`CaError`] when the serving certificate cannot be issued.
+pub fn https_server_config(ca: Arc<IstioCa>, names: Vec<String>) -> Result<Arc<ServerConfig>, CaError> {
+    let current = ServingCert::issue(&ca, &names)?;
+    let resolver = ServingCert { ca, dns_names: names, current: RwLock::new(current) };
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| CaError::Sign(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// Accepts TCP connections on `listener` and yields those whose TLS handshake completes (within
 /// [`HANDSHAKE_TIMEOUT`]); failed handshakes are logged at debug level and counted in
 /// `meshpilot_tls_handshake_failures`. Ends when the listener fails.

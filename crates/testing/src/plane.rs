@@ -249,6 +249,7 @@ async fn serve_debug_http(
         files: files.to_vec(),
         startup_warnings: Arc::default(),
         secrets: secrets.clone(),
+        invalid_objects: Vec::new(),
     };
     let serve = axum::serve(listener, debug_router(state)).with_graceful_shutdown(async move {
         shutdown.wait().await;

@@ -1,0 +1,152 @@
+//! `meshpilot discovery --https-addr`: Istio's validating admission webhook (istiod's 15017,
+//! `POST /validate`, served by `discovery::webhook`) and, with `--kubeconfig`, the
+//! ValidatingWebhookConfigurations that send the API server's reviews to it
+//! (`kube_source::webhook_config`). See docs/CONFIG-FEEDBACK.md, "Validating webhook".
+
+use std::{path::Path, sync::Arc};
+
+use discovery::webhook::{WebhookTls, serve};
+use kube_source::webhook_config::{WebhookClient, WebhookConfigOptions};
+use model::parse::ParseOptions;
+use security::IstioCa;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+/// The webhook's flags of `meshpilot discovery`.
+#[derive(clap::Args, Debug)]
+pub struct WebhookArgs {
+    /// HTTPS address of the validating admission webhook (Istio's --httpsAddr, :15017): `POST
+    /// /validate` with AdmissionReview v1/v1beta1, the same validation as `meshpilot validate`.
+    /// Off unless given (istiod: on). With --kubeconfig, the ValidatingWebhookConfigurations labelled
+    /// istio.io/rev=REVISION get its caBundle patched in (created as Istio's charts render them when
+    /// none exists) and are switched to failurePolicy Fail once the webhook rejects a probe.
+    #[arg(long = "https-addr", value_name = "ADDR")]
+    pub https_addr: Option<String>,
+
+    /// The URL the API server should call for reviews when meshpilot runs outside the cluster (Istio
+    /// chart's base.validationURL), e.g. https://127.0.0.1:15017/validate; its host is added to the
+    /// serving certificate. Without it, configurations created by meshpilot name the istiod Service
+    /// of POD_NAMESPACE.
+    #[arg(long = "validation-webhook-url", value_name = "URL", requires = "https_addr")]
+    pub url: Option<String>,
+}
+
+/// The host of an `https://HOST[:PORT][/PATH]` URL (`[v6]` brackets removed).
+fn url_host(url: &str) -> Result<String, String> {
+    let rest = url.strip_prefix("https://").ok_or_else(|| {
+        format!("invalid --validation-webhook-url {url:?}: the API server calls webhooks over https://")
+    })?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    if host.is_empty() {
+        return Err(format!("invalid --validation-webhook-url {url:?}: no host"));
+    }
+    Ok(host.to_string())
+}
+
+/// What [`start`] needs from `meshpilot discovery`.
+pub struct Context<'a> {
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<&'a Path>,
+    /// `--revision`.
+    pub revision: Option<&'a str>,
+    /// `--domain`.
+    pub domain: &'a str,
+    /// The mesh's trust domain (names the in-memory root).
+    pub trust_domain: &'a str,
+    /// The secure port's CA, when it runs one.
+    pub ca: Option<Arc<IstioCa>>,
+    /// Stops everything started.
+    pub shutdown: model::Shutdown,
+}
+
+/// Starts the webhook server (and the configuration keeper with a kubeconfig); nothing without
+/// `--https-addr`. Returns the tasks to await at shutdown.
+///
+/// # Errors
+/// A bad flag, an address that cannot be listened on, a certificate that cannot be made, or a
+/// kubeconfig that cannot be read.
+pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle<()>>, String> {
+    let Some(addr) = &args.https_addr else { return Ok(Vec::new()) };
+    let addr = crate::discovery::parse_addr("--https-addr", addr)?;
+    let namespace = std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty());
+    let namespace = namespace.unwrap_or_else(|| "istio-system".to_string());
+    let mut names = discovery::secure::istiod_dns_names(&namespace, cx.revision);
+    if let Some(url) = &args.url {
+        names.push(url_host(url)?);
+    }
+    let tls = WebhookTls::new(cx.ca.clone(), names, cx.trust_domain)
+        .map_err(|e| format!("validation webhook certificate: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on --https-addr {addr}: {e}"))?;
+    info!(https = %addr, ca = if cx.ca.is_some() { "meshpilot CA" } else { "in-memory root" }, "validation webhook listening");
+    let parse = ParseOptions { domain_suffix: cx.domain.to_string(), ..ParseOptions::default() };
+    let mut stop = cx.shutdown.clone();
+    let mut tasks =
+        vec![tokio::spawn(serve(listener, tls.config.clone(), parse, async move { stop.wait().await }))];
+    if let Some(path) = cx.kubeconfig {
+        let connection = kube_source::connect(Some(path)).await.map_err(|e| e.to_string())?;
+        let options = WebhookConfigOptions {
+            revision: cx.revision.map(str::to_string),
+            istio_namespace: namespace,
+            client: args.url.clone().map_or(WebhookClient::Service, WebhookClient::Url),
+            create_if_missing: true,
+        };
+        // The bundle never changes while the process runs (a renewed serving certificate has the same
+        // root); the channel is how a future CA rotation would re-patch.
+        let (bundle_tx, bundle) = tokio::sync::watch::channel(tls.ca_bundle.clone());
+        let shutdown = cx.shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            kube_source::webhook_config::run(connection.client, options, bundle, shutdown).await;
+            drop(bundle_tx);
+        }));
+    }
+    Ok(tasks)
+}
+
+/// The CRD source's rejected objects in configstatusz's `invalidObjects` shape (see
+/// `meshpilot_http::invalid`).
+pub fn cluster_invalid_objects(
+    source: &Arc<kube_source::KubeSource>,
+) -> meshpilot_http::invalid::InvalidObjectsFn {
+    use meshpilot_http::invalid::{InvalidFinding, InvalidObject, InvalidObjectsFn};
+    let source = source.clone();
+    InvalidObjectsFn(Arc::new(move || {
+        let name = model::ConfigStore::name(source.as_ref()).to_string();
+        source
+            .rejected()
+            .into_iter()
+            .map(|r| InvalidObject {
+                kind: r.key.kind.as_str().to_string(),
+                namespace: r.key.namespace.clone(),
+                name: r.key.name.clone(),
+                resource_version: Some(r.resource_version.clone()),
+                source: name.clone(),
+                kept_previous: r.kept_previous,
+                findings: r
+                    .errors
+                    .iter()
+                    .map(|f| InvalidFinding { path: f.path.clone(), message: f.message.clone() })
+                    .collect(),
+            })
+            .collect()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(url_host("https://127.0.0.1:15017/validate").unwrap(), "127.0.0.1");
+        assert_eq!(url_host("https://[::1]:15017/validate").unwrap(), "::1");
+        assert_eq!(url_host("https://istiod.example.com/validate").unwrap(), "istiod.example.com");
+        assert!(url_host("http://127.0.0.1:15017/validate").unwrap_err().contains("https://"));
+        assert!(url_host("https:///validate").unwrap_err().contains("no host"));
+    }
+}
