@@ -106,12 +106,14 @@ pub fn str_at<'a>(node: &'a Value, key: &str) -> &'a str {
     node.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
-/// A string map (`labels`, `matchLabels`, `selector`, `data`) from JSON; non-string values are skipped.
+/// A string map (`labels`, `selector`) from JSON; a value that is not a string is read as its JSON
+/// text (`1`, `true`), as the object's own labels are (see [`KubeObject::labels`]).
 pub fn string_map(node: Option<&Value>) -> BTreeMap<String, String> {
     match node {
-        Some(Value::Object(m)) => {
-            m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect()
-        }
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect(),
         _ => BTreeMap::new(),
     }
 }
