@@ -14,7 +14,8 @@
 //! The instance name of a patch is the `name` of its `patch.value`, else (a value without `name`) the
 //! `match.listener.filterChain.filter.name`. Istio compares the value's name in protobuf text form
 //! (`string_value:"…"`), so a value name never equals a filter-match name; meshpilot keeps that
-//! distinction. Messages point at `spec.configPatches[i].patch.value`.
+//! distinction. Messages stay on the EnvoyFilter's first line: Istio names the patch value, a mapping
+//! its line index does not hold, so several findings of one EnvoyFilter print (and merge) as one.
 
 use api::networking::envoy_filter::{ApplyTo, EnvoyConfigObjectPatch, patch::Operation};
 
@@ -52,37 +53,36 @@ impl Analyzer for EnvoyPatchAnalyzer {
                 let apply_to = patch.apply_to;
                 let route_level =
                     apply_to == ApplyTo::RouteConfiguration as i32 || apply_to == ApplyTo::HttpRoute as i32;
-                // Istio points at the patch value, a mapping its line index does not hold: the message
-                // stays on the object's line.
-                let mut report = |t: &'static MessageType| out.push(config.message(t, &[]));
-                let relative = |report: &mut dyn FnMut(&'static MessageType)| {
-                    if ef.priority == 0 {
-                        if versioned_names.contains(&instance) {
-                            report(&msg::ENVOY_FILTER_USES_RELATIVE_OPERATION_WITH_PROXY_VERSION);
-                        } else {
-                            report(&msg::ENVOY_FILTER_USES_RELATIVE_OPERATION);
-                        }
+                let replaceable = [ApplyTo::NetworkFilter, ApplyTo::HttpFilter, ApplyTo::VirtualHost]
+                    .iter()
+                    .any(|a| *a as i32 == apply_to);
+                let relative = || -> Option<&'static MessageType> {
+                    match (ef.priority, versioned_names.contains(&instance)) {
+                        (0, true) => Some(&msg::ENVOY_FILTER_USES_RELATIVE_OPERATION_WITH_PROXY_VERSION),
+                        (0, false) => Some(&msg::ENVOY_FILTER_USES_RELATIVE_OPERATION),
+                        _ => None,
                     }
                 };
-                match Operation::try_from(p.operation) {
+                let found = match Operation::try_from(p.operation) {
                     Ok(Operation::Add) if route_level => {
-                        report(&msg::ENVOY_FILTER_USES_ADD_OPERATION_INCORRECTLY)
+                        Some(&msg::ENVOY_FILTER_USES_ADD_OPERATION_INCORRECTLY)
                     }
                     Ok(Operation::Remove) if route_level => {
-                        report(&msg::ENVOY_FILTER_USES_REMOVE_OPERATION_INCORRECTLY)
+                        Some(&msg::ENVOY_FILTER_USES_REMOVE_OPERATION_INCORRECTLY)
                     }
-                    Ok(Operation::Remove) => relative(&mut report),
-                    Ok(Operation::Replace)
-                        if apply_to != ApplyTo::NetworkFilter as i32
-                            && apply_to != ApplyTo::HttpFilter as i32
-                            && apply_to != ApplyTo::VirtualHost as i32 =>
-                    {
-                        report(&msg::ENVOY_FILTER_USES_REPLACE_OPERATION_INCORRECTLY)
+                    Ok(Operation::Replace) if !replaceable => {
+                        Some(&msg::ENVOY_FILTER_USES_REPLACE_OPERATION_INCORRECTLY)
                     }
-                    Ok(Operation::Replace | Operation::InsertBefore | Operation::InsertAfter) => {
-                        relative(&mut report)
-                    }
-                    _ => {}
+                    Ok(
+                        Operation::Remove
+                        | Operation::Replace
+                        | Operation::InsertBefore
+                        | Operation::InsertAfter,
+                    ) => relative(),
+                    _ => None,
+                };
+                if let Some(t) = found {
+                    out.push(config.message(t, &[]));
                 }
                 if patch
                     .r#match
