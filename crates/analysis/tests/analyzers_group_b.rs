@@ -115,6 +115,14 @@ metadata: {name: ns-wide-2, namespace: apps}
 apiVersion: telemetry.istio.io/v1
 kind: Telemetry
 metadata: {name: ns-wide, namespace: other}
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: dotted, namespace: other}
+spec:
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: none
 "#;
 
 #[test]
@@ -123,7 +131,12 @@ fn telemetry_selectors() {
     let selector = run("telemetry.SelectorAnalyzer", &r);
     assert_eq!(
         codes(&selector),
-        ["IST0101 Telemetry apps/nobody", "IST0159 Telemetry apps/web-a", "IST0159 Telemetry apps/web-b"]
+        [
+            "IST0101 Telemetry apps/nobody",
+            "IST0101 Telemetry other/dotted",
+            "IST0159 Telemetry apps/web-a",
+            "IST0159 Telemetry apps/web-b"
+        ]
     );
     let texts: Vec<&str> = selector.iter().map(|m| m.text.as_str()).collect();
     assert!(texts.contains(&"Referenced selector not found: \"app=gone,tier=x\""), "{texts:?}");
@@ -134,11 +147,10 @@ fn telemetry_selectors() {
         ),
         "{texts:?}"
     );
-    let line = selector.iter().find(|m| m.code() == "IST0101").and_then(|m| m.origin.line);
-    assert_eq!(
-        line,
-        Some(TELEMETRIES.lines().position(|l| l.contains("app: gone")).map(|i| i as u32 + 1).unwrap())
-    );
+    let line_of = |name: &str| selector.iter().find(|m| m.origin.name == name).and_then(|m| m.origin.line);
+    let line_with = |text: &str| TELEMETRIES.lines().position(|l| l.contains(text)).map(|i| i as u32 + 1);
+    assert_eq!(line_of("nobody"), line_with("app: gone"));
+    assert_eq!(line_of("dotted"), line_with("app.kubernetes.io/name: none"), "a label key with dots");
     assert_eq!(
         codes(&run("telemetry.DefaultSelectorAnalyzer", &r)),
         ["IST0160 Telemetry apps/ns-wide-1", "IST0160 Telemetry apps/ns-wide-2"]

@@ -218,13 +218,22 @@ pub fn message_at_leaf<R: Resource + ?Sized>(
     }
 }
 
-/// The scalar node at `path`, if the whole path exists and ends on a scalar.
+/// The scalar node at `path`, if the whole path exists and ends on a scalar. The last segments may
+/// form one key containing dots (`spec.selector.matchLabels.app.kubernetes.io/name`), as in Istio's
+/// field paths.
 fn leaf<'a>(root: &'a Node, path: &str) -> Option<&'a Node> {
+    let segments: Vec<&str> = path.split('.').filter(|s| !s.is_empty()).collect();
     let mut node = root;
-    for segment in path.split('.').filter(|s| !s.is_empty()) {
-        let (name, indexes) = segment.find('[').map_or((segment, ""), |i| (&segment[..i], &segment[i..]));
+    for (n, segment) in segments.iter().enumerate() {
+        let (name, indexes) = segment.find('[').map_or((*segment, ""), |i| (&segment[..i], &segment[i..]));
         if !name.is_empty() {
-            node = node.get(name)?;
+            match node.get(name) {
+                Some(child) => node = child,
+                None if indexes.is_empty() => {
+                    return node.get(&segments[n..].join(".")).filter(|l| is_scalar(l));
+                }
+                None => return None,
+            }
         }
         for index in indexes.split(['[', ']']).filter(|s| !s.is_empty()) {
             node = match (&node.value, index.parse::<usize>()) {
@@ -233,8 +242,9 @@ fn leaf<'a>(root: &'a Node, path: &str) -> Option<&'a Node> {
             };
         }
     }
-    match node.value {
-        yaml::Value::Seq(_) | yaml::Value::Map(_) => None,
-        _ => Some(node),
-    }
+    Some(node).filter(|l| is_scalar(l))
+}
+
+fn is_scalar(node: &Node) -> bool {
+    !matches!(node.value, yaml::Value::Seq(_) | yaml::Value::Map(_))
 }
