@@ -17,6 +17,7 @@
 //! The crate is pure: no I/O besides reading the files it is handed, no Kubernetes client, no runtime.
 
 pub mod analyzers;
+pub mod annotation;
 pub mod message;
 pub mod msg;
 pub mod resource;

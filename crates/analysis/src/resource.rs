@@ -123,13 +123,13 @@ pub trait Resource {
         Message::new(kind, self.origin().clone(), args)
     }
 
-    /// A message about the field at `path` (`spec.gateways[0]`, the form of
-    /// [`api::yaml::Node::find_path`]); the origin's line becomes the field's line (or its deepest
-    /// existing parent's), as istioctl's `util.ErrorLine`.
+    /// A message about the field at `path` (`spec.gateways[0]`; a map key with dots goes in
+    /// brackets: `spec.selector[app.kubernetes.io/name]`); the origin's line becomes the field's line
+    /// (or its deepest existing parent's), as istioctl's `util.ErrorLine`.
     fn message_at(&self, kind: &'static MessageType, args: &[Arg], path: &str) -> Message {
         let mut m = self.message(kind, args);
         if let Some(root) = self.root() {
-            let line = root.find_path(path).mark.line;
+            let line = find_field(root, path).mark.line;
             if line > 0 {
                 m.origin.line = Some(line);
             }
@@ -137,6 +137,43 @@ pub trait Resource {
         m.path = Some(path.to_string());
         m
     }
+}
+
+/// The node at `path`: `.`-separated names, `[i]` list indexes and `[key]` map keys (which may hold
+/// dots); the deepest existing node when the path does not exist all the way.
+pub fn find_field<'a>(root: &'a Node, path: &str) -> &'a Node {
+    let mut node = root;
+    let mut rest = path;
+    while !rest.is_empty() {
+        let segment;
+        if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']').unwrap_or(after.len());
+            segment = &after[..end];
+            rest = after.get(end + 1..).unwrap_or("");
+            let child = match (&node.value, segment.parse::<usize>()) {
+                (Value::Seq(items), Ok(i)) => items.get(i),
+                (Value::Map(_), _) => node.get(segment),
+                _ => None,
+            };
+            match child {
+                Some(c) => node = c,
+                None => return node,
+            }
+            continue;
+        }
+        rest = rest.strip_prefix('.').unwrap_or(rest);
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        segment = &rest[..end];
+        rest = &rest[end..];
+        if segment.is_empty() {
+            continue;
+        }
+        match node.get(segment) {
+            Some(c) => node = c,
+            None => return node,
+        }
+    }
+    node
 }
 
 /// An Istio config object.
@@ -788,6 +825,20 @@ mod tests {
         assert_eq!(test.add_text("f.yaml", text, true), 2);
         let selector = BTreeMap::from([("app".to_string(), "x".to_string())]);
         assert_eq!(test.kube_selected(kinds::POD, None, &selector).count(), 1);
+    }
+
+    #[test]
+    fn field_paths_resolve_keys_with_dots() {
+        let root = yaml::parse_documents(
+            "spec:\n  selector:\n    app.kubernetes.io/name: x\n  list:\n  - a\n  - b\n",
+        )
+        .remove(0)
+        .unwrap()
+        .root
+        .unwrap();
+        assert_eq!(find_field(&root, "spec.selector[app.kubernetes.io/name]").mark.line, 3);
+        assert_eq!(find_field(&root, "spec.list[1]").mark.line, 6);
+        assert_eq!(find_field(&root, "spec.missing.deeper").mark.line, 2);
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub struct ServicePort {
 pub struct ServiceInfo {
     /// The ports.
     pub ports: Vec<ServicePort>,
+    /// A ServiceEntry's `workloadSelector.labels` (empty for Kubernetes Services, as Istio's table).
+    pub workload_selector: BTreeMap<String, String>,
 }
 
 /// Istio's `InitServiceEntryHostMap`: every host of every ServiceEntry (per `exportTo` scope) and every
@@ -110,6 +112,7 @@ pub fn service_entry_host_map(ctx: &Context<'_>) -> BTreeMap<ScopedFqdn, Service
                 .iter()
                 .map(|p| ServicePort { number: p.number, name: p.name.clone(), protocol: p.protocol.clone() })
                 .collect(),
+            workload_selector: se.workload_selector.as_ref().map(|w| w.labels.clone()).unwrap_or_default(),
         };
         let ns = r.namespace();
         let mut exports_to_all = false;
@@ -156,7 +159,7 @@ pub fn service_entry_host_map(ctx: &Context<'_>) -> BTreeMap<ScopedFqdn, Service
                     .collect()
             })
             .unwrap_or_default();
-        let info = ServiceInfo { ports };
+        let info = ServiceInfo { ports, workload_selector: BTreeMap::new() };
         let ns = s.ns();
         let scopes: Vec<String> = match s.annotations.get(EXPORT_TO_ANNOTATION) {
             None => vec![EXPORT_TO_ALL_NAMESPACES.to_string()],

@@ -22,37 +22,7 @@ use serde_json::Value;
 const NOT_IMPLEMENTED: &str = "not implemented yet";
 
 /// Cases that do not pass yet: case name → reason (the analyzer, and who implements it, in the comment).
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("misannoted", NOT_IMPLEMENTED),        // annotations.K8sAnalyzer (analyze)
-    ("deprecation", NOT_IMPLEMENTED),       // deprecation.FieldAnalyzer (analyze)
-    ("gatewayNoWorkload", NOT_IMPLEMENTED), // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewayBadPort", NOT_IMPLEMENTED),    // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewayCustomIngressGateway", NOT_IMPLEMENTED), // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewayCustomIngressGatewayBadPort", NOT_IMPLEMENTED), // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewayCustomIngressGatewayBadPortWithoutTarget", NOT_IMPLEMENTED), // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewayCustomIngressGatewayTranslation", NOT_IMPLEMENTED), // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewayServiceMatchPod", NOT_IMPLEMENTED), // gateway.IngressGatewayPortAnalyzer (analyze)
-    ("gatewaySecretValidations", NOT_IMPLEMENTED), // gateway.SecretAnalyzer (analyze)
-    ("gateways with different port are non-conflicting", NOT_IMPLEMENTED), // gateway.ConflictingGatewayAnalyzer (analyze)
-    ("conflicting gateways detect by sub selector", NOT_IMPLEMENTED), // gateway.ConflictingGatewayAnalyzer (analyze)
-    ("conflicting gateways detect: no port", NOT_IMPLEMENTED), // gateway.ConflictingGatewayAnalyzer (analyze)
-    ("portNameNotFollowConvention", NOT_IMPLEMENTED),          // service.PortNameAnalyzer (analyze)
-    ("namedPort", NOT_IMPLEMENTED),                            // service.PortNameAnalyzer (analyze)
-    ("sidecarDefaultSelector", NOT_IMPLEMENTED),               // sidecar.SelectorAnalyzer (analyze)
-    ("sidecarSelector", NOT_IMPLEMENTED),                      // sidecar.SelectorAnalyzer (analyze)
-    ("destinationrule with no cacert, simple at destinationlevel", NOT_IMPLEMENTED), // destinationrule.CaCertificateAnalyzer (analyze)
-    ("destinationrule with no cacert, simple at portlevel", NOT_IMPLEMENTED), // destinationrule.CaCertificateAnalyzer (analyze)
-    ("destinationrule with credentialname, simple at destinationlevel, no workloadSelector", NOT_IMPLEMENTED), // destinationrule.CaCertificateAnalyzer (analyze)
-    ("destinationrule with no cacert, simple at destinationlevel and mutual at port level", NOT_IMPLEMENTED), // destinationrule.CaCertificateAnalyzer (analyze)
-    ("destinationrule with both cacerts", NOT_IMPLEMENTED), // destinationrule.CaCertificateAnalyzer (analyze)
-    ("ExternalNameServiceTypeInvalidPortName", NOT_IMPLEMENTED), // service.PortNameAnalyzer (analyze)
-    ("ExternalNameServiceTypeValidPortName", NOT_IMPLEMENTED), // service.PortNameAnalyzer (analyze)
-    ("Analyze conflicting gateway with list type", NOT_IMPLEMENTED), // gateway.ConflictingGatewayAnalyzer (analyze)
-    ("DestinationRuleWithFakeHost", NOT_IMPLEMENTED), // destinationrule.PodNotSelectedAnalyzer (analyze)
-    ("DestinationRuleSubsetsNotSelectPods", NOT_IMPLEMENTED), // destinationrule.PodNotSelectedAnalyzer (analyze)
-    ("DestinationRuleSubsetsWithTopologyLabels", NOT_IMPLEMENTED), // destinationrule.PodNotSelectedAnalyzer (analyze)
-    ("DestinationRuleEmptyTopologyLabels", NOT_IMPLEMENTED), // destinationrule.PodNotSelectedAnalyzer (analyze)
-];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata")

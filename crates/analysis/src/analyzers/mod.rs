@@ -31,7 +31,13 @@ use crate::{Context, Message};
 
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
+pub mod annotations;
+pub mod deprecation;
+pub mod destinationrule;
+pub mod gateway;
 pub mod schema;
+pub mod service;
+pub mod sidecar;
 pub mod virtualservice;
 // Group B (helper analyze2): one line per package.
 pub mod authn;
@@ -78,21 +84,21 @@ pub trait Analyzer: Send + Sync {
 pub fn all() -> Vec<Box<dyn Analyzer>> {
     let mut v: Vec<Box<dyn Analyzer>> = Vec::new();
     // Istio's order; one line per analyzer. Commented entries are not implemented yet.
-    // v.push(Box::new(annotations::K8sAnalyzer));
+    v.push(Box::new(annotations::K8sAnalyzer));
     v.push(Box::new(authn::BlockedCIDRsAnalyzer));
     v.push(Box::new(authz::AuthorizationPoliciesAnalyzer));
     v.push(Box::new(conditions::ConditionAnalyzer));
     v.push(Box::new(deployment::ServiceAssociationAnalyzer));
     v.push(Box::new(deployment::ApplicationUIDAnalyzer));
-    // v.push(Box::new(destinationrule::CaCertificateAnalyzer));
-    // v.push(Box::new(destinationrule::PodNotSelectedAnalyzer));
-    // v.push(Box::new(deprecation::FieldAnalyzer));
+    v.push(Box::new(destinationrule::CaCertificateAnalyzer));
+    v.push(Box::new(destinationrule::PodNotSelectedAnalyzer));
+    v.push(Box::new(deprecation::FieldAnalyzer));
     v.push(Box::new(envoyfilter::EnvoyPatchAnalyzer));
     v.push(Box::new(externalcontrolplane::ExternalControlPlaneAnalyzer));
-    // v.push(Box::new(gateway::IngressGatewayPortAnalyzer));
-    // v.push(Box::new(gateway::CertificateAnalyzer));
-    // v.push(Box::new(gateway::SecretAnalyzer));
-    // v.push(Box::new(gateway::ConflictingGatewayAnalyzer));
+    v.push(Box::new(gateway::IngressGatewayPortAnalyzer));
+    v.push(Box::new(gateway::CertificateAnalyzer));
+    v.push(Box::new(gateway::SecretAnalyzer));
+    v.push(Box::new(gateway::ConflictingGatewayAnalyzer));
     v.push(Box::new(injection::Analyzer));
     v.push(Box::new(injection::ImageAnalyzer));
     v.push(Box::new(injection::ImageAutoAnalyzer));
@@ -100,8 +106,8 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     v.push(Box::new(k8sgateway::CRDVersionAnalyzer));
     v.push(Box::new(multicluster::MeshNetworksAnalyzer));
     v.push(Box::new(multicluster::ServiceAnalyzer));
-    // v.push(Box::new(service::PortNameAnalyzer));
-    // v.push(Box::new(sidecar::SelectorAnalyzer));
+    v.push(Box::new(service::PortNameAnalyzer));
+    v.push(Box::new(sidecar::SelectorAnalyzer));
     v.push(Box::new(virtualservice::ConflictingMeshGatewayHostsAnalyzer));
     v.push(Box::new(virtualservice::DestinationHostAnalyzer));
     v.push(Box::new(virtualservice::DestinationRuleAnalyzer));
