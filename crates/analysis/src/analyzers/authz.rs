@@ -1,100 +1,55 @@
-//! Istio's `authz.AuthorizationPoliciesAnalyzer` (`pkg/config/analysis/analyzers/authz`; metadata
-//! name `auth.AuthorizationPoliciesAnalyzer`): AuthorizationPolicies that select no workload or name
-//! namespaces that do not exist.
-//!
-//! * Workloads are the Pods in the mesh (see [`workload::in_mesh`], containers and init containers)
-//!   and the Pods redirected by ambient (`ambient.istio.io/redirection: enabled`). A policy in the root
-//!   namespace with a selector matching no such pod in any namespace, a policy elsewhere without a
-//!   selector in a namespace without such pods, or with a selector matching none of its namespace's,
-//!   gets IST0127 NoMatchingWorkloadsFound (the selector as `k=v,…`, empty without one).
-//! * Each `rules[i].from[j].source.namespaces` / `notNamespaces` entry matching no Namespace object
-//!   (`*` matches any, a leading or trailing `*` a suffix or prefix, otherwise case-insensitive
-//!   equality) gets IST0101 ReferencedResourceNotFound (`namespace`, the entry).
+//! `authz`: AuthorizationPolicies against the workloads and namespaces they name (Istio's
+//! `pkg/config/analysis/analyzers/authz`).
 
 use std::collections::BTreeMap;
 
-use super::workload::{self, PodSpec, message_at_leaf, pod_spec};
+use api::{Kind, Spec};
+use serde_json::Value;
+
 use crate::{
-    Analyzer, Context, Message, msg,
-    resource::{Resource, kinds},
+    Context, KubeObject, Message, Resource,
+    analyzers::Analyzer,
+    msg::{self, Arg},
+    resource::kinds,
+    util,
 };
 
-/// `authz.AuthorizationPoliciesAnalyzer`.
-#[derive(Debug, Default)]
+/// Checks that an AuthorizationPolicy applies to some workload in the mesh (IST0127: its selector
+/// matches a pod with a sidecar or in ambient mode — in any namespace for a policy in the mesh's root
+/// namespace, else in its own; a policy without selector needs such a pod in its namespace) and that
+/// the namespaces its rules name (`from.source.namespaces` / `notNamespaces`, `*` prefix or suffix
+/// globs) exist (IST0101 `namespace`).
 pub struct AuthorizationPoliciesAnalyzer;
 
-type Labels = BTreeMap<String, String>;
-
-impl Analyzer for AuthorizationPoliciesAnalyzer {
-    fn name(&self) -> &str {
-        "auth.AuthorizationPoliciesAnalyzer"
+/// Istio's `util.PodInMesh`: an `istio-proxy` container with an image, else the
+/// `sidecar.istio.io/inject` label or annotation, else the namespace's `istio-injection=enabled`.
+fn pod_in_mesh(ctx: &Context<'_>, pod: &KubeObject) -> bool {
+    let containers = ["/spec/containers", "/spec/initContainers"]
+        .iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten();
+    let proxy_image = containers
+        .into_iter()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some("istio-proxy"))
+        .and_then(|c| c.get("image").and_then(Value::as_str))
+        .unwrap_or("");
+    if !proxy_image.is_empty() {
+        return true;
     }
-
-    fn type_name(&self) -> &str {
-        "authz.AuthorizationPoliciesAnalyzer"
+    if let Some(v) =
+        pod.labels.get("sidecar.istio.io/inject").or_else(|| pod.annotations.get("sidecar.istio.io/inject"))
+    {
+        return v == "true";
     }
-
-    fn description(&self) -> &str {
-        "Checks the validity of authorization policies"
-    }
-
-    fn inputs(&self) -> &[&'static str] {
-        &[kinds::MESH_CONFIG, kinds::AUTHORIZATION_POLICY, kinds::NAMESPACE, kinds::POD]
-    }
-
-    fn analyze(&self, ctx: &Context<'_>, out: &mut Vec<Message>) {
-        let mut pods: BTreeMap<&str, Vec<&Labels>> = BTreeMap::new();
-        for pod in ctx.kube(kinds::POD) {
-            let list = pods.entry(pod.ns()).or_default();
-            let spec: PodSpec = pod_spec(pod);
-            if workload::in_mesh(ctx, &pod.labels, &pod.annotations, pod.ns(), &spec, true) {
-                list.push(&pod.labels);
-            }
-            if pod.annotations.get("ambient.istio.io/redirection").is_some_and(|v| v == "enabled") {
-                list.push(&pod.labels);
-            }
-        }
-        let root_namespace = ctx.mesh.root_namespace();
-        let namespaces: Vec<&str> = ctx.kube(kinds::NAMESPACE).map(|n| n.name.as_str()).collect();
-        for policy in ctx.istio(api::Kind::AuthorizationPolicy) {
-            let api::Spec::AuthorizationPolicy(ap) = policy.spec() else { continue };
-            let selector = ap.selector.as_ref().map(|s| &s.match_labels);
-            let matches =
-                |labels: &&Labels| selector.is_none_or(|s| s.iter().all(|(k, v)| labels.get(k) == Some(v)));
-            let selector_text = selector.map(crate::util::labels_string).unwrap_or_default();
-            let no_workloads = if policy.namespace() == root_namespace {
-                selector.is_some() && !pods.values().flatten().any(matches)
-            } else {
-                !pods.get(policy.namespace()).into_iter().flatten().any(matches)
-            };
-            if no_workloads {
-                out.push(policy.message(&msg::NO_MATCHING_WORKLOADS_FOUND, &[selector_text.into()]));
-            }
-            for (i, rule) in ap.rules.iter().enumerate() {
-                for (j, from) in rule.from.iter().enumerate() {
-                    let Some(source) = &from.source else { continue };
-                    let entries =
-                        source.namespaces.iter().enumerate().map(|(k, ns)| ("namespaces", k, ns)).chain(
-                            source.not_namespaces.iter().enumerate().map(|(k, ns)| ("notNamespaces", k, ns)),
-                        );
-                    for (field, k, ns) in entries {
-                        if !namespaces.iter().any(|n| namespace_match(n, ns)) {
-                            let path = format!("spec.rules[{i}].from[{j}].source.{field}[{k}]");
-                            out.push(message_at_leaf(
-                                policy,
-                                &msg::REFERENCED_RESOURCE_NOT_FOUND,
-                                &["namespace".into(), ns.as_str().into()],
-                                &path,
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-    }
+    ctx.find_kube(kinds::NAMESPACE, "", pod.ns())
+        .is_some_and(|ns| ns.labels.get("istio-injection").is_some_and(|v| v == "enabled"))
 }
 
-/// Whether namespace `ns` matches the policy entry `exp` (Istio's `namespaceMatch`).
+fn pod_in_ambient_mode(pod: &KubeObject) -> bool {
+    pod.annotations.get("ambient.istio.io/redirection").is_some_and(|v| v == "enabled")
+}
+
+/// Istio's `namespaceMatch`: `*`, `*suffix`, `prefix*`, or equal ignoring case.
 fn namespace_match(ns: &str, exp: &str) -> bool {
     if exp == "*" {
         return true;
@@ -108,16 +63,102 @@ fn namespace_match(ns: &str, exp: &str) -> bool {
     ns.eq_ignore_ascii_case(exp)
 }
 
+impl Analyzer for AuthorizationPoliciesAnalyzer {
+    fn name(&self) -> &str {
+        "auth.AuthorizationPoliciesAnalyzer"
+    }
+    fn type_name(&self) -> &str {
+        "authz.AuthorizationPoliciesAnalyzer"
+    }
+    fn description(&self) -> &str {
+        "Checks the validity of authorization policies"
+    }
+    fn inputs(&self) -> &[&'static str] {
+        &[kinds::MESH_CONFIG, kinds::AUTHORIZATION_POLICY, kinds::NAMESPACE, kinds::POD]
+    }
+
+    fn analyze(&self, ctx: &Context<'_>, out: &mut Vec<Message>) {
+        // Labels of the mesh's pods, per namespace.
+        let mut pods: BTreeMap<&str, Vec<&BTreeMap<String, String>>> = BTreeMap::new();
+        for pod in ctx.kube(kinds::POD) {
+            let list = pods.entry(pod.ns()).or_default();
+            if pod_in_mesh(ctx, pod) || pod_in_ambient_mode(pod) {
+                list.push(&pod.labels);
+            }
+        }
+        let root_namespace = ctx.mesh.root_namespace().to_string();
+        let namespaces: Vec<&str> = ctx.kube(kinds::NAMESPACE).map(|n| n.name.as_str()).collect();
+        for r in ctx.istio(Kind::AuthorizationPolicy) {
+            let Spec::AuthorizationPolicy(ap) = r.spec() else { continue };
+            let selector = ap.selector.as_ref().map(|s| &s.match_labels);
+            let matches_in = |list: Option<&Vec<&BTreeMap<String, String>>>,
+                              sel: &BTreeMap<String, String>| {
+                list.into_iter().flatten().any(|labels| util::selector_matches(sel, labels))
+            };
+            let no_workload = match selector {
+                Some(sel) if r.namespace() == root_namespace => {
+                    !pods.values().any(|l| matches_in(Some(l), sel))
+                }
+                None if r.namespace() == root_namespace => false,
+                Some(sel) => !matches_in(pods.get(r.namespace()), sel),
+                None => pods.get(r.namespace()).is_none_or(Vec::is_empty),
+            };
+            if no_workload {
+                let text = selector.map(util::labels_string).unwrap_or_default();
+                out.push(r.message(&msg::NO_MATCHING_WORKLOADS_FOUND, &[Arg::Str(text)]));
+            }
+            for (i, rule) in ap.rules.iter().enumerate() {
+                for (j, from) in rule.from.iter().enumerate() {
+                    let Some(source) = &from.source else { continue };
+                    let named = source
+                        .namespaces
+                        .iter()
+                        .enumerate()
+                        .map(|(k, ns)| (format!("spec.rules[{i}].from[{j}].source.namespaces[{k}]"), ns))
+                        .chain(source.not_namespaces.iter().enumerate().map(|(k, ns)| {
+                            (format!("spec.rules[{i}].from[{j}].source.notNamespaces[{k}]"), ns)
+                        }));
+                    for (path, ns) in named {
+                        if !namespaces.iter().any(|n| namespace_match(n, ns)) {
+                            out.push(r.message_at(
+                                &msg::REFERENCED_RESOURCE_NOT_FOUND,
+                                &["namespace".into(), Arg::from(ns)],
+                                &path,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::{LoadOptions, Resources};
 
     #[test]
-    fn namespace_patterns() {
-        assert!(namespace_match("anything", "*"));
-        assert!(namespace_match("team-prod", "*-prod"));
-        assert!(namespace_match("team-prod", "team-*"));
-        assert!(namespace_match("Foo", "foo"));
-        assert!(!namespace_match("foo", "bar"));
+    fn policies_need_mesh_workloads_and_existing_namespaces() {
+        let mut r =
+            Resources::new(LoadOptions { default_namespace: String::new(), runtime_kinds_from_files: true });
+        r.add_text(
+            "ap.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {name: cart, namespace: shop, labels: {app: cart}}\nspec: {containers: [{name: c}]}\n---\n\
+             apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: ok, namespace: shop}\nspec:\n  selector: {matchLabels: {app: cart}}\n  rules:\n  - from:\n    - source: {namespaces: [\"sh*\"]}\n---\n\
+             apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: nobody, namespace: shop}\nspec:\n  selector: {matchLabels: {app: ghost}}\n  rules:\n  - from:\n    - source: {notNamespaces: [\"gone\"]}\n",
+            true,
+        );
+        let mut out = Vec::new();
+        AuthorizationPoliciesAnalyzer.analyze(&Context::new(&r), &mut out);
+        let got: Vec<String> = out.iter().map(|m| format!("{} {} {}", m.code(), m.origin, m.text)).collect();
+        assert_eq!(
+            got,
+            [
+                "IST0127 AuthorizationPolicy shop/nobody ap.yaml:19 No matching workloads for this resource with the following labels: app=ghost",
+                "IST0101 AuthorizationPolicy shop/nobody ap.yaml:26 Referenced namespace not found: \"gone\"",
+            ]
+        );
     }
 }

@@ -32,6 +32,7 @@ use crate::{Context, Message};
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
 pub mod annotations;
+pub mod authz;
 pub mod deprecation;
 pub mod destinationrule;
 pub mod gateway;
@@ -41,7 +42,6 @@ pub mod sidecar;
 pub mod virtualservice;
 // Group B (helper analyze2): one line per package.
 pub mod authn;
-pub mod authz;
 pub mod conditions;
 pub mod deployment;
 pub mod envoyfilter;

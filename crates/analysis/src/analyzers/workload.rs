@@ -1,5 +1,5 @@
 //! Pod, Deployment and injection helpers shared by the analyzers of the `injection`, `deployment`,
-//! `authn` and `authz` packages (Istio's `pkg/config/analysis/analyzers/util`: `in_mesh.go`,
+//! `authn` packages (Istio's `pkg/config/analysis/analyzers/util`: `in_mesh.go`,
 //! `config.go`, `constants.go`). Kubernetes objects are read from their JSON form; a field of the
 //! wrong type reads as absent, as a typed Go decode of a malformed object would leave it empty.
 
