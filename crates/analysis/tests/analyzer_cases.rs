@@ -22,45 +22,7 @@ use serde_json::Value;
 const NOT_IMPLEMENTED: &str = "not implemented yet";
 
 /// Cases that do not pass yet: case name → reason (the analyzer, and who implements it, in the comment).
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("externalControlPlaneMissingWebhooks", NOT_IMPLEMENTED), // externalcontrolplane.ExternalControlPlaneAnalyzer (analyze2)
-    ("externalControlPlaneUsingIpAddresses", NOT_IMPLEMENTED), // externalcontrolplane.ExternalControlPlaneAnalyzer (analyze2)
-    ("externalControlPlaneValidWebhooks", NOT_IMPLEMENTED), // externalcontrolplane.ExternalControlPlaneAnalyzer (analyze2)
-    ("istioInjection", NOT_IMPLEMENTED),                    // injection.Analyzer (analyze2)
-    ("istioInjectionEnableNamespacesByDefault", NOT_IMPLEMENTED), // injection.Analyzer (analyze2)
-    ("istioInjectionProxyImageMismatch", NOT_IMPLEMENTED),  // injection.ImageAnalyzer (analyze2)
-    ("injectionImageDistrolessNoMeshConfig", NOT_IMPLEMENTED), // injection.ImageAnalyzer (analyze2)
-    ("istioInjectionProxyImageMismatchAbsolute", NOT_IMPLEMENTED), // injection.ImageAnalyzer (analyze2)
-    ("istioInjectionProxyImageMismatchWithRevisionCanary", NOT_IMPLEMENTED), // injection.ImageAnalyzer (analyze2)
-    ("serviceMultipleDeployments", NOT_IMPLEMENTED), // deployment.ServiceAssociationAnalyzer (analyze2)
-    ("deploymentMultiServicesInDifferentNamespace", NOT_IMPLEMENTED), // deployment.ServiceAssociationAnalyzer (analyze2)
-    ("serviceWithNoSelector", NOT_IMPLEMENTED), // deployment.ServiceAssociationAnalyzer (analyze2)
-    ("unknown service registry in mesh networks", NOT_IMPLEMENTED), // multicluster.MeshNetworksAnalyzer (analyze2)
-    ("blockedCIDRsNoRA", NOT_IMPLEMENTED),                          // authn.BlockedCIDRsAnalyzer (analyze2)
-    ("missing Addresses and Protocol in Service Entry", NOT_IMPLEMENTED), // serviceentry.ProtocolAddressesAnalyzer (analyze2)
-    (
-        "missing Addresses and Protocol in Service Entry with ISTIO_META_DNS_AUTO_ALLOCATE enabled",
-        NOT_IMPLEMENTED,
-    ), // serviceentry.ProtocolAddressesAnalyzer (analyze2)
-    ("webook", NOT_IMPLEMENTED),                                          // webhook.Analyzer (analyze2)
-    ("Application Pod SecurityContext with UID 1337", NOT_IMPLEMENTED), // deployment.ApplicationUIDAnalyzer (analyze2)
-    ("Deployment Pod SecurityContext with UID 1337", NOT_IMPLEMENTED), // deployment.ApplicationUIDAnalyzer (analyze2)
-    ("Deployment Container SecurityContext with UID 1337", NOT_IMPLEMENTED), // deployment.ApplicationUIDAnalyzer (analyze2)
-    ("Detect `image: auto` in non-injected pods", NOT_IMPLEMENTED), // injection.ImageAutoAnalyzer (analyze2)
-    ("EnvoyFilterUsesReplaceOperation", NOT_IMPLEMENTED), // envoyfilter.EnvoyPatchAnalyzer (analyze2)
-    ("EnvoyFilterUsesAddOperation", NOT_IMPLEMENTED),     // envoyfilter.EnvoyPatchAnalyzer (analyze2)
-    ("EnvoyFilterUsesRemoveOperation", NOT_IMPLEMENTED),  // envoyfilter.EnvoyPatchAnalyzer (analyze2)
-    ("Analyze invalid telemetry", NOT_IMPLEMENTED),       // telemetry.ProviderAnalyzer (analyze2)
-    ("Telemetry Lightstep", NOT_IMPLEMENTED),             // telemetry.LightstepAnalyzer (analyze2)
-    ("KubernetesGatewaySelector", NOT_IMPLEMENTED),       // k8sgateway.SelectorAnalyzer (analyze2)
-    ("GatewayAPICRDVersionBelowMinimum", NOT_IMPLEMENTED), // k8sgateway.CRDVersionAnalyzer (analyze2)
-    ("ServiceEntry Addresses Required Lowercase Protocol", NOT_IMPLEMENTED), // serviceentry.ProtocolAddressesAnalyzer (analyze2)
-    ("ServiceEntry Addresses Required Uppercase Protocol", NOT_IMPLEMENTED), // serviceentry.ProtocolAddressesAnalyzer (analyze2)
-    ("ServiceEntry no conflict same protocol", NOT_IMPLEMENTED), // serviceentry.ConflictingServiceEntryProtocolAnalyzer (analyze2)
-    ("ServiceEntry no conflict non-overlapping exportTo scopes", NOT_IMPLEMENTED), // serviceentry.ConflictingServiceEntryProtocolAnalyzer (analyze2)
-    ("Condition Analyzer", NOT_IMPLEMENTED), // conditions.ConditionAnalyzer (analyze2)
-    ("ServiceEntry Addresses Allocated", NOT_IMPLEMENTED), // serviceentry.ProtocolAddressesAnalyzer (analyze2)
-];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata")

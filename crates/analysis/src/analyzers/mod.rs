@@ -40,6 +40,19 @@ pub mod schema;
 pub mod service;
 pub mod sidecar;
 pub mod virtualservice;
+// Group B (helper analyze2): one line per package.
+pub mod authn;
+pub mod conditions;
+pub mod deployment;
+pub mod envoyfilter;
+pub mod externalcontrolplane;
+pub mod injection;
+pub mod k8sgateway;
+pub mod multicluster;
+pub mod serviceentry;
+pub mod telemetry;
+pub mod webhook;
+mod workload;
 
 /// One analyzer (Istio's `analysis.Analyzer`).
 pub trait Analyzer: Send + Sync {
@@ -72,27 +85,27 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     let mut v: Vec<Box<dyn Analyzer>> = Vec::new();
     // Istio's order; one line per analyzer. Commented entries are not implemented yet.
     v.push(Box::new(annotations::K8sAnalyzer));
-    // v.push(Box::new(authn::BlockedCidrsAnalyzer));
+    v.push(Box::new(authn::BlockedCIDRsAnalyzer));
     v.push(Box::new(authz::AuthorizationPoliciesAnalyzer));
-    // v.push(Box::new(conditions::ConditionAnalyzer));
-    // v.push(Box::new(deployment::ServiceAssociationAnalyzer));
-    // v.push(Box::new(deployment::ApplicationUidAnalyzer));
+    v.push(Box::new(conditions::ConditionAnalyzer));
+    v.push(Box::new(deployment::ServiceAssociationAnalyzer));
+    v.push(Box::new(deployment::ApplicationUIDAnalyzer));
     v.push(Box::new(destinationrule::CaCertificateAnalyzer));
     v.push(Box::new(destinationrule::PodNotSelectedAnalyzer));
     v.push(Box::new(deprecation::FieldAnalyzer));
-    // v.push(Box::new(envoyfilter::EnvoyPatchAnalyzer));
-    // v.push(Box::new(externalcontrolplane::ExternalControlPlaneAnalyzer));
+    v.push(Box::new(envoyfilter::EnvoyPatchAnalyzer));
+    v.push(Box::new(externalcontrolplane::ExternalControlPlaneAnalyzer));
     v.push(Box::new(gateway::IngressGatewayPortAnalyzer));
     v.push(Box::new(gateway::CertificateAnalyzer));
     v.push(Box::new(gateway::SecretAnalyzer));
     v.push(Box::new(gateway::ConflictingGatewayAnalyzer));
-    // v.push(Box::new(injection::Analyzer));
-    // v.push(Box::new(injection::ImageAnalyzer));
-    // v.push(Box::new(injection::ImageAutoAnalyzer));
-    // v.push(Box::new(k8sgateway::SelectorAnalyzer));
-    // v.push(Box::new(k8sgateway::CrdVersionAnalyzer));
-    // v.push(Box::new(multicluster::MeshNetworksAnalyzer));
-    // v.push(Box::new(multicluster::ServiceAnalyzer));
+    v.push(Box::new(injection::Analyzer));
+    v.push(Box::new(injection::ImageAnalyzer));
+    v.push(Box::new(injection::ImageAutoAnalyzer));
+    v.push(Box::new(k8sgateway::SelectorAnalyzer));
+    v.push(Box::new(k8sgateway::CRDVersionAnalyzer));
+    v.push(Box::new(multicluster::MeshNetworksAnalyzer));
+    v.push(Box::new(multicluster::ServiceAnalyzer));
     v.push(Box::new(service::PortNameAnalyzer));
     v.push(Box::new(sidecar::SelectorAnalyzer));
     v.push(Box::new(virtualservice::ConflictingMeshGatewayHostsAnalyzer));
@@ -100,13 +113,13 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     v.push(Box::new(virtualservice::DestinationRuleAnalyzer));
     v.push(Box::new(virtualservice::GatewayAnalyzer));
     v.push(Box::new(virtualservice::JwtClaimRouteAnalyzer));
-    // v.push(Box::new(serviceentry::ProtocolAddressesAnalyzer));
-    // v.push(Box::new(serviceentry::ConflictingServiceEntryProtocolAnalyzer));
-    // v.push(Box::new(webhook::Analyzer));
-    // v.push(Box::new(telemetry::ProviderAnalyzer));
-    // v.push(Box::new(telemetry::SelectorAnalyzer));
-    // v.push(Box::new(telemetry::DefaultSelectorAnalyzer));
-    // v.push(Box::new(telemetry::LightstepAnalyzer));
+    v.push(Box::new(serviceentry::ProtocolAddressesAnalyzer));
+    v.push(Box::new(serviceentry::ConflictingServiceEntryProtocolAnalyzer));
+    v.push(Box::new(webhook::Analyzer));
+    v.push(Box::new(telemetry::ProviderAnalyzer));
+    v.push(Box::new(telemetry::SelectorAnalyzer));
+    v.push(Box::new(telemetry::DefaultSelectorAnalyzer));
+    v.push(Box::new(telemetry::LightstepAnalyzer));
     v.extend(schema::all_validation_analyzers());
     v
 }
