@@ -25,6 +25,7 @@
 
 pub mod client;
 pub mod identity;
+pub mod leader;
 pub mod namespaces;
 pub mod registry;
 pub mod relist;
