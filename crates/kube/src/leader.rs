@@ -257,6 +257,8 @@ impl LeaderElection {
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.options.namespace);
         let mut state = Observed::default();
         let mut cycle = 0u32;
+        // 0 while waiting, 1 while leading (`lock` label: the Lease name).
+        metrics::gauge!("meshpilot_leader_election_leading", "lock" => self.lock.clone()).set(0.0);
         loop {
             // Acquire: try every retry period until it succeeds or we are told to stop.
             loop {

@@ -211,8 +211,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files.push(source.clone());
         sources.push(source);
     }
+    let mut cluster = None;
     if let Some(path) = &args.kubeconfig {
-        sources.push(kube_config_source(path, args, &selectors).await?);
+        let source = kube_config_source(path, args, &selectors).await?;
+        cluster = Some(source.clone());
+        sources.push(source);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
@@ -252,6 +255,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on --monitoring-addr {monitoring_addr}: {e}"))?;
     info!(grpc = %grpc_addr, http = %http_addr, monitoring = %monitoring_addr, "meshpilot discovery listening");
 
+    let state_files = files.clone();
     let state = DebugState {
         server: server.clone(),
         files,
@@ -288,7 +292,16 @@ async fn run_async(args: &Args) -> Result<(), String> {
             }
         })
     });
-    let server_task = tokio::spawn(server.run(shutdown.clone()));
+    let server_task = tokio::spawn(server.clone().run(shutdown.clone()));
+    let cluster = cluster.map(|c| c as Arc<dyn model::ConfigStore>);
+    let status_task = crate::config_status::start(
+        server.clone(),
+        state_files,
+        cluster,
+        args.kubeconfig.as_deref(),
+        shutdown.clone(),
+    )
+    .await?;
     let secrets_task =
         tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
 
@@ -305,6 +318,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         let _ = server_task.await;
         let _ = secrets_task.await;
         if let Some(task) = secure_task {
+            let _ = task.await;
+        }
+        if let Some(task) = status_task {
             let _ = task.await;
         }
     })

@@ -10,6 +10,7 @@
 
 mod ca;
 mod cluster;
+mod config_status;
 mod configz;
 mod debug_client;
 mod discovery;
