@@ -95,24 +95,29 @@ impl Message {
         self.kind.code
     }
 
-    /// The documentation page of the code (`https://istio.io/latest/docs/reference/config/analysis/ist0101/`).
-    /// istioctl links the docs of its own minor version; meshpilot links `latest`.
-    pub fn documentation_url(&self) -> String {
-        format!("https://istio.io/latest/docs/reference/config/analysis/{}/", self.code().to_lowercase())
+    /// The documentation page of the code, with `?ref=DOC_REF` when given
+    /// (`https://istio.io/latest/docs/reference/config/analysis/ist0101/?ref=istioctl-analyze`). istioctl
+    /// links the docs of its own minor version; meshpilot links `latest`.
+    pub fn documentation_url(&self, doc_ref: Option<&str>) -> String {
+        let query = doc_ref.map_or(String::new(), |r| format!("?ref={r}"));
+        format!(
+            "https://istio.io/latest/docs/reference/config/analysis/{}/{query}",
+            self.code().to_lowercase()
+        )
     }
 
-    /// The JSON/YAML form istioctl prints with `-o json|yaml`: `code`, `level`, `origin`, `reference`
-    /// (when read from a file), `message`, `documentationUrl`.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The JSON/YAML form istioctl prints with `-o json|yaml`, keys in its (alphabetical) order: `code`,
+    /// `documentationUrl`, `level`, `message`, `origin`, `reference` (when read from a file).
+    pub fn to_json(&self, doc_ref: Option<&str>) -> serde_json::Value {
         let mut map = serde_json::Map::new();
         map.insert("code".into(), self.code().into());
+        map.insert("documentationUrl".into(), self.documentation_url(doc_ref).into());
         map.insert("level".into(), self.level().as_str().into());
+        map.insert("message".into(), self.text.clone().into());
         map.insert("origin".into(), self.origin.friendly_name().into());
         if let Some(reference) = self.origin.reference() {
             map.insert("reference".into(), reference.into());
         }
-        map.insert("message".into(), self.text.clone().into());
-        map.insert("documentationUrl".into(), self.documentation_url().into());
         map.into()
     }
 

@@ -481,6 +481,53 @@ pub async fn list(
         .map_err(|e| KubeError::from_kube(e, &action))
 }
 
+/// Lists the objects of any resource given by its REST coordinates (`apps/v1`, `Deployment`,
+/// `deployments`) in `namespace` (all namespaces, or a cluster-scoped resource, for `None`), as JSON
+/// with `apiVersion` and `kind` set. `Ok(None)` when the server does not serve the resource (404), so
+/// callers can list optional kinds (Gateway API, a CRD not installed).
+///
+/// # Errors
+/// [`KubeError`] other than Not Found.
+pub async fn list_resource(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    plural: &str,
+    namespace: Option<&str>,
+) -> Result<Option<Vec<serde_json::Value>>, KubeError> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        plural: plural.to_string(),
+    };
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(Some(
+            list.items
+                .iter()
+                .map(|o| {
+                    let mut v = object_json(o);
+                    if let Some(map) = v.as_object_mut() {
+                        map.insert("apiVersion".into(), api_version.into());
+                        map.insert("kind".into(), kind.into());
+                    }
+                    v
+                })
+                .collect(),
+        )),
+        Err(e) => {
+            let err = KubeError::from_kube(e, &format!("list {plural}.{group}"));
+            if err.is_not_found() { Ok(None) } else { Err(err) }
+        }
+    }
+}
+
 /// Deletes one object; with `resource_version`, only if it is the current one (a Conflict otherwise).
 ///
 /// # Errors

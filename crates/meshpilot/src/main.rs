@@ -2,12 +2,14 @@
 //!
 //! Subcommands:
 //! - `validate -f PATH…`: check Istio config files offline, like `istioctl validate`.
+//! - `analyze [FILE…]`: Istio's config analyzers over files and/or a cluster, like `istioctl analyze`.
 //! - `configz --config-dir DIR…`: load config directories and print the config in force.
 //! - `discovery --config-dir DIR… | --kubeconfig PATH`: the control plane (xDS, debug HTTP, metrics).
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
 //! - `proxy-status [PROXY]`, `proxy-config KIND PROXY`: a running control plane's view of its proxies.
 //! - `status KIND/NAMESPACE/NAME`: whether a config object is applied (proxies concerned, ACK/NACK).
 
+mod analyze;
 mod ca;
 mod cluster;
 mod config_status;
@@ -35,6 +37,8 @@ enum Command {
     /// Validate Istio config files (like `istioctl validate`).
     #[command(visible_alias = "v")]
     Validate(validate::Args),
+    /// Analyze Istio config (files and/or a cluster) and print validation messages (like `istioctl analyze`).
+    Analyze(analyze::Args),
     /// Load --config-dir directories and print the config in force (Istio's /debug/configz shape).
     Configz(configz::Args),
     /// Run the control plane: serve --config-dir and/or --kubeconfig config over xDS (Istio's pilot-discovery).
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::Validate(args) => validate::run(&args),
+        Command::Analyze(args) => analyze::run(&args),
         Command::Configz(args) => configz::run(&args),
         Command::Discovery(args) => discovery::run(&args),
         Command::Ca(command) => ca::run(&command),

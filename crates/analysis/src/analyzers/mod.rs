@@ -32,6 +32,7 @@ use crate::{Context, Message};
 // Istio analyzer packages, one module each. Add a module with one line here and its analyzers with
 // one line each in `all()` below (the commented entries mark where, in Istio's order).
 pub mod annotations;
+pub mod authz;
 pub mod deprecation;
 pub mod destinationrule;
 pub mod gateway;
@@ -72,7 +73,7 @@ pub fn all() -> Vec<Box<dyn Analyzer>> {
     // Istio's order; one line per analyzer. Commented entries are not implemented yet.
     v.push(Box::new(annotations::K8sAnalyzer));
     // v.push(Box::new(authn::BlockedCidrsAnalyzer));
-    // v.push(Box::new(authz::AuthorizationPoliciesAnalyzer));
+    v.push(Box::new(authz::AuthorizationPoliciesAnalyzer));
     // v.push(Box::new(conditions::ConditionAnalyzer));
     // v.push(Box::new(deployment::ServiceAssociationAnalyzer));
     // v.push(Box::new(deployment::ApplicationUidAnalyzer));
