@@ -273,7 +273,7 @@ async fn analyze(ctx: &Ctx) -> Result<HashMap<ConfigKey, Vec<ValidationMessage>>
             code: m.code().to_string(),
             name: m.kind.name.to_string(),
             level: m.level().as_str().to_uppercase(),
-            documentation_url: m.documentation_url(),
+            documentation_url: m.documentation_url(None),
         });
     }
     debug!(messages = result.messages.len(), objects = out.len(), "in-cluster analysis done");
