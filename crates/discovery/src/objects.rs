@@ -91,10 +91,13 @@ pub struct Tracking {
     generated: Mutex<HashMap<String, [u64; TRACKED_TYPES.len()]>>,
 }
 
-/// Whether `a` and `b` are the same version of an object (the same copy, or equal): file objects
-/// have no resourceVersion, so versions are told apart by content.
+/// Whether `a` and `b` are the same version of an object as far as proxies are concerned: the same
+/// copy, or equal but for status, resourceVersion and other metadata (Istio's `NeedsPush` rule, the
+/// one the config queue applies: an update of only those raises no push). File objects have no
+/// resourceVersion, so versions are told apart by content; a status write on a cluster object (the
+/// `Reconciled` condition itself) must not make the object look unpushed.
 fn same(a: &Arc<Config>, b: &Config) -> bool {
-    std::ptr::eq(Arc::as_ptr(a), b) || **a == *b
+    std::ptr::eq(Arc::as_ptr(a), b) || !model::store::needs_push(a, b)
 }
 
 impl Tracking {
@@ -799,11 +802,24 @@ mod tests {
         assert_eq!(t.first_push(&key).map(|f| f.counter), Some(1));
         t.record_push(&store, "t/2");
         assert_eq!(t.first_push(&key).map(|f| f.counter), Some(1), "unchanged: still the first push");
-        store.update(vs("a")).unwrap();
+        // A new resourceVersion and status but the same spec (a status write): no push needed, so
+        // still credited to the first push.
+        let mut status_only = vs("a");
+        status_only.status = Some(serde_json::json!({"observedGeneration": "1"}));
+        store.update(status_only).unwrap();
         t.record_push(&store, "t/3");
-        assert_eq!(t.first_push(&key).map(|f| f.version), Some("t/3".to_owned()), "new resourceVersion");
-        store.delete(Kind::VirtualService, "ns", "a", None).unwrap();
+        assert_eq!(t.first_push(&key).map(|f| f.counter), Some(1), "status-only change");
+        let mut labelled = vs("a");
+        labelled.meta.labels.insert("app".into(), "a".into());
+        store.update(labelled).unwrap();
         t.record_push(&store, "t/4");
+        assert_eq!(
+            t.first_push(&key).map(|f| f.version),
+            Some("t/4".to_owned()),
+            "new labels: a new version"
+        );
+        store.delete(Kind::VirtualService, "ns", "a", None).unwrap();
+        t.record_push(&store, "t/5");
         assert_eq!(t.first_push(&key), None, "deleted objects are forgotten");
     }
 

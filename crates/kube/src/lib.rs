@@ -16,6 +16,10 @@
 //!   Services and EndpointSlices as services and endpoints, Pods for labels, identities and proxy
 //!   instances, Nodes for locality.
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
+//! - [`leader`]: leader election on a Lease with Istio's lock names (one replica writes status,
+//!   runs analysis, deploys gateways).
+//! - [`status`]: writing `status.validationMessages` and the `Reconciled` condition (merge patches of
+//!   the status subresource, no write when unchanged), listing Kubernetes kinds for analysis.
 //! - [`relist`]: the list-and-watch bookkeeping every watch above goes through (initial list,
 //!   relist diff, sync).
 //! - `testenv` (cargo feature `testing`, for tests and examples only): a real etcd + kube-apiserver
@@ -25,10 +29,12 @@
 
 pub mod client;
 pub mod identity;
+pub mod leader;
 pub mod namespaces;
 pub mod registry;
 pub mod relist;
 pub mod source;
+pub mod status;
 #[cfg(feature = "testing")]
 pub mod testenv;
 pub mod webhook_config;

@@ -39,6 +39,8 @@ given); --http-addr /ready and /debug/* \
 Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
 for the secure port XDS_AUTH (true), PILOT_ENABLE_XDS_IDENTITY_CHECK (true), TOKEN_AUDIENCES (istio-ca), \
 DEFAULT_WORKLOAD_CERT_TTL (24h), MAX_WORKLOAD_CERT_TTL (2160h), POD_NAMESPACE (istio-system), ROOT_CA_DIR; \
+with --kubeconfig, PILOT_ENABLE_ANALYSIS (false: analysis messages in objects' status) and PILOT_ENABLE_STATUS \
+(false: a Reconciled condition), written by the leader of a Lease (POD_NAME, POD_NAMESPACE; docs/CONFIG-FEEDBACK.md); \
 RUST_LOG sets the log level (default info).\n\n\
 Stops cleanly on SIGTERM or SIGINT."
 )]
@@ -216,9 +218,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
         sources.push(source);
     }
     let mut invalid_objects = Vec::new();
+    let mut cluster = None;
     if let Some(path) = &args.kubeconfig {
         let source = kube_config_source(path, args, &selectors).await?;
         invalid_objects.push(crate::webhook::cluster_invalid_objects(&source));
+        cluster = Some(source.clone());
         sources.push(source);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
@@ -259,6 +263,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on --monitoring-addr {monitoring_addr}: {e}"))?;
     info!(grpc = %grpc_addr, http = %http_addr, monitoring = %monitoring_addr, "meshpilot discovery listening");
 
+    let state_files = files.clone();
     let state = DebugState {
         server: server.clone(),
         files,
@@ -309,7 +314,16 @@ async fn run_async(args: &Args) -> Result<(), String> {
         },
     )
     .await?;
-    let server_task = tokio::spawn(server.run(shutdown.clone()));
+    let server_task = tokio::spawn(server.clone().run(shutdown.clone()));
+    let cluster = cluster.map(|c| c as Arc<dyn model::ConfigStore>);
+    let status_task = crate::config_status::start(
+        server.clone(),
+        state_files,
+        cluster,
+        args.kubeconfig.as_deref(),
+        shutdown.clone(),
+    )
+    .await?;
     let secrets_task =
         tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
 
@@ -329,6 +343,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
             let _ = task.await;
         }
         for task in webhook_tasks {
+            let _ = task.await;
+        }
+        if let Some(task) = status_task {
             let _ = task.await;
         }
     })
