@@ -481,6 +481,37 @@ pub async fn list(
         .map_err(|e| KubeError::from_kube(e, &action))
 }
 
+/// The Kubernetes resources Istio's analyzers read besides Istio config, as `(apiVersion, kind,
+/// plural)`: what `istioctl analyze` and istiod's in-cluster analysis (`PILOT_ENABLE_ANALYSIS`) list.
+pub const ANALYSIS_RESOURCES: &[(&str, &str, &str)] = &[
+    ("v1", "Namespace", "namespaces"),
+    ("v1", "Service", "services"),
+    ("v1", "Pod", "pods"),
+    ("v1", "Node", "nodes"),
+    ("v1", "Secret", "secrets"),
+    ("v1", "ConfigMap", "configmaps"),
+    ("apps/v1", "Deployment", "deployments"),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions"),
+    ("gateway.networking.k8s.io/v1", "Gateway", "gateways"),
+    ("gateway.networking.k8s.io/v1", "GatewayClass", "gatewayclasses"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes"),
+];
+
+/// Lists every object of [`ANALYSIS_RESOURCES`] in all namespaces, as JSON with `apiVersion` and
+/// `kind` set. Resources the server does not serve (Gateway API not installed) are skipped.
+///
+/// # Errors
+/// [`KubeError`] of the first list that fails other than Not Found.
+pub async fn list_analysis_resources(client: &Client) -> Result<Vec<serde_json::Value>, KubeError> {
+    let mut objects = Vec::new();
+    for (api_version, kind, plural) in ANALYSIS_RESOURCES {
+        objects.extend(list_resource(client, api_version, kind, plural, None).await?.unwrap_or_default());
+    }
+    Ok(objects)
+}
+
 /// Lists the objects of any resource given by its REST coordinates (`apps/v1`, `Deployment`,
 /// `deployments`) in `namespace` (all namespaces, or a cluster-scoped resource, for `None`), as JSON
 /// with `apiVersion` and `kind` set. `Ok(None)` when the server does not serve the resource (404), so

@@ -29,9 +29,8 @@
 
 use api::Kind;
 use kube::{
-    Api, Client,
-    api::{DynamicObject, ListParams, Patch, PatchParams},
-    core::{ApiResource, GroupVersionKind},
+    Client,
+    api::{Patch, PatchParams},
 };
 use serde_json::{Value, json};
 
@@ -199,69 +198,6 @@ pub async fn patch_status(
         .await
         .map(|_| ())
         .map_err(|e| KubeError::from_kube(e, &action))
-}
-
-/// A Kubernetes kind read for analysis: `(group, version, kind, plural, namespaced)`.
-pub type KubeKind = (&'static str, &'static str, &'static str, &'static str, bool);
-
-/// The Kubernetes kinds istiod's analysis reads besides Istio config (Pods, Services, Namespaces,
-/// Deployments, Secrets, ConfigMaps, Nodes, webhook configurations).
-pub const ANALYSIS_KINDS: [KubeKind; 9] = [
-    ("", "v1", "Namespace", "namespaces", false),
-    ("", "v1", "Service", "services", true),
-    ("", "v1", "Pod", "pods", true),
-    ("", "v1", "Secret", "secrets", true),
-    ("", "v1", "ConfigMap", "configmaps", true),
-    ("", "v1", "Node", "nodes", false),
-    ("apps", "v1", "Deployment", "deployments", true),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations",
-        false,
-    ),
-];
-
-/// Lists every object of `kind` in all namespaces as JSON (with `apiVersion` and `kind` set, as a
-/// file would carry them). Secrets are listed with their `data` removed: analysis needs only their
-/// names and types.
-///
-/// # Errors
-/// [`KubeError`].
-pub async fn list_kind(client: &Client, kind: KubeKind) -> Result<Vec<Value>, KubeError> {
-    let (group, version, kind_name, plural, _) = kind;
-    let gvk = GroupVersionKind::gvk(group, version, kind_name);
-    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let action = format!("list {kind_name} in all namespaces");
-    let list = api.list(&ListParams::default()).await.map_err(|e| KubeError::from_kube(e, &action))?;
-    Ok(list
-        .items
-        .iter()
-        .map(|o| {
-            let mut v = serde_json::to_value(o).unwrap_or_default();
-            v["apiVersion"] = Value::String(resource.api_version.clone());
-            v["kind"] = Value::String(kind_name.to_string());
-            if kind_name == "Secret"
-                && let Some(map) = v.as_object_mut()
-            {
-                map.remove("data");
-                map.remove("stringData");
-            }
-            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("managedFields");
-            }
-            v
-        })
-        .collect())
 }
 
 #[cfg(test)]

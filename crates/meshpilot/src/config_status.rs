@@ -33,10 +33,7 @@ use kube_source::{
         ANALYZE_CONTROLLER, LeaderElection, LeaderElectionOptions, LockScope, STATUS_CONTROLLER,
         run_while_leading,
     },
-    status::{
-        ANALYSIS_KINDS, Condition, DesiredStatus, ValidationMessage, list_kind, merge_patch, patch_status,
-        status_update,
-    },
+    status::{Condition, DesiredStatus, ValidationMessage, merge_patch, patch_status, status_update},
 };
 use model::{ConfigKey, ConfigStore, Shutdown};
 use tracing::{debug, info, warn};
@@ -254,10 +251,10 @@ async fn analyze(ctx: &Ctx) -> Result<HashMap<ConfigKey, Vec<ValidationMessage>>
             resources.add_cluster_object(&config.to_json());
         }
     }
-    for kind in ANALYSIS_KINDS {
-        for object in list_kind(&ctx.client, kind).await.map_err(|e| e.to_string())? {
-            resources.add_cluster_object(&object);
-        }
+    for object in
+        kube_source::client::list_analysis_resources(&ctx.client).await.map_err(|e| e.to_string())?
+    {
+        resources.add_cluster_object(&object);
     }
     let result = analysis::analyze(&resources, &analyzers::all(), &Filter::default());
     metrics::counter!(ANALYSIS_RUNS).increment(1);

@@ -1,5 +1,6 @@
 //! `meshpilot analyze --use-kube`: the cluster's objects as JSON for the analysis (Istio's
-//! `AddRunningKubeSource`): every Istio kind, the Kubernetes kinds the analyzers read, and the mesh
+//! `AddRunningKubeSource`): every Istio kind, the Kubernetes kinds the analyzers read
+//! (`kube_source::client::ANALYSIS_RESOURCES`), and the mesh
 //! config from the `istio` ConfigMap of the istio namespace.
 
 use std::path::Path;
@@ -15,24 +16,6 @@ pub(super) struct ClusterObjects {
     /// The kubeconfig context's namespace.
     pub(super) default_namespace: Option<String>,
 }
-
-/// Kubernetes resources the analyzers read: `(apiVersion, kind, plural)`. Resources the server does
-/// not serve (Gateway API not installed) are skipped.
-const KUBE_RESOURCES: &[(&str, &str, &str)] = &[
-    ("v1", "Namespace", "namespaces"),
-    ("v1", "Service", "services"),
-    ("v1", "Pod", "pods"),
-    ("v1", "Node", "nodes"),
-    ("v1", "Secret", "secrets"),
-    ("v1", "ConfigMap", "configmaps"),
-    ("apps/v1", "Deployment", "deployments"),
-    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
-    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions"),
-    ("gateway.networking.k8s.io/v1", "Gateway", "gateways"),
-    ("gateway.networking.k8s.io/v1", "GatewayClass", "gatewayclasses"),
-    ("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes"),
-];
 
 /// Lists the cluster's objects (all namespaces; messages are filtered by namespace afterwards, as
 /// istioctl does).
@@ -57,12 +40,8 @@ pub(super) fn list(kubeconfig: Option<&Path>, istio_namespace: &str) -> Result<C
                     .map_err(|e| e.to_string())?;
             objects.extend(listed.unwrap_or_default());
         }
-        for (api_version, kind, plural) in KUBE_RESOURCES {
-            let listed = kube_source::client::list_resource(client, api_version, kind, plural, None)
-                .await
-                .map_err(|e| e.to_string())?;
-            objects.extend(listed.unwrap_or_default());
-        }
+        objects
+            .extend(kube_source::client::list_analysis_resources(client).await.map_err(|e| e.to_string())?);
         let mesh_config = objects
             .iter()
             .find(|o| {
