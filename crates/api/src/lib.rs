@@ -16,6 +16,8 @@
 //! - [`meta`]: Kubernetes object metadata.
 //! - [`protocol`]: Istio's application protocols of a port (`pkg/config/protocol`).
 //! - [`spec`]: [`Spec`], one enum over every kind's typed spec.
+//! - [`mcp`]: MCP-over-xDS wire types (`istio.mcp.v1alpha1.Resource`), type URLs and the
+//!   spec-level conversions both the MCP server and client use.
 //! - [`networking`], [`security`], [`telemetry`], [`extensions`], [`type_v1beta1`]: the Istio API
 //!   types, written from the Istio API reference (field names and numbers of `istio.io/api`).
 //!
@@ -26,6 +28,7 @@
 
 pub mod de;
 pub mod extensions;
+pub mod mcp;
 pub mod meta;
 pub mod networking;
 pub mod protocol;
