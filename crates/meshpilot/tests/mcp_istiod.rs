@@ -1,0 +1,393 @@
+//! MCP-over-xDS against real istiod (docs/MCP.md, "Interoperating with istiod"), both ways:
+//!
+//! - istiod consuming meshpilot: istiod's mesh config has `configSources: [{address: xds://<meshpilot>}]`;
+//!   meshpilot serves its `--config-dir` over the `api` generator (plaintext, `ENABLE_XDS_API_GENERATOR_AUTH=false`).
+//! - meshpilot consuming istiod (added with the client role): istiod serves its own `--configDir` over the
+//!   `api` generator on its plaintext xDS port; meshpilot's `--mesh-config` has
+//!   `configSources: [{address: xds://<istiod>}]`.
+//!
+//! In both, a real upstream Envoy on the consuming side is routed by the config that crossed over MCP
+//! (a ServiceEntry with a static endpoint at an echo server and a VirtualService whose header match sets a
+//! request header only that config explains), edits and deletes reach it, and a restart of the serving side
+//! re-syncs without the Envoy ever losing the cluster.
+//!
+//! istiod is the cached build of `scripts/istio-peer.sh build`, run by `scripts/peer/run-istiod.sh` against the
+//! shared kube-apiserver test environment; a missing build fails the test (naming the script), never skips it.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use kube_source::testenv::TestEnv;
+use meshpilot_testing::{
+    AdsApi, Bootstrap, EchoOptions, EchoServer, Envoy, free_port, free_port_block, http, repo_root, wait_for,
+};
+use serde_json::Value;
+
+/// How long a change may take to cross istiod/meshpilot and reach an Envoy (pushes are debounced).
+const PROPAGATION: Duration = Duration::from_secs(30);
+
+/// The service host of the test's ServiceEntry.
+const HOST: &str = "echo.mesh.local";
+
+// ------------------------------------------------------------------------------------------ peers
+
+/// A `meshpilot discovery` process; killed on drop.
+struct Meshpilot {
+    child: Child,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    log: PathBuf,
+    command: Command,
+}
+
+impl Meshpilot {
+    /// Starts `meshpilot discovery` with `args` (config flags) on free loopback ports with the api generator's
+    /// auth off, and waits for `/ready`.
+    async fn start(work: &Path, args: &[&str]) -> Meshpilot {
+        let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
+        let (grpc, http, mon) = (addr(free_port()), addr(free_port()), addr(free_port()));
+        let log = work.join("meshpilot.log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_meshpilot"));
+        command
+            .arg("discovery")
+            .args(args)
+            .args(["--grpc-addr", &grpc.to_string(), "--http-addr", &http.to_string()])
+            .args(["--monitoring-addr", &mon.to_string()])
+            .env("ENABLE_XDS_API_GENERATOR_AUTH", "false")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null());
+        let child = command.stderr(log_file(&log)).spawn().unwrap();
+        let mp = Meshpilot { child, grpc, http, log, command };
+        mp.wait_ready().await;
+        mp
+    }
+
+    async fn wait_ready(&self) {
+        wait_for("meshpilot /ready", Duration::from_secs(60), async || {
+            matches!(http::get(self.http, "meshpilot", "/ready", &[]).await, Ok((200, _))).then_some(())
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n--- meshpilot log ---\n{}", self.log_text()));
+    }
+
+    /// Kills the process and starts it again with the same flags and ports.
+    async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = self.command.stderr(log_file(&self.log)).spawn().unwrap();
+        self.wait_ready().await;
+    }
+
+    fn log_text(&self) -> String {
+        tail(&self.log)
+    }
+}
+
+/// The last 60 lines of the log file at `path`.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}
+
+impl Drop for Meshpilot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The log file a (re)started process appends to.
+fn log_file(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap()
+}
+
+/// Real istiod (`scripts/peer/run-istiod.sh`); stopped on drop.
+struct Istiod {
+    dir: PathBuf,
+    base: u16,
+    env: Vec<(String, String)>,
+    xds: SocketAddr,
+    http: SocketAddr,
+}
+
+impl Istiod {
+    /// Starts istiod in `dir` with `mesh` as its mesh config, `env` added to its environment and `args` as
+    /// extra flags, and waits until it is ready (the script waits for `/ready`).
+    fn start(dir: &Path, mesh: &str, env: &[(&str, &str)], args: &str) -> Istiod {
+        let bin = istiod_bin_dir().join("pilot-discovery");
+        assert!(
+            bin.is_file(),
+            "no istiod at {} — build it with `scripts/istio-peer.sh build` (this test needs real istiod)",
+            bin.display()
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("mesh.yaml"), mesh).unwrap();
+        // run-istiod.sh takes BASE+10 (xDS), +12, +14, +76 and +80 (HTTP).
+        let base = free_port_block(81);
+        let mut env: Vec<(String, String)> =
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        env.push(("ISTIOD_ARGS".into(), args.into()));
+        let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
+        let istiod =
+            Istiod { dir: dir.to_path_buf(), base, env, xds: addr(base + 10), http: addr(base + 80) };
+        istiod.run_start();
+        istiod
+    }
+
+    fn run_start(&self) {
+        let kubeconfig = TestEnv::shared().kubeconfig();
+        let out = Command::new(run_istiod())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .arg("start")
+            .arg(&self.dir)
+            .arg(&kubeconfig)
+            .arg(self.base.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "istiod did not start: {}\n--- istiod log (tail) ---\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log_tail()
+        );
+    }
+
+    fn stop(&self) {
+        let _ = Command::new(run_istiod()).arg("stop").arg(&self.dir).output();
+    }
+
+    async fn configz(&self) -> Vec<Value> {
+        configz(self.http, "istiod").await
+    }
+
+    fn log_tail(&self) -> String {
+        tail(&self.dir.join("istiod.log"))
+    }
+}
+
+impl Drop for Istiod {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run_istiod() -> PathBuf {
+    repo_root().join("scripts/peer/run-istiod.sh")
+}
+
+/// `scripts/istio-peer.sh bin-dir`: where the cached istiod build lives.
+fn istiod_bin_dir() -> PathBuf {
+    let out = Command::new(repo_root().join("scripts/istio-peer.sh")).arg("bin-dir").output().unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/istio-peer.sh bin-dir failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// `/debug/configz` of the server at `http` (an empty list while it does not answer).
+async fn configz(http: SocketAddr, host: &str) -> Vec<Value> {
+    match http::get(http, host, "/debug/configz", &[]).await {
+        Ok((200, body)) => serde_json::from_str(&body).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The object `kind` `namespace/name` of a configz dump.
+fn find<'a>(dump: &'a [Value], kind: &str, namespace: &str, name: &str) -> Option<&'a Value> {
+    dump.iter().find(|o| {
+        o["kind"] == kind && o["metadata"]["namespace"] == namespace && o["metadata"]["name"] == name
+    })
+}
+
+/// The `x-route` value the VirtualService `default/echo` of `dump` sets on its header-matched route.
+fn x_route(dump: &[Value]) -> Option<String> {
+    let vs = find(dump, "VirtualService", "default", "echo")?;
+    vs["spec"]["http"][0]["route"][0]["headers"]["request"]["set"]["x-route"].as_str().map(str::to_owned)
+}
+
+// ------------------------------------------------------------------------------------------ config
+
+/// A ServiceEntry `default/echo` for [`HOST`]:`port` (HTTP, STATIC) whose one endpoint is `echo`.
+fn service_entry(port: u16, echo: SocketAddr) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: default, \
+         labels: {{app: echo}}}}\nspec:\n  hosts: [{HOST}]\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  \
+         location: MESH_EXTERNAL\n  resolution: STATIC\n  endpoints: [{{address: {ip}, ports: {{http: {echo_port}}}}}]\n",
+        ip = echo.ip(),
+        echo_port = echo.port()
+    )
+}
+
+/// A VirtualService `default/echo`: requests with `x-pick: b` get `x-route: <mark>` set; the others go
+/// to the same host unchanged.
+fn virtual_service(mark: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: default}}\n\
+         spec:\n  hosts: [{HOST}]\n  http:\n  - match: [{{headers: {{x-pick: {{exact: b}}}}}}]\n    \
+         route: [{{destination: {{host: {HOST}}}, headers: {{request: {{set: {{x-route: {mark}}}}}}}}}]\n  \
+         - route: [{{destination: {{host: {HOST}}}}}]\n"
+    )
+}
+
+/// A DestinationRule `default/echo` for [`HOST`].
+fn destination_rule() -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: echo, namespace: default}}\n\
+         spec:\n  host: {HOST}\n  trafficPolicy: {{connectionPool: {{http: {{maxRequestsPerConnection: 3}}}}}}\n"
+    )
+}
+
+/// Writes `text` to `dir/name` atomically (a rename), so a watcher never sees half a file.
+fn write_config(dir: &Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+// ------------------------------------------------------------------------------------------ traffic
+
+/// A sidecar Envoy (namespace `default`, no interception) on the plaintext xDS server `ads`.
+async fn sidecar(ads: SocketAddr) -> Envoy {
+    let envoy = Envoy::start(&Bootstrap::sidecar_in("client", "default", ads, AdsApi::Sotw)).await.unwrap();
+    envoy.wait_live(Duration::from_secs(20)).await.unwrap();
+    envoy
+}
+
+/// What the echo answered through the Envoy's outbound listener 127.0.0.1:`port` for `Host: HOST:port`
+/// with `x-pick: b`: `Some(x-route value or "")` when the echo answered, `None` otherwise.
+async fn routed_mark(port: u16) -> Option<String> {
+    let listener: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let host = format!("{HOST}:{port}");
+    let (status, body) = http::get(listener, &host, "/", &[("x-pick", "b")]).await.ok()?;
+    if status != 200 || !body.starts_with("echo") {
+        return None;
+    }
+    let mark = body.lines().find_map(|l| l.strip_prefix("x-route: ")).unwrap_or("");
+    Some(mark.to_owned())
+}
+
+/// Waits until a request through the Envoy reaches the echo with `x-route: mark` (`""`: no such header).
+async fn wait_mark(envoy: &Envoy, port: u16, mark: &str, context: impl Fn() -> String) {
+    wait_for(&format!("x-route {mark:?} through Envoy"), PROPAGATION, async || {
+        (routed_mark(port).await.as_deref() == Some(mark)).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\nlast answer: {:?}\n{}\n--- envoy ---\n{}",
+            routed_mark_blocking(port),
+            context(),
+            envoy.log_tail(40)
+        )
+    });
+}
+
+fn routed_mark_blocking(port: u16) -> Option<String> {
+    let listener: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    http::request_blocking(listener, &format!("{HOST}:{port}"), "/", &[("x-pick", "b")])
+        .ok()
+        .map(|r| format!("{} {}", r.status, r.body))
+}
+
+/// Envoy's `cluster_manager.cluster_removed` counter.
+async fn clusters_removed(envoy: &Envoy) -> u64 {
+    envoy.stat("cluster_manager.cluster_removed").await.unwrap().unwrap_or(0)
+}
+
+/// Whether the Envoy has the cluster `outbound|port||HOST`.
+async fn has_cluster(envoy: &Envoy, port: u16) -> bool {
+    let name = format!("outbound|{port}||{HOST}");
+    envoy.config_dump(false).await.map(|d| d.to_string().contains(&name)).unwrap_or(false)
+}
+
+fn echo_options() -> EchoOptions {
+    EchoOptions { echo_head: true, ..EchoOptions::default() }
+}
+
+/// The istiod environment for upstream Envoy sidecars (no istio-proxy-only filters) and a plaintext
+/// api generator.
+const ISTIOD_ENV: &[(&str, &str)] = &[
+    ("PILOT_ENABLE_METADATA_EXCHANGE", "false"),
+    ("PILOT_ENABLE_ALPN_FILTER", "false"),
+    ("ENABLE_XDS_API_GENERATOR_AUTH", "false"),
+];
+
+// ------------------------------------------------------------------------------------------ tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn istiod_consumes_meshpilot_config_over_mcp() {
+    let _ = TestEnv::shared();
+    let work = tempfile::tempdir().unwrap();
+    let echo = EchoServer::start_with("echo", echo_options()).await.unwrap();
+    let port = free_port();
+    let config = work.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    write_config(&config, "se.yaml", &service_entry(port, echo.addr));
+    write_config(&config, "vs.yaml", &virtual_service("meshpilot-v1"));
+    write_config(&config, "dr.yaml", &destination_rule());
+
+    let mut mp = Meshpilot::start(work.path(), &["--config-dir", config.to_str().unwrap()]).await;
+    let mesh = format!(
+        "trustDomain: cluster.local\nenableAutoMtls: false\nconfigSources:\n- address: xds://{}\n",
+        mp.grpc
+    );
+    let istiod = Istiod::start(&work.path().join("istiod"), &mesh, ISTIOD_ENV, "");
+    let mp_log = mp.log.clone();
+    let context = || format!("--- istiod ---\n{}\n--- meshpilot ---\n{}", istiod.log_tail(), tail(&mp_log));
+
+    // istiod's configz shows our three objects, with their specs and labels.
+    let dump = wait_for("meshpilot's objects in istiod's configz", PROPAGATION, async || {
+        let dump = istiod.configz().await;
+        ["ServiceEntry", "VirtualService", "DestinationRule"]
+            .iter()
+            .all(|k| find(&dump, k, "default", "echo").is_some())
+            .then_some(dump)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    let se = find(&dump, "ServiceEntry", "default", "echo").unwrap();
+    assert_eq!(se["spec"]["hosts"][0], HOST, "{se}");
+    assert_eq!(se["metadata"]["labels"]["app"], "echo", "{se}");
+    assert_eq!(se["spec"]["endpoints"][0]["ports"]["http"], echo.addr.port(), "{se}");
+    let dr = find(&dump, "DestinationRule", "default", "echo").unwrap();
+    assert_eq!(dr["spec"]["trafficPolicy"]["connectionPool"]["http"]["maxRequestsPerConnection"], 3, "{dr}");
+    assert_eq!(x_route(&dump).as_deref(), Some("meshpilot-v1"));
+
+    // An Envoy on istiod is routed by our config: the echo answers, with the header only our VirtualService sets.
+    let envoy = sidecar(istiod.xds).await;
+    wait_mark(&envoy, port, "meshpilot-v1", context).await;
+
+    // An edit in meshpilot's config directory reaches istiod's store and its Envoy.
+    write_config(&config, "vs.yaml", &virtual_service("meshpilot-v2"));
+    wait_for("the edited VirtualService in istiod's configz", PROPAGATION, async || {
+        (x_route(&istiod.configz().await).as_deref() == Some("meshpilot-v2")).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    wait_mark(&envoy, port, "meshpilot-v2", context).await;
+
+    // meshpilot restarts: istiod reconnects and re-syncs; an edit made after the restart arrives, and the
+    // Envoy never lost the cluster in between (no spurious delete downstream).
+    let removed = clusters_removed(&envoy).await;
+    mp.restart().await;
+    write_config(&config, "vs.yaml", &virtual_service("meshpilot-v3"));
+    wait_mark(&envoy, port, "meshpilot-v3", context).await;
+    assert_eq!(clusters_removed(&envoy).await, removed, "a cluster was removed across meshpilot's restart");
+    assert!(has_cluster(&envoy, port).await);
+
+    // A delete in meshpilot's config directory removes the VirtualService from istiod: the header is gone.
+    std::fs::remove_file(config.join("vs.yaml")).unwrap();
+    wait_for("the VirtualService gone from istiod's configz", PROPAGATION, async || {
+        find(&istiod.configz().await, "VirtualService", "default", "echo").is_none().then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    wait_mark(&envoy, port, "", context).await;
+}
