@@ -186,6 +186,17 @@ impl ConfigStore for Aggregate {
             .find_map(|s| s.get(kind, namespace, name))
     }
 
+    /// The source of the copy in force: asks the first source (in precedence order) holding it.
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        let holder = self
+            .inner
+            .sources
+            .iter()
+            .filter(|s| s.schemas().contains(&kind))
+            .find(|s| s.get(kind, namespace, name).is_some())?;
+        holder.source_of(kind, namespace, name)
+    }
+
     fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
         let mut serving = self.inner.sources.iter().filter(|s| s.schemas().contains(&kind));
         let Some(first) = serving.next() else {

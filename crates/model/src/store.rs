@@ -139,6 +139,15 @@ pub trait ConfigStore: Send + Sync {
     /// Every object of `kind` in `namespace` (all namespaces for `None`), ordered by namespace and name.
     fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>>;
 
+    /// Where the object `kind`/`namespace`/`name` comes from, for debug output (`/debug/configz`'s
+    /// `source`): `file:///PATH/TO/FILE` for a config file, `k8s://` for the cluster,
+    /// `xds://HOST:PORT` for an MCP-over-xDS server. `None` when the store does not hold the object
+    /// or has no such notion (a memory store: the default).
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        let _ = (kind, namespace, name);
+        None
+    }
+
     /// Adds a new object; returns its resource version.
     ///
     /// # Errors
