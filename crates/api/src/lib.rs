@@ -17,6 +17,8 @@
 //! - [`mesh_config`]: the subset of `istio.mesh.v1alpha1.MeshConfig` meshpilot reads (protobuf and JSON).
 //! - [`protocol`]: Istio's application protocols of a port (`pkg/config/protocol`).
 //! - [`spec`]: [`Spec`], one enum over every kind's typed spec.
+//! - [`mcp`]: MCP-over-xDS wire types (`istio.mcp.v1alpha1.Resource`), type URLs and the
+//!   spec-level conversions both the MCP server and client use.
 //! - [`networking`], [`security`], [`telemetry`], [`extensions`], [`type_v1beta1`]: the Istio API
 //!   types, written from the Istio API reference (field names and numbers of `istio.io/api`).
 //!
@@ -27,6 +29,7 @@
 
 pub mod de;
 pub mod extensions;
+pub mod mcp;
 pub mod mesh_config;
 pub mod meta;
 pub mod networking;

@@ -18,10 +18,12 @@
 //!   services the generators read), [`push::SidecarScope`], [`push::ProxyContext`],
 //!   [`push::PushRequest`] and the rules deciding which proxies a change concerns.
 //! - [`host`]: host names as Istio compares them; [`finding`]: what generation could not honour.
+//! - [`mcp`]: config objects as MCP-over-xDS resources (`PilotConfigToResource` and back).
 
 mod config;
 pub mod finding;
 pub mod host;
+pub mod mcp;
 pub mod parse;
 pub mod push;
 pub mod selector;
