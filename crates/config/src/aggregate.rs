@@ -276,6 +276,18 @@ impl ConfigStoreController for Aggregate {
         })
     }
 
+    /// The reasons of the sources that have not synced, joined with `; `.
+    fn not_synced_reason(&self) -> Option<String> {
+        let reasons: Vec<String> = self
+            .inner
+            .sources
+            .iter()
+            .filter(|s| !s.has_synced())
+            .filter_map(|s| s.not_synced_reason())
+            .collect();
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
     fn has_synced(&self) -> bool {
         let inner = &self.inner;
         if inner.synced.load(Ordering::Acquire) {

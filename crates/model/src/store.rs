@@ -200,6 +200,13 @@ pub trait ConfigStoreController: ConfigStore {
     /// been delivered once (a delivery that failed and waits for a retry counts; Istio's queue does the
     /// same, so one failing object cannot hold readiness forever).
     fn has_synced(&self) -> bool;
+
+    /// Why the store has not synced, in plain words for `/ready` (e.g. `config source
+    /// xds://127.0.0.1:15010 has not answered: connection refused`); `None` when synced or when
+    /// the store has nothing to say (the default).
+    fn not_synced_reason(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Fires [`Shutdown`]; dropping it fires too.
