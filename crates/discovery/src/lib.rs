@@ -26,6 +26,7 @@
 
 pub mod debounce;
 pub mod jwks;
+pub mod mcp;
 pub mod mesh;
 pub mod metrics;
 pub mod objects;

@@ -220,6 +220,9 @@ pub struct SecurityOptions {
     pub max_cert_ttl: Duration,
     /// `POD_NAMESPACE` (`istio-system`): the control plane's namespace (serving-certificate names).
     pub pod_namespace: String,
+    /// `ENABLE_XDS_API_GENERATOR_AUTH` (true): the `api` generator (MCP-over-xDS config) serves only
+    /// callers authenticated in the mesh root namespace ([`crate::mcp`]).
+    pub api_generator_auth: bool,
 }
 
 impl Default for SecurityOptions {
@@ -231,6 +234,7 @@ impl Default for SecurityOptions {
             default_cert_ttl: Duration::from_secs(24 * 3600),
             max_cert_ttl: Duration::from_secs(90 * 24 * 3600),
             pod_namespace: "istio-system".into(),
+            api_generator_auth: true,
         }
     }
 }
@@ -265,9 +269,28 @@ impl SecurityOptions {
         if let Some(v) = lookup("MAX_WORKLOAD_CERT_TTL") {
             out.max_cert_ttl = duration_var("MAX_WORKLOAD_CERT_TTL", &v)?;
         }
+        if let Some(v) = lookup("ENABLE_XDS_API_GENERATOR_AUTH") {
+            out.api_generator_auth = bool_var("ENABLE_XDS_API_GENERATOR_AUTH", &v)?;
+        }
         if let Some(v) = lookup("POD_NAMESPACE").filter(|v| !v.is_empty()) {
             out.pod_namespace = v;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod security_tests {
+    use super::*;
+
+    #[test]
+    fn api_generator_auth_is_on_unless_turned_off() {
+        let var = |value: &'static str| {
+            move |n: &str| (n == "ENABLE_XDS_API_GENERATOR_AUTH").then(|| value.to_string())
+        };
+        assert!(SecurityOptions::default().api_generator_auth);
+        assert!(!SecurityOptions::from_lookup(var("false")).unwrap().api_generator_auth);
+        let e = SecurityOptions::from_lookup(var("maybe")).unwrap_err();
+        assert!(e.to_string().contains("ENABLE_XDS_API_GENERATOR_AUTH"), "{e}");
     }
 }

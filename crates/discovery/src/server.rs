@@ -32,7 +32,7 @@ use model::{
 };
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
-use xds::{AdsConfig, AdsServer, ConnectionRegistry};
+use xds::{AdsConfig, AdsServer, ConnectionRegistry, Proxy};
 
 use networking::GenerationCache;
 use sds::FileSecrets;
@@ -104,6 +104,8 @@ pub struct DiscoveryServer {
     /// Per object the first push holding its version, per proxy the newest push generated
     /// ([`crate::objects`]).
     tracking: Arc<Tracking>,
+    /// `ENABLE_XDS_API_GENERATOR_AUTH` for the xDS servers made next ([`crate::mcp`]).
+    api_generator_auth: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -151,9 +153,24 @@ impl DiscoveryServer {
             jwks,
             push_log: crate::push_log::PushLog::default(),
             tracking: Arc::new(Tracking::new()),
+            api_generator_auth: std::sync::atomic::AtomicBool::new(true),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
+                // Their changes reach proxies through the registry, which raises nothing for some
+                // (a WorkloadGroup, a WorkloadEntry no ServiceEntry selects): MCP clients get them
+                // straight away, with no push context rebuild ([`crate::mcp`]).
+                let weak = Arc::downgrade(&server);
+                store.register_event_handler(
+                    kind,
+                    Arc::new(move |_old, new, _event: Event| {
+                        if let Some(s) = weak.upgrade() {
+                            let request = PushRequest::config([new.key()], TriggerReason::Config);
+                            s.connections.push_where(Proxy::uses_api_generator, request);
+                        }
+                        Ok(())
+                    }),
+                );
                 continue;
             }
             let weak = Arc::downgrade(&server);
@@ -232,10 +249,22 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
+        let api = crate::mcp::ApiGenerator::new(
+            self.store.clone(),
+            self.api_generator_auth.load(std::sync::atomic::Ordering::Relaxed),
+        );
         let source = NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone())
-            .with_tracking(self.tracking.clone());
+            .with_tracking(self.tracking.clone())
+            .with_api_generator(api);
         let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
+    }
+
+    /// Sets `ENABLE_XDS_API_GENERATOR_AUTH` (default true) for the xDS servers made after this call
+    /// ([`DiscoveryServer::ads_server`], [`DiscoveryServer::serve_secure`]): whether the `api`
+    /// generator serves only callers authenticated in the mesh root namespace ([`crate::mcp`]).
+    pub fn set_api_generator_auth(&self, required: bool) {
+        self.api_generator_auth.store(required, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The generators' cache (shared by [`DiscoveryServer::ads_server`]'s sources): scopes, route
@@ -398,7 +427,11 @@ impl DiscoveryServer {
         self.pushes.fetch_add(1, Ordering::Relaxed);
         request.push = Some(ctx.clone());
         let sent = self.connections.push_where(
-            |proxy| ProxyKind::of(proxy.node_type).is_some_and(|k| proxy_needs_push(&request, k)),
+            |proxy| {
+                // MCP clients: every change may be a config type they watch.
+                proxy.uses_api_generator()
+                    || ProxyKind::of(proxy.node_type).is_some_and(|k| proxy_needs_push(&request, k))
+            },
             request.clone(),
         );
         self.push_log.record_push(ctx.version(), &request, !endpoints_only, sent, build_start);

@@ -7,7 +7,8 @@
 //! regenerates only the types its change affects ([`type_needs_push`]); an endpoint-only push
 //! regenerates only the ClusterLoadAssignments of the changed services (partial EDS response).
 //! SDS (`file-cert:`/`file-root:` names) is answered by [`FileSecrets`] for exactly the names asked
-//! for; names that cannot be served are left unanswered (never reported removed).
+//! for; names that cannot be served are left unanswered (never reported removed). MCP-over-xDS config
+//! types (`group/version/Kind`) are answered by the [`ApiGenerator`] ([`crate::mcp`]).
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -29,7 +30,12 @@ use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceErr
 
 use sds::FileSecrets;
 
-use crate::{objects::Tracking, push::type_needs_push, server::Snapshots};
+use crate::{
+    mcp::{ApiGenerator, ApiState},
+    objects::Tracking,
+    push::type_needs_push,
+    server::Snapshots,
+};
 
 /// What the generators read of a connected proxy ([`ProxyContext::from_proxy`]).
 ///
@@ -47,6 +53,8 @@ pub struct ConnectionContext {
     /// The proxy's Sidecar scope in the last snapshot it was checked against (Istio's
     /// `PrevSidecarScope`): a change that leaves the scope still concerns the proxy.
     pub scope: Option<Arc<SidecarScope>>,
+    /// The config types' versions last sent ([`crate::mcp`]).
+    pub api: ApiState,
 }
 
 /// The [`ResourceSource`] of meshpilot's xDS server: reads the published snapshots and the service
@@ -58,6 +66,7 @@ pub struct NetworkingSource {
     cache: Arc<GenerationCache>,
     secrets: Arc<FileSecrets>,
     tracking: Option<Arc<Tracking>>,
+    api: Option<Arc<ApiGenerator>>,
 }
 
 impl std::fmt::Debug for NetworkingSource {
@@ -94,7 +103,7 @@ impl NetworkingSource {
         secrets: Arc<FileSecrets>,
         cache: Arc<GenerationCache>,
     ) -> Self {
-        NetworkingSource { snapshots, services, cache, secrets, tracking: None }
+        NetworkingSource { snapshots, services, cache, secrets, tracking: None, api: None }
     }
 
     /// Records into `tracking` the push each response is generated from (or found unchanged by),
@@ -102,6 +111,13 @@ impl NetworkingSource {
     #[must_use]
     pub fn with_tracking(mut self, tracking: Arc<Tracking>) -> Self {
         self.tracking = Some(tracking);
+        self
+    }
+
+    /// Answers MCP-over-xDS config types with `api` (without it they get empty sets).
+    #[must_use]
+    pub fn with_api_generator(mut self, api: ApiGenerator) -> Self {
+        self.api = Some(Arc::new(api));
         self
     }
 
@@ -134,13 +150,20 @@ impl ResourceSource for NetworkingSource {
 
     fn connect(&self, proxy: &Proxy) -> Result<ConnectionContext, SourceError> {
         let push = self.current()?;
+        if let Some(api) = self.api.as_ref().filter(|_| proxy.uses_api_generator()) {
+            api.authorize(proxy, &push.mesh().root_namespace)?;
+        }
         let mut ctx = proxy_context(proxy)?;
         ctx.set_instances_from(self.services.as_ref());
-        let scope = ctx.is_sidecar().then(|| push.sidecar_scope(&ctx));
-        Ok(ConnectionContext { proxy: ctx, scope })
+        let scope = (ctx.is_sidecar() && !proxy.uses_api_generator()).then(|| push.sidecar_scope(&ctx));
+        Ok(ConnectionContext { proxy: ctx, scope, api: ApiState::default() })
     }
 
-    fn needs_push(&self, ctx: &mut ConnectionContext, _proxy: &Proxy, push: &PushRequest) -> bool {
+    fn needs_push(&self, ctx: &mut ConnectionContext, proxy: &Proxy, push: &PushRequest) -> bool {
+        if proxy.uses_api_generator() {
+            // Each config type decides for itself (ApiGenerator::generate).
+            return true;
+        }
         // Changed file secrets concern exactly the connections they were pushed to.
         let secrets = !push.secrets_updated.is_empty();
         if !model::push::proxy_needs_push(push, ctx.proxy.kind) {
@@ -163,6 +186,14 @@ impl ResourceSource for NetworkingSource {
     ) -> Result<Option<Generated>, SourceError> {
         if request.type_url == type_url::SECRET {
             return Ok(self.generate_secrets(request));
+        }
+        if let Some(api) = self.api.as_ref().filter(|_| type_url::is_mcp_type(request.type_url)) {
+            let root = self.current()?.mesh().root_namespace.clone();
+            api.authorize(request.proxy, &root).map_err(|e| SourceError::Generate {
+                type_url: request.type_url.to_string(),
+                message: e.to_string(),
+            })?;
+            return Ok(api.generate(&mut ctx.api, request.type_url, request.trigger));
         }
         let push = match request.trigger {
             Trigger::Push(p) => {

@@ -289,6 +289,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
     if let Some(slot) = server_slot {
         let _ = slot.set(server.clone());
     }
+    let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    server.set_api_generator_auth(security_env.api_generator_auth);
     let ads = server.ads_server(secrets.clone(), AdsConfig { push_throttle, ..AdsConfig::default() });
 
     let secure = match &args.secure_grpc_addr {

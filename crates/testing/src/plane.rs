@@ -42,6 +42,9 @@ pub struct PlaneOptions {
     pub ready_timeout: Duration,
     /// Mesh config YAML (`--mesh-config`'s content); empty: Istio's defaults.
     pub mesh_config: String,
+    /// `ENABLE_XDS_API_GENERATOR_AUTH` (default true): MCP-over-xDS config only for callers
+    /// authenticated in the root namespace, so never on the plane's plaintext ADS port.
+    pub api_generator_auth: bool,
 }
 
 impl Default for PlaneOptions {
@@ -53,6 +56,7 @@ impl Default for PlaneOptions {
             kube: None,
             ready_timeout: Duration::from_secs(5),
             mesh_config: String::new(),
+            api_generator_auth: true,
         }
     }
 }
@@ -160,7 +164,7 @@ impl Plane {
 
         let (mesh, _warnings) = parse_mesh_config(&options.mesh_config, "cluster.local")
             .map_err(|e| plane_error("mesh config", &e))?;
-        let (server, ads) = wire(store, services, secrets.clone(), mesh);
+        let (server, ads) = wire(store, services, secrets.clone(), mesh, options.api_generator_auth);
         let ads = RunningAds::start(ads, None).await?;
         let (trigger, shutdown) = shutdown_channel();
         #[cfg(feature = "kube")]
@@ -227,8 +231,10 @@ fn wire(
     services: Arc<dyn ServiceController>,
     secrets: Arc<FileSecrets>,
     mesh: model::push::MeshSettings,
+    api_generator_auth: bool,
 ) -> (Arc<DiscoveryServer>, AdsServer<NetworkingSource>) {
     let server = DiscoveryServer::new(store, services, mesh, DebounceOptions::default());
+    server.set_api_generator_auth(api_generator_auth);
     let ads = server.ads_server(secrets, AdsConfig::default());
     (server, ads)
 }

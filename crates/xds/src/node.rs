@@ -4,7 +4,7 @@
 //! `node.user_agent_name`.
 
 use envoy_types::pb::{envoy::config::core::v3::Node, google::protobuf::Struct};
-pub use model::push::node::{Locality, NodeError, NodeMetadata, NodeType, Proxy};
+pub use model::push::node::{Locality, NodeError, NodeMetadata, NodeType, Proxy, VerifiedIdentity};
 
 use crate::convert::struct_to_json;
 

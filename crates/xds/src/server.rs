@@ -250,10 +250,21 @@ impl<S: ResourceSource> AdsServer<S> {
         protocol: Protocol,
         caller: Option<&StreamCaller>,
     ) -> Result<Connection<S>, Status> {
-        let proxy = crate::node::proxy_from_node(first_node).map_err(|e| {
+        let mut proxy = crate::node::proxy_from_node(first_node).map_err(|e| {
             warn!(peer = ?peer, protocol = protocol.as_str(), "ADS: rejecting stream: {e}");
             node_status(&e)
         })?;
+        if let Some(caller) = caller {
+            proxy.verified_identities = caller
+                .identities
+                .iter()
+                .zip(&caller.namespaces)
+                .map(|(identity, namespace)| crate::node::VerifiedIdentity {
+                    identity: identity.clone(),
+                    namespace: namespace.clone(),
+                })
+                .collect();
+        }
         if let Some(caller) = caller.filter(|_| self.config.identity_check) {
             check_identity(caller, &proxy.config_namespace).inspect_err(|e| {
                 warn!(node = %proxy.node_id, peer = ?peer, "ADS: rejecting stream: {}", e.message());
@@ -286,6 +297,7 @@ fn node_status(e: &NodeError) -> Status {
 fn source_status(e: &SourceError) -> Status {
     match e {
         SourceError::Refused(_) => Status::permission_denied(e.to_string()),
+        SourceError::Unauthenticated(_) => Status::unauthenticated(e.to_string()),
         SourceError::NotReady(_) => Status::unavailable(e.to_string()),
         SourceError::Generate { .. } => Status::internal(e.to_string()),
     }
@@ -378,7 +390,7 @@ pub(crate) fn content_hash(resources: &[Resource]) -> u64 {
 fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String, String)>) {
     let mut dropped = Vec::new();
     g.resources.retain(|r| {
-        let ok = r.body.type_url == type_url;
+        let ok = crate::type_url::resource_type_matches(type_url, &r.body.type_url);
         if !ok {
             dropped.push((r.name.clone(), r.body.type_url.clone()));
         }

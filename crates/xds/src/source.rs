@@ -32,7 +32,8 @@ pub struct Resource {
     /// the encoded message; an empty version is replaced by that hash before sending.
     pub version: String,
     /// The message packed as `Any`; its `type_url` must be the type URL of the response (resources of
-    /// another type are dropped and counted as internal errors, never sent).
+    /// another type are dropped and counted as internal errors, never sent), except for MCP-over-xDS
+    /// config types (see [`crate::type_url::resource_type_matches`]).
     pub body: Any,
 }
 
@@ -223,6 +224,10 @@ pub enum SourceError {
     /// `PermissionDenied` and this message.
     #[error("connection refused: {0}")]
     Refused(String),
+    /// The proxy's caller must authenticate first (e.g. the `api` generator on the plaintext port).
+    /// The stream ends with `Unauthenticated` and this message.
+    #[error("{0}")]
+    Unauthenticated(String),
     /// The control plane is not ready to serve (e.g. caches not synced). The stream ends with
     /// `Unavailable`; the proxy retries.
     #[error("not ready: {0}")]

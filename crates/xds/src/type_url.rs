@@ -17,6 +17,34 @@ pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets
 /// `envoy.config.core.v3.TypedExtensionConfig` (ECDS).
 pub const EXTENSION_CONFIG: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
 
+/// `istio.mcp.v1alpha1.Resource`, the `Any` of every MCP-over-xDS config resource.
+pub const MCP_RESOURCE: &str = "type.googleapis.com/istio.mcp.v1alpha1.Resource";
+/// `istio.mesh.v1alpha1.MeshConfig`, the `Any` of the one resource of [`MCP_MESH_CONFIG`].
+pub const MESH_CONFIG: &str = "type.googleapis.com/istio.mesh.v1alpha1.MeshConfig";
+/// The MCP-over-xDS type URL of mesh config (Istio's `gvk.MeshConfig`).
+pub const MCP_MESH_CONFIG: &str = "core/v1alpha1/MeshConfig";
+
+/// Whether `type_url` is an MCP-over-xDS config type (`group/version/Kind`, Istio's `apigen`
+/// request types): anything that is not a protobuf `Any` type URL.
+pub fn is_mcp_type(type_url: &str) -> bool {
+    !type_url.starts_with("type.googleapis.com/") && type_url.split('/').count() == 3
+}
+
+/// Whether a resource packed as `any_type` may go out in a response of `response_type`. Envoy
+/// types: only the same type (a client rejects the whole response otherwise). The one exception is
+/// MCP-over-xDS, where the response type names a config kind and the resources are wrapped:
+/// `networking.istio.io/v1/VirtualService` carries [`MCP_RESOURCE`]s and [`MCP_MESH_CONFIG`] a raw
+/// [`MESH_CONFIG`] (Istio's `apigen`).
+pub fn resource_type_matches(response_type: &str, any_type: &str) -> bool {
+    if response_type == any_type {
+        return true;
+    }
+    if response_type == MCP_MESH_CONFIG {
+        return any_type == MESH_CONFIG;
+    }
+    is_mcp_type(response_type) && any_type == MCP_RESOURCE
+}
+
 /// Whether a subscription to `type_url` may be a wildcard ("all resources of this type for me").
 ///
 /// By the xDS spec, Listener and Cluster are wildcard-capable and RouteConfiguration,
@@ -100,6 +128,21 @@ pub fn metric_type(type_url: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_types_carry_wrapped_resources_and_envoy_types_only_their_own() {
+        assert!(resource_type_matches(CLUSTER, CLUSTER));
+        assert!(!resource_type_matches(CLUSTER, LISTENER));
+        assert!(!resource_type_matches(CLUSTER, MCP_RESOURCE));
+        assert!(resource_type_matches("networking.istio.io/v1/VirtualService", MCP_RESOURCE));
+        assert!(!resource_type_matches("networking.istio.io/v1/VirtualService", CLUSTER));
+        assert!(!resource_type_matches("networking.istio.io/v1/VirtualService", MESH_CONFIG));
+        assert!(resource_type_matches(MCP_MESH_CONFIG, MESH_CONFIG));
+        assert!(!resource_type_matches(MCP_MESH_CONFIG, MCP_RESOURCE));
+        assert!(is_mcp_type("security.istio.io/v1/AuthorizationPolicy"));
+        assert!(!is_mcp_type("type.googleapis.com/istio.networking.nds.v1.NameTable"));
+        assert!(!is_mcp_type("VirtualService"));
+    }
 
     #[test]
     fn wildcard_types_follow_the_xds_spec() {

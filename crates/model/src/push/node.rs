@@ -311,6 +311,18 @@ pub struct Proxy {
     pub node_id: String,
     /// `node.user_agent_name` (`envoy`, `gRPC C-core linux Python`, …).
     pub user_agent_name: String,
+    /// What the stream's caller proved (Istio's `VerifiedIdentity`): set by the xDS server on an
+    /// authenticating port (15012), empty on the plaintext port.
+    pub verified_identities: Vec<VerifiedIdentity>,
+}
+
+/// An identity the caller of an xDS stream proved with a client certificate or a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedIdentity {
+    /// The SPIFFE URI (`spiffe://cluster.local/ns/istio-system/sa/istiod`).
+    pub identity: String,
+    /// Its namespace (`istio-system`).
+    pub namespace: String,
 }
 
 impl Proxy {
@@ -363,12 +375,19 @@ impl Proxy {
             locality: Locality::default(),
             node_id: node_id.to_owned(),
             user_agent_name: String::new(),
+            verified_identities: Vec::new(),
         })
     }
 
     /// Whether this is a proxyless gRPC client (`GENERATOR=grpc`).
     pub fn is_proxyless_grpc(&self) -> bool {
         self.metadata.generator == "grpc"
+    }
+
+    /// Whether this is an MCP-over-xDS config client (`GENERATOR=api`, istiod's `configSources`
+    /// client): it is answered by the `api` generator (Istio's `apigen`).
+    pub fn uses_api_generator(&self) -> bool {
+        self.metadata.generator == "api"
     }
 }
 
