@@ -14,6 +14,7 @@
 //! - [`wkt`]: `Duration`, `Struct`/`Value`, enum and bytes helpers (protobuf JSON mapping).
 //! - [`schema`]: the kinds meshpilot serves (group, versions and aliases, plural, scope, proto names).
 //! - [`meta`]: Kubernetes object metadata.
+//! - [`mesh_config`]: the subset of `istio.mesh.v1alpha1.MeshConfig` meshpilot reads (protobuf and JSON).
 //! - [`protocol`]: Istio's application protocols of a port (`pkg/config/protocol`).
 //! - [`spec`]: [`Spec`], one enum over every kind's typed spec.
 //! - [`mcp`]: MCP-over-xDS wire types (`istio.mcp.v1alpha1.Resource`), type URLs and the
@@ -29,6 +30,7 @@
 pub mod de;
 pub mod extensions;
 pub mod mcp;
+pub mod mesh_config;
 pub mod meta;
 pub mod networking;
 pub mod protocol;

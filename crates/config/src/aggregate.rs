@@ -186,6 +186,17 @@ impl ConfigStore for Aggregate {
             .find_map(|s| s.get(kind, namespace, name))
     }
 
+    /// The source of the copy in force: asks the first source (in precedence order) holding it.
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        let holder = self
+            .inner
+            .sources
+            .iter()
+            .filter(|s| s.schemas().contains(&kind))
+            .find(|s| s.get(kind, namespace, name).is_some())?;
+        holder.source_of(kind, namespace, name)
+    }
+
     fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
         let mut serving = self.inner.sources.iter().filter(|s| s.schemas().contains(&kind));
         let Some(first) = serving.next() else {
@@ -263,6 +274,18 @@ impl ConfigStoreController for Aggregate {
             }
             while set.join_next().await.is_some() {}
         })
+    }
+
+    /// The reasons of the sources that have not synced, joined with `; `.
+    fn not_synced_reason(&self) -> Option<String> {
+        let reasons: Vec<String> = self
+            .inner
+            .sources
+            .iter()
+            .filter(|s| !s.has_synced())
+            .filter_map(|s| s.not_synced_reason())
+            .collect();
+        (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 
     fn has_synced(&self) -> bool {

@@ -14,16 +14,29 @@
 //! As in Kubernetes' `ObjectMeta`, empty `resourceVersion`, `generation`, `labels` and `annotations`
 //! are left out and `creationTimestamp` is `null` when unknown; `status` is left out when absent. An
 //! empty namespace is shown as `default` (no Istio kind is cluster-scoped).
+//!
+//! meshpilot adds one field Istio does not have: `"source"` (last), where the object in force comes
+//! from — `file:///PATH/TO/FILE`, `k8s://`, or `xds://HOST:PORT` (docs/MCP.md).
 
 use model::{Config, ConfigStore};
 use serde_json::{Map, Value};
 
-/// Every object of `store`, as Istio's `/debug/configz` lists them.
+/// Every object of `store`, as Istio's `/debug/configz` lists them, each with a meshpilot-only
+/// top-level `"source"` when the store knows where the object comes from
+/// ([`ConfigStore::source_of`]: `file:///PATH`, `k8s://`, `xds://HOST:PORT`). Istio's configz has
+/// no such field; it comes last, after Istio's fields.
 pub fn configz(store: &dyn ConfigStore) -> Value {
     let mut out = Vec::new();
     for kind in store.schemas() {
         for config in store.list(*kind, None) {
-            out.push(kubernetes_object(&config));
+            let mut object = kubernetes_object(&config);
+            let meta = &config.meta;
+            if let (Some(source), Some(map)) =
+                (store.source_of(*kind, &meta.namespace, &meta.name), object.as_object_mut())
+            {
+                map.insert("source".into(), source.into());
+            }
+            out.push(object);
         }
     }
     Value::Array(out)

@@ -952,6 +952,14 @@ impl ConfigStore for FileSource {
         self.inner.store.name()
     }
 
+    /// `file:///PATH` of the file defining the object (absolute).
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        let key = ConfigKey { kind, namespace: namespace.to_string(), name: name.to_string() };
+        let origin = self.origin(&key)?;
+        let file = std::path::absolute(&origin.file).unwrap_or(origin.file);
+        Some(format!("file://{}", file.display()))
+    }
+
     fn schemas(&self) -> &[Kind] {
         self.inner.store.schemas()
     }

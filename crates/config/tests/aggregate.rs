@@ -145,9 +145,18 @@ fn configz_lists_objects_as_istio_does() {
     let dump = configz(&agg);
     let objects = dump.as_array().unwrap();
     assert_eq!(objects.len(), 2);
-    let vs = objects.iter().find(|o| o["kind"] == "VirtualService").unwrap();
+    let mut vs = objects.iter().find(|o| o["kind"] == "VirtualService").unwrap().clone();
+    let file = std::path::absolute(files.path().join("vs.yaml")).unwrap();
+    assert_eq!(vs["source"], format!("file://{}", file.display()), "meshpilot's source field");
+    let keys: Vec<&str> = vs.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
-        *vs,
+        keys,
+        ["kind", "apiVersion", "metadata", "spec", "source"],
+        "Istio's field order, then source"
+    );
+    vs.as_object_mut().unwrap().remove("source");
+    assert_eq!(
+        vs,
         serde_json::json!({
             "kind": "VirtualService",
             "apiVersion": "networking.istio.io/v1beta1",
@@ -156,13 +165,12 @@ fn configz_lists_objects_as_istio_does() {
             "spec": {"hosts": ["reviews"], "http": [{"route": [{"destination": {"host": "reviews", "subset": "v1"}}]}]}
         })
     );
-    let keys: Vec<&str> = vs.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["kind", "apiVersion", "metadata", "spec"], "Istio's field order");
     let gw = objects.iter().find(|o| o["kind"] == "Gateway").unwrap();
     assert_eq!(gw["apiVersion"], "networking.istio.io/v1");
     assert_eq!(gw["metadata"]["namespace"], "default");
     assert_eq!(gw["metadata"]["resourceVersion"], "1");
     assert!(gw["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(gw.get("source").is_none(), "a memory store names no source");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@ const USED: &[&str] = &[
     "trustDomainAliases",
     "enableAutoMtls",
     "extensionProviders",
+    "configSources",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
@@ -51,7 +52,6 @@ const KNOWN: &[&str] = &[
     "defaultHttpRetryPolicy",
     "meshMTLS",
     "tlsDefaults",
-    "configSources",
     "rootCert",
     "enableEnvoyAccessLogService",
     "outboundTrafficPolicyMode",
@@ -114,6 +114,9 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
             "extensionProviders" => {
                 mesh.extension_providers = model::push::extension_provider::parse_extension_providers(value)?;
             }
+            "configSources" => {
+                config_sources(value)?;
+            }
             "enableAutoMtls" => match value.as_bool() {
                 Some(b) => mesh.enable_auto_mtls = b,
                 None => warnings.push(format!("enableAutoMtls: expected true or false, got {value}; using true")),
@@ -138,6 +141,124 @@ pub fn parse_discovery_selectors(text: &str) -> Result<DiscoverySelectors, Strin
             .map_or(Ok(DiscoverySelectors::default()), DiscoverySelectors::from_json),
         None => Ok(DiscoverySelectors::default()),
     }
+}
+
+/// One entry of the mesh config's `configSources` (Istio's `ConfigSource`), by address scheme.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigSource {
+    /// `fs:///PATH`: a directory of config files (as `--config-dir`).
+    File(std::path::PathBuf),
+    /// `k8s://`: the Istio custom resources of the `--kubeconfig` cluster.
+    Kubernetes,
+    /// `xds://HOST:PORT`: an MCP-over-xDS server.
+    Xds {
+        /// `HOST:PORT` to dial.
+        address: String,
+        /// `tlsSettings` (Istio's `ClientTLSSettings`); `None` or mode `DISABLE` dials plaintext.
+        tls: Option<api::networking::destination_rule::ClientTlsSettings>,
+    },
+}
+
+impl ConfigSource {
+    /// The source's address as the mesh config writes it (`fs:///PATH`, `k8s://`, `xds://HOST:PORT`).
+    pub fn address(&self) -> String {
+        match self {
+            ConfigSource::File(path) => format!("fs://{}", path.display()),
+            ConfigSource::Kubernetes => "k8s://".to_string(),
+            ConfigSource::Xds { address, .. } => format!("xds://{address}"),
+        }
+    }
+}
+
+/// The mesh config's `configSources` (Istio's `MeshConfig.config_sources`), in the order given;
+/// empty when absent.
+///
+/// Addresses as istiod's `initConfigSources` reads them: `fs:///ABSOLUTE/PATH`, `k8s://` (the local
+/// cluster; a path after it is not supported), `xds://HOST:PORT`. Where istiod logs and skips an
+/// unsupported address, meshpilot refuses it.
+///
+/// # Errors
+/// The YAML is unreadable, or an entry is malformed; the message names the field path
+/// (`configSources[1].address: …`).
+pub fn parse_config_sources(text: &str) -> Result<Vec<ConfigSource>, String> {
+    match mesh_map(text)? {
+        Some(map) => map.get("configSources").map_or(Ok(Vec::new()), config_sources),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn config_sources(value: &Value) -> Result<Vec<ConfigSource>, String> {
+    let Some(list) = value.as_array() else {
+        return Err(format!("configSources: expected a list of {{address: …}}, got {value}"));
+    };
+    let mut out = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let path = format!("configSources[{i}]");
+        let Some(map) = entry.as_object() else {
+            return Err(format!("{path}: expected a map with address, got {entry}"));
+        };
+        for key in map.keys() {
+            if !["address", "tlsSettings", "subscribedResources"].contains(&key.as_str()) {
+                return Err(format!(
+                    "{path}.{key}: unknown field (address, tlsSettings, subscribedResources)"
+                ));
+            }
+        }
+        let address = match map.get("address") {
+            Some(Value::String(s)) if !s.is_empty() => s.as_str(),
+            _ => return Err(format!("{path}.address: required (xds://HOST:PORT, fs:///PATH or k8s://)")),
+        };
+        let tls = match map.get("tlsSettings") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                serde_json::from_value::<api::networking::destination_rule::ClientTlsSettings>(v.clone())
+                    .map_err(|e| format!("{path}.tlsSettings: {e}"))?,
+            ),
+        };
+        if let Some(resources) = map.get("subscribedResources") {
+            let ok =
+                resources.as_array().is_some_and(|a| a.iter().all(|r| r == "SERVICE_REGISTRY" || r == 0));
+            if !ok {
+                return Err(format!(
+                    "{path}.subscribedResources: expected a list of SERVICE_REGISTRY, got {resources}"
+                ));
+            }
+        }
+        let has_tls = tls.is_some();
+        let source = if let Some(rest) = address.strip_prefix("xds://") {
+            let rest = rest.trim_end_matches('/');
+            let valid = rest.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok_and(|p| p > 0)
+            });
+            if !valid {
+                return Err(format!("{path}.address: {address:?} must be xds://HOST:PORT"));
+            }
+            ConfigSource::Xds { address: rest.to_string(), tls }
+        } else if let Some(rest) = address.strip_prefix("fs://") {
+            if !rest.starts_with('/') || rest.len() < 2 {
+                return Err(format!(
+                    "{path}.address: {address:?} must name an absolute directory, as fs:///etc/istio/config"
+                ));
+            }
+            ConfigSource::File(std::path::PathBuf::from(rest))
+        } else if let Some(rest) = address.strip_prefix("k8s://") {
+            if !rest.is_empty() && rest != "/" {
+                return Err(format!(
+                    "{path}.address: {address:?}: only k8s:// (the --kubeconfig cluster) is supported"
+                ));
+            }
+            ConfigSource::Kubernetes
+        } else {
+            return Err(format!(
+                "{path}.address: unsupported config source {address:?} (xds://HOST:PORT, fs:///PATH or k8s://)"
+            ));
+        };
+        if has_tls && !matches!(source, ConfigSource::Xds { .. }) {
+            return Err(format!("{path}.tlsSettings: only xds:// sources use TLS settings"));
+        }
+        out.push(source);
+    }
+    Ok(out)
 }
 
 /// The mesh config's top-level map; `None` for an empty document.
@@ -194,6 +315,50 @@ mod tests {
         let want = "discoverySelectors[0].matchExpressions[0].operator: unknown operator \"Bogus\" (In, NotIn, Exists, DoesNotExist)";
         assert_eq!(parse_mesh_config(bad, "cluster.local").unwrap_err(), want);
         assert_eq!(parse_discovery_selectors(bad).unwrap_err(), want);
+    }
+
+    #[test]
+    fn reads_config_sources() {
+        let text = "configSources:\n- address: fs:///etc/istio/config\n- address: k8s://\n\
+                    - address: xds://istiod.istio-system.svc:15010\n  tlsSettings: {mode: SIMPLE, caCertificates: /ca.pem}\n\
+                    - address: xds://127.0.0.1:15010\n  subscribedResources: [SERVICE_REGISTRY]\n";
+        let sources = parse_config_sources(text).unwrap();
+        assert_eq!(sources[0], ConfigSource::File("/etc/istio/config".into()));
+        assert_eq!(sources[1], ConfigSource::Kubernetes);
+        match &sources[2] {
+            ConfigSource::Xds { address, tls: Some(tls) } => {
+                assert_eq!(address, "istiod.istio-system.svc:15010");
+                assert_eq!(tls.ca_certificates, "/ca.pem");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(sources[3].address(), "xds://127.0.0.1:15010");
+        assert!(parse_mesh_config(text, "cluster.local").unwrap().1.is_empty());
+        assert!(parse_config_sources("rootNamespace: x\n").unwrap().is_empty());
+        for (bad, want) in [
+            ("configSources: x\n", "configSources: expected a list"),
+            ("configSources: [{}]\n", "configSources[0].address: required"),
+            (
+                "configSources: [{address: mcp://x:1}]\n",
+                "configSources[0].address: unsupported config source",
+            ),
+            ("configSources: [{address: xds://host}]\n", "must be xds://HOST:PORT"),
+            ("configSources: [{address: fs://rel}]\n", "must name an absolute directory"),
+            ("configSources: [{address: k8s://remote}]\n", "only k8s://"),
+            ("configSources: [{address: k8s://, bogus: 1}]\n", "configSources[0].bogus: unknown field"),
+            (
+                "configSources: [{address: \"xds://a:1\", tlsSettings: {mode: BOGUS}}]\n",
+                "configSources[0].tlsSettings: ",
+            ),
+            (
+                "configSources: [{address: k8s://, subscribedResources: [X]}]\n",
+                "configSources[0].subscribedResources",
+            ),
+        ] {
+            let err = parse_config_sources(bad).unwrap_err();
+            assert!(err.contains(want), "{bad}: {err}");
+            assert_eq!(parse_mesh_config(bad, "cluster.local").unwrap_err(), err);
+        }
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub const REGISTRY_KINDS: [Kind; 3] = [Kind::ServiceEntry, Kind::WorkloadEntry, 
 pub struct DiscoveryServer {
     store: Arc<dyn ConfigStoreController>,
     services: Arc<dyn ServiceController>,
-    mesh: MeshSettings,
+    /// The mesh settings; replaced by [`DiscoveryServer::set_mesh`] (mesh config over MCP).
+    mesh: Mutex<Arc<MeshSettings>>,
     options: DebounceOptions,
     current: watch::Sender<Option<Arc<PushContext>>>,
     counter: AtomicU64,
@@ -137,7 +138,7 @@ impl DiscoveryServer {
         let server = Arc::new(DiscoveryServer {
             store: store.clone(),
             services: services.clone(),
-            mesh,
+            mesh: Mutex::new(Arc::new(mesh)),
             options,
             current: watch::Sender::new(None),
             counter: AtomicU64::new(0),
@@ -293,9 +294,24 @@ impl DiscoveryServer {
         &self.services
     }
 
-    /// Mesh settings.
-    pub fn mesh(&self) -> &MeshSettings {
-        &self.mesh
+    /// The mesh settings in force (the next push context is built with them).
+    pub fn mesh(&self) -> Arc<MeshSettings> {
+        self.mesh.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the mesh settings (a mesh config that changed at run time, e.g. received over
+    /// MCP) and queues a full push, as istiod does when its mesh watcher fires. Settings equal to
+    /// those in force change nothing and push nothing; returns whether they changed.
+    pub fn set_mesh(&self, mesh: MeshSettings) -> bool {
+        let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
+        if **current == mesh {
+            return false;
+        }
+        *current = Arc::new(mesh);
+        drop(current);
+        info!("mesh config changed; pushing to every proxy");
+        self.config_update(PushRequest::forced(TriggerReason::Global));
+        true
     }
 
     /// The most recent pushes (version, reasons, full or incremental, proxies, duration).
@@ -390,7 +406,7 @@ impl DiscoveryServer {
                     let store: &dyn ConfigStore = this.store.as_ref();
                     // Before the build: an object changing meanwhile is credited to the next push.
                     this.tracking.record_push(store, &version);
-                    PushContext::new(store, discovery, this.mesh.clone(), version)
+                    PushContext::new(store, discovery, (*this.mesh()).clone(), version)
                 }
             }
         })

@@ -6,7 +6,7 @@
 //! | path | body |
 //! |---|---|
 //! | `/` | the web status page ([`status_page`]): proxies and their sync state, recent pushes, config objects and their status, refreshed in place every second |
-//! | `/ready` | 200 once config and services are synced and the first push context is built, else 503 |
+//! | `/ready` | 200 once config and services are synced and the first push context is built, else 503 with the reason (e.g. a config source that has not answered) |
 //! | `/debug` | the list of debug endpoints |
 //! | `/debug/configz` | config in force (Istio's shape) |
 //! | `/debug/syncz` | per-proxy, per-type sync status (CSDS-style) |
@@ -106,8 +106,12 @@ async fn ready(State(s): State<DebugState>) -> Response {
     if s.server.is_ready() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready: config and services are not synced yet\n")
-            .into_response()
+        let body = match s.server.store().not_synced_reason() {
+            // E.g. a config source that never answered (`config source xds://… has not answered: …`).
+            Some(reason) => format!("not ready: {reason}\n"),
+            None => "not ready: config and services are not synced yet\n".to_string(),
+        };
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     }
 }
 

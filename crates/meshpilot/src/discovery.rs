@@ -8,7 +8,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{
     DebounceOptions, DiscoveryServer, SecurityOptions,
-    mesh::{parse_discovery_selectors, parse_mesh_config},
+    mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config},
     secure::SecurePort,
 };
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
@@ -47,7 +47,7 @@ Stops cleanly on SIGTERM or SIGINT."
 pub struct Args {
     /// A directory of Istio config (YAML/JSON, read recursively, watched); repeatable. The first wins
     /// for an object defined in several.
-    #[arg(long = "config-dir", value_name = "DIR", required_unless_present = "kubeconfig")]
+    #[arg(long = "config-dir", value_name = "DIR", required_unless_present_any = ["kubeconfig", "mesh_config"])]
     config_dirs: Vec<PathBuf>,
 
     /// Watch the Istio custom resources of the cluster in this kubeconfig (combined with --config-dir:
@@ -166,19 +166,25 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
     let debounce = DebounceOptions::from_env().map_err(|e| e.to_string())?;
 
-    let (mesh, mesh_warnings, selectors) = match &args.mesh_config {
+    let (mesh, mesh_warnings, selectors, config_sources, mesh_text) = match &args.mesh_config {
         Some(path) => {
-            let text = &std::fs::read_to_string(path)
+            let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?;
             let context = |e: String| format!("--mesh-config {}: {e}", path.display());
-            let (mesh, warnings) = parse_mesh_config(text, &args.domain).map_err(context)?;
-            (mesh, warnings, parse_discovery_selectors(text).map_err(context)?)
+            let (mesh, warnings) = parse_mesh_config(&text, &args.domain).map_err(context)?;
+            let selectors = parse_discovery_selectors(&text).map_err(context)?;
+            (mesh, warnings, selectors, parse_config_sources(&text).map_err(context)?, text)
         }
         None => {
             let (mesh, warnings) = parse_mesh_config("", &args.domain)?;
-            (mesh, warnings, model::selector::DiscoverySelectors::default())
+            (mesh, warnings, model::selector::DiscoverySelectors::default(), Vec::new(), String::new())
         }
     };
+    if config_sources.is_empty() && args.config_dirs.is_empty() && args.kubeconfig.is_none() {
+        return Err(
+            "no config to read: give --config-dir, --kubeconfig, or configSources in --mesh-config".into()
+        );
+    }
     for w in &mesh_warnings {
         warn!("mesh config: {w}");
     }
@@ -205,7 +211,39 @@ async fn run_async(args: &Args) -> Result<(), String> {
     };
     let mut files = Vec::new();
     let mut sources: Vec<Arc<dyn ConfigStoreController>> = Vec::new();
-    for dir in &args.config_dirs {
+    let mut invalid_objects = Vec::new();
+    let mut cluster = None;
+    let mut server_slot = None;
+    // Mesh config configSources replace --config-dir and the cluster's CRDs (istiod's rule).
+    let config_dirs: &[PathBuf] = if config_sources.is_empty() { &args.config_dirs } else { &[] };
+    if !config_sources.is_empty() {
+        crate::config_sources::warn_ignored(&args.config_dirs, args.kubeconfig.is_some());
+        let kube = match &args.kubeconfig {
+            Some(path) if config_sources.contains(&discovery::mesh::ConfigSource::Kubernetes) => {
+                Some(kube_config_source(path, args, &selectors).await?)
+            }
+            _ => None,
+        };
+        let built = crate::config_sources::build(
+            &config_sources,
+            &crate::config_sources::Context {
+                file_options: &options,
+                kubeconfig: args.kubeconfig.as_deref(),
+                revision: args.revision.as_deref(),
+                domain: &args.domain,
+                local_mesh: &mesh_text,
+                kube,
+            },
+        )?;
+        if let Some(source) = &built.cluster {
+            invalid_objects.push(crate::webhook::cluster_invalid_objects(source));
+        }
+        cluster = built.cluster;
+        files = built.files;
+        sources = built.sources;
+        server_slot = Some(built.server);
+    }
+    for dir in config_dirs {
         let source = Arc::new(
             FileSource::new(dir.clone(), options.clone())
                 .map_err(|e| format!("cannot read config directory \"{}\": {e}", dir.display()))?,
@@ -217,9 +255,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         files.push(source.clone());
         sources.push(source);
     }
-    let mut invalid_objects = Vec::new();
-    let mut cluster = None;
-    if let Some(path) = &args.kubeconfig {
+    if let Some(path) = args.kubeconfig.as_ref().filter(|_| config_sources.is_empty()) {
         let source = kube_config_source(path, args, &selectors).await?;
         invalid_objects.push(crate::webhook::cluster_invalid_objects(&source));
         cluster = Some(source.clone());
@@ -250,6 +286,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let push_throttle = debounce.push_throttle;
     let trust_domain = mesh.trust_domain.clone();
     let server = DiscoveryServer::new(store, services, mesh, debounce);
+    if let Some(slot) = server_slot {
+        let _ = slot.set(server.clone());
+    }
     let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     server.set_api_generator_auth(security_env.api_generator_auth);
     let ads = server.ads_server(secrets.clone(), AdsConfig { push_throttle, ..AdsConfig::default() });

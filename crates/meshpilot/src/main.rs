@@ -12,6 +12,7 @@
 mod analyze;
 mod ca;
 mod cluster;
+mod config_sources;
 mod config_status;
 mod configz;
 mod debug_client;

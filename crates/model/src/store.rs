@@ -139,6 +139,15 @@ pub trait ConfigStore: Send + Sync {
     /// Every object of `kind` in `namespace` (all namespaces for `None`), ordered by namespace and name.
     fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>>;
 
+    /// Where the object `kind`/`namespace`/`name` comes from, for debug output (`/debug/configz`'s
+    /// `source`): `file:///PATH/TO/FILE` for a config file, `k8s://` for the cluster,
+    /// `xds://HOST:PORT` for an MCP-over-xDS server. `None` when the store does not hold the object
+    /// or has no such notion (a memory store: the default).
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        let _ = (kind, namespace, name);
+        None
+    }
+
     /// Adds a new object; returns its resource version.
     ///
     /// # Errors
@@ -191,6 +200,13 @@ pub trait ConfigStoreController: ConfigStore {
     /// been delivered once (a delivery that failed and waits for a retry counts; Istio's queue does the
     /// same, so one failing object cannot hold readiness forever).
     fn has_synced(&self) -> bool;
+
+    /// Why the store has not synced, in plain words for `/ready` (e.g. `config source
+    /// xds://127.0.0.1:15010 has not answered: connection refused`); `None` when synced or when
+    /// the store has nothing to say (the default).
+    fn not_synced_reason(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Fires [`Shutdown`]; dropping it fires too.

@@ -116,6 +116,11 @@ impl ConfigStore for KubeSource {
         self.inner.store.get(kind, namespace, name)
     }
 
+    /// `k8s://` (the cluster of the kubeconfig), the address mesh config `configSources` uses.
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        self.inner.store.get(kind, namespace, name).map(|_| "k8s://".to_string())
+    }
+
     fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
         self.inner.store.list(kind, namespace)
     }

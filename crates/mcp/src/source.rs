@@ -1,0 +1,308 @@
+//! [`McpSource`]: the `xds://` config source as a [`ConfigStoreController`].
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::{
+        Arc, Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use api::{Kind, networking::destination_rule::ClientTlsSettings};
+use config::{MemoryStore, QueueOptions};
+use model::{
+    Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
+    parse::ParseOptions, store::RunFuture,
+};
+
+use crate::apply::InvalidResource;
+
+/// Applies a mesh config received from the server: given the MeshConfig as mesh config JSON
+/// (Istio's field names), returns the warnings to log, or an error that NACKs the response.
+pub type MeshHandler = Arc<dyn Fn(&serde_json::Value) -> Result<Vec<String>, String> + Send + Sync>;
+
+/// Who the client says it is (the node of its requests), as istiod's MCP client: node id
+/// `sidecar~IP~POD_NAME.POD_NAMESPACE~POD_NAMESPACE.svc.cluster.local`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeIdentity {
+    /// `POD_NAME` (istiod's client: `test-1` when empty).
+    pub pod_name: String,
+    /// `POD_NAMESPACE` (istiod: `istio-system`).
+    pub pod_namespace: String,
+    /// The IP in the node id; `None` takes the local address of the connection to the server.
+    pub ip: Option<String>,
+}
+
+impl NodeIdentity {
+    /// From `POD_NAME`, `POD_NAMESPACE` and `INSTANCE_IP`, with istiod's defaults.
+    pub fn from_env() -> NodeIdentity {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        NodeIdentity {
+            pod_name: var("POD_NAME").unwrap_or_else(|| "test-1".into()),
+            pod_namespace: var("POD_NAMESPACE").unwrap_or_else(|| "istio-system".into()),
+            ip: var("INSTANCE_IP"),
+        }
+    }
+
+    /// The node id for `ip`.
+    pub fn node_id(&self, ip: &str) -> String {
+        let (pod, ns) = (&self.pod_name, &self.pod_namespace);
+        format!("sidecar~{ip}~{pod}.{ns}~{ns}.svc.cluster.local")
+    }
+}
+
+/// Settings of an [`McpSource`].
+#[derive(Clone)]
+pub struct McpOptions {
+    /// `HOST:PORT` of the server (the `xds://` address without the scheme).
+    pub address: String,
+    /// The config source's `tlsSettings`; `None` dials plaintext ([`crate::tls`]).
+    pub tls: Option<ClientTlsSettings>,
+    /// How objects are read (domain suffix).
+    pub parse: ParseOptions,
+    /// This control plane's revision (`REVISION`): objects labelled `istio.io/rev` otherwise are
+    /// skipped; also sent as the node's `ISTIO_REVISION`.
+    pub revision: Option<String>,
+    /// Kinds subscribed to (default: every kind meshpilot serves, as istiod's `collections.Pilot`).
+    pub kinds: Vec<Kind>,
+    /// The node of the requests.
+    pub node: NodeIdentity,
+    /// Reconnect backoff: first delay and cap (doubling in between). Default 500 ms and 30 s.
+    pub backoff: (Duration, Duration),
+    /// Retry settings of the event queue.
+    pub queue: QueueOptions,
+    /// What to do with a MeshConfig from the server; `None` subscribes to no MeshConfig.
+    pub mesh_handler: Option<MeshHandler>,
+}
+
+impl std::fmt::Debug for McpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpOptions")
+            .field("address", &self.address)
+            .field("revision", &self.revision)
+            .field("node", &self.node)
+            .field("mesh_handler", &self.mesh_handler.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpOptions {
+    /// Options for `address` (`HOST:PORT`) with the defaults.
+    pub fn new(address: impl Into<String>) -> McpOptions {
+        McpOptions {
+            address: address.into(),
+            tls: None,
+            parse: ParseOptions::default(),
+            revision: None,
+            kinds: Kind::ALL.to_vec(),
+            node: NodeIdentity::from_env(),
+            backoff: (Duration::from_millis(500), Duration::from_secs(30)),
+            queue: QueueOptions::default(),
+            mesh_handler: None,
+        }
+    }
+}
+
+/// What an [`McpSource`] reports (for `/ready`, `/debug` and tests).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McpStatus {
+    /// A stream to the server is open now.
+    pub connected: bool,
+    /// Kinds that have had at least one answer.
+    pub answered: usize,
+    /// Kinds subscribed to.
+    pub subscribed: usize,
+    /// Why the last connection attempt or stream failed, if one did.
+    pub last_error: Option<String>,
+    /// Responses received (all types, MeshConfig included).
+    pub responses: u64,
+    /// Responses NACKed.
+    pub nacks: u64,
+    /// Connections made (the first included).
+    pub connections: u64,
+    /// The invalid resources of the latest responses (their last good copies are in force).
+    pub invalid: Vec<InvalidResource>,
+    /// The `version_info` of the last response per type URL.
+    pub versions: BTreeMap<String, String>,
+}
+
+/// The MCP-over-xDS client config source (one `xds://` entry of mesh config `configSources`).
+/// Cheap to clone (a handle). See the crate documentation for the protocol and rules.
+#[derive(Clone)]
+pub struct McpSource {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for McpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpSource").field("name", &self.inner.name).finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) options: McpOptions,
+    pub(crate) dialer: Option<crate::tls::TlsDialer>,
+    pub(crate) store: MemoryStore,
+    pub(crate) state: Mutex<State>,
+    barrier: OnceLock<u64>,
+    synced: AtomicBool,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) answered: HashSet<Kind>,
+    pub(crate) status: McpStatus,
+    /// Invalid resources per kind, from the latest response of the kind.
+    pub(crate) invalid: BTreeMap<Kind, Vec<InvalidResource>>,
+}
+
+impl McpSource {
+    /// A source reading from `options.address`. Nothing is dialed until
+    /// [`ConfigStoreController::run`].
+    ///
+    /// # Errors
+    /// Unusable `tlsSettings` (the message names the field).
+    pub fn new(options: McpOptions) -> Result<McpSource, String> {
+        let name = format!("xds://{}", options.address);
+        let dialer =
+            crate::tls::dialer(&options.address, options.tls.as_ref()).map_err(|e| format!("{name}: {e}"))?;
+        let store = MemoryStore::read_only(name.clone(), &options.kinds, options.queue.clone());
+        let status = McpStatus { subscribed: options.kinds.len(), ..McpStatus::default() };
+        Ok(McpSource {
+            inner: Arc::new(Inner {
+                name,
+                options,
+                dialer,
+                store,
+                state: Mutex::new(State { status, ..State::default() }),
+                barrier: OnceLock::new(),
+                synced: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The store the responses fill.
+    pub fn store(&self) -> &MemoryStore {
+        &self.inner.store
+    }
+
+    /// The current status.
+    pub fn status(&self) -> McpStatus {
+        let state = self.inner.state();
+        let mut status = state.status.clone();
+        status.answered = state.answered.len();
+        status.invalid = state.invalid.values().flatten().cloned().collect();
+        status
+    }
+}
+
+impl Inner {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ConfigStore for McpSource {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn schemas(&self) -> &[Kind] {
+        &self.inner.options.kinds
+    }
+
+    fn writable(&self) -> bool {
+        false
+    }
+
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Config>> {
+        self.inner.store.get(kind, namespace, name)
+    }
+
+    fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
+        self.inner.store.list(kind, namespace)
+    }
+
+    /// `xds://HOST:PORT` for every object it holds.
+    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        self.inner.store.get(kind, namespace, name).map(|_| self.inner.name.clone())
+    }
+
+    fn create(&self, _config: Config) -> Result<String, StoreError> {
+        Err(self.read_only())
+    }
+
+    fn update(&self, _config: Config) -> Result<String, StoreError> {
+        Err(self.read_only())
+    }
+
+    fn update_status(&self, _config: Config) -> Result<String, StoreError> {
+        Err(self.read_only())
+    }
+
+    fn delete(&self, _: Kind, _: &str, _: &str, _: Option<&str>) -> Result<(), StoreError> {
+        Err(self.read_only())
+    }
+}
+
+impl McpSource {
+    fn read_only(&self) -> StoreError {
+        StoreError::ReadOnly { source_name: self.inner.name.clone() }
+    }
+
+    /// Which objects of `kind` are held now, by key.
+    pub(crate) fn held(&self, kind: Kind) -> BTreeMap<ConfigKey, Arc<Config>> {
+        self.inner.store.list(kind, None).into_iter().map(|c| (c.key(), c)).collect()
+    }
+}
+
+impl ConfigStoreController for McpSource {
+    fn register_event_handler(&self, kind: Kind, handler: EventHandler) {
+        self.inner.store.register_event_handler(kind, handler);
+    }
+
+    /// Runs the event queue and the client (connect, subscribe, apply responses, reconnect with
+    /// backoff) until `shutdown`.
+    fn run(&self, shutdown: Shutdown) -> RunFuture {
+        let source = self.clone();
+        Box::pin(async move {
+            let queue = tokio::spawn(source.inner.store.run(shutdown.clone()));
+            crate::client::run(source, shutdown).await;
+            let _ = queue.await;
+        })
+    }
+
+    /// True once every subscribed kind has had one answer (MeshConfig not counted, as istiod) and
+    /// the queue has delivered those objects once.
+    fn has_synced(&self) -> bool {
+        let inner = &self.inner;
+        if inner.synced.load(Ordering::Acquire) {
+            return true;
+        }
+        if inner.state().answered.len() < inner.options.kinds.len() {
+            return false;
+        }
+        let queue = inner.store.queue();
+        let barrier = *inner.barrier.get_or_init(|| queue.mark());
+        let synced = queue.passed(barrier);
+        if synced {
+            inner.synced.store(true, Ordering::Release);
+        }
+        synced
+    }
+
+    fn not_synced_reason(&self) -> Option<String> {
+        if self.has_synced() {
+            return None;
+        }
+        let status = self.status();
+        let name = &self.inner.name;
+        Some(match (status.answered, &status.last_error) {
+            (0, Some(err)) => format!("config source {name} has not answered: {err}"),
+            (0, None) => format!("config source {name} has not answered yet"),
+            (n, _) => format!("config source {name} has answered {n} of {} config types", status.subscribed),
+        })
+    }
+}

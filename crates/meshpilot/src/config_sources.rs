@@ -1,0 +1,189 @@
+//! Mesh config `configSources` → the config sources of `meshpilot discovery`, as istiod's
+//! `initConfigSources`: with `configSources` set, the aggregate is made of exactly those sources,
+//! in the order given (`fs:///PATH` a file source, `k8s://` the `--kubeconfig` cluster's custom
+//! resources, `xds://HOST:PORT` an MCP client), and `--config-dir` is not read (istiod ignores
+//! `--configDir` and its own cluster's CRDs the same way). The Kubernetes service registry is not a
+//! config source and still follows `--registries`.
+//!
+//! A MeshConfig received over MCP becomes the mesh config: its fields are laid over the local
+//! `--mesh-config` (fields the server leaves unset keep their local value), read with the same
+//! rules and warnings as `--mesh-config`, and applied with a full push. Local-only settings stay
+//! local: `configSources` and `discoverySelectors` are taken from the local file (they are read
+//! once, at start) and so is `trustDomain` (the CA's identities are issued for it).
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, OnceLock},
+};
+
+use config::FileSource;
+use discovery::{DiscoveryServer, mesh::ConfigSource};
+use model::ConfigStoreController;
+use serde_json::Value;
+use tracing::{info, warn};
+
+/// The sources built from `configSources`.
+pub(crate) struct Built {
+    /// The sources, in the order given.
+    pub sources: Vec<Arc<dyn ConfigStoreController>>,
+    /// The file sources among them (for their bad-file status).
+    pub files: Vec<Arc<FileSource>>,
+    /// The cluster source, when `k8s://` is listed.
+    pub cluster: Option<Arc<kube_source::KubeSource>>,
+    /// Set once the DiscoveryServer exists, so that MeshConfig from a server can be applied.
+    pub server: Arc<OnceLock<Arc<DiscoveryServer>>>,
+}
+
+/// What building the sources needs from the command line.
+pub(crate) struct Context<'a> {
+    /// File source settings (domain, default namespace).
+    pub file_options: &'a config::FileSourceOptions,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<&'a std::path::Path>,
+    /// `--revision` / `REVISION`.
+    pub revision: Option<&'a str>,
+    /// `--domain`.
+    pub domain: &'a str,
+    /// The local mesh config text (`--mesh-config`, or empty).
+    pub local_mesh: &'a str,
+    /// The `--kubeconfig` cluster's config source (used for `k8s://`).
+    pub kube: Option<Arc<kube_source::KubeSource>>,
+}
+
+/// Builds the sources of `configured`, in order.
+///
+/// # Errors
+/// An unreadable directory, `k8s://` without `--kubeconfig`, unusable TLS settings.
+pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Built, String> {
+    let server: Arc<OnceLock<Arc<DiscoveryServer>>> = Arc::new(OnceLock::new());
+    let mut built = Built { sources: Vec::new(), files: Vec::new(), cluster: None, server: server.clone() };
+    for source in configured {
+        match source {
+            ConfigSource::File(dir) => {
+                let file = Arc::new(FileSource::new(dir.clone(), cx.file_options.clone()).map_err(|e| {
+                    format!("mesh config configSources {}: cannot read directory: {e}", source.address())
+                })?);
+                for bad in &file.status().bad_files {
+                    warn!(file = %bad.file.display(), errors = bad.errors.len(), "bad config file: its objects are not loaded");
+                }
+                built.files.push(file.clone());
+                built.sources.push(file);
+            }
+            ConfigSource::Kubernetes => {
+                let Some(kube) = cx.kube.clone().filter(|_| cx.kubeconfig.is_some()) else {
+                    return Err("mesh config configSources lists k8s:// but no --kubeconfig is given".into());
+                };
+                if built.cluster.is_some() {
+                    return Err("mesh config configSources lists k8s:// twice".into());
+                }
+                built.cluster = Some(kube.clone());
+                built.sources.push(kube);
+            }
+            ConfigSource::Xds { address, tls } => {
+                let mut options = mcp::McpOptions::new(address.clone());
+                options.tls = tls.clone();
+                options.parse.domain_suffix = cx.domain.to_string();
+                options.revision = cx.revision.map(str::to_string);
+                options.mesh_handler = Some(mesh_handler(cx.local_mesh, cx.domain, server.clone())?);
+                let mcp = mcp::McpSource::new(options)?;
+                info!(source = %source.address(), tls = tls.is_some(), "reading Istio config from an MCP-over-xDS server");
+                built.sources.push(Arc::new(mcp));
+            }
+        }
+    }
+    Ok(built)
+}
+
+/// The local mesh config as JSON (an empty map for none).
+fn local_json(text: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let doc = api::yaml::parse_documents(text).into_iter().next();
+    match doc {
+        None => Ok(serde_json::Map::new()),
+        Some(Err(e)) => Err(format!("line {}: {}", e.mark.line, e.message)),
+        Some(Ok(doc)) => match doc.root.map(|n| n.to_json()) {
+            None | Some(Value::Null) => Ok(serde_json::Map::new()),
+            Some(Value::Object(map)) => Ok(map),
+            Some(_) => Err("mesh config must be a YAML map".into()),
+        },
+    }
+}
+
+/// Overlays a received MeshConfig (as JSON) on the local mesh config; the local-only fields stay.
+pub(crate) fn merged_mesh(local: &serde_json::Map<String, Value>, received: &Value) -> Value {
+    let mut merged = local.clone();
+    if let Value::Object(fields) = received {
+        for (key, value) in fields {
+            if matches!(key.as_str(), "configSources" | "discoverySelectors" | "trustDomain") {
+                if local.get(key).unwrap_or(&Value::Null) != value && key == "trustDomain" {
+                    warn!(
+                        received = %value,
+                        "mesh config from the config source sets trustDomain; the local one stays (identities are issued for it)"
+                    );
+                }
+                continue;
+            }
+            merged.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(merged)
+}
+
+/// The handler applying MeshConfig from an MCP server to the DiscoveryServer.
+fn mesh_handler(
+    local_text: &str,
+    domain: &str,
+    server: Arc<OnceLock<Arc<DiscoveryServer>>>,
+) -> Result<mcp::MeshHandler, String> {
+    let local = local_json(local_text).map_err(|e| format!("--mesh-config: {e}"))?;
+    let domain = domain.to_string();
+    Ok(Arc::new(move |received: &Value| {
+        let merged = merged_mesh(&local, received);
+        let text = serde_json::to_string(&merged).map_err(|e| e.to_string())?;
+        let (mesh, warnings) = discovery::mesh::parse_mesh_config(&text, &domain)?;
+        match server.get() {
+            Some(server) => {
+                if server.set_mesh(mesh) {
+                    info!("applied the mesh config received from the config source");
+                }
+            }
+            None => warn!("mesh config received before the discovery server started; ignored"),
+        }
+        Ok(warnings)
+    }))
+}
+
+/// `--config-dir` flags ignored because `configSources` is set (istiod ignores `--configDir` too).
+pub(crate) fn warn_ignored(config_dirs: &[PathBuf], kubeconfig_crds: bool) {
+    for dir in config_dirs {
+        warn!(dir = %dir.display(), "--config-dir ignored: mesh config configSources is set (as istiod)");
+    }
+    if kubeconfig_crds {
+        info!("the --kubeconfig cluster's Istio config is read only if configSources lists k8s://");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn received_mesh_config_overlays_the_local_one_except_local_only_fields() {
+        let local = local_json(
+            "rootNamespace: local\ntrustDomain: td.local\nconfigSources: [{address: k8s://}]\n\
+                                connectTimeout: 3s\n",
+        )
+        .unwrap();
+        let received = serde_json::json!({
+            "rootNamespace": "remote", "trustDomain": "td.remote",
+            "configSources": [{"address": "xds://x:1"}], "enableAutoMtls": false,
+        });
+        let merged = merged_mesh(&local, &received);
+        assert_eq!(merged["rootNamespace"], "remote");
+        assert_eq!(merged["trustDomain"], "td.local");
+        assert_eq!(merged["configSources"][0]["address"], "k8s://");
+        assert_eq!(merged["connectTimeout"], "3s");
+        assert_eq!(merged["enableAutoMtls"], false);
+        assert!(local_json("- a\n").is_err());
+        assert!(local_json("").unwrap().is_empty());
+    }
+}
