@@ -2,9 +2,8 @@
 //!
 //! - istiod consuming meshpilot: istiod's mesh config has `configSources: [{address: xds://<meshpilot>}]`;
 //!   meshpilot serves its `--config-dir` over the `api` generator (plaintext, `ENABLE_XDS_API_GENERATOR_AUTH=false`).
-//! - meshpilot consuming istiod (added with the client role): istiod serves its own `--configDir` over the
-//!   `api` generator on its plaintext xDS port; meshpilot's `--mesh-config` has
-//!   `configSources: [{address: xds://<istiod>}]`.
+//! - meshpilot consuming istiod: istiod serves its own `--configDir` over the `api` generator on its plaintext
+//!   xDS port; meshpilot's `--mesh-config` has `configSources: [{address: xds://<istiod>}]`.
 //!
 //! In both, a real upstream Envoy on the consuming side is routed by the config that crossed over MCP
 //! (a ServiceEntry with a static endpoint at an echo server and a VirtualService whose header match sets a
@@ -82,6 +81,10 @@ impl Meshpilot {
         self.wait_ready().await;
     }
 
+    async fn configz(&self) -> Vec<Value> {
+        configz(self.http, "meshpilot").await
+    }
+
     fn log_text(&self) -> String {
         tail(&self.log)
     }
@@ -155,6 +158,12 @@ impl Istiod {
             String::from_utf8_lossy(&out.stderr),
             self.log_tail()
         );
+    }
+
+    /// Stops istiod and starts it again on the same ports with the same config.
+    fn restart(&self) {
+        self.stop();
+        self.run_start();
     }
 
     fn stop(&self) {
@@ -390,4 +399,68 @@ async fn istiod_consumes_meshpilot_config_over_mcp() {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", context()));
     wait_mark(&envoy, port, "", context).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meshpilot_consumes_istiod_config_over_mcp() {
+    let _ = TestEnv::shared();
+    let work = tempfile::tempdir().unwrap();
+    let echo = EchoServer::start_with("echo", echo_options()).await.unwrap();
+    let port = free_port();
+    let config = work.path().join("istiod-config");
+    std::fs::create_dir_all(&config).unwrap();
+    write_config(&config, "se.yaml", &service_entry(port, echo.addr));
+    write_config(&config, "vs.yaml", &virtual_service("istiod-v1"));
+
+    let istiod = Istiod::start(
+        &work.path().join("istiod"),
+        "trustDomain: cluster.local\n",
+        ISTIOD_ENV,
+        &format!("--configDir {}", config.display()),
+    );
+    let mesh_file = work.path().join("mesh.yaml");
+    std::fs::write(&mesh_file, format!("configSources:\n- address: xds://{}\n", istiod.xds)).unwrap();
+    // /ready waits for the source to have answered every type.
+    let mp = Meshpilot::start(work.path(), &["--mesh-config", mesh_file.to_str().unwrap()]).await;
+    let mp_log = mp.log.clone();
+    let context = || format!("--- istiod ---\n{}\n--- meshpilot ---\n{}", istiod.log_tail(), tail(&mp_log));
+
+    // meshpilot's store holds istiod's objects, each marked with the source it came from.
+    let dump = wait_for("istiod's objects in meshpilot's configz", PROPAGATION, async || {
+        let dump = mp.configz().await;
+        (find(&dump, "ServiceEntry", "default", "echo").is_some() && x_route(&dump).is_some()).then_some(dump)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    assert_eq!(x_route(&dump).as_deref(), Some("istiod-v1"));
+    let vs = find(&dump, "VirtualService", "default", "echo").unwrap();
+    assert_eq!(vs["source"], format!("xds://{}", istiod.xds), "{vs}");
+
+    // A real Envoy on meshpilot is routed by istiod's config.
+    let envoy = sidecar(mp.grpc).await;
+    wait_mark(&envoy, port, "istiod-v1", context).await;
+
+    // An edit in istiod's config directory reaches our Envoy.
+    write_config(&config, "vs.yaml", &virtual_service("istiod-v2"));
+    wait_mark(&envoy, port, "istiod-v2", context).await;
+
+    // istiod restarts: meshpilot keeps serving its last config, reconnects and re-syncs; an edit made while
+    // istiod was down arrives, and our Envoy never lost the cluster (no spurious delete).
+    let removed = clusters_removed(&envoy).await;
+    istiod.stop();
+    write_config(&config, "vs.yaml", &virtual_service("istiod-v3"));
+    istiod.restart();
+    wait_mark(&envoy, port, "istiod-v3", context).await;
+    assert_eq!(clusters_removed(&envoy).await, removed, "a cluster was removed across istiod's restart");
+
+    // Deletes in istiod reach our Envoy: first the route's header, then the cluster.
+    std::fs::remove_file(config.join("vs.yaml")).unwrap();
+    wait_mark(&envoy, port, "", context).await;
+    std::fs::remove_file(config.join("se.yaml")).unwrap();
+    wait_for("the echo cluster gone from our Envoy", PROPAGATION, async || {
+        (!has_cluster(&envoy, port).await).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    assert_eq!(routed_mark(port).await, None, "the echo is no longer reachable through our Envoy");
 }
