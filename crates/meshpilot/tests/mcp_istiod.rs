@@ -47,6 +47,11 @@ impl Meshpilot {
     /// Starts `meshpilot discovery` with `args` (config flags) on free loopback ports with the api generator's
     /// auth off, and waits for `/ready`.
     async fn start(work: &Path, args: &[&str]) -> Meshpilot {
+        Meshpilot::start_with_env(work, args, &[]).await
+    }
+
+    /// [`Meshpilot::start`] with `env` added to the environment.
+    async fn start_with_env(work: &Path, args: &[&str], env: &[(&str, &str)]) -> Meshpilot {
         let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
         let (grpc, http, mon) = (addr(free_port()), addr(free_port()), addr(free_port()));
         let log = work.join("meshpilot.log");
@@ -58,6 +63,7 @@ impl Meshpilot {
             .args(["--monitoring-addr", &mon.to_string()])
             .env("ENABLE_XDS_API_GENERATOR_AUTH", "false")
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null());
         let child = command.stderr(log_file(&log)).spawn().unwrap();
         let mp = Meshpilot { child, grpc, http, log, command };
@@ -122,6 +128,13 @@ impl Istiod {
     /// Starts istiod in `dir` with `mesh` as its mesh config, `env` added to its environment and `args` as
     /// extra flags, and waits until it is ready (the script waits for `/ready`).
     fn start(dir: &Path, mesh: &str, env: &[(&str, &str)], args: &str) -> Istiod {
+        let istiod = Istiod::prepare(dir, mesh, env, args);
+        istiod.run_start();
+        istiod
+    }
+
+    /// An istiod set up in `dir` (mesh config written, ports chosen), not started yet.
+    fn prepare(dir: &Path, mesh: &str, env: &[(&str, &str)], args: &str) -> Istiod {
         let bin = istiod_bin_dir().join("pilot-discovery");
         assert!(
             bin.is_file(),
@@ -136,13 +149,18 @@ impl Istiod {
             env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         env.push(("ISTIOD_ARGS".into(), args.into()));
         let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
-        let istiod =
-            Istiod { dir: dir.to_path_buf(), base, env, xds: addr(base + 10), http: addr(base + 80) };
-        istiod.run_start();
-        istiod
+        Istiod { dir: dir.to_path_buf(), base, env, xds: addr(base + 10), http: addr(base + 80) }
     }
 
     fn run_start(&self) {
+        if let Err(e) = self.try_run_start() {
+            panic!("{e}");
+        }
+    }
+
+    /// Runs `run-istiod.sh start`: the script's error and istiod's log tail if istiod exits or never becomes
+    /// ready.
+    fn try_run_start(&self) -> Result<(), String> {
         let kubeconfig = TestEnv::shared().kubeconfig();
         let out = Command::new(run_istiod())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -152,12 +170,14 @@ impl Istiod {
             .arg(self.base.to_string())
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(format!(
             "istiod did not start: {}\n--- istiod log (tail) ---\n{}",
             String::from_utf8_lossy(&out.stderr),
             self.log_tail()
-        );
+        ))
     }
 
     /// Stops istiod and starts it again on the same ports with the same config.
@@ -463,4 +483,61 @@ async fn meshpilot_consumes_istiod_config_over_mcp() {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", context()));
     assert_eq!(routed_mark(port).await, None, "the echo is no longer reachable through our Envoy");
+}
+
+/// istiod's `xds://` client speaks TLS only in `tlsSettings.mode: SIMPLE` (server verified; `caCertificates` is
+/// the PEM text itself, not a file; MUTUAL falls back to plaintext), so it never presents an identity: it can
+/// read meshpilot's secure port only with the api generator's and the port's caller checks off
+/// (`ENABLE_XDS_API_GENERATOR_AUTH=false`, `XDS_AUTH=false`). Checked: istiod verifies meshpilot's serving
+/// certificate (root from `--ca-dir`, name `istiod.istio-system.svc`) and reads the config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn istiod_reads_meshpilot_secure_port_over_simple_tls() {
+    let _ = TestEnv::shared();
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    write_config(&config, "vs.yaml", &virtual_service("over-tls"));
+    let secure = free_port();
+    let ca_dir = work.path().join("ca");
+    let mp = Meshpilot::start_with_env(
+        work.path(),
+        &[
+            "--config-dir",
+            config.to_str().unwrap(),
+            "--secure-grpc-addr",
+            &format!("127.0.0.1:{secure}"),
+            "--ca-dir",
+            ca_dir.to_str().unwrap(),
+            "--root-ca-dir",
+            work.path().join("no-plugged-ca").to_str().unwrap(),
+        ],
+        &[("XDS_AUTH", "false")],
+    )
+    .await;
+    let root = std::fs::read_to_string(ca_dir.join("root-cert.pem")).unwrap();
+    let indented: String = root.lines().map(|l| format!("      {l}\n")).collect();
+    let mesh = |san: &str| {
+        format!(
+            "trustDomain: cluster.local\nconfigSources:\n- address: xds://127.0.0.1:{secure}\n  tlsSettings:\n    \
+             mode: SIMPLE\n    sni: istiod.istio-system.svc\n    subjectAltNames: [{san}]\n    \
+             caCertificates: |\n{indented}"
+        )
+    };
+    // istiod really verifies the name: with another expected SAN the handshake fails and istiod exits at
+    // startup (its client's first stream fails).
+    let wrong =
+        Istiod::prepare(&work.path().join("istiod-wrong-san"), &mesh("other.example"), ISTIOD_ENV, "");
+    let err =
+        wrong.try_run_start().expect_err("istiod started although meshpilot's certificate has another name");
+    assert!(err.contains("no matching SAN found"), "{err}");
+    drop(wrong);
+    let istiod = Istiod::start(&work.path().join("istiod"), &mesh("istiod.istio-system.svc"), ISTIOD_ENV, "");
+    let mp_log = mp.log.clone();
+    wait_for("meshpilot's VirtualService in istiod's configz (TLS)", PROPAGATION, async || {
+        (x_route(&istiod.configz().await).as_deref() == Some("over-tls")).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!("{e}\n--- istiod ---\n{}\n--- meshpilot ---\n{}", istiod.log_tail(), tail(&mp_log))
+    });
 }
