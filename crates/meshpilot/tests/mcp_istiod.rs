@@ -24,6 +24,11 @@ use kube_source::testenv::TestEnv;
 use meshpilot_testing::{
     AdsApi, Bootstrap, EchoOptions, EchoServer, Envoy, free_port, free_port_block, http, repo_root, wait_for,
 };
+use rustls_pki_types::{CertificateDer, pem::PemObject};
+use security::{
+    client::{SecureTarget, channel},
+    service::{IstioCertificateRequest, request_certificate},
+};
 use serde_json::Value;
 
 /// How long a change may take to cross istiod/meshpilot and reach an Envoy (pushes are debounced).
@@ -52,6 +57,13 @@ impl Meshpilot {
 
     /// [`Meshpilot::start`] with `env` added to the environment.
     async fn start_with_env(work: &Path, args: &[&str], env: &[(&str, &str)]) -> Meshpilot {
+        let mp = Meshpilot::spawn(work, args, env);
+        mp.wait_ready().await;
+        mp
+    }
+
+    /// Starts the process without waiting for `/ready`.
+    fn spawn(work: &Path, args: &[&str], env: &[(&str, &str)]) -> Meshpilot {
         let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
         let (grpc, http, mon) = (addr(free_port()), addr(free_port()), addr(free_port()));
         let log = work.join("meshpilot.log");
@@ -66,9 +78,7 @@ impl Meshpilot {
             .envs(env.iter().copied())
             .stdout(Stdio::null());
         let child = command.stderr(log_file(&log)).spawn().unwrap();
-        let mp = Meshpilot { child, grpc, http, log, command };
-        mp.wait_ready().await;
-        mp
+        Meshpilot { child, grpc, http, log, command }
     }
 
     async fn wait_ready(&self) {
@@ -192,6 +202,11 @@ impl Istiod {
 
     async fn configz(&self) -> Vec<Value> {
         configz(self.http, "istiod").await
+    }
+
+    /// The secure xDS + CA port (Istio's 15012).
+    fn secure(&self) -> SocketAddr {
+        format!("127.0.0.1:{}", self.base + 12).parse().unwrap()
     }
 
     fn log_tail(&self) -> String {
@@ -540,4 +555,96 @@ async fn istiod_reads_meshpilot_secure_port_over_simple_tls() {
     .unwrap_or_else(|e| {
         panic!("{e}\n--- istiod ---\n{}\n--- meshpilot ---\n{}", istiod.log_tail(), tail(&mp_log))
     });
+}
+
+/// A certificate from istiod's CA (its secure port) for the service account `namespace/name`, written to
+/// `dir` as `cert-chain.pem` and `key.pem`; the paths.
+async fn istiod_certificate(istiod: &Istiod, dir: &Path, namespace: &str, name: &str) -> (PathBuf, PathBuf) {
+    let env = TestEnv::shared();
+    let _ = env.kubectl(&["create", "namespace", namespace]);
+    let _ = env.kubectl(&["create", "serviceaccount", name, "-n", namespace]);
+    let token = env
+        .kubectl(&["create", "token", name, "-n", namespace, "--audience", "istio-ca", "--duration", "1h"])
+        .unwrap();
+    let root = std::fs::read_to_string(istiod.dir.join("root-cert.pem")).unwrap();
+    let roots = CertificateDer::pem_slice_iter(root.as_bytes()).map(Result::unwrap).collect();
+    let target = SecureTarget { addr: istiod.secure(), server_name: "istiod.istio-system.svc".into(), roots };
+    let key = rcgen::KeyPair::generate().unwrap();
+    let csr = rcgen::CertificateParams::default().serialize_request(&key).unwrap().pem().unwrap();
+    let request = IstioCertificateRequest { csr, validity_duration: 3600, metadata: Vec::new() };
+    let response = request_certificate(channel(&target, None).await.unwrap(), request, Some(token.trim()))
+        .await
+        .unwrap_or_else(|e| panic!("istiod's CA refused {namespace}/{name}: {e:?}"));
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key_file) = (dir.join("cert-chain.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, response.cert_chain.concat()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    (cert, key_file)
+}
+
+/// meshpilot reading istiod's secure port with the api generator's auth on (istiod's default): with a client
+/// certificate from istiod's CA for a service account of the root namespace (`istio-system`) and
+/// `POD_NAMESPACE=istio-system` (istiod checks the node's namespace against the identity), meshpilot is served;
+/// with one of namespace `default` istiod refuses it, and meshpilot's `/ready` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meshpilot_reads_istiod_secure_port_with_a_root_namespace_certificate() {
+    let _ = TestEnv::shared();
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("istiod-config");
+    std::fs::create_dir_all(&config).unwrap();
+    write_config(&config, "vs.yaml", &virtual_service("istiod-mtls"));
+    let istiod = Istiod::start(
+        &work.path().join("istiod"),
+        "trustDomain: cluster.local\n",
+        &[],
+        &format!("--configDir {}", config.display()),
+    );
+    let root = istiod.dir.join("root-cert.pem");
+    let mesh = |cert: &Path, key: &Path| {
+        format!(
+            "configSources:\n- address: xds://{}\n  tlsSettings:\n    mode: MUTUAL\n    sni: istiod.istio-system.svc\n    \
+             caCertificates: {}\n    clientCertificate: {}\n    privateKey: {}\n",
+            istiod.secure(),
+            root.display(),
+            cert.display(),
+            key.display()
+        )
+    };
+
+    // A certificate of the root namespace: served.
+    let (cert, key) =
+        istiod_certificate(&istiod, &work.path().join("system"), "istio-system", "mcp-reader").await;
+    let mesh_file = work.path().join("mesh.yaml");
+    std::fs::write(&mesh_file, mesh(&cert, &key)).unwrap();
+    let env = [("POD_NAMESPACE", "istio-system")];
+    let system_dir = work.path().join("mp-system");
+    std::fs::create_dir_all(&system_dir).unwrap();
+    let mp =
+        Meshpilot::start_with_env(&system_dir, &["--mesh-config", mesh_file.to_str().unwrap()], &env).await;
+    let dump = mp.configz().await;
+    assert_eq!(x_route(&dump).as_deref(), Some("istiod-mtls"), "{dump:?}");
+    drop(mp);
+
+    // A certificate of namespace default: istiod refuses the api generator, meshpilot never becomes ready.
+    let (cert, key) =
+        istiod_certificate(&istiod, &work.path().join("default"), "default", "mcp-reader").await;
+    let mesh_file = work.path().join("mesh-default.yaml");
+    std::fs::write(&mesh_file, mesh(&cert, &key)).unwrap();
+    let env = [("POD_NAMESPACE", "default")];
+    let default_dir = work.path().join("mp-default");
+    std::fs::create_dir_all(&default_dir).unwrap();
+    let mp = Meshpilot::spawn(&default_dir, &["--mesh-config", mesh_file.to_str().unwrap()], &env);
+    let body = wait_for("meshpilot /ready naming istiod's refusal", PROPAGATION, async || {
+        match http::get(mp.http, "meshpilot", "/ready", &[]).await {
+            Ok((503, body)) if body.contains("restricted to the control-plane (root) namespace") => {
+                Some(body)
+            }
+            _ => None,
+        }
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!("{e}\n--- meshpilot ---\n{}\n--- istiod ---\n{}", mp.log_text(), istiod.log_tail())
+    });
+    assert!(body.contains(&format!("xds://{}", istiod.secure())), "{body}");
 }
