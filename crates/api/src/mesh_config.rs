@@ -138,7 +138,9 @@ pub struct LabelSelectorRequirement {
     pub values: Vec<String>,
 }
 
-/// Nested messages of [`MeshConfig`].
+/// Nested messages of [`MeshConfig`], in the snake_case module of their parent as prost-build lays
+/// them out (hence the module's name repeats this one's).
+#[allow(clippy::module_inception)]
 pub mod mesh_config {
     use std::collections::BTreeMap;
 

@@ -150,6 +150,9 @@ fn in_revision(labels: Option<&BTreeMap<String, String>>, revision: Option<&str>
     labels.and_then(|l| l.get(REVISION_LABEL)).is_none_or(|v| v == revision)
 }
 
+/// Why a resource was refused: its `Kind ns/name` when readable, and each `field: reason`.
+type Rejected = (Option<String>, Vec<String>);
+
 /// Decodes one resource and validates it as a file or CRD object would be: the decoded object is
 /// written as a Kubernetes document and read back through [`model::parse::parse_json`] (strict
 /// decoding and the kind's validation). Errors carry the resource's name when known.
@@ -157,7 +160,7 @@ fn read_resource(
     kind: Kind,
     resource: &Resource,
     options: &ApplyOptions,
-) -> Result<(Config, Vec<String>), (Option<String>, Vec<String>)> {
+) -> Result<(Config, Vec<String>), Rejected> {
     let decoded = model::mcp::from_resource(kind, resource, &options.parse.domain_suffix).map_err(|e| {
         let named = (!e.resource.is_empty()).then(|| e.resource.clone());
         (named, vec![format!("{}: {}", e.field, e.reason)])
