@@ -447,9 +447,10 @@ async fn meshpilot_consumes_istiod_config_over_mcp() {
     write_config(&config, "se.yaml", &service_entry(port, echo.addr));
     write_config(&config, "vs.yaml", &virtual_service("istiod-v1"));
 
+    // istiod's mesh config says REGISTRY_ONLY; meshpilot's own (below) says nothing about it (ALLOW_ANY).
     let istiod = Istiod::start(
         &work.path().join("istiod"),
-        "trustDomain: cluster.local\n",
+        "trustDomain: cluster.local\noutboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
         ISTIOD_ENV,
         &format!("--configDir {}", config.display()),
     );
@@ -474,6 +475,16 @@ async fn meshpilot_consumes_istiod_config_over_mcp() {
     // A real Envoy on meshpilot is routed by istiod's config.
     let envoy = sidecar(mp.grpc).await;
     wait_mark(&envoy, port, "istiod-v1", context).await;
+
+    // istiod's MeshConfig came over MCP too and is in force: the catch-all virtual host of the outbound route
+    // is REGISTRY_ONLY's `block_all`, not the default `allow_any`.
+    let dump = wait_for("block_all (istiod's outboundTrafficPolicy) at our Envoy", PROPAGATION, async || {
+        let dump = envoy.config_dump(false).await.ok()?.to_string();
+        dump.contains("\"block_all\"").then_some(dump)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", context()));
+    assert!(!dump.contains("\"allow_any\""), "allow_any left at our Envoy");
 
     // An edit in istiod's config directory reaches our Envoy.
     write_config(&config, "vs.yaml", &virtual_service("istiod-v2"));
