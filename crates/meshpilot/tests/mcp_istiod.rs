@@ -8,7 +8,9 @@
 //! In both, a real upstream Envoy on the consuming side is routed by the config that crossed over MCP
 //! (a ServiceEntry with a static endpoint at an echo server and a VirtualService whose header match sets a
 //! request header only that config explains), edits and deletes reach it, and a restart of the serving side
-//! re-syncs without the Envoy ever losing the cluster.
+//! re-syncs without the Envoy ever losing the cluster. Two more use the secure ports: istiod reading meshpilot's
+//! over `tlsSettings.mode: SIMPLE` (its client's only TLS mode), and meshpilot reading istiod's with the api
+//! generator's auth on, with a client certificate from istiod's CA (root namespace served, `default` refused).
 //!
 //! istiod is the cached build of `scripts/istio-peer.sh build`, run by `scripts/peer/run-istiod.sh` against the
 //! shared kube-apiserver test environment; a missing build fails the test (naming the script), never skips it.
