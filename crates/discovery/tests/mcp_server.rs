@@ -212,6 +212,10 @@ async fn serves_every_config_type_and_pushes_edits_and_deletes() {
         }
     }
     assert_eq!(served, 6);
+    // A config client is a connection, not a proxy whose config status is tracked.
+    assert_eq!(plane.server.connections().len(), 1);
+    let push = plane.server.push_context().unwrap();
+    assert!(meshpilot_discovery::objects::proxy_views(&plane.server, &push).is_empty());
     let vs_url = mcp::type_url(Kind::VirtualService);
     let before = decode(&initial[&vs_url]);
 
