@@ -397,9 +397,11 @@ fn walk_strings(value: &serde_json::Value, path: &str, f: &mut impl FnMut(&str, 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectSource {
-    /// `file` (a `--config-dir` file) or `cluster` (a Kubernetes API server or another store).
+    /// `file` (a `--config-dir` file), `xds` (an MCP-over-xDS server of mesh config
+    /// `configSources`) or `cluster` (a Kubernetes API server or another store).
     pub kind: String,
-    /// `path:line` for files, `resourceVersion N` for the cluster.
+    /// `path:line` for files, `resourceVersion N` for the cluster, `xds://HOST:PORT, version V` for
+    /// an MCP server.
     pub location: String,
     /// The file, for files.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -569,7 +571,17 @@ fn status_of(
     config: &Config,
 ) -> ObjectStatus {
     let key = config.key();
-    let (source, validation) = source_and_validation(origin, config);
+    let (mut source, validation) = source_and_validation(origin, config);
+    // An object from an MCP-over-xDS server (mesh config configSources) names that server.
+    if source.kind == "cluster"
+        && let Some(server_url) =
+            server.store().source_of(key.kind, &key.namespace, &key.name).filter(|s| s.starts_with("xds://"))
+    {
+        let rv = &config.meta.resource_version;
+        source.location =
+            if rv.is_empty() { server_url.clone() } else { format!("{server_url}, version {rv}") };
+        source.kind = "xds".into();
+    }
     // The first push holding this very version (a newer one not pushed yet is PENDING everywhere).
     let first = server.tracking().first_push(&key).filter(|f| same(&f.config, config));
     let mut proxies = Vec::new();

@@ -27,7 +27,9 @@ use xds::AdsConfig;
 directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz) \
 and/or from the Istio custom resources of the cluster in --kubeconfig (watched; an invalid object is skipped \
 with a warning). ServiceEntries and WorkloadEntries are a service registry; with --kubeconfig, so are the \
-cluster's Services and EndpointSlices (--registries Kubernetes, the default).\n\n\
+cluster's Services and EndpointSlices (--registries Kubernetes, the default). With mesh config configSources \
+(xds://HOST:PORT, fs:///PATH, k8s://; as istiod), config is read from those sources, in order, instead: \
+xds:// reads an MCP-over-xDS server such as istiod or another meshpilot (docs/MCP.md).\n\n\
 Certificate files named by DestinationRule and Gateway `tls` settings are sent to proxies as SDS secrets \
 (`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\

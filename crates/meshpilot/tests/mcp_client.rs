@@ -153,6 +153,24 @@ async fn meshpilot_consumes_meshpilot_over_mcp_and_routes_envoy() {
     let objects: serde_json::Value = serde_json::from_str(&configz).unwrap();
     let vs_obj = objects.as_array().unwrap().iter().find(|o| o["kind"] == "VirtualService").unwrap();
     assert_eq!(vs_obj["source"], format!("xds://{}", plane.ads.addr));
+    let (status, objectz) = get(
+        consumer.http,
+        "localhost",
+        &format!("/debug/objectz?kind=VirtualService&namespace={NS}&name=alpha"),
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{objectz}");
+    let objectz: serde_json::Value = serde_json::from_str(&objectz).unwrap();
+    assert_eq!(objectz["source"]["kind"], "xds", "{objectz}");
+    assert!(
+        objectz["source"]["location"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("xds://{}, version ", plane.ads.addr)),
+        "{objectz}"
+    );
 
     // An edit at the origin reaches the consumer's Envoy; then a delete.
     write(&origin, "vs.yaml", &vs("alpha"));
