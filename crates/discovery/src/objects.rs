@@ -242,13 +242,15 @@ pub struct ProxyView {
     pub gateways: Vec<String>,
 }
 
-/// The connected proxies meshpilot serves, with their scopes in `push`.
+/// The connected proxies meshpilot serves, with their scopes in `push`. MCP-over-xDS config clients
+/// (`GENERATOR: api`, [`crate::mcp`]) are not proxies: they are left out.
 pub fn proxy_views(server: &DiscoveryServer, push: &PushContext) -> Vec<ProxyView> {
     let discovery: &dyn model::ServiceDiscovery = server.services().as_ref();
     server
         .connections()
         .snapshot()
         .into_iter()
+        .filter(|connection| !connection.proxy.uses_api_generator())
         .filter_map(|connection| {
             let mut proxy = proxy_context(&connection.proxy).ok()?;
             proxy.set_instances_from(discovery);

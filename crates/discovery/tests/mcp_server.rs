@@ -212,6 +212,10 @@ async fn serves_every_config_type_and_pushes_edits_and_deletes() {
         }
     }
     assert_eq!(served, 6);
+    // A config client is a connection, not a proxy whose config status is tracked.
+    assert_eq!(plane.server.connections().len(), 1);
+    let push = plane.server.push_context().unwrap();
+    assert!(meshpilot_discovery::objects::proxy_views(&plane.server, &push).is_empty());
     let vs_url = mcp::type_url(Kind::VirtualService);
     let before = decode(&initial[&vs_url]);
 
@@ -245,6 +249,19 @@ async fn serves_every_config_type_and_pushes_edits_and_deletes() {
         "the deleted DestinationRule is gone: {:?}",
         decode(&deleted).keys()
     );
+
+    // A WorkloadGroup changes no service or endpoint (the registry raises nothing), yet it is pushed.
+    let group = "apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: vms, namespace: bookinfo}
+spec:
+  metadata: {labels: {app: vm}}
+  template: {serviceAccount: vm}
+";
+    write(dir.path(), "group.yaml", group);
+    let groups = client.next().await.unwrap();
+    assert_eq!(groups.type_url, mcp::type_url(Kind::WorkloadGroup));
+    assert_eq!(decode(&groups).keys().collect::<Vec<_>>(), ["bookinfo/vms"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,4 +350,37 @@ async fn the_secure_port_serves_only_the_root_namespace() {
     let message = refused.message();
     assert!(message.contains("spiffe://cluster.local/ns/default/sa/app"), "{message}");
     assert!(message.contains("\"istio-system\""), "{message}");
+}
+
+/// (type version, object versions) of every config type in a client's first responses.
+fn versions(
+    initial: &BTreeMap<String, DiscoveryResponse>,
+) -> BTreeMap<String, (String, BTreeMap<String, String>)> {
+    initial
+        .iter()
+        .filter(|(t, _)| mcp::kind_from_type_url(t).is_some())
+        .map(|(t, r)| {
+            (t.clone(), (r.version_info.clone(), decode(r).into_iter().map(|(n, (v, _))| (n, v)).collect()))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_sends_the_same_versions() {
+    // istiod's client replaces an object whose version changed: a restart must not look like an
+    // edit of everything.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "routes.yaml", ROUTES);
+    write(dir.path(), "others.yaml", OTHERS);
+    let options = || PlaneOptions { api_generator_auth: false, ..PlaneOptions::config_dir(dir.path()) };
+    let first = {
+        let plane = Plane::start_with(options()).await.unwrap();
+        let mut client = McpClient::connect(plaintext(plane.ads.addr).await, "istio-system").await.unwrap();
+        versions(&client.initial().await)
+    };
+    let plane = Plane::start_with(options()).await.unwrap();
+    let mut client = McpClient::connect(plaintext(plane.ads.addr).await, "istio-system").await.unwrap();
+    let second = versions(&client.initial().await);
+    assert_eq!(first.values().map(|(_, objects)| objects.len()).sum::<usize>(), 6);
+    assert_eq!(first, second);
 }

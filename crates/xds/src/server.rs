@@ -385,8 +385,9 @@ pub(crate) fn content_hash(resources: &[Resource]) -> u64 {
 }
 
 /// Drops resources whose `Any` type differs from the response type (a client would reject the whole
-/// response; RUST-STACK.md pitfall 1) and fills empty versions with the content hash. Returns the
-/// dropped (name, type URL) pairs.
+/// response; RUST-STACK.md pitfall 1; MCP-over-xDS config types carry wrapped resources, see
+/// [`crate::type_url::resource_type_matches`]) and fills empty versions with the content hash. Returns
+/// the dropped (name, type URL) pairs.
 fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String, String)>) {
     let mut dropped = Vec::new();
     g.resources.retain(|r| {
