@@ -55,8 +55,9 @@ pub const TARGETS: &[(&str, EntryPoint)] = &[
 
 /// `yaml_config`: the bytes as a config file (YAML stream, as the file source reads it: split into
 /// documents, typed decoding, the kind's validation) and, when they are JSON, as one object from
-/// the Kubernetes API (`parse_json`, the CRD source's path). Non-UTF-8 input is read lossily, as a
-/// file would be refused earlier (`read_to_string`), so the reader still sees every byte pattern.
+/// the Kubernetes API (`parse_json`, the CRD source's path). Non-UTF-8 input is read lossily: the
+/// file source refuses such a file before parsing (`read_to_string`), and the lossy text still gives
+/// the parser every other byte pattern of the input.
 pub fn fuzz_yaml_config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let options = ParseOptions::default();
