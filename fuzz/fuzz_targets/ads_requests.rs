@@ -1,0 +1,7 @@
+//! `ads_requests`: the body is `meshpilot_fuzzing::fuzz_ads_requests`, which `crates/fuzzing/tests/replay.rs` also runs
+//! over this target's corpus (`fuzz/corpus/ads_requests`) with stable `cargo test`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| meshpilot_fuzzing::fuzz_ads_requests(data));
