@@ -27,9 +27,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use api::mesh_config::MeshConfig;
 use api::{Kind, mcp::kind_from_type_url};
 use envoy_types::pb::google::protobuf::Any;
-use model::{ConfigStoreController, push::PushRequest};
+use model::{
+    ConfigStoreController,
+    push::{MeshSettings, OutboundTrafficPolicy, PushRequest},
+};
 use prost::Message;
 use xds::{Generated, Proxy, Resource, SourceError, Trigger, type_url};
 
@@ -91,24 +95,28 @@ impl ApiGenerator {
 
     /// The resources of the config type `type_url` for `trigger`, or `None` when a push leaves the
     /// type as last sent on this stream.
+    ///
+    /// `mesh` is the mesh config in force: `core/v1alpha1/MeshConfig` gets it as one unnamed
+    /// resource, a raw `istio.mesh.v1alpha1.MeshConfig` `Any` ([`mesh_config_resource`]), as from
+    /// istiod; a push (e.g. a mesh config change) resends it only when it changed.
     pub fn generate(
         &self,
         state: &mut ApiState,
         type_url: &str,
         trigger: Trigger<'_, PushRequest>,
+        mesh: &MeshSettings,
     ) -> Option<Generated> {
         let kind = kind_from_type_url(type_url);
+        let mesh_config = type_url == type_url::MCP_MESH_CONFIG;
         if let Trigger::Push(push) = trigger
+            && !mesh_config
             && !kind.is_some_and(|k| push_concerns(push, k))
         {
             return None;
         }
         let resources = match kind {
             Some(kind) => self.resources(kind),
-            // TODO(lead): answer `core/v1alpha1/MeshConfig` with the mesh config as a raw
-            // `istio.mesh.v1alpha1.MeshConfig` Any once the MeshConfig prost types (mcpclient's
-            // `api::mcp` mesh module) are merged. istiod's client does not wait for it to sync.
-            None if type_url == type_url::MCP_MESH_CONFIG => Vec::new(),
+            None if mesh_config => vec![mesh_config_resource(mesh)],
             // A kind meshpilot does not serve: an empty set, as istiod answers (its store has none).
             None => Vec::new(),
         };
@@ -149,6 +157,42 @@ pub fn push_concerns(push: &PushRequest, kind: Kind) -> bool {
     registry.contains(&kind)
         && (!push.endpoints_updated.is_empty()
             || push.configs_updated.iter().any(|k| registry.contains(&k.kind)))
+}
+
+/// The mesh config served as `core/v1alpha1/MeshConfig`: the mesh config as read
+/// ([`MeshSettings::source`]) with the effective values of the fields meshpilot interprets filled
+/// in (root namespace, trust domain and aliases, auto mTLS, outbound traffic policy, connect
+/// timeout), encoded as Istio's `MeshConfig` (the fields of [`api::mesh_config::MeshConfig`]; others
+/// are not sent). istiod sends its whole effective mesh config, defaults included.
+pub fn mesh_config_resource(mesh: &MeshSettings) -> Resource {
+    let mode = match mesh.outbound_traffic_policy {
+        OutboundTrafficPolicy::AllowAny => "ALLOW_ANY",
+        OutboundTrafficPolicy::RegistryOnly => "REGISTRY_ONLY",
+    };
+    let mut effective = serde_json::json!({
+        "rootNamespace": mesh.root_namespace,
+        "trustDomain": mesh.trust_domain,
+        "enableAutoMtls": mesh.enable_auto_mtls,
+        "outboundTrafficPolicy": { "mode": mode },
+        "connectTimeout": format!("{}s", mesh.connect_timeout.as_secs_f64()),
+    });
+    if !mesh.trust_domain_aliases.is_empty() {
+        effective["trustDomainAliases"] = mesh.trust_domain_aliases.clone().into();
+    }
+    let mut merged = match &mesh.source {
+        serde_json::Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if let serde_json::Value::Object(fields) = &effective {
+        merged.extend(fields.clone());
+    }
+    // The source passed parse_mesh_config; should the subset still refuse a field's shape, the
+    // effective values alone are served rather than nothing.
+    let message = MeshConfig::from_json(&serde_json::Value::Object(merged)).unwrap_or_else(|e| {
+        tracing::warn!("MCP MeshConfig: {e}; serving only the fields meshpilot interprets");
+        MeshConfig::from_json(&effective).unwrap_or_default()
+    });
+    Resource::new("", &message)
 }
 
 /// The response version of a config type: 16 hex digits of FNV-1a over the type URL and each
@@ -250,32 +294,79 @@ mod tests {
         let generator = ApiGenerator::new(store.clone(), false);
         let mut state = ApiState::default();
         let vs_url = api::mcp::type_url(Kind::VirtualService);
-        let first = generator.generate(&mut state, &vs_url, Trigger::Request).unwrap();
+        let first =
+            generator.generate(&mut state, &vs_url, Trigger::Request, &MeshSettings::default()).unwrap();
         assert_eq!(first.resources.len(), 1);
         assert_eq!(first.resources[0].name, "default/a");
         assert_eq!(first.resources[0].body.type_url, type_url::MCP_RESOURCE);
 
         // A push of another kind, or of this kind with nothing changed: nothing to send.
         let dr_push = PushRequest::config([key(Kind::DestinationRule)], TriggerReason::Config);
-        assert_eq!(generator.generate(&mut state, &vs_url, Trigger::Push(&dr_push)), None);
+        assert_eq!(
+            generator.generate(&mut state, &vs_url, Trigger::Push(&dr_push), &MeshSettings::default()),
+            None
+        );
         let vs_push = PushRequest::config([key(Kind::VirtualService)], TriggerReason::Config);
-        assert_eq!(generator.generate(&mut state, &vs_url, Trigger::Push(&vs_push)), None);
+        assert_eq!(
+            generator.generate(&mut state, &vs_url, Trigger::Push(&vs_push), &MeshSettings::default()),
+            None
+        );
 
         store.create(vs("b", "b.example.com")).unwrap();
-        let second = generator.generate(&mut state, &vs_url, Trigger::Push(&vs_push)).unwrap();
+        let second = generator
+            .generate(&mut state, &vs_url, Trigger::Push(&vs_push), &MeshSettings::default())
+            .unwrap();
         assert_eq!(second.resources.len(), 2);
         assert_ne!(second.version, first.version);
         assert_eq!(second.resources[0].version, first.resources[0].version, "unchanged object, same version");
 
         // A request always answers, even unchanged (the client waits for it).
         assert_eq!(
-            generator.generate(&mut state, &vs_url, Trigger::Request).unwrap().version,
+            generator
+                .generate(&mut state, &vs_url, Trigger::Request, &MeshSettings::default())
+                .unwrap()
+                .version,
             second.version
         );
-        // Unknown kinds and mesh config: an empty set.
-        for url in ["example.com/v1/Unknown", type_url::MCP_MESH_CONFIG] {
-            assert_eq!(generator.generate(&mut state, url, Trigger::Request).unwrap().resources, vec![]);
-        }
+        // An unknown kind: an empty set.
+        let unknown = generator.generate(
+            &mut state,
+            "example.com/v1/Unknown",
+            Trigger::Request,
+            &MeshSettings::default(),
+        );
+        assert_eq!(unknown.unwrap().resources, vec![]);
+    }
+
+    #[test]
+    fn mesh_config_is_one_raw_mesh_config_resent_only_when_it_changes() {
+        let generator = ApiGenerator::new(
+            Arc::new(MemoryStore::new("test", Kind::ALL, config::QueueOptions::default())),
+            false,
+        );
+        let mut state = ApiState::default();
+        let (local, _) = crate::mesh::parse_mesh_config(
+            "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\ningressClass: custom\n",
+            "cluster.local",
+        )
+        .unwrap();
+        let url = type_url::MCP_MESH_CONFIG;
+        let first = generator.generate(&mut state, url, Trigger::Request, &local).unwrap();
+        assert_eq!(first.resources.len(), 1);
+        let resource = &first.resources[0];
+        assert_eq!((resource.name.as_str(), resource.body.type_url.as_str()), ("", type_url::MESH_CONFIG));
+        let json = MeshConfig::decode_any_value(&resource.body.value).unwrap().to_json();
+        assert_eq!(json["outboundTrafficPolicy"]["mode"], "REGISTRY_ONLY", "{json}");
+        assert_eq!(json["rootNamespace"], "istio-system", "defaults are filled in: {json}");
+        assert_eq!(json["trustDomain"], "cluster.local", "{json}");
+
+        // A mesh change (a forced push) resends it; the same mesh again does not.
+        let global = PushRequest::forced(TriggerReason::Global);
+        assert_eq!(generator.generate(&mut state, url, Trigger::Push(&global), &local), None);
+        let allow_any = MeshSettings { outbound_traffic_policy: OutboundTrafficPolicy::AllowAny, ..local };
+        let second = generator.generate(&mut state, url, Trigger::Push(&global), &allow_any).unwrap();
+        let json = MeshConfig::decode_any_value(&second.resources[0].body.value).unwrap().to_json();
+        assert_eq!(json["outboundTrafficPolicy"]["mode"], "ALLOW_ANY", "{json}");
     }
 
     #[test]

@@ -71,6 +71,7 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
     let mut mesh = MeshSettings { domain_suffix: domain_suffix.to_string(), ..MeshSettings::default() };
     let mut warnings = Vec::new();
     let Some(map) = mesh_map(text)? else { return Ok((mesh, warnings)) };
+    mesh.source = Value::Object(map.clone());
     for (key, value) in &map {
         match key.as_str() {
             "rootNamespace" => match value.as_str() {

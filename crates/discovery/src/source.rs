@@ -188,12 +188,12 @@ impl ResourceSource for NetworkingSource {
             return Ok(self.generate_secrets(request));
         }
         if let Some(api) = self.api.as_ref().filter(|_| type_url::is_mcp_type(request.type_url)) {
-            let root = self.current()?.mesh().root_namespace.clone();
-            api.authorize(request.proxy, &root).map_err(|e| SourceError::Generate {
+            let push = self.current()?;
+            api.authorize(request.proxy, &push.mesh().root_namespace).map_err(|e| SourceError::Generate {
                 type_url: request.type_url.to_string(),
                 message: e.to_string(),
             })?;
-            return Ok(api.generate(&mut ctx.api, request.type_url, request.trigger));
+            return Ok(api.generate(&mut ctx.api, request.type_url, request.trigger, push.mesh()));
         }
         let push = match request.trigger {
             Trigger::Push(p) => {

@@ -138,6 +138,15 @@ fn verifier(
         if roots.is_empty() {
             return Err("tlsSettings.caCertificates: empty and no system root certificates found".into());
         }
+    } else if tls.ca_certificates.trim_start().starts_with("-----BEGIN") {
+        // istiod reads a config source's caCertificates as the PEM text itself.
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(tls.ca_certificates.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("tlsSettings.caCertificates: unreadable PEM text: {e}"))?;
+        for cert in certs {
+            roots.add(cert).map_err(|e| format!("tlsSettings.caCertificates: unusable certificate: {e}"))?;
+        }
     } else {
         for cert in certificates(Path::new(&tls.ca_certificates), "caCertificates")? {
             roots.add(cert).map_err(|e| format!("tlsSettings.caCertificates: unusable certificate: {e}"))?;
@@ -286,6 +295,12 @@ mod tests {
             ClientTlsSettings { ca_certificates: "/nonexistent/ca.pem".into(), ..settings(TlSmode::Mutual) };
         let err = dialer("h:1", Some(&mutual)).unwrap_err();
         assert!(err.starts_with("tlsSettings.caCertificates: cannot read /nonexistent/ca.pem"), "{err}");
+        let inline = ClientTlsSettings {
+            ca_certificates: "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".into(),
+            ..settings(TlSmode::Simple)
+        };
+        let err = dialer("h:1", Some(&inline)).unwrap_err();
+        assert!(err.starts_with("tlsSettings.caCertificates: unreadable PEM text"), "{err}");
         let skip = ClientTlsSettings { insecure_skip_verify: Some(true), ..settings(TlSmode::Mutual) };
         assert_eq!(
             dialer("h:1", Some(&skip)).unwrap_err(),

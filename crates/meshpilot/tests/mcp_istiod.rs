@@ -186,9 +186,9 @@ impl Istiod {
             return Ok(());
         }
         Err(format!(
-            "istiod did not start: {}\n--- istiod log (tail) ---\n{}",
+            "istiod did not start: {}\n--- istiod log ---\n{}",
             String::from_utf8_lossy(&out.stderr),
-            self.log_tail()
+            std::fs::read_to_string(self.dir.join("istiod.log")).unwrap_or_default()
         ))
     }
 
@@ -367,8 +367,13 @@ const ISTIOD_ENV: &[(&str, &str)] = &[
 
 // ------------------------------------------------------------------------------------------ tests
 
+/// One test at a time: each runs istiod, meshpilot and Envoy, which on a 2-core machine already compete
+/// for the CPU; in parallel, istiod's startup deadlines are what fails.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istiod_consumes_meshpilot_config_over_mcp() {
+    let _serial = SERIAL.lock().await;
     let _ = TestEnv::shared();
     let work = tempfile::tempdir().unwrap();
     let echo = EchoServer::start_with("echo", echo_options()).await.unwrap();
@@ -440,6 +445,7 @@ async fn istiod_consumes_meshpilot_config_over_mcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meshpilot_consumes_istiod_config_over_mcp() {
+    let _serial = SERIAL.lock().await;
     let _ = TestEnv::shared();
     let work = tempfile::tempdir().unwrap();
     let echo = EchoServer::start_with("echo", echo_options()).await.unwrap();
@@ -520,6 +526,7 @@ async fn meshpilot_consumes_istiod_config_over_mcp() {
 /// certificate (root from `--ca-dir`, name `istiod.istio-system.svc`) and reads the config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istiod_reads_meshpilot_secure_port_over_simple_tls() {
+    let _serial = SERIAL.lock().await;
     let _ = TestEnv::shared();
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("config");
@@ -601,6 +608,7 @@ async fn istiod_certificate(istiod: &Istiod, dir: &Path, namespace: &str, name: 
 /// with one of namespace `default` istiod refuses it, and meshpilot's `/ready` says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meshpilot_reads_istiod_secure_port_with_a_root_namespace_certificate() {
+    let _serial = SERIAL.lock().await;
     let _ = TestEnv::shared();
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("istiod-config");

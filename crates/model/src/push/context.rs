@@ -82,6 +82,10 @@ pub struct MeshSettings {
     /// `extensionProviders`: the external authorizers (and other extensions) CUSTOM
     /// AuthorizationPolicies name.
     pub extension_providers: Vec<super::extension_provider::ExtensionProvider>,
+    /// The mesh config as read (a JSON map with Istio's field names, as in the `mesh` key of the
+    /// `istio` ConfigMap; `Null` when none was given): what meshpilot serves as `MeshConfig` to
+    /// MCP-over-xDS clients, with the effective values of the fields above filled in.
+    pub source: serde_json::Value,
 }
 
 impl Default for MeshSettings {
@@ -96,6 +100,7 @@ impl Default for MeshSettings {
             trust_domain_aliases: Vec::new(),
             enable_auto_mtls: true,
             extension_providers: Vec::new(),
+            source: serde_json::Value::Null,
         }
     }
 }
