@@ -23,9 +23,8 @@ use hyper_util::{
 };
 use ipnet::IpNet;
 use tokio_rustls::rustls::{
-    self, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
+    self, ClientConfig, RootCertStore,
+    pki_types::{CertificateDer, pem::PemObject},
 };
 
 use super::{JwksOptions, metrics as m};
@@ -213,7 +212,9 @@ fn tls_config(options: &JwksOptions) -> ClientConfig {
     if options.insecure_skip_verify {
         return builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
+            .with_custom_certificate_verifier(Arc::new(security::client::AcceptAnyServerCertificate(
+                provider,
+            )))
             .with_no_client_auth();
     }
     let mut roots = RootCertStore::empty();
@@ -233,46 +234,6 @@ fn tls_config(options: &JwksOptions) -> ClientConfig {
         tracing::info!(path = %path.display(), added, ignored, "extra root certificates for JWKS fetches");
     }
     builder.with_root_certificates(roots).with_no_client_auth()
-}
-
-/// `JWKS_RESOLVER_INSECURE_SKIP_VERIFY`: any certificate is accepted (signatures still checked so the
-/// handshake is well-formed).
-#[derive(Debug)]
-struct NoVerification(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// Addresses the resolver never connects to (Istio's `jwksBlockedIP`).
