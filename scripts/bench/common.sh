@@ -51,39 +51,7 @@ runs() {
   median
 }
 
-# median: medians over the runs' JSON summaries of the figures BENCHMARKS.md records.
+# median: medians over the runs' JSON summaries of the figures BENCHMARKS.md records (summary.py).
 median() {
-  python3 - "$OUT" <<'PY'
-import json, glob, statistics, sys
-runs = [json.load(open(p)) for p in sorted(glob.glob(sys.argv[1] + "/run-*.json"))]
-def med(f):
-    vals = [f(r) for r in runs]
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
-cp = lambda r, k: (r.get("control_plane") or {}).get(k)
-rows = [
-    ("streams ready", lambda r: r["ready"], "{:.0f}"),
-    ("all ready after (ms)", lambda r: r["all_ready_ms"], "{:.0f}"),
-    ("connect→ready p50 (ms)", lambda r: r["startup"]["p50_ms"], "{:.1f}"),
-    ("connect→ready p99 (ms)", lambda r: r["startup"]["p99_ms"], "{:.1f}"),
-    ("convergence p50 (ms)", lambda r: r["convergence"]["p50_ms"] if r["changes"] else None, "{:.1f}"),
-    ("convergence p90 (ms)", lambda r: r["convergence"]["p90_ms"] if r["changes"] else None, "{:.1f}"),
-    ("convergence p99 (ms)", lambda r: r["convergence"]["p99_ms"] if r["changes"] else None, "{:.1f}"),
-    ("convergence max (ms)", lambda r: r["convergence"]["max_ms"] if r["changes"] else None, "{:.1f}"),
-    ("not converged", lambda r: r["not_converged"], "{:.0f}"),
-    ("responses/stream/change", lambda r: statistics.mean(c["responses_per_stream"] for c in r["changes"]) if r["changes"] else None, "{:.2f}"),
-    ("kB/stream/change", lambda r: statistics.mean(c["bytes_per_stream"] for c in r["changes"]) / 1000 if r["changes"] else None, "{:.1f}"),
-    ("RSS idle (MiB)", lambda r: cp(r, "baseline_rss") and cp(r, "baseline_rss") / 2**20, "{:.1f}"),
-    ("RSS connected (MiB)", lambda r: cp(r, "connected_rss") and cp(r, "connected_rss") / 2**20, "{:.1f}"),
-    ("peak RSS (MiB)", lambda r: cp(r, "peak_rss") and cp(r, "peak_rss") / 2**20, "{:.1f}"),
-    ("CPU s connecting", lambda r: cp(r, "cpu_seconds_connect"), "{:.2f}"),
-    ("CPU s during changes", lambda r: cp(r, "cpu_seconds_changes"), "{:.2f}"),
-    ("errors (streams)", lambda r: r["streams_with_errors"], "{:.0f}"),
-]
-print(f"| median of {len(runs)} run(s) | value |\n|---|---|")
-for name, f, fmt in rows:
-    v = med(f)
-    if v is not None:
-        print(f"| {name} | {fmt.format(v)} |")
-PY
+  python3 "$ROOT/scripts/bench/summary.py" "$OUT"
 }

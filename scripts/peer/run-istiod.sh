@@ -9,8 +9,9 @@
 #       monitoring on 127.0.0.1:BASE+14, ControlZ on BASE+76 (Istio's 15010/15012/8080/15014/9876), webhook
 #       HTTPS off. Waits for /ready, then writes istiod's self-signed root to DIR/root-cert.pem (from ConfigMap
 #       istio-ca-root-cert, which istiod publishes in every namespace). DIR/istiod.log, DIR/env.
-#       Extra istiod environment (PILOT_*, ...) passes through; ISTIOD_ARGS adds flags. For sidecars
-#       with upstream Envoy set PILOT_ENABLE_METADATA_EXCHANGE=false and PILOT_ENABLE_ALPN_FILTER=false
+#       Extra istiod environment (PILOT_*, ...) passes through; ISTIOD_ARGS adds flags; ISTIOD_BIN names
+#       another pilot-discovery binary (default the cached one). DIR/istiod.pid is pilot-discovery's PID.
+#       For sidecars with upstream Envoy set PILOT_ENABLE_METADATA_EXCHANGE=false and PILOT_ENABLE_ALPN_FILTER=false
 #       (istiod's clusters and HTTP listeners otherwise name istio-proxy-only filters that Envoy NACKs).
 #   scripts/peer/run-istiod.sh stop DIR
 set -euo pipefail
@@ -26,10 +27,11 @@ die() {
 start() { # DIR KUBECONFIG PORT_BASE
   [ $# -eq 3 ] || die "usage: $0 start DIR KUBECONFIG PORT_BASE"
   local dir="$1" kubeconfig="$2" base="$3"
-  local bin kubectl
+  local bin kubectl discovery
   bin="$("$ROOT/scripts/istio-peer.sh" bin-dir)"
+  discovery="${ISTIOD_BIN:-$bin/pilot-discovery}"
   kubectl="$("$ROOT/scripts/kube-testenv.sh" bin-dir)/kubectl"
-  [ -x "$bin/pilot-discovery" ] || die "no pilot-discovery in $bin (run scripts/istio-peer.sh build)"
+  [ -x "$discovery" ] || die "no $discovery (run scripts/istio-peer.sh build)"
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   kubeconfig="$(cd "$(dirname "$kubeconfig")" && pwd)/$(basename "$kubeconfig")"
@@ -47,7 +49,7 @@ ENV
     cd "$dir"
     export POD_NAMESPACE=istio-system POD_NAME="${POD_NAME:-istiod-0}"
     # shellcheck disable=SC2086
-    exec setsid "$bin/pilot-discovery" discovery --kubeconfig "$kubeconfig" --meshConfig "$dir/mesh.yaml" \
+    exec setsid "$discovery" discovery --kubeconfig "$kubeconfig" --meshConfig "$dir/mesh.yaml" \
       --grpcAddr "127.0.0.1:$((base + 10))" --secureGRPCAddr "127.0.0.1:$((base + 12))" \
       --httpAddr "127.0.0.1:$http" --monitoringAddr "127.0.0.1:$((base + 14))" --httpsAddr "" \
       --ctrlz_port $((base + 76)) ${ISTIOD_ARGS:-} >"$dir/istiod.log" 2>&1 </dev/null

@@ -39,11 +39,19 @@ pub struct Marker {
 
 /// Something that changes the control plane's config at T0.
 pub trait Changer: Send {
-    /// Applies change `seq` (0 = the initial state, before streams connect) and returns its marker.
+    /// The marker change `seq` will carry, known before it is applied: the harness announces it to the
+    /// streams first, so that a control plane answering faster than the harness is scheduled after
+    /// `apply` cannot deliver a marker the streams do not yet look for.
+    ///
+    /// # Errors
+    /// The change is not well defined (e.g. a template without its marker).
+    fn marker(&self, seq: u64) -> anyhow::Result<Marker>;
+
+    /// Applies change `seq` (0 = the initial state, before streams connect).
     ///
     /// # Errors
     /// The change cannot be applied (e.g. the config directory is not writable).
-    fn apply(&mut self, seq: u64) -> anyhow::Result<Marker>;
+    fn apply(&mut self, seq: u64) -> anyhow::Result<()>;
 
     /// `true` if a stream with this identity is expected to see the change.
     fn affects(&self, proxy: &ProxyIdentity, kind: ProxyType) -> bool;
@@ -146,9 +154,10 @@ pub struct FileChanger {
     pub affected_namespace: Option<String>,
 }
 
-impl Changer for FileChanger {
-    fn apply(&mut self, seq: u64) -> anyhow::Result<Marker> {
-        let (text, marker) = match self.kind {
+impl FileChanger {
+    /// The file text and marker of change `seq`.
+    fn change(&self, seq: u64) -> anyhow::Result<(String, Marker)> {
+        Ok(match self.kind {
             ChangeKind::Template => {
                 let template = self.template.as_deref().context("--change template needs --template FILE")?;
                 let (t, m) = self.template_marker.as_ref().context("--change template needs --marker")?;
@@ -157,9 +166,18 @@ impl Changer for FileChanger {
                 (template.replace("{{SEQ}}", &seq), marker)
             }
             kind => builtin(kind, &self.layout, seq).context("--change none makes no change")?,
-        };
-        write_atomic(&self.dir, MARKER_FILE, &text)?;
-        Ok(marker)
+        })
+    }
+}
+
+impl Changer for FileChanger {
+    fn marker(&self, seq: u64) -> anyhow::Result<Marker> {
+        Ok(self.change(seq)?.1)
+    }
+
+    fn apply(&mut self, seq: u64) -> anyhow::Result<()> {
+        let (text, _) = self.change(seq)?;
+        write_atomic(&self.dir, MARKER_FILE, &text)
     }
 
     fn affects(&self, proxy: &ProxyIdentity, kind: ProxyType) -> bool {

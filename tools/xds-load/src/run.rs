@@ -210,9 +210,12 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
     if let Some(c) = changer.as_mut() {
         let mut next = Instant::now();
         for seq in 1..=options.changes {
+            // Announced before it is applied: a response carrying the marker can then never arrive
+            // unrecognised (the harness may be descheduled right after writing the change).
+            let marker = c.marker(seq).with_context(|| format!("change {seq}"))?;
             let t0 = Instant::now();
-            let marker = c.apply(seq).with_context(|| format!("change {seq}"))?;
             shared.announce(seq, marker, t0);
+            c.apply(seq).with_context(|| format!("change {seq}"))?;
             match options.interval {
                 Some(every) => {
                     next += every;

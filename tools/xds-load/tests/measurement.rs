@@ -131,6 +131,8 @@ struct Log {
 
 struct Scripted {
     changes: broadcast::Sender<u64>,
+    /// How long after being told of a change its marker is pushed.
+    delay: Duration,
     /// The newest change whose marker is out (its push was sent).
     current: Arc<AtomicU64>,
     nonce: Arc<AtomicU64>,
@@ -138,10 +140,11 @@ struct Scripted {
 }
 
 impl Scripted {
-    fn new() -> Scripted {
+    fn new(delay: Duration) -> Scripted {
         let (changes, _) = broadcast::channel(16);
         Scripted {
             changes,
+            delay,
             current: Arc::new(AtomicU64::new(0)),
             nonce: Arc::new(AtomicU64::new(0)),
             log: Arc::new(Mutex::new(Log::default())),
@@ -158,6 +161,7 @@ struct Session<R> {
     nonce: Arc<AtomicU64>,
     log: Arc<Mutex<Log>>,
     current: Arc<AtomicU64>,
+    delay: Duration,
     make: fn(XdsType, u64, String) -> R,
 }
 
@@ -173,7 +177,7 @@ impl<R: Send + 'static> Session<R> {
             while let Ok(seq) = changes.recv().await {
                 let me = self.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep(DELAY).await;
+                    tokio::time::sleep(me.delay).await;
                     me.current.fetch_max(seq, Ordering::SeqCst);
                     me.send(XdsType::Route).await;
                 });
@@ -204,6 +208,7 @@ impl AggregatedDiscoveryService for Scripted {
             nonce: self.nonce.clone(),
             log: self.log.clone(),
             current: self.current.clone(),
+            delay: self.delay,
             make: |t, seq, nonce| DiscoveryResponse {
                 type_url: t.url().into(),
                 version_info: format!("v{seq}"),
@@ -238,6 +243,7 @@ impl AggregatedDiscoveryService for Scripted {
             nonce: self.nonce.clone(),
             log: self.log.clone(),
             current: self.current.clone(),
+            delay: self.delay,
             make: |t, seq, nonce| DeltaDiscoveryResponse {
                 type_url: t.url().into(),
                 resources: resources(t, seq)
@@ -269,15 +275,21 @@ impl AggregatedDiscoveryService for Scripted {
     }
 }
 
-/// Tells the scripted server of each change; the marker is in RDS.
-struct ScriptChanger(broadcast::Sender<u64>);
+/// Tells the scripted server of each change; the marker is in RDS. With `stall`, the harness thread
+/// then stalls that long, as if descheduled right after writing a change.
+struct ScriptChanger(broadcast::Sender<u64>, Duration);
 
 impl Changer for ScriptChanger {
-    fn apply(&mut self, seq: u64) -> anyhow::Result<Marker> {
+    fn marker(&self, seq: u64) -> anyhow::Result<Marker> {
+        Ok(Marker { xds_type: XdsType::Route, bytes: marker(seq).into_bytes() })
+    }
+
+    fn apply(&mut self, seq: u64) -> anyhow::Result<()> {
         if seq > 0 {
             self.0.send(seq)?;
+            std::thread::sleep(self.1);
         }
-        Ok(Marker { xds_type: XdsType::Route, bytes: marker(seq).into_bytes() })
+        Ok(())
     }
 
     fn affects(&self, _proxy: &ProxyIdentity, _kind: ProxyType) -> bool {
@@ -286,7 +298,18 @@ impl Changer for ScriptChanger {
 }
 
 async fn scenario(protocol: Protocol, nack_rate: f64) -> (xds_load::report::Summary, Log) {
-    let scripted = Scripted::new();
+    scenario_with(protocol, nack_rate, DELAY, Duration::ZERO).await
+}
+
+/// A run of 5 streams and 3 changes; the server pushes each marker `delay` after the change, the harness
+/// stalls `stall` after applying it.
+async fn scenario_with(
+    protocol: Protocol,
+    nack_rate: f64,
+    delay: Duration,
+    stall: Duration,
+) -> (xds_load::report::Summary, Log) {
+    let scripted = Scripted::new(delay);
     let changes = scripted.changes.clone();
     let log = scripted.log.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -309,7 +332,7 @@ async fn scenario(protocol: Protocol, nack_rate: f64) -> (xds_load::report::Summ
         gap: Duration::from_millis(50),
         ..RunOptions::default()
     };
-    let summary = run(&options, Some(Box::new(ScriptChanger(changes)))).await.unwrap();
+    let summary = run(&options, Some(Box::new(ScriptChanger(changes, stall)))).await.unwrap();
     server.abort();
     let log = std::mem::take(&mut *log.lock().unwrap());
     (summary, log)
@@ -366,5 +389,24 @@ async fn nacked_marker_responses_are_not_convergence() {
         assert_eq!(nacked.len(), 15);
         // The NACKs name the pushes' nonces.
         assert!(nacked.iter().all(|(n, _)| log.sent.contains(n)));
+    }
+}
+
+/// A control plane faster than the harness: the marker is pushed at once while the harness thread is
+/// still stalled after writing the change. The streams must still recognise it (the change is announced
+/// before it is applied), not wait for the change timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_pushed_before_the_harness_resumes_is_convergence() {
+    for protocol in [Protocol::Sotw, Protocol::Delta] {
+        let (summary, _) = scenario_with(protocol, 0.0, Duration::ZERO, Duration::from_millis(200)).await;
+        assert_eq!(summary.not_converged, 0, "{protocol:?}: {}", summary.table());
+        for c in &summary.changes {
+            assert_eq!((c.affected, c.converged), (5, 5), "{protocol:?} change {}", c.seq);
+            assert_eq!(
+                c.max_responses_per_stream, 1,
+                "{protocol:?} change {}: one push, in its own epoch",
+                c.seq
+            );
+        }
     }
 }
