@@ -13,9 +13,9 @@
 
 mod support;
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
-use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, free_port, get, wait_for};
+use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, free_port, get, wait_for, write_atomic};
 use support::NS;
 use xds::{
     SyncState,
@@ -25,12 +25,6 @@ use xds::{
 
 const SERVICES: usize = 50;
 const STEP: Duration = Duration::from_secs(10);
-
-fn write(dir: &Path, file: &str, text: &str) {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join(file)).unwrap();
-}
 
 /// A STATIC ServiceEntry `name.NS.svc.cluster.local:port` with one endpoint at `upstream`.
 fn service(name: &str, port: u16, upstream: u16) -> String {
@@ -84,8 +78,8 @@ impl Mesh {
             registry.push_str("---\n");
             registry.push_str(&service(&format!("svc-{i}"), port, upstream));
         }
-        write(dir.path(), "registry.yaml", &registry);
-        write(dir.path(), "echo-vs.yaml", &echo_vs("5s"));
+        write_atomic(dir.path(), "registry.yaml", &registry);
+        write_atomic(dir.path(), "echo-vs.yaml", &echo_vs("5s"));
         let plane = Plane::start(dir.path()).await;
         let envoy = Envoy::start(&plane.sidecar("client", NS, api)).await.unwrap();
         let mesh = Mesh { dir, _echo: echo, plane, envoy, port, upstream, routes: 5 };
@@ -115,7 +109,7 @@ impl Mesh {
     async fn marker(&mut self) -> std::collections::BTreeMap<String, TypeStatus> {
         let before = settled(&self.plane).and_then(|t| t.get(ROUTE).map(|r| r.version_acked.clone()));
         self.routes += 1;
-        write(self.dir.path(), "echo-vs.yaml", &echo_vs(&format!("{}s", self.routes)));
+        write_atomic(self.dir.path(), "echo-vs.yaml", &echo_vs(&format!("{}s", self.routes)));
         wait_for("the marker's routes ACKed", STEP, async || {
             let types = settled(&self.plane)?;
             (Some(&types.get(ROUTE)?.version_acked) != before.as_ref()).then_some(types)
@@ -139,7 +133,7 @@ fn sent(
 async fn one_new_service(api: AdsApi) -> ((u64, u64, u64), (u64, u64, u64), usize) {
     let mut mesh = Mesh::start(api).await;
     let before = mesh.marker().await;
-    write(mesh.dir.path(), "new.yaml", &service("new", mesh.port, mesh.upstream));
+    write_atomic(mesh.dir.path(), "new.yaml", &service("new", mesh.port, mesh.upstream));
     let new_cluster = cluster_name("new", mesh.port);
     wait_for("the new cluster's endpoints watched and everything ACKed", STEP, async || {
         let types = settled(&mesh.plane)?;
@@ -185,7 +179,7 @@ async fn delta_changed_cluster_gets_its_endpoints_again_and_leaves_warming() {
     let before = mesh.marker().await;
     let cds_version = before[CLUSTER].version_acked.clone();
     // A DestinationRule changes the echo cluster, not its endpoints.
-    write(
+    write_atomic(
         mesh.dir.path(),
         "echo-dr.yaml",
         &format!(

@@ -8,10 +8,11 @@ mod support;
 
 use std::{net::SocketAddr, time::Duration};
 
+use meshpilot_testing::write_atomic;
 use meshpilot_testing::{
     AdsApi, EchoOptions, EchoServer, Envoy, Plane, PlaneOptions, free_port, request_method, wait_for,
 };
-use support::{NS, RBAC_DENIED, Traffic, write_atomic};
+use support::{NS, RBAC_DENIED, Traffic};
 
 /// The Sidecar of workload `app` with one HTTP ingress port forwarding to `app`.
 fn sidecar_yaml(workload: &str, port: u16, app: SocketAddr) -> String {

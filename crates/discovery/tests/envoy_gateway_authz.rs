@@ -8,8 +8,9 @@ mod support;
 
 use std::{net::SocketAddr, time::Duration};
 
+use meshpilot_testing::write_atomic;
 use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, free_port, wait_for};
-use support::{NS, RBAC_DENIED, Traffic, write_atomic};
+use support::{NS, RBAC_DENIED, Traffic};
 
 /// The gateway proxy's namespace, also the mesh root namespace.
 const GW_NS: &str = "istio-system";

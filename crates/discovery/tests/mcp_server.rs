@@ -3,7 +3,7 @@
 //! `GENERATOR: api`, one SotW subscription per type URL of `ConfigInitialRequests`, ACK each
 //! response): what it serves, how edits and deletes arrive, and who may read it.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use api::{Kind, mcp};
 use envoy_types::pb::{
@@ -17,7 +17,7 @@ use envoy_types::pb::{
     google::protobuf::{Struct, Value, value::Kind as ValueKind},
 };
 use meshpilot_discovery::secure::{SecurePort, istiod_dns_names};
-use meshpilot_testing::{Plane, PlaneOptions};
+use meshpilot_testing::{Plane, PlaneOptions, write_atomic};
 use model::{Config, parse::ParseOptions};
 use prost::Message;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
@@ -83,12 +83,6 @@ spec:
   - applyTo: HTTP_FILTER
     patch: {operation: INSERT_BEFORE, value: {name: envoy.lua}}
 ";
-
-fn write(dir: &Path, file: &str, text: &str) {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join(file)).unwrap();
-}
 
 /// The Istio objects of `text`, parsed as `meshpilot validate` reads files.
 fn parse(text: &str) -> Vec<Config> {
@@ -183,8 +177,8 @@ async fn plaintext(addr: SocketAddr) -> Channel {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_every_config_type_and_pushes_edits_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "routes.yaml", ROUTES);
-    write(dir.path(), "others.yaml", OTHERS);
+    write_atomic(dir.path(), "routes.yaml", ROUTES);
+    write_atomic(dir.path(), "others.yaml", OTHERS);
     let options = PlaneOptions { api_generator_auth: false, ..PlaneOptions::config_dir(dir.path()) };
     let plane = Plane::start_with(options).await.unwrap();
     let mut client = McpClient::connect(plaintext(plane.ads.addr).await, "istio-system").await.unwrap();
@@ -221,7 +215,7 @@ async fn serves_every_config_type_and_pushes_edits_and_deletes() {
 
     // Edit one VirtualService: the next response is the VirtualService type (no other type is
     // re-sent first), with only that object's version changed.
-    write(dir.path(), "routes.yaml", &ROUTES.replace("timeout: 3s", "timeout: 5s"));
+    write_atomic(dir.path(), "routes.yaml", &ROUTES.replace("timeout: 3s", "timeout: 5s"));
     let edited = client.next().await.unwrap();
     assert_eq!(edited.type_url, vs_url);
     assert_ne!(edited.version_info, initial[&vs_url].version_info);
@@ -233,7 +227,7 @@ async fn serves_every_config_type_and_pushes_edits_and_deletes() {
 
     // A label-only edit is a change too (istiod's client would otherwise keep the old labels).
     let relabelled = ROUTES.replace("labels: {app: reviews}", "labels: {app: reviews, tier: backend}");
-    write(dir.path(), "routes.yaml", &relabelled.replace("timeout: 3s", "timeout: 5s"));
+    write_atomic(dir.path(), "routes.yaml", &relabelled.replace("timeout: 3s", "timeout: 5s"));
     let labelled = decode(&client.next().await.unwrap());
     assert_ne!(labelled["bookinfo/reviews"].0, after["bookinfo/reviews"].0);
     assert_eq!(labelled["bookinfo/reviews"].1.meta.labels["tier"], "backend");
@@ -241,7 +235,7 @@ async fn serves_every_config_type_and_pushes_edits_and_deletes() {
     // Delete the DestinationRule's file content down to the other objects: its type goes empty.
     let dr_url = mcp::type_url(Kind::DestinationRule);
     let without_dr = OTHERS.split("---\n").skip(1).collect::<Vec<_>>().join("---\n");
-    write(dir.path(), "others.yaml", &without_dr);
+    write_atomic(dir.path(), "others.yaml", &without_dr);
     let deleted = client.next().await.unwrap();
     assert_eq!(deleted.type_url, dr_url);
     assert!(
@@ -258,7 +252,7 @@ spec:
   metadata: {labels: {app: vm}}
   template: {serviceAccount: vm}
 ";
-    write(dir.path(), "group.yaml", group);
+    write_atomic(dir.path(), "group.yaml", group);
     let groups = client.next().await.unwrap();
     assert_eq!(groups.type_url, mcp::type_url(Kind::WorkloadGroup));
     assert_eq!(decode(&groups).keys().collect::<Vec<_>>(), ["bookinfo/vms"]);
@@ -267,7 +261,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plaintext_callers_are_refused_while_auth_is_on() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "routes.yaml", ROUTES);
+    write_atomic(dir.path(), "routes.yaml", ROUTES);
     let plane = Plane::start(dir.path()).await;
     let refused = match McpClient::connect(plaintext(plane.ads.addr).await, "istio-system").await {
         Ok(mut c) => c.next().await.unwrap_err(),
@@ -332,7 +326,7 @@ impl Secure {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_secure_port_serves_only_the_root_namespace() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "routes.yaml", ROUTES);
+    write_atomic(dir.path(), "routes.yaml", ROUTES);
     let plane = Plane::start(dir.path()).await;
     let secure = Secure::start(&plane).await;
 
@@ -370,8 +364,8 @@ async fn a_restarted_server_sends_the_same_versions() {
     // istiod's client replaces an object whose version changed: a restart must not look like an
     // edit of everything.
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "routes.yaml", ROUTES);
-    write(dir.path(), "others.yaml", OTHERS);
+    write_atomic(dir.path(), "routes.yaml", ROUTES);
+    write_atomic(dir.path(), "others.yaml", OTHERS);
     let options = || PlaneOptions { api_generator_auth: false, ..PlaneOptions::config_dir(dir.path()) };
     let first = {
         let plane = Plane::start_with(options()).await.unwrap();

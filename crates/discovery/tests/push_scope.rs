@@ -2,9 +2,9 @@
 //! two real Envoy sidecars in different namespaces, one limited by a Sidecar to its own namespace.
 //! Needs Envoy (scripts/install-envoy.sh).
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
-use meshpilot_testing::{AdsApi, Bootstrap, Envoy, Plane, free_port, wait_for};
+use meshpilot_testing::{AdsApi, Bootstrap, Envoy, Plane, free_port, wait_for, write_atomic};
 use xds::{SyncState, type_url::ROUTE};
 
 fn service(name: &str, ns: &str, port: u16) -> String {
@@ -51,19 +51,21 @@ fn status(plane: &Plane, ns: &str) -> Option<(u64, String)> {
         .then(|| (c.types.values().map(|t| t.responses).sum(), route.version_acked.clone()))
 }
 
-fn write(dir: &Path, file: &str, text: &str) {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join(file)).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn changes_outside_a_sidecar_scope_do_not_push_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let (pa, pb) = (free_port(), free_port());
-    write(dir.path(), "a.yaml", &(service("a", "ns1", pa) + "---\n" + &virtual_service("a", "ns1", "5s")));
-    write(dir.path(), "b.yaml", &(service("b", "ns2", pb) + "---\n" + &virtual_service("b", "ns2", "5s")));
-    write(
+    write_atomic(
+        dir.path(),
+        "a.yaml",
+        &(service("a", "ns1", pa) + "---\n" + &virtual_service("a", "ns1", "5s")),
+    );
+    write_atomic(
+        dir.path(),
+        "b.yaml",
+        &(service("b", "ns2", pb) + "---\n" + &virtual_service("b", "ns2", "5s")),
+    );
+    write_atomic(
         dir.path(),
         "sidecar.yaml",
         "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: ns1}\n\
@@ -82,7 +84,11 @@ async fn changes_outside_a_sidecar_scope_do_not_push_to_it() {
 
     // ns2's VirtualService is outside ns1's scope: ns2 gets the new routes, ns1 nothing.
     let pushes = plane.server.push_count();
-    write(dir.path(), "b.yaml", &(service("b", "ns2", pb) + "---\n" + &virtual_service("b", "ns2", "7s")));
+    write_atomic(
+        dir.path(),
+        "b.yaml",
+        &(service("b", "ns2", pb) + "---\n" + &virtual_service("b", "ns2", "7s")),
+    );
     wait_for("ns2 ACKs the new routes", step, async || {
         status(&plane, "ns2").filter(|(_, v)| *v != ns2_version).map(|_| ())
     })
@@ -93,7 +99,11 @@ async fn changes_outside_a_sidecar_scope_do_not_push_to_it() {
     // The marker: a change inside ns1's scope, pushed after ns2's (one push at a time), reaches it.
     // Pushes reach a connection in order, so anything ns2's change had sent ns1 would have arrived
     // before the marker's routes: the marker's RDS response is the only one since.
-    write(dir.path(), "a.yaml", &(service("a", "ns1", pa) + "---\n" + &virtual_service("a", "ns1", "7s")));
+    write_atomic(
+        dir.path(),
+        "a.yaml",
+        &(service("a", "ns1", pa) + "---\n" + &virtual_service("a", "ns1", "7s")),
+    );
     let (after, _) = wait_for("ns1 ACKs the routes of its own VirtualService change", step, async || {
         status(&plane, "ns1").filter(|(_, v)| *v != ns1_version)
     })

@@ -12,17 +12,11 @@ use std::{
 };
 
 use meshpilot_testing::{
-    AdsApi, Bootstrap, EchoServer, Envoy, Plane, PlaneOptions, free_port, get, wait_for,
+    AdsApi, Bootstrap, EchoServer, Envoy, Plane, PlaneOptions, free_port, get, wait_for, write_atomic,
 };
 
 const NS: &str = "shop";
 const WAIT: Duration = Duration::from_secs(60);
-
-fn write(dir: &Path, file: &str, text: &str) {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join(file)).unwrap();
-}
 
 /// A STATIC ServiceEntry `name.NS.svc.cluster.local:port` with one endpoint on `upstream`.
 fn service(name: &str, port: u16, upstream: u16) -> String {
@@ -91,7 +85,7 @@ async fn meshpilot_consumes_meshpilot_over_mcp_and_routes_envoy() {
     let alpha = EchoServer::start("alpha").await.unwrap();
     let beta = EchoServer::start("beta").await.unwrap();
     let port = free_port();
-    write(
+    write_atomic(
         &origin,
         "services.yaml",
         &format!(
@@ -100,7 +94,7 @@ async fn meshpilot_consumes_meshpilot_over_mcp_and_routes_envoy() {
             service("beta", port, beta.addr.port())
         ),
     );
-    write(&origin, "vs.yaml", &vs("beta"));
+    write_atomic(&origin, "vs.yaml", &vs("beta"));
     let plane =
         Plane::start_with(PlaneOptions { api_generator_auth: false, ..PlaneOptions::config_dir(&origin) })
             .await
@@ -173,9 +167,9 @@ async fn meshpilot_consumes_meshpilot_over_mcp_and_routes_envoy() {
     );
 
     // An edit at the origin reaches the consumer's Envoy; then a delete.
-    write(&origin, "vs.yaml", &vs("alpha"));
+    write_atomic(&origin, "vs.yaml", &vs("alpha"));
     reaches("alpha").await.unwrap_or_else(|e| panic!("{e}\n{}", consumer.log_text()));
-    write(&origin, "vs.yaml", &vs("beta"));
+    write_atomic(&origin, "vs.yaml", &vs("beta"));
     reaches("beta").await.unwrap();
     std::fs::remove_file(origin.join("vs.yaml")).unwrap();
     reaches("alpha").await.unwrap_or_else(|e| panic!("{e}\n{}", consumer.log_text()));

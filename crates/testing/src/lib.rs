@@ -44,4 +44,4 @@ pub use envoy::{AdsApi, Bootstrap, Envoy, envoy_binary, percent_decode};
 pub use error::HarnessError;
 pub use http::{Response, exchange, exchange_method, get, http_get, request, request_method};
 pub use plane::{Plane, PlaneOptions};
-pub use wait::{free_port, free_port_block, repo_root, testdata, wait_for, wait_until};
+pub use wait::{free_port, free_port_block, repo_root, testdata, wait_for, wait_until, write_atomic};

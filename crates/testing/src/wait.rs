@@ -168,6 +168,14 @@ pub fn testdata() -> PathBuf {
     repo_root().join("../shared/istio-testdata")
 }
 
+/// Writes `file` in `dir` as a whole: written beside it (`.FILE.tmp`), then renamed, so a watching
+/// file source never reads half a file. Panics on I/O errors (test support).
+pub fn write_atomic(dir: &std::path::Path, file: &str, text: &str) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(file)).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -131,14 +131,6 @@ pub async fn setup(api: AdsApi, vs: &str) -> (tempfile::TempDir, Reviews, Plane,
 /// Envoy's body for a request the RBAC filter denies.
 pub const RBAC_DENIED: &str = "RBAC: access denied";
 
-/// Writes `file` in `dir` as a whole: written beside it, then renamed, so a watching file source never
-/// reads half a file.
-pub fn write_atomic(dir: &Path, file: &str, text: &str) {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(file)).unwrap();
-}
-
 /// A listener of a running Envoy that a test sends requests to with one `Host`, waiting for config
 /// changes by their effect on the answers (policies and routes arrive asynchronously).
 pub struct Traffic {
