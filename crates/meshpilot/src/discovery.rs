@@ -126,6 +126,13 @@ pub struct Args {
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// How long a graceful stop (SIGTERM/SIGINT) may take (Istio's --shutdownDuration, a Go duration):
+    /// xDS streams are ended at once so proxies move to another replica, then listeners and tasks get
+    /// this long to end before the process exits anyway (status 0).
+    #[arg(long = "shutdownDuration", value_name = "DURATION", default_value = crate::shutdown::DEFAULT_SHUTDOWN_DURATION,
+          value_parser = crate::shutdown::parse_shutdown_duration)]
+    shutdown_duration: std::time::Duration,
 }
 
 /// Log output format.
@@ -152,7 +159,10 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run_async(args)) {
+    let result = runtime.block_on(run_async(args));
+    // A blocked thread (spawn_blocking, a kube writer) must not keep the process alive.
+    runtime.shutdown_timeout(crate::shutdown::RUNTIME_SHUTDOWN);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             error!("{err}");
@@ -371,29 +381,18 @@ async fn run_async(args: &Args) -> Result<(), String> {
         tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
 
     wait_for_signal().await;
-    info!("shutting down");
     trigger.trigger();
-    // Close xDS streams so the gRPC server's graceful shutdown does not wait for proxies.
-    registry.disconnect_all();
-    let deadline = std::time::Duration::from_secs(5);
-    let _ = tokio::time::timeout(deadline, async {
-        let _ = grpc_task.await;
-        let _ = http_task.await;
-        let _ = mon_task.await;
-        let _ = server_task.await;
-        let _ = secrets_task.await;
-        if let Some(task) = secure_task {
-            let _ = task.await;
-        }
-        for task in webhook_tasks {
-            let _ = task.await;
-        }
-        if let Some(task) = status_task {
-            let _ = task.await;
-        }
-    })
-    .await;
-    info!("stopped");
+    // Close xDS streams so proxies move to another replica and the gRPC server's graceful shutdown
+    // does not wait for them (istiod waits up to --shutdownDuration, then closes them).
+    let streams_closed = registry.disconnect_all();
+    info!(streams_closed, bound = ?args.shutdown_duration, "shutting down: stopped accepting, closed xDS streams");
+    use crate::shutdown::task;
+    let mut tasks =
+        vec![task(grpc_task), task(http_task), task(mon_task), task(server_task), task(secrets_task)];
+    tasks.extend(secure_task.map(task));
+    tasks.extend(webhook_tasks.into_iter().map(task));
+    tasks.extend(status_task.map(task));
+    crate::shutdown::wait_for_tasks(tasks, streams_closed, args.shutdown_duration).await;
     Ok(())
 }
 

@@ -18,6 +18,7 @@ mod configz;
 mod debug_client;
 mod discovery;
 mod proxy;
+mod shutdown;
 mod status;
 mod validate;
 mod webhook;

@@ -156,6 +156,15 @@ impl Envoy {
     /// [`HarnessError::EnvoyMissing`], [`HarnessError::Io`], or [`HarnessError::Timeout`] with the
     /// log tail.
     pub async fn start(bootstrap: &Bootstrap) -> Result<Envoy, HarnessError> {
+        Self::start_json(&bootstrap.to_json()).await
+    }
+
+    /// Starts Envoy with the bootstrap `config` (e.g. [`Bootstrap::to_json`] edited by the test: a
+    /// second control-plane address in `xds-grpc`) and waits (≤ 10 s) for its admin endpoint.
+    ///
+    /// # Errors
+    /// As [`Envoy::start`].
+    pub async fn start_json(config: &Json) -> Result<Envoy, HarnessError> {
         let bin = envoy_binary()?;
         let base_id = next_base_id();
         let dir = std::env::temp_dir().join(format!("meshpilot-envoy-{}-{base_id}", std::process::id()));
@@ -167,7 +176,7 @@ impl Envoy {
         let log2 = log.try_clone().map_err(io("clone log file"))?;
         let child = Command::new(&bin)
             .arg("--config-yaml")
-            .arg(bootstrap.to_json().to_string())
+            .arg(config.to_string())
             .args(["--concurrency", "1", "--disable-hot-restart", "--base-id"])
             .arg(base_id.to_string())
             .arg("--admin-address-path")
