@@ -30,6 +30,11 @@
 //! after the last event, which puts a floor under every edit's propagation. An atomic `..data` symlink swap shows up only as events on `..data` and the timestamped
 //! directories; since any event triggers a full scan, it works like any other change.
 //!
+//! **Special and changing files.** A FIFO, socket or device with a config file's name is bad ("not a
+//! regular file") and never opened (a FIFO would block the scan until a writer came). A file whose
+//! size or modification time changes while it is read is being rewritten in place: its last read
+//! content stays in force and the writer's next event reads it again.
+//!
 //! **Bad files.** A file is *bad* when it cannot be read, is not UTF-8, or any of its documents has an
 //! error (YAML syntax, unknown field, failed validation, removed or unserved kind). A bad file keeps
 //! **all** of its last good objects in force (none if it never was good): a half-applied file is worse
@@ -303,8 +308,11 @@ struct FileEntry {
 
 enum Read {
     Same,
+    /// The file changed while it was read (size or modification time): a writer is at work.
+    Unsettled,
     Changed(Vec<u8>),
-    Failed(io::Error),
+    /// Not read: the message for the file's status.
+    Failed(String),
     Gone,
 }
 
@@ -432,11 +440,12 @@ impl FileSource {
             .iter()
             .map(|path| {
                 let previous = state.files.get(path).and_then(|e| e.content.as_deref());
-                match std::fs::read(path) {
+                match read_regular(path) {
                     Ok(bytes) if previous == Some(&bytes[..]) => Read::Same,
                     Ok(bytes) => Read::Changed(bytes),
                     Err(err) if err.kind() == io::ErrorKind::NotFound => Read::Gone,
-                    Err(err) => Read::Failed(err),
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => Read::Unsettled,
+                    Err(err) => Read::Failed(format!("cannot read the file: {err}")),
                 }
             })
             .collect();
@@ -465,12 +474,19 @@ impl FileSource {
                     }
                     continue;
                 }
+                Read::Unsettled => match previous {
+                    // Being written: keep what was read last; the write's own event scans again.
+                    Some(entry) => {
+                        tracing::debug!(source = %self.name(), file = %path.display(), "config file changed while being read; read again on its next event");
+                        entry
+                    }
+                    None => continue,
+                },
                 Read::Same => match previous {
                     Some(entry) => entry,
                     None => continue, // cannot happen: `Same` needs a previous entry
                 },
-                Read::Failed(err) => {
-                    let message = format!("cannot read the file: {err}");
+                Read::Failed(message) => {
                     let same_failure = previous.as_ref().is_some_and(|p| {
                         p.content.is_none()
                             && p.bad
@@ -840,6 +856,43 @@ impl DirWatch {
 fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Reads `path` if it is a regular file (after symlinks). A FIFO, socket or device named `*.yaml` is an
+/// error instead of a read: reading a FIFO blocks until a writer comes (the scan, and every later
+/// change, would hang) and a device such as `/dev/zero` never ends. A file whose size or modification
+/// time changed during the read is being rewritten in place: `Interrupted` (the caller keeps what it
+/// read last, and the writer's event starts another scan).
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a regular file ({}): not read", file_type_name(&meta.file_type())),
+        ));
+    }
+    let bytes = std::fs::read(path)?;
+    let after = std::fs::metadata(path)?;
+    let settled = after.len() == meta.len()
+        && bytes.len() as u64 == meta.len()
+        && after.modified().ok() == meta.modified().ok();
+    if !settled {
+        return Err(io::Error::new(io::ErrorKind::Interrupted, "the file changed while it was read"));
+    }
+    Ok(bytes)
+}
+
+fn file_type_name(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    }
 }
 
 /// Parses files' contents, in parallel when there are several.
