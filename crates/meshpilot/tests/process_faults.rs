@@ -85,6 +85,15 @@ async fn kill9_and_restart(api: AdsApi) {
     assert_eq!(before.0, after.0, "sidecar config churn across the restart");
     assert_eq!(before.1, after.1, "router config churn across the restart");
     assert!(mesh.serving().await, "a request failed after the restart");
+    if api == AdsApi::Delta {
+        // Delta: the reconnecting Envoys' `initial_resource_versions` match every resource, so the new
+        // process sends none (only empty responses, for a nonce to ACK).
+        let log = second.log_text();
+        let pushes: Vec<&str> = log.lines().filter(|l| l.contains(": PUSH ")).collect();
+        assert!(!pushes.is_empty(), "no response logged:\n{log}");
+        let sent: Vec<&&str> = pushes.iter().filter(|l| !l.contains("resources:0 ")).collect();
+        assert!(sent.is_empty(), "resources resent to a Delta client that holds them:\n{sent:#?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
