@@ -6,7 +6,7 @@
 //! (the IP, or the host name when there is no IP), then its `spec.externalIPs`. A missing Service gives
 //! no address. Without `ingressService`: the external IPs (`ExternalIP` addresses) of the node of the
 //! first running gateway pod (pods in the ingress namespace labelled `istio: <selector>`). The
-//! addresses become entries with `ip` (a valid IP address) or `hostname`, sorted by host name, then IP.
+//! addresses become entries with `ip` (a valid IP address) or `hostname`, sorted by host name (empty for IPs: IPs first), then IP.
 //!
 //! Istio writes this status only for the Ingresses it processes, and only from the leader of the
 //! `istio-leader` lock; the Kubernetes side (`kube_source::ingress_source`) does that.
@@ -73,7 +73,7 @@ pub fn running_addresses(
 }
 
 /// The `status.loadBalancer.ingress` entries for `addresses`: an IP address as `ip`, anything else as
-/// `hostname`, sorted by host name then IP (stable).
+/// `hostname`, sorted by host name (empty for IPs, so IPs first) then IP (stable).
 pub fn load_balancer_status(addresses: &[String]) -> Vec<IngressLoadBalancerIngress> {
     let mut out: Vec<IngressLoadBalancerIngress> = addresses
         .iter()
@@ -94,7 +94,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn service_addresses_then_external_ips_sorted_hostnames_first() {
+    fn service_addresses_then_external_ips_sorted_ips_first() {
         let svc = IngressService {
             service_type: "LoadBalancer".into(),
             load_balancer: vec![("10.0.0.2".into(), String::new()), (String::new(), "lb.example.com".into())],

@@ -8,7 +8,9 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use meshpilot_ingress::{Ingress, IngressClass, IngressControllerMode, IngressSettings, ServicePorts, convert};
+use meshpilot_ingress::{
+    Ingress, IngressClass, IngressControllerMode, IngressSettings, ServicePorts, convert,
+};
 use model::parse::{ParseOptions, parse_text};
 
 fn testdata() -> PathBuf {
