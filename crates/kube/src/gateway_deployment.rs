@@ -361,6 +361,19 @@ pub async fn ensure_default_class(client: &Client) -> Result<bool, KubeError> {
     }
 }
 
+/// Whether the cluster serves the Gateway API (the CRD `gateways.gateway.networking.k8s.io` exists).
+///
+/// # Errors
+/// [`KubeError`] other than Not Found.
+pub async fn gateway_api_installed(client: &Client) -> Result<bool, KubeError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.get_opt("gateways.gateway.networking.k8s.io")
+        .await
+        .map(|crd| crd.is_some())
+        .map_err(|e| KubeError::from_kube(e, "read the Gateway API CRD"))
+}
+
 /// The running controller: election, then (while leading) the class and the watches.
 #[derive(Clone, Debug)]
 pub struct GatewayDeployer {
@@ -380,7 +393,8 @@ impl GatewayDeployer {
     }
 
     /// Runs until `shutdown`: elects on `istio-gateway-deployment-<revision>` and, while leading,
-    /// keeps every Istio Gateway's objects applied.
+    /// keeps every Istio Gateway's objects applied. Returns at once when the Gateway API CRDs are not
+    /// installed (checked once at start).
     pub async fn run(self, shutdown: Shutdown) {
         let client = match client::connection(self.config.clone()) {
             Ok(c) => c.client,
@@ -389,6 +403,17 @@ impl GatewayDeployer {
                 return;
             }
         };
+        match gateway_api_installed(&client).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!("Gateway API CRDs not installed: automated Gateway deployment off");
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot check for the Gateway API CRDs: automated Gateway deployment off");
+                return;
+            }
+        }
         let mut leader = self.options.leader.clone();
         if !self.options.revision.is_empty() {
             leader.revision = self.options.revision.clone();
