@@ -15,6 +15,11 @@
 //! - [`registry`]: [`KubeRegistry`], the Kubernetes service registry (Istio's kube controller):
 //!   Services and EndpointSlices as services and endpoints, Pods for labels, identities and proxy
 //!   instances, Nodes for locality.
+//! - [`gateway_deployment`]: the automated deployment of Gateway API Gateways of class `istio`
+//!   (ServiceAccount, Deployment, Service server-side applied by the leader of
+//!   `istio-gateway-deployment-<rev>`; the GatewayClass `istio` created when absent).
+//! - [`ingress_source`]: [`ingress_source::IngressSource`], Kubernetes Ingresses as Gateways and VirtualServices
+//!   (Istio's ingress controller, conversion in `meshpilot-ingress`) and the Ingress status writer.
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
 //! - [`leader`]: leader election on a Lease with Istio's lock names (one replica writes status,
 //!   runs analysis, deploys gateways).
@@ -28,7 +33,9 @@
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
 pub mod client;
+pub mod gateway_deployment;
 pub mod identity;
+pub mod ingress_source;
 pub mod leader;
 pub mod namespaces;
 pub mod registry;

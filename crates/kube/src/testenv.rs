@@ -127,6 +127,43 @@ impl TestEnv {
         self.kubectl(&["apply", "-f", &file.display().to_string()])
     }
 
+    /// Installs the Gateway API CRDs Istio's integration tests use
+    /// (`../shared/istio-testdata/tests/integration/pilot/testdata/gateway-api-crd.yaml`, standard and
+    /// experimental channels) and waits until they are Established. Idempotent (server-side apply,
+    /// which also avoids the size limit of kubectl's last-applied annotation), so every test may call
+    /// it on the shared environment.
+    ///
+    /// # Errors
+    /// The file is missing, or kubectl failed.
+    pub fn install_gateway_api_crds(&self) -> io::Result<()> {
+        static INSTALLED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+        let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+        if *installed {
+            return Ok(());
+        }
+        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/istio-testdata/tests/integration/pilot/testdata/gateway-api-crd.yaml");
+        if !file.is_file() {
+            return Err(io::Error::other(format!("Gateway API CRDs not found at {}", file.display())));
+        }
+        let path = file.display().to_string();
+        self.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &path])?;
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/gatewayclasses.gateway.networking.k8s.io",
+            "crd/gateways.gateway.networking.k8s.io",
+            "crd/httproutes.gateway.networking.k8s.io",
+            "crd/grpcroutes.gateway.networking.k8s.io",
+            "crd/referencegrants.gateway.networking.k8s.io",
+            "crd/tcproutes.gateway.networking.k8s.io",
+            "crd/tlsroutes.gateway.networking.k8s.io",
+        ])?;
+        *installed = true;
+        Ok(())
+    }
+
     /// Loads the admin kubeconfig as a client configuration.
     ///
     /// # Errors

@@ -273,6 +273,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
         cluster = Some(source.clone());
         sources.push(source);
     }
+    if let Some(path) = args.kubeconfig.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
+    {
+        sources.push(crate::ingress_source::source(path, &mesh.source, &args.domain).await?);
+    }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
         store.clone(),
@@ -284,6 +288,12 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let (trigger, shutdown) = shutdown_channel();
     let services = Arc::new(AggregateRegistry::new());
+    if let Some(path) = args.kubeconfig.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
+        && let Some(deployer) =
+            crate::ingress_source::gateway_deployer(path, args.revision.as_deref()).await?
+    {
+        tokio::spawn(deployer.run(shutdown.clone()));
+    }
     if let Some(registry) = kube_registry(args, &selectors).await? {
         tokio::spawn(registry.run(shutdown.clone()));
         services.add_registry(Arc::new(registry));

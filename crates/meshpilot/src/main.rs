@@ -17,6 +17,7 @@ mod config_status;
 mod configz;
 mod debug_client;
 mod discovery;
+mod ingress_source;
 mod proxy;
 mod shutdown;
 mod status;

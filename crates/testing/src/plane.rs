@@ -72,7 +72,7 @@ impl PlaneOptions {
     #[cfg(feature = "kube")]
     pub fn kube(config: kube_source::ClientConfig, namespace: &str) -> Self {
         PlaneOptions {
-            kube: Some(KubeOptions { config, namespace: namespace.to_owned() }),
+            kube: Some(KubeOptions { config, namespace: namespace.to_owned(), ingress: None }),
             ready_timeout: Duration::from_secs(60),
             ..PlaneOptions::default()
         }
@@ -87,6 +87,8 @@ pub struct KubeOptions {
     pub config: kube_source::ClientConfig,
     /// The one namespace read (also the namespace of objects that name none).
     pub namespace: String,
+    /// Also read the cluster's Ingresses (all namespaces) as Gateways and VirtualServices.
+    pub ingress: Option<kube_source::ingress_source::IngressSourceOptions>,
 }
 
 /// The cluster parts of a running [`Plane`] (feature `kube`).
@@ -97,6 +99,8 @@ pub struct KubeParts {
     pub source: kube_source::KubeSource,
     /// The Kubernetes service registry.
     pub registry: kube_source::KubeRegistry,
+    /// The Ingress source, when [`KubeOptions::ingress`] was set.
+    pub ingress: Option<kube_source::ingress_source::IngressSource>,
 }
 
 /// A running control plane; everything stops when it is dropped.
@@ -149,6 +153,9 @@ impl Plane {
         #[cfg(feature = "kube")]
         if let Some(k) = &kube {
             sources.push(Arc::new(k.source.clone()));
+            if let Some(ingress) = &k.ingress {
+                sources.push(Arc::new(ingress.clone()));
+            }
         }
         let store: Arc<dyn ConfigStoreController> =
             Arc::new(Aggregate::new(sources, QueueOptions::default()));
@@ -286,5 +293,9 @@ fn kube_parts(options: &KubeOptions) -> KubeParts {
         options.config.clone(),
         KubeRegistryOptions { namespaces: vec![namespace], backoff, ..KubeRegistryOptions::default() },
     );
-    KubeParts { source, registry }
+    let ingress = options
+        .ingress
+        .clone()
+        .map(|o| kube_source::ingress_source::IngressSource::new(options.config.clone(), o));
+    KubeParts { source, registry, ingress }
 }
