@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p meshpilot-gateway --bench translate` (numbers in BENCHMARKS.md).
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
+
 use std::{collections::BTreeMap, hint::black_box, sync::Arc};
 
 use api::{GroupVersionKind, schema, yaml};

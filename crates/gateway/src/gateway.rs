@@ -234,7 +234,7 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
                     r.name,
                     r.namespace.as_deref().unwrap_or_default()
                 );
-                if r.group.as_deref().unwrap_or("") != "" || r.kind_or_default() != "Secret" {
+                if !r.group.as_deref().unwrap_or("").is_empty() || r.kind_or_default() != "Secret" {
                     join(ConfigError::new(
                         "InvalidCertificateRef",
                         format!("invalid certificate reference {ref_string}, only secret is allowed"),

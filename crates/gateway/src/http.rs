@@ -268,11 +268,15 @@ fn mirror(
     Ok(out)
 }
 
+/// A backend, its weight, and its filters (type, header changes).
+type WeightedBackend<'a> =
+    (BackendObjectReference, Option<i32>, Vec<(&'a str, Option<&'a HTTPHeaderFilter>)>);
+
 /// Weighted destinations (Istio's `buildHTTPDestination`): weight 0 backends are dropped, a single
 /// backend gets no weight. Each backend's own header filters apply.
 fn destinations(
     ctx: &Ctx<'_>,
-    refs: &[(BackendObjectReference, Option<i32>, Vec<(&str, Option<&HTTPHeaderFilter>)>)],
+    refs: &[WeightedBackend<'_>],
     ns: &str,
     enforce: bool,
     kind: Kind,
