@@ -332,8 +332,10 @@ mod tests {
         let root = docs[0].as_ref().unwrap().root.as_ref().unwrap().to_json();
         let mut seen = 0;
         for r in root["resources"].as_array().unwrap() {
-            let Some(kind) = Kind::from_group_kind(r["group"].as_str().unwrap(), r["kind"].as_str().unwrap())
-            else {
+            let Some(kind) = Kind::from_group_kind(
+                r["group"].as_str().unwrap_or_default(),
+                r["kind"].as_str().unwrap_or_default(),
+            ) else {
                 continue;
             };
             seen += 1;
@@ -370,8 +372,8 @@ mod tests {
             let crd = root.to_json();
             let spec = &crd["spec"];
             let Some(kind) = Kind::from_group_kind(
-                spec["group"].as_str().unwrap(),
-                spec["names"]["kind"].as_str().unwrap(),
+                spec["group"].as_str().unwrap_or_default(),
+                spec["names"]["kind"].as_str().unwrap_or_default(),
             ) else {
                 continue;
             };
