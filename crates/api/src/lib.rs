@@ -29,6 +29,7 @@
 
 pub mod de;
 pub mod extensions;
+pub mod gateway_api;
 pub mod mcp;
 pub mod mesh_config;
 pub mod meta;

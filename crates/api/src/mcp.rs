@@ -169,16 +169,18 @@ pub fn type_url(kind: Kind) -> String {
 
 /// The kind whose MCP type URL is exactly `type_url`. Older versions (`networking.istio.io/v1alpha3/
 /// VirtualService`) are not matched: istiod's generator lists its store by the exact GroupVersionKind,
-/// and its client only ever asks for the canonical one.
+/// and its client only ever asks for the canonical one. Only Istio's own kinds ([`Kind::ISTIO`]) are
+/// MCP kinds: the Gateway API kinds are not carried over MCP (istiod's client never subscribes to
+/// them), so their type URLs give `None`.
 pub fn kind_from_type_url(type_url: &str) -> Option<Kind> {
-    SCHEMAS.iter().find(|s| s.mcp_type_url() == type_url).map(|s| s.kind)
+    SCHEMAS.iter().find(|s| s.mcp_type_url() == type_url && Kind::ISTIO.contains(&s.kind)).map(|s| s.kind)
 }
 
 /// Every type URL istiod's MCP client subscribes to, in its order (`pkg/adsc`
 /// `ConfigInitialRequests`): [`MESH_CONFIG_TYPE_URL`], then every kind of `collections.Pilot`
 /// (sorted by kind name, as Istio's generated collection list is).
 pub fn requested_type_urls() -> Vec<String> {
-    let mut kinds: Vec<Kind> = Kind::ALL.to_vec();
+    let mut kinds: Vec<Kind> = Kind::ISTIO.to_vec();
     kinds.sort_by_key(|k| k.as_str());
     std::iter::once(MESH_CONFIG_TYPE_URL.to_string()).chain(kinds.into_iter().map(type_url)).collect()
 }
@@ -393,8 +395,8 @@ mod tests {
 
     #[test]
     fn every_kind_round_trips_through_the_wire() {
-        assert_eq!(SAMPLES.len(), Kind::ALL.len());
-        for &kind in Kind::ALL {
+        assert_eq!(SAMPLES.len(), Kind::ISTIO.len());
+        for &kind in Kind::ISTIO {
             let spec = sample(kind);
             assert_ne!(spec.encode_proto(), Vec::<u8>::new(), "{kind}: sample must not be empty");
             let resource = to_resource(&meta(), &spec);
@@ -429,9 +431,12 @@ mod tests {
         ] {
             assert!(urls.iter().any(|u| u == expected), "{expected} missing from {urls:?}");
         }
-        assert_eq!(urls.len(), Kind::ALL.len() + 1);
-        for &kind in Kind::ALL {
+        assert_eq!(urls.len(), Kind::ISTIO.len() + 1);
+        for &kind in Kind::ISTIO {
             assert_eq!(kind_from_type_url(&type_url(kind)), Some(kind));
+        }
+        for &kind in Kind::GATEWAY_API {
+            assert_eq!(kind_from_type_url(&type_url(kind)), None, "{kind} is not an MCP kind");
         }
         // Exact match only: an alias version or the Any URL of the spec is not a kind's type URL.
         assert_eq!(kind_from_type_url("networking.istio.io/v1alpha3/VirtualService"), None);

@@ -53,11 +53,13 @@ pub struct Schema {
     pub version_aliases: &'static [&'static str],
     /// Lower-case plural used in Kubernetes REST paths (`virtualservices`).
     pub plural: &'static str,
-    /// `true` for cluster-scoped kinds (none of Istio's config kinds is).
+    /// `true` for cluster-scoped kinds (GatewayClass; none of Istio's own config kinds is).
     pub cluster_scoped: bool,
-    /// Fully qualified protobuf message of the spec (`istio.networking.v1alpha3.VirtualService`).
+    /// Fully qualified protobuf message of the spec (`istio.networking.v1alpha3.VirtualService`); for
+    /// the Gateway API kinds, the name Istio's metadata.yaml gives (they have no protobuf: their
+    /// specs encode as `google.protobuf.Struct`).
     pub proto: &'static str,
-    /// Fully qualified protobuf message of the status.
+    /// Fully qualified protobuf message of the status (empty for ReferenceGrant, which has none).
     pub status_proto: &'static str,
 }
 
@@ -87,18 +89,31 @@ impl Schema {
     }
 }
 
+/// The first argument, or the second when given (optional parts of `kinds!` entries).
+macro_rules! first_or {
+    ($default:expr) => {
+        $default
+    };
+    ($default:expr, $given:expr) => {
+        $given
+    };
+}
+
 macro_rules! kinds {
-    ($( $kind:ident : $group:literal, $version:literal, [$($alias:literal),*], $plural:literal, $proto:literal, $status:expr; )+) => {
-        /// An Istio config kind meshpilot understands.
+    ($( $kind:ident $(as $name:literal)? : $group:literal, $version:literal, [$($alias:literal),*], $plural:literal, $proto:literal, $status:expr $(, cluster_scoped = $cs:literal)?; )+) => {
+        /// A config kind meshpilot understands: Istio's kinds, then the Gateway API's.
+        ///
+        /// The variant name is Istio's identifier (`collections.KubernetesGateway` for the Gateway
+        /// API's `Gateway`); [`Kind::as_str`] is the Kubernetes kind name written in YAML.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Kind {
             $(
-                #[doc = concat!("`", $group, "` ", stringify!($kind), ".")]
+                #[doc = concat!("`", $group, "` ", first_or!(stringify!($kind) $(, $name)?), ".")]
                 $kind,
             )+
         }
 
-        /// Every schema, in the order of Istio's `collections.Pilot`.
+        /// Every schema: Istio's `collections.Pilot` in its order, then the Gateway API kinds.
         pub static SCHEMAS: &[Schema] = &[
             $(
                 Schema {
@@ -107,7 +122,7 @@ macro_rules! kinds {
                     version: $version,
                     version_aliases: &[$($alias),*],
                     plural: $plural,
-                    cluster_scoped: false,
+                    cluster_scoped: first_or!(false $(, $cs)?),
                     proto: $proto,
                     status_proto: $status,
                 },
@@ -118,14 +133,15 @@ macro_rules! kinds {
             /// Every kind.
             pub const ALL: &'static [Kind] = &[$(Kind::$kind),+];
 
-            /// The kind's name (`VirtualService`).
+            /// The Kubernetes kind name (`VirtualService`; `Gateway` for both Istio's Gateway and
+            /// the Gateway API's, which only their group tells apart).
             pub fn as_str(&self) -> &'static str {
-                match self { $( Kind::$kind => stringify!($kind), )+ }
+                match self { $( Kind::$kind => first_or!(stringify!($kind) $(, $name)?), )+ }
             }
 
-            /// The kind with this exact name.
-            pub fn from_name(name: &str) -> Option<Kind> {
-                match name { $( stringify!($kind) => Some(Kind::$kind), )+ _ => None }
+            /// Istio's identifier of the kind (`KubernetesGateway`), unique across groups.
+            pub fn identifier(&self) -> &'static str {
+                match self { $( Kind::$kind => stringify!($kind), )+ }
             }
         }
     };
@@ -149,6 +165,17 @@ kinds! {
     Telemetry: "telemetry.istio.io", "v1", ["v1alpha1"], "telemetries", "istio.telemetry.v1alpha1.Telemetry", ISTIO_STATUS;
     WasmPlugin: "extensions.istio.io", "v1alpha1", [], "wasmplugins", "istio.extensions.v1alpha1.WasmPlugin", ISTIO_STATUS;
     TrafficExtension: "extensions.istio.io", "v1alpha1", [], "trafficextensions", "istio.extensions.v1alpha1.TrafficExtension", ISTIO_STATUS;
+    // Gateway API (Istio's `collections.PilotGatewayAPI()`): versions and aliases of Istio's
+    // metadata.yaml, plus the versions the v1.6.0 CRDs also serve.
+    GatewayClass: "gateway.networking.k8s.io", "v1", ["v1alpha2", "v1beta1"], "gatewayclasses", "k8s.io.gateway_api.api.v1alpha1.GatewayClassSpec", "k8s.io.gateway_api.api.v1alpha1.GatewayClassStatus", cluster_scoped = true;
+    KubernetesGateway as "Gateway": "gateway.networking.k8s.io", "v1", ["v1alpha2", "v1beta1"], "gateways", "k8s.io.gateway_api.api.v1alpha1.GatewaySpec", "k8s.io.gateway_api.api.v1alpha1.GatewayStatus";
+    HTTPRoute: "gateway.networking.k8s.io", "v1", ["v1alpha2", "v1beta1"], "httproutes", "k8s.io.gateway_api.api.v1alpha1.HTTPRouteSpec", "k8s.io.gateway_api.api.v1alpha1.HTTPRouteStatus";
+    GRPCRoute: "gateway.networking.k8s.io", "v1", ["v1alpha2"], "grpcroutes", "k8s.io.gateway_api.api.v1alpha1.GRPCRouteSpec", "k8s.io.gateway_api.api.v1alpha1.GRPCRouteStatus";
+    TCPRoute: "gateway.networking.k8s.io", "v1", ["v1alpha2"], "tcproutes", "k8s.io.gateway_api.api.v1.TCPRouteSpec", "k8s.io.gateway_api.api.v1.TCPRouteStatus";
+    TLSRoute: "gateway.networking.k8s.io", "v1", ["v1alpha2", "v1alpha3"], "tlsroutes", "k8s.io.gateway_api.api.v1.TLSRouteSpec", "k8s.io.gateway_api.api.v1.TLSRouteStatus";
+    ReferenceGrant: "gateway.networking.k8s.io", "v1beta1", ["v1alpha2", "v1"], "referencegrants", "k8s.io.gateway_api.api.v1alpha1.ReferenceGrantSpec", "";
+    BackendTLSPolicy: "gateway.networking.k8s.io", "v1", ["v1alpha3"], "backendtlspolicies", "k8s.io.gateway_api.api.v1.BackendTLSPolicySpec", "k8s.io.gateway_api.api.v1.PolicyStatus";
+    XBackendTrafficPolicy: "gateway.networking.x-k8s.io", "v1alpha1", [], "xbackendtrafficpolicies", "k8s.io.gateway_api.apix.v1alpha1.BackendTrafficPolicySpec", "PolicyStatus";
 }
 
 impl fmt::Display for Kind {
@@ -158,16 +185,67 @@ impl fmt::Display for Kind {
 }
 
 impl Kind {
+    /// Istio's own kinds (`collections.Pilot`): everything but the Gateway API. MCP-over-xDS carries
+    /// these only, as istiod's MCP client subscribes to these only.
+    pub const ISTIO: &'static [Kind] = &[
+        Kind::VirtualService,
+        Kind::Gateway,
+        Kind::ServiceEntry,
+        Kind::WorkloadEntry,
+        Kind::WorkloadGroup,
+        Kind::DestinationRule,
+        Kind::EnvoyFilter,
+        Kind::Sidecar,
+        Kind::ProxyConfig,
+        Kind::AuthorizationPolicy,
+        Kind::RequestAuthentication,
+        Kind::PeerAuthentication,
+        Kind::Telemetry,
+        Kind::WasmPlugin,
+        Kind::TrafficExtension,
+    ];
+
+    /// The Gateway API kinds meshpilot reads (Istio's `collections.PilotGatewayAPI()` minus
+    /// ListenerSet, XBackend, UDPRoute and the inference kinds). Not served over MCP.
+    pub const GATEWAY_API: &'static [Kind] = &[
+        Kind::GatewayClass,
+        Kind::KubernetesGateway,
+        Kind::HTTPRoute,
+        Kind::GRPCRoute,
+        Kind::TCPRoute,
+        Kind::TLSRoute,
+        Kind::ReferenceGrant,
+        Kind::BackendTLSPolicy,
+        Kind::XBackendTrafficPolicy,
+    ];
+
     /// This kind's schema.
     pub fn schema(&self) -> &'static Schema {
         SCHEMAS.iter().find(|s| s.kind == *self).expect("every kind has a schema")
+    }
+
+    /// The kind with this Kubernetes kind name. `Gateway` is ambiguous and names Istio's Gateway
+    /// (the first match); use [`Kind::from_group_kind`] when the group is known.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.iter().copied().find(|k| k.as_str() == name)
+    }
+
+    /// The kind with this API group and Kubernetes kind name (`gateway.networking.k8s.io`,
+    /// `Gateway` → [`Kind::KubernetesGateway`]).
+    pub fn from_group_kind(group: &str, kind: &str) -> Option<Kind> {
+        SCHEMAS.iter().find(|s| s.group == group && s.kind.as_str() == kind).map(|s| s.kind)
+    }
+
+    /// `true` for the Gateway API kinds (`gateway.networking.k8s.io`, `gateway.networking.x-k8s.io`).
+    pub fn is_gateway_api(&self) -> bool {
+        Kind::GATEWAY_API.contains(self)
     }
 }
 
 /// The outcome of looking up an `apiVersion` + `kind` pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
-    /// An Istio config kind at a served version.
+    /// A config kind meshpilot reads (Istio's, or the Gateway API's) at a served version.
     Istio(&'static Schema),
     /// An Istio kind, but at a version that is not served (e.g. `networking.istio.io/v2`).
     UnservedVersion(&'static Schema),
@@ -254,23 +332,83 @@ mod tests {
         let root = docs[0].as_ref().unwrap().root.as_ref().unwrap().to_json();
         let mut seen = 0;
         for r in root["resources"].as_array().unwrap() {
-            let Some(kind) = Kind::from_name(r["kind"].as_str().unwrap()) else {
+            let Some(kind) = Kind::from_group_kind(
+                r["group"].as_str().unwrap_or_default(),
+                r["kind"].as_str().unwrap_or_default(),
+            ) else {
                 continue;
             };
-            if r["group"].as_str() != Some(kind.schema().group) {
-                continue;
-            }
             seen += 1;
             let s = kind.schema();
             assert_eq!(r["version"].as_str().unwrap(), s.version, "{kind}");
             assert_eq!(r["plural"].as_str().unwrap(), s.plural, "{kind}");
             assert_eq!(r["proto"].as_str().unwrap(), s.proto, "{kind}");
-            assert_eq!(r["statusProto"].as_str().unwrap(), s.status_proto, "{kind}");
+            assert_eq!(r["statusProto"].as_str().unwrap_or_default(), s.status_proto, "{kind}");
+            assert_eq!(r["clusterScoped"].as_bool().unwrap_or_default(), s.cluster_scoped, "{kind}");
             let aliases: Vec<&str> = r["versionAliases"]
                 .as_array()
                 .map_or(vec![], |a| a.iter().map(|v| v.as_str().unwrap()).collect());
-            assert_eq!(aliases, s.version_aliases, "{kind}");
+            if kind.is_gateway_api() {
+                // Ours add the versions the v1.6.0 CRDs serve (checked by `gateway_api_crds_agree`).
+                assert!(aliases.iter().all(|a| s.version_aliases.contains(a)), "{kind}: {aliases:?}");
+            } else {
+                assert_eq!(aliases, s.version_aliases, "{kind}");
+            }
         }
         assert_eq!(seen, Kind::ALL.len());
+    }
+
+    #[test]
+    fn gateway_api_crds_agree() {
+        // Every version the Gateway API CRD bundle (v1.6.0) serves is read; plural and scope match.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/istio-testdata/tests/integration/pilot/testdata/gateway-api-crd.yaml"
+        );
+        let text = std::fs::read_to_string(path).expect("shared test data beside the repository");
+        let mut seen = Vec::new();
+        for doc in crate::yaml::parse_documents(&text) {
+            let Some(root) = doc.ok().and_then(|d| d.root) else { continue };
+            let crd = root.to_json();
+            let spec = &crd["spec"];
+            let Some(kind) = Kind::from_group_kind(
+                spec["group"].as_str().unwrap_or_default(),
+                spec["names"]["kind"].as_str().unwrap_or_default(),
+            ) else {
+                continue;
+            };
+            let s = kind.schema();
+            assert_eq!(spec["names"]["plural"].as_str().unwrap(), s.plural, "{kind}");
+            assert_eq!(spec["scope"].as_str().unwrap() == "Cluster", s.cluster_scoped, "{kind}");
+            for v in spec["versions"].as_array().unwrap() {
+                if v["served"].as_bool() == Some(true) {
+                    assert!(s.serves_version(v["name"].as_str().unwrap()), "{kind} {}", v["name"]);
+                }
+            }
+            seen.push(kind);
+        }
+        seen.sort();
+        let mut want = Kind::GATEWAY_API.to_vec();
+        want.sort();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn gateway_names_are_told_apart_by_group() {
+        assert_eq!(Kind::from_name("Gateway"), Some(Kind::Gateway));
+        assert_eq!(
+            Kind::from_group_kind("gateway.networking.k8s.io", "Gateway"),
+            Some(Kind::KubernetesGateway)
+        );
+        assert_eq!(Kind::KubernetesGateway.as_str(), "Gateway");
+        assert_eq!(Kind::KubernetesGateway.identifier(), "KubernetesGateway");
+        assert_eq!(
+            lookup("gateway.networking.k8s.io/v1beta1", "Gateway"),
+            Lookup::Istio(Kind::KubernetesGateway.schema())
+        );
+        assert_eq!(lookup("networking.istio.io/v1", "Gateway"), Lookup::Istio(Kind::Gateway.schema()));
+        assert!(matches!(lookup("gateway.networking.k8s.io/v2", "HTTPRoute"), Lookup::UnservedVersion(_)));
+        assert_eq!(Kind::ISTIO.len() + Kind::GATEWAY_API.len(), Kind::ALL.len());
+        assert!(Kind::GatewayClass.schema().cluster_scoped);
     }
 }

@@ -1,15 +1,75 @@
-//! [`Spec`]: the typed spec of any Istio config kind, with decoding from a document node and
+//! [`Spec`]: the typed spec of any config kind (Istio's and the Gateway API's), with decoding from a document node and
 //! encoding to JSON and protobuf.
 
 use prost::Message;
 
 use crate::{
     de::{DecodeError, UnknownField, from_node},
-    extensions, networking,
+    extensions, gateway_api, networking,
     schema::Kind,
-    security, telemetry,
+    security, telemetry, wkt,
     yaml::Node,
 };
+
+/// Why [`Spec::decode_proto`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoDecodeError {
+    /// Malformed protobuf.
+    #[error(transparent)]
+    Proto(#[from] prost::DecodeError),
+    /// A Gateway API spec whose `google.protobuf.Struct` does not fit the kind's type.
+    #[error("{0}")]
+    Json(String),
+}
+
+/// How one kind's spec goes to and from protobuf bytes: Istio's messages are prost messages; the
+/// Gateway API specs travel as a `google.protobuf.Struct` of their JSON (Istio's `config.ToProto`).
+trait ProtoCodec: Sized {
+    fn encode_proto(&self) -> Vec<u8>;
+    fn decode_proto(bytes: &[u8]) -> Result<Self, ProtoDecodeError>;
+}
+
+impl<T: Message + Default> ProtoCodec for T {
+    fn encode_proto(&self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
+
+    fn decode_proto(bytes: &[u8]) -> Result<Self, ProtoDecodeError> {
+        Ok(T::decode(bytes)?)
+    }
+}
+
+macro_rules! struct_codec {
+    ($($ty:ty),+ $(,)?) => {
+        $(
+            impl ProtoCodec for $ty {
+                fn encode_proto(&self) -> Vec<u8> {
+                    match serde_json::to_value(self) {
+                        Ok(serde_json::Value::Object(map)) => wkt::Struct::from_json_map(&map).encode_to_vec(),
+                        _ => Vec::new(),
+                    }
+                }
+
+                fn decode_proto(bytes: &[u8]) -> Result<Self, ProtoDecodeError> {
+                    let json = wkt::Struct::decode(bytes)?.to_json();
+                    serde_json::from_value(json).map_err(|e| ProtoDecodeError::Json(e.to_string()))
+                }
+            }
+        )+
+    };
+}
+
+struct_codec!(
+    gateway_api::GatewayClassSpec,
+    gateway_api::GatewaySpec,
+    gateway_api::HTTPRouteSpec,
+    gateway_api::GRPCRouteSpec,
+    gateway_api::TCPRouteSpec,
+    gateway_api::TLSRouteSpec,
+    gateway_api::ReferenceGrantSpec,
+    gateway_api::BackendTLSPolicySpec,
+    gateway_api::BackendTrafficPolicySpec,
+);
 
 macro_rules! specs {
     ($( $kind:ident => $ty:ty ),+ $(,)?) => {
@@ -51,17 +111,18 @@ macro_rules! specs {
                 v.unwrap_or(serde_json::Value::Null)
             }
 
-            /// The spec as protobuf bytes (the spec message of [`crate::Schema::proto`]).
+            /// The spec as protobuf bytes: the spec message of [`crate::Schema::proto`] for Istio's
+            /// kinds, a `google.protobuf.Struct` of the spec's JSON for the Gateway API kinds.
             pub fn encode_proto(&self) -> Vec<u8> {
-                match self { $( Spec::$kind(s) => s.encode_to_vec(), )+ }
+                match self { $( Spec::$kind(s) => ProtoCodec::encode_proto(s), )+ }
             }
 
-            /// Decodes protobuf bytes of kind `kind`.
+            /// Decodes protobuf bytes of kind `kind` (as [`Spec::encode_proto`] writes them).
             ///
             /// # Errors
-            /// Malformed protobuf.
-            pub fn decode_proto(kind: Kind, bytes: &[u8]) -> Result<Spec, prost::DecodeError> {
-                Ok(match kind { $( Kind::$kind => Spec::$kind(<$ty>::decode(bytes)?), )+ })
+            /// Malformed protobuf, or a Gateway API Struct that does not fit the kind.
+            pub fn decode_proto(kind: Kind, bytes: &[u8]) -> Result<Spec, ProtoDecodeError> {
+                Ok(match kind { $( Kind::$kind => Spec::$kind(<$ty as ProtoCodec>::decode_proto(bytes)?), )+ })
             }
         }
     };
@@ -83,4 +144,13 @@ specs! {
     Telemetry => telemetry::Telemetry,
     WasmPlugin => extensions::WasmPlugin,
     TrafficExtension => extensions::TrafficExtension,
+    GatewayClass => gateway_api::GatewayClassSpec,
+    KubernetesGateway => gateway_api::GatewaySpec,
+    HTTPRoute => gateway_api::HTTPRouteSpec,
+    GRPCRoute => gateway_api::GRPCRouteSpec,
+    TCPRoute => gateway_api::TCPRouteSpec,
+    TLSRoute => gateway_api::TLSRouteSpec,
+    ReferenceGrant => gateway_api::ReferenceGrantSpec,
+    BackendTLSPolicy => gateway_api::BackendTLSPolicySpec,
+    XBackendTrafficPolicy => gateway_api::BackendTrafficPolicySpec,
 }

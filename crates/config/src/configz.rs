@@ -42,6 +42,34 @@ pub fn configz(store: &dyn ConfigStore) -> Value {
     Value::Array(out)
 }
 
+/// Adds what converters generated (`model::push::GeneratedConfig`) to a [`configz`] dump: each input
+/// object's computed status replaces its `status` (the Gateway API objects, as Istio writes their
+/// status), and the generated Istio objects are appended with `"source": "generated"` (istiod lists
+/// them too: its configz includes the Gateways and VirtualServices it generated).
+pub fn add_generated(dump: &mut Value, generated: &model::push::GeneratedConfig) {
+    let Some(list) = dump.as_array_mut() else { return };
+    for status in &generated.statuses {
+        let kind = status.key.kind;
+        let found = list.iter_mut().find(|o| {
+            o["kind"] == kind.as_str()
+                && o["apiVersion"].as_str().is_some_and(|v| v.starts_with(kind.schema().group))
+                && o["metadata"]["name"] == status.key.name.as_str()
+                && (kind.schema().cluster_scoped
+                    || o["metadata"]["namespace"] == status.key.namespace.as_str())
+        });
+        if let Some(object) = found.and_then(Value::as_object_mut) {
+            object.insert("status".into(), status.status.clone());
+        }
+    }
+    for config in &generated.configs {
+        let mut object = kubernetes_object(config);
+        if let Some(map) = object.as_object_mut() {
+            map.insert("source".into(), "generated".into());
+        }
+        list.push(object);
+    }
+}
+
 /// One object in Kubernetes form (`kind`, `apiVersion`, `metadata`, `spec`, `status`).
 pub fn kubernetes_object(config: &Config) -> Value {
     let meta = &config.meta;
@@ -52,8 +80,10 @@ pub fn kubernetes_object(config: &Config) -> Value {
     };
     let mut metadata = Map::new();
     metadata.insert("name".into(), meta.name.clone().into());
-    let namespace = if meta.namespace.is_empty() { "default" } else { meta.namespace.as_str() };
-    metadata.insert("namespace".into(), namespace.into());
+    if !config.kind().schema().cluster_scoped {
+        let namespace = if meta.namespace.is_empty() { "default" } else { meta.namespace.as_str() };
+        metadata.insert("namespace".into(), namespace.into());
+    }
     if !meta.resource_version.is_empty() {
         metadata.insert("resourceVersion".into(), meta.resource_version.clone().into());
     }

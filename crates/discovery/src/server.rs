@@ -106,6 +106,10 @@ pub struct DiscoveryServer {
     tracking: Arc<Tracking>,
     /// `ENABLE_XDS_API_GENERATOR_AUTH` for the xDS servers made next ([`crate::mcp`]).
     api_generator_auth: std::sync::atomic::AtomicBool,
+    /// The Gateway API converter (always installed, as istiod's `PILOT_ENABLE_GATEWAY_API`).
+    gateway_api: Arc<gateway::GatewayApiConverter>,
+    /// Converters run on each full push context build ([`model::push::ConfigConverter`]).
+    converters: Vec<Arc<dyn model::push::ConfigConverter>>,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -135,6 +139,7 @@ impl DiscoveryServer {
             });
             JwksResolver::with_runtime(options, runtime)
         });
+        let gateway_api = Arc::new(gateway::GatewayApiConverter::new());
         let server = Arc::new(DiscoveryServer {
             store: store.clone(),
             services: services.clone(),
@@ -154,6 +159,8 @@ impl DiscoveryServer {
             push_log: crate::push_log::PushLog::default(),
             tracking: Arc::new(Tracking::new()),
             api_generator_auth: std::sync::atomic::AtomicBool::new(true),
+            gateway_api: gateway_api.clone(),
+            converters: vec![gateway_api],
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -284,6 +291,12 @@ impl DiscoveryServer {
         &self.connections
     }
 
+    /// The Gateway API converter run on every push context build: the kube source hands it what it
+    /// knows of namespaces and Secrets ([`gateway::GatewayApiConverter::set_kube_objects`]).
+    pub fn gateway_api(&self) -> &Arc<gateway::GatewayApiConverter> {
+        &self.gateway_api
+    }
+
     /// The config store.
     pub fn store(&self) -> &Arc<dyn ConfigStoreController> {
         &self.store
@@ -406,7 +419,13 @@ impl DiscoveryServer {
                     let store: &dyn ConfigStore = this.store.as_ref();
                     // Before the build: an object changing meanwhile is credited to the next push.
                     this.tracking.record_push(store, &version);
-                    PushContext::new(store, discovery, (*this.mesh()).clone(), version)
+                    PushContext::with_converters(
+                        store,
+                        discovery,
+                        (*this.mesh()).clone(),
+                        version,
+                        &this.converters,
+                    )
                 }
             }
         })

@@ -116,7 +116,12 @@ async fn ready(State(s): State<DebugState>) -> Response {
 }
 
 async fn configz(State(s): State<DebugState>) -> Json<Value> {
-    Json(config::configz(s.server.store().as_ref()))
+    let mut dump = config::configz(s.server.store().as_ref());
+    if let Some(ctx) = s.server.push_context() {
+        // Generated config (Gateway API → Istio) and the statuses computed for its inputs.
+        config::configz::add_generated(&mut dump, ctx.generated());
+    }
+    Json(dump)
 }
 
 async fn syncz(State(s): State<DebugState>) -> Json<Value> {

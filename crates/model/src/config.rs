@@ -73,7 +73,10 @@ impl Config {
     pub fn to_json(&self) -> serde_json::Value {
         let mut metadata = serde_json::Map::new();
         metadata.insert("name".into(), self.meta.name.clone().into());
-        metadata.insert("namespace".into(), self.meta.namespace.clone().into());
+        if !self.meta.namespace.is_empty() {
+            // Cluster-scoped kinds (GatewayClass) have none.
+            metadata.insert("namespace".into(), self.meta.namespace.clone().into());
+        }
         if !self.meta.labels.is_empty() {
             metadata.insert("labels".into(), serde_json::to_value(&self.meta.labels).unwrap_or_default());
         }

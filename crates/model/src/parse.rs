@@ -353,7 +353,10 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
         }
     };
     let mut meta = meta;
-    if meta.namespace.is_empty() {
+    if schema.cluster_scoped {
+        // GatewayClass: cluster-scoped objects have no namespace, whatever the document says.
+        meta.namespace.clear();
+    } else if meta.namespace.is_empty() {
         // As istioctl: an empty default namespace means `default`.
         meta.namespace = match options.default_namespace.as_str() {
             "" => "default".to_string(),
@@ -445,7 +448,7 @@ fn parse_other(doc: &mut ParsedDocument, root: &Node, options: &ParseOptions) {
         doc.skipped = Some(if group.ends_with(".istio.io") {
             format!("{} {} is not an Istio config kind meshpilot reads", doc.api_version, doc.kind)
         } else if group.starts_with("gateway.networking") {
-            format!("Gateway API kind {} is not read from files by meshpilot yet", doc.kind)
+            format!("Gateway API kind {} is not supported by meshpilot; not read", doc.kind)
         } else {
             format!("{} {} is not Istio config; not checked", doc.api_version, doc.kind)
         });

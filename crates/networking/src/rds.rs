@@ -239,9 +239,18 @@ impl<'a> RouteTranslator<'a> {
         let scope = self.scope;
         let suffix = self.push.mesh().domain_suffix.clone();
         let ns = vs.namespace().to_string();
+        let gateway_semantics = uses_gateway_semantics(vs);
         let cluster_for = |d: &Destination| -> Option<String> {
             let hostname = host::resolve_short_name(&d.host.to_ascii_lowercase(), &ns, &suffix);
-            let service = scope.service(&hostname)?;
+            let Some(service) = scope.service(&hostname) else {
+                // Gateway API routes keep a missing backend: Envoy answers 500 for its cluster.
+                return match &d.port {
+                    Some(p) if gateway_semantics && p.number != 0 => {
+                        Some(outbound_cluster_name(p.number, &d.subset, &hostname))
+                    }
+                    _ => None,
+                };
+            };
             let port = match &d.port {
                 Some(p) if p.number != 0 => p.number,
                 _ if service.ports.len() == 1 => service.ports[0].port,
@@ -258,7 +267,36 @@ impl<'a> RouteTranslator<'a> {
             proxy_namespace: &self.proxy.namespace,
             cluster_for: &cluster_for,
         };
-        translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings)
+        let mut routes = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings);
+        if gateway_semantics {
+            apply_gateway_semantics(&mut routes);
+        }
+        routes
+    }
+}
+
+/// `true` for VirtualServices generated from the Gateway API (`internal.istio.io/route-semantics:
+/// gateway`, Istio's `UseGatewaySemantics`).
+fn uses_gateway_semantics(vs: &IndexedVirtualService) -> bool {
+    vs.config.meta.annotations.get("internal.istio.io/route-semantics").is_some_and(|v| v == "gateway")
+}
+
+/// Istio's Gateway API route semantics: a backend whose cluster does not exist answers 500
+/// (`cluster_not_found_response_code`), and a path prefix matches whole segments
+/// (`path_separated_prefix`, without its trailing `/`; `/` stays a plain prefix).
+fn apply_gateway_semantics(routes: &mut [Route]) {
+    use envoy_types::pb::envoy::config::route::v3::route_action::ClusterNotFoundResponseCode;
+    for r in routes {
+        if let Some(Action::Route(action)) = &mut r.action {
+            action.cluster_not_found_response_code = ClusterNotFoundResponseCode::InternalServerError as i32;
+        }
+        if let Some(m) = &mut r.r#match
+            && let Some(PathSpecifier::Prefix(p)) = &m.path_specifier
+            && p != "/"
+        {
+            let trimmed = p.trim_end_matches('/').to_string();
+            m.path_specifier = Some(PathSpecifier::PathSeparatedPrefix(trimmed));
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 
 pub mod common;
 pub mod extensions;
+pub mod gateway_api;
 pub mod kube;
 pub mod networking;
 mod report;
@@ -56,6 +57,15 @@ pub fn validate(meta: &ObjectMeta, spec: &Spec) -> Report {
         Spec::Telemetry(s) => telemetry::validate(meta, s, r),
         Spec::WasmPlugin(s) => extensions::wasm_plugin::validate(meta, s, r),
         Spec::TrafficExtension(s) => extensions::traffic_extension::validate(meta, s, r),
+        Spec::GatewayClass(s) => gateway_api::validate_gateway_class(s, r),
+        Spec::KubernetesGateway(s) => gateway_api::validate_gateway(s, r),
+        Spec::HTTPRoute(s) => gateway_api::validate_http_route(s, r),
+        Spec::GRPCRoute(s) => gateway_api::validate_grpc_route(s, r),
+        Spec::TCPRoute(s) => gateway_api::validate_tcp_route(s, r),
+        Spec::TLSRoute(s) => gateway_api::validate_tls_route(s, r),
+        Spec::ReferenceGrant(s) => gateway_api::validate_reference_grant(s, r),
+        Spec::BackendTLSPolicy(s) => gateway_api::validate_backend_tls_policy(s, r),
+        Spec::XBackendTrafficPolicy(s) => gateway_api::validate_backend_traffic_policy(s, r),
     }
     report
 }

@@ -290,6 +290,16 @@ pub struct PushContext {
     pub(crate) services: Arc<ServiceIndex>,
     endpoints: Arc<EndpointIndex>,
     config_generation: u64,
+    generated: Arc<GeneratedConfig>,
+}
+
+/// The objects and statuses [`super::ConfigConverter`]s produced for one snapshot.
+#[derive(Debug, Default)]
+pub struct GeneratedConfig {
+    /// Generated Istio objects (also indexed like stored config).
+    pub configs: Vec<Arc<Config>>,
+    /// Statuses of the converters' input objects.
+    pub statuses: Vec<super::ObjectStatus>,
 }
 
 /// Kinds the generators do not translate, with what that means for traffic.
@@ -305,6 +315,32 @@ const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
     (Kind::TrafficExtension, "the extension is not loaded"),
     (Kind::ProxyConfig, "proxy settings are not changed"),
 ];
+
+/// Annotation of generated Gateways: the gateway services (comma-separated hostnames) whose instances
+/// the Gateway applies to, instead of a selector (Istio's `InternalGatewayServiceAnnotation`).
+pub const GATEWAY_SERVICE_ANNOTATION: &str = "internal.istio.io/gateway-service";
+/// Annotation of generated Gateways: the namespace the gateway services live in, when it is not the
+/// Gateway's own (Istio's `constants.InternalParentNamespace`).
+pub const PARENT_NAMESPACE_ANNOTATION: &str = "internal.istio.io/parent-namespace";
+
+fn gateway_applies(g: &IndexedGateway, proxy: &ProxyContext) -> bool {
+    let annotations = &g.config.meta.annotations;
+    match annotations.get(GATEWAY_SERVICE_ANNOTATION) {
+        Some(hosts) => {
+            let namespace = annotations
+                .get(PARENT_NAMESPACE_ANNOTATION)
+                .filter(|n| !n.is_empty())
+                .unwrap_or(&g.config.meta.namespace);
+            hosts.split(',').any(|host| {
+                proxy
+                    .service_instances
+                    .iter()
+                    .any(|i| i.service.hostname == host && &i.service.namespace == namespace)
+            })
+        }
+        None => labels_match(&g.spec().selector, &proxy.labels),
+    }
+}
 
 /// Istio's ordering of configs: older first, then namespace and name.
 fn by_creation(a: &Arc<Config>, b: &Arc<Config>) -> std::cmp::Ordering {
@@ -534,8 +570,36 @@ impl PushContext {
         mesh: MeshSettings,
         version: impl Into<String>,
     ) -> PushContext {
-        let config = ConfigIndex::build(store, &mesh);
+        PushContext::with_converters(store, discovery, mesh, version, &[])
+    }
+
+    /// As [`PushContext::new`], running `converters` first (Istio's Gateway API conversion during
+    /// `initPushContext`): their objects are indexed with the store's, as if the store held them, and
+    /// kept with their statuses ([`PushContext::generated`]). A converter that generates an object the
+    /// store also holds (same kind, namespace and name) adds a second one; Istio's names avoid that.
+    pub fn with_converters(
+        store: &dyn ConfigStore,
+        discovery: &dyn ServiceDiscovery,
+        mesh: MeshSettings,
+        version: impl Into<String>,
+        converters: &[Arc<dyn super::ConfigConverter>],
+    ) -> PushContext {
         let services = ServiceIndex::build(discovery);
+        let mut generated = GeneratedConfig::default();
+        for converter in converters {
+            let out = converter.convert(store, &services.all, &mesh);
+            generated.configs.extend(out.configs.into_iter().map(Arc::new));
+            generated.statuses.extend(out.statuses);
+        }
+        let config = if generated.configs.is_empty() {
+            ConfigIndex::build(store, &mesh)
+        } else {
+            let mut by_kind: BTreeMap<Kind, Vec<Arc<Config>>> = BTreeMap::new();
+            for c in &generated.configs {
+                by_kind.entry(c.kind()).or_default().push(c.clone());
+            }
+            ConfigIndex::build(&super::converter::Overlay { base: store, generated: by_kind }, &mesh)
+        };
         let mut endpoints = EndpointIndex::new();
         for s in &services.all {
             read_endpoints(discovery, s, &mut endpoints);
@@ -547,7 +611,13 @@ impl PushContext {
             services: Arc::new(services),
             endpoints: Arc::new(endpoints),
             config_generation: CONFIG_GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
+            generated: Arc::new(generated),
         }
+    }
+
+    /// What the converters generated for this snapshot: Istio objects and the statuses of their inputs.
+    pub fn generated(&self) -> &GeneratedConfig {
+        &self.generated
     }
 
     /// A new snapshot labelled `version` that shares this one's config and service indexes and
@@ -579,6 +649,7 @@ impl PushContext {
             endpoints: Arc::new(endpoints),
             // Scopes, route configurations and gateway servers do not depend on endpoints.
             config_generation: self.config_generation,
+            generated: self.generated.clone(),
         }
     }
 
@@ -659,15 +730,12 @@ impl PushContext {
             .unwrap_or_default()
     }
 
-    /// Gateways whose selector matches the proxy's labels (any namespace, as Istio by default),
-    /// oldest first.
+    /// Gateways that apply to the proxy (any namespace, as Istio by default), oldest first: those whose
+    /// selector matches the proxy's labels, and those generated from the Gateway API whose
+    /// `internal.istio.io/gateway-service` annotation names a service the proxy is an instance of, in
+    /// the Gateway's namespace (Istio's `mergeGateways`).
     pub fn gateways_for_proxy(&self, proxy: &ProxyContext) -> Vec<Arc<IndexedGateway>> {
-        self.config
-            .gateways
-            .iter()
-            .filter(|g| labels_match(&g.spec().selector, &proxy.labels))
-            .cloned()
-            .collect()
+        self.config.gateways.iter().filter(|g| gateway_applies(g, proxy)).cloned().collect()
     }
 
     /// The DestinationRule that applies to traffic from `proxy` to `service` (Istio's

@@ -17,6 +17,7 @@
 
 pub mod authn;
 mod context;
+pub mod converter;
 mod delegate;
 pub mod extension_provider;
 pub mod node;
@@ -28,9 +29,11 @@ mod virtual_service;
 
 pub use authn::{EffectivePeerAuthentication, MtlsMode, PeerAuthenticationPolicy};
 pub use context::{
-    IndexedDestinationRule, IndexedGateway, IndexedVirtualService, MeshSettings, OutboundTrafficPolicy,
-    PushContext, ScopeKey,
+    GATEWAY_SERVICE_ANNOTATION, GeneratedConfig, IndexedDestinationRule, IndexedGateway,
+    IndexedVirtualService, MeshSettings, OutboundTrafficPolicy, PARENT_NAMESPACE_ANNOTATION, PushContext,
+    ScopeKey,
 };
+pub use converter::{ConfigConverter, Converted, ObjectStatus};
 pub use proxy::{InterceptionMode, PROXY_CONFIG_METADATA, ProxyContext, ProxyKind};
 pub use request::{PushRequest, TriggerReason, kind_affects_proxy, proxy_needs_push, scope_needs_push};
 pub use sidecar::{IngressListener, SidecarScope};

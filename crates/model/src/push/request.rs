@@ -188,6 +188,10 @@ pub fn scope_needs_push(
         if matches!(key.kind, Kind::AuthorizationPolicy | Kind::RequestAuthentication) {
             return security_policy_concerns(key, proxy, current);
         }
+        if key.kind.is_gateway_api() {
+            // Converted into VirtualServices of any host (mesh routes): not tracked per scope.
+            return true;
+        }
         current.depends_on(key)
             || previous.is_some_and(|p| p.depends_on(key))
             || (key.kind == Kind::ServiceEntry
