@@ -264,7 +264,6 @@ impl Summary {
         let stormed: Vec<&StreamReport> = reports.iter().filter(|r| r.storm).collect();
         let again: Vec<Duration> = stormed.iter().filter_map(|r| r.storm_ready_after).collect();
         let before = |t: Duration| samples.iter().rev().find(|s| s.at <= t).map_or(0, |s| s.rss);
-        let after = |t: Duration| samples.iter().find(|s| s.at >= t).map_or(0, |s| s.rss);
         self.storm = Some(StormSummary {
             streams: stormed.len(),
             ready_again: again.len(),
@@ -278,7 +277,7 @@ impl Summary {
                 .map(|s| s.rss)
                 .max()
                 .unwrap_or(0),
-            settled_rss: after(settled),
+            settled_rss: before(settled),
         });
     }
 
