@@ -38,6 +38,6 @@ pub mod server;
 pub mod source;
 pub mod webhook;
 
-pub use options::{DebounceOptions, EnvError, SecurityOptions};
+pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions};
 pub use server::{DiscoveryServer, Snapshots};
 pub use source::NetworkingSource;

@@ -7,6 +7,8 @@
 //! | `PILOT_ENABLE_EDS_DEBOUNCE` | `true` | `false`: endpoint-only updates skip the debounce |
 //! | `MESHPILOT_DEBOUNCE_LEADING_EDGE` | `true` | push a change that follows a quiet period of `PILOT_DEBOUNCE_AFTER` at once (not in Istio; `false`: Istio's behaviour); see [`crate::debounce`] |
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
+//! | `PILOT_MAX_REQUESTS_PER_SECOND` | `0` (auto: `max(min(15 + 5 × CPUs, 100), 500 × CPUs)`; Istio: the first term) | new ADS streams per second ([`AdsOptions`]) |
+//! | `PILOT_XDS_SEND_TIMEOUT` | `10s` (Istio's former variable, default 0 = none) | a stream whose client reads nothing for this long is closed |
 //!
 //! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
 
@@ -292,5 +294,89 @@ mod security_tests {
         assert!(!SecurityOptions::from_lookup(var("false")).unwrap().api_generator_auth);
         let e = SecurityOptions::from_lookup(var("maybe")).unwrap_err();
         assert!(e.to_string().contains("ENABLE_XDS_API_GENERATOR_AUTH"), "{e}");
+    }
+}
+
+/// Admission and slow-client limits of the ADS ports (docs/RELIABILITY.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdsOptions {
+    /// `PILOT_MAX_REQUESTS_PER_SECOND`: new ADS streams admitted per second (token bucket, burst 1,
+    /// excess streams wait ≤ 1 s then get `RESOURCE_EXHAUSTED`). `0`/unset: meshpilot's automatic
+    /// default [`xds::default_max_requests_per_second`] (`max(min(15 + 5 × CPUs, 100), 500 × CPUs)`;
+    /// Istio's automatic value is the first term only). Negative: no limit.
+    pub max_requests_per_second: f64,
+    /// `PILOT_XDS_SEND_TIMEOUT` (Istio's former variable, a Go duration): how long a response may wait
+    /// for a client that stopped reading before the stream is closed. Default `10s`; `0`: never.
+    pub send_timeout: std::time::Duration,
+}
+
+impl Default for AdsOptions {
+    fn default() -> Self {
+        AdsOptions {
+            max_requests_per_second: xds::default_max_requests_per_second(),
+            send_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl AdsOptions {
+    /// Reads variables through `lookup` (`|k| std::env::var(k).ok()` in the binary).
+    ///
+    /// # Errors
+    /// [`EnvError`] naming the bad variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
+        let mut out = AdsOptions::default();
+        if let Some(v) = lookup("PILOT_MAX_REQUESTS_PER_SECOND") {
+            let n: f64 = v.trim().parse().ok().filter(|n: &f64| n.is_finite()).ok_or_else(|| EnvError {
+                name: "PILOT_MAX_REQUESTS_PER_SECOND".into(),
+                value: v.clone(),
+                reason: "expected a number of new streams per second (0: automatic, negative: no limit)"
+                    .into(),
+            })?;
+            if n != 0.0 {
+                out.max_requests_per_second = n;
+            }
+        }
+        if let Some(v) = lookup("PILOT_XDS_SEND_TIMEOUT") {
+            out.send_timeout = duration_var("PILOT_XDS_SEND_TIMEOUT", &v)?;
+        }
+        Ok(out)
+    }
+
+    /// The engine settings these options give; `limiter` is shared by the ports of one control plane.
+    pub fn apply(
+        &self,
+        config: xds::AdsConfig,
+        limiter: &std::sync::Arc<xds::RequestLimiter>,
+    ) -> xds::AdsConfig {
+        xds::AdsConfig { request_limiter: limiter.clone(), send_timeout: self.send_timeout, ..config }
+    }
+}
+
+#[cfg(test)]
+mod ads_tests {
+    use super::*;
+
+    #[test]
+    fn request_limit_and_send_timeout_from_the_environment() {
+        let d = AdsOptions::from_lookup(|_| None).unwrap();
+        assert!((d.max_requests_per_second - xds::default_max_requests_per_second()).abs() < f64::EPSILON);
+        assert_eq!(d.send_timeout, Duration::from_secs(10));
+        let o = AdsOptions::from_lookup(|n| match n {
+            "PILOT_MAX_REQUESTS_PER_SECOND" => Some("25".into()),
+            "PILOT_XDS_SEND_TIMEOUT" => Some("2s".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert!((o.max_requests_per_second - 25.0).abs() < f64::EPSILON);
+        assert_eq!(o.send_timeout, Duration::from_secs(2));
+        let auto = AdsOptions::from_lookup(|n| (n == "PILOT_MAX_REQUESTS_PER_SECOND").then(|| "0".into()));
+        assert!((auto.unwrap().max_requests_per_second - d.max_requests_per_second).abs() < f64::EPSILON);
+        let e = AdsOptions::from_lookup(|n| (n == "PILOT_MAX_REQUESTS_PER_SECOND").then(|| "lots".into()))
+            .unwrap_err();
+        assert_eq!(e.name, "PILOT_MAX_REQUESTS_PER_SECOND");
+        let e =
+            AdsOptions::from_lookup(|n| (n == "PILOT_XDS_SEND_TIMEOUT").then(|| "-1s".into())).unwrap_err();
+        assert_eq!(e.name, "PILOT_XDS_SEND_TIMEOUT");
     }
 }

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod serve;
 pub mod status_page;
 
 use std::sync::Arc;

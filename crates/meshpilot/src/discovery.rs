@@ -313,7 +313,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
     }
     let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     server.set_api_generator_auth(security_env.api_generator_auth);
-    let ads = server.ads_server(secrets.clone(), AdsConfig { push_throttle, ..AdsConfig::default() });
+    let ads_env = discovery::AdsOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    // One admission limiter for both ADS ports (Istio: one per DiscoveryServer).
+    let limiter = Arc::new(xds::RequestLimiter::new(ads_env.max_requests_per_second));
+    let ads_config = ads_env.apply(AdsConfig { push_throttle, ..AdsConfig::default() }, &limiter);
+    let ads = server.ads_server(secrets.clone(), ads_config);
 
     let secure = match &args.secure_grpc_addr {
         Some(addr) => Some(secure_port(args, addr, &trust_domain).await?),
@@ -339,14 +343,20 @@ async fn run_async(args: &Args) -> Result<(), String> {
         let mut s = s;
         s.wait().await;
     };
-    let http_task = tokio::spawn(
-        axum::serve(http, debug_router(state)).with_graceful_shutdown(stop(shutdown.clone())).into_future(),
-    );
-    let mon_task = tokio::spawn(
-        axum::serve(monitoring, monitoring_router(render))
-            .with_graceful_shutdown(stop(shutdown.clone()))
-            .into_future(),
-    );
+    // istiod's ReadHeaderTimeout (30 s) on both: slowloris clients are closed (docs/RELIABILITY.md).
+    let header_timeout = meshpilot_http::serve::HEADER_READ_TIMEOUT;
+    let http_task = tokio::spawn(meshpilot_http::serve::serve(
+        http,
+        debug_router(state),
+        header_timeout,
+        stop(shutdown.clone()),
+    ));
+    let mon_task = tokio::spawn(meshpilot_http::serve::serve(
+        monitoring,
+        monitoring_router(render),
+        header_timeout,
+        stop(shutdown.clone()),
+    ));
     let registry = ads.registry().clone();
     let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
     let secure_ca = secure.as_ref().map(|(port, ..)| port.ca.clone());
@@ -359,7 +369,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         }
         let (server, secrets, shutdown) = (server.clone(), secrets.clone(), shutdown.clone());
         tokio::spawn(async move {
-            let config = AdsConfig { push_throttle, ..ads_config };
+            let config = ads_env.apply(AdsConfig { push_throttle, ..ads_config }, &limiter);
             if let Err(err) = server.serve_secure(secrets, config, port, listener, stop(shutdown)).await {
                 error!("{err}");
             }

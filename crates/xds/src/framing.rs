@@ -27,7 +27,6 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use http::{HeaderMap, HeaderValue};
 use http_body::Frame;
 use prost::Message;
-use tokio::sync::mpsc;
 use tonic::{
     Code, Status,
     body::Body,
@@ -36,7 +35,11 @@ use tonic::{
 };
 use tonic_prost::ProstDecoder;
 
-use crate::{AdsServer, server::ResponseStream, source::ResourceSource};
+use crate::{
+    AdsServer,
+    server::{Queue, ResponseStream, abandoned},
+    source::ResourceSource,
+};
 
 /// Path of the state-of-the-world method.
 const SOTW_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
@@ -134,21 +137,23 @@ fn request_buffer() -> BufferSettings {
     BufferSettings::new(1024, 32 * 1024)
 }
 
-/// A `200 application/grpc` response whose body frames the messages of `rx`.
+/// A `200 application/grpc` response whose body frames the messages of `queue`.
 fn streaming_response<M: Message + 'static>(
-    rx: mpsc::Receiver<Box<Result<M, Status>>>,
+    queue: Queue<M>,
     max_message_size: usize,
 ) -> http::Response<Body> {
-    let mut response = http::Response::new(Body::new(FramedMessages { rx: Some(rx), max_message_size }));
+    let mut response =
+        http::Response::new(Body::new(FramedMessages { queue: Some(queue), max_message_size }));
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     response
 }
 
-/// Response body: each message of `rx` as one gRPC frame in its own buffer, then the trailers (the
-/// first error ends the stream with its status; the end of `rx` ends it with `OK`).
+/// Response body: each message of the queue as one gRPC frame in its own buffer, then the trailers
+/// (the first error ends the stream with its status; the end of the channel ends it with `OK`; a
+/// queue the stream's task abandoned ends it with `DEADLINE_EXCEEDED`).
 struct FramedMessages<M> {
     /// `None` once the trailers were sent.
-    rx: Option<mpsc::Receiver<Box<Result<M, Status>>>>,
+    queue: Option<Queue<M>>,
     max_message_size: usize,
 }
 
@@ -186,24 +191,27 @@ impl<M: Message> http_body::Body for FramedMessages<M> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let max = self.max_message_size;
-        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
-        let end = match rx.poll_recv(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Some(item)) => match *item {
+        let Some(queue) = self.queue.as_ref() else { return Poll::Ready(None) };
+        let mut guard = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let end = match guard.as_mut().map(|rx| rx.poll_recv(cx)) {
+            None => abandoned(),
+            Some(Poll::Pending) => return Poll::Pending,
+            Some(Poll::Ready(Some(item))) => match *item {
                 Ok(message) => match frame(&message, max) {
                     Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
                     Err(status) => status,
                 },
                 Err(status) => status,
             },
-            Poll::Ready(None) => Status::ok(""),
+            Some(Poll::Ready(None)) => Status::ok(""),
         };
-        self.rx = None;
+        drop(guard);
+        self.queue = None;
         Poll::Ready(Some(Ok(Frame::trailers(trailers(&end)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.rx.is_none()
+        self.queue.is_none()
     }
 }
 

@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod convert;
 pub mod debug;
 pub mod delta;
@@ -40,6 +41,7 @@ pub mod state;
 pub mod type_url;
 mod wire;
 
+pub use admission::{RequestLimiter, default_max_requests_per_second};
 pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
 pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};

@@ -40,6 +40,14 @@ pub const INTERNAL_ERRORS: &str = "pilot_total_xds_internal_errors";
 /// only logs these.
 pub const AUTH_FAILURES: &str = "meshpilot_xds_auth_failures";
 
+/// Counter `meshpilot_xds_rate_limited`: new streams refused by `PILOT_MAX_REQUESTS_PER_SECOND`
+/// ([`crate::admission`]). istiod only logs these (`ADS: … exceeded rate limit`).
+pub const RATE_LIMITED: &str = "meshpilot_xds_rate_limited";
+/// Counter `pilot_xds_write_timeout`: streams closed because a response could not be handed to a
+/// client that stopped reading within `PILOT_XDS_SEND_TIMEOUT` (Istio's name: "Pilot XDS response
+/// write timeouts").
+pub const WRITE_TIMEOUT: &str = "pilot_xds_write_timeout";
+
 /// Istio's buckets for each histogram (seconds, or bytes for the config size).
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (CONVERGENCE, &[0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
@@ -75,6 +83,19 @@ pub fn describe() {
         AUTH_FAILURES,
         "xDS streams refused because the caller is not authenticated or not the node's identity."
     );
+    describe_counter!(
+        RATE_LIMITED,
+        "New xDS streams refused by the request rate limit (PILOT_MAX_REQUESTS_PER_SECOND)."
+    );
+    describe_counter!(WRITE_TIMEOUT, "Pilot XDS response write timeouts.");
+}
+
+pub(crate) fn record_rate_limited() {
+    counter!(RATE_LIMITED).increment(1);
+}
+
+pub(crate) fn record_write_timeout() {
+    counter!(WRITE_TIMEOUT).increment(1);
 }
 
 pub(crate) fn record_auth_failure(reason: &'static str) {

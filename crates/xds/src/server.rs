@@ -36,6 +36,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use crate::{
+    admission::RequestLimiter,
     delta::DeltaSession,
     framing::AdsService,
     metrics,
@@ -74,6 +75,16 @@ pub struct AdsConfig {
     /// With an authenticator: refuse a proxy whose namespace is none of its caller's identities'
     /// (Istio's `PILOT_ENABLE_XDS_IDENTITY_CHECK`, default true).
     pub identity_check: bool,
+    /// Admission of new streams (Istio's `PILOT_MAX_REQUESTS_PER_SECOND`, [`crate::admission`]):
+    /// share one limiter between the ports of a control plane. Default
+    /// [`crate::admission::default_max_requests_per_second`].
+    pub request_limiter: Arc<RequestLimiter>,
+    /// Longest wait to hand one response to a stream whose client stopped reading (its
+    /// `response_buffer` is full); then the stream is closed with `DEADLINE_EXCEEDED`, logged and
+    /// counted in `pilot_xds_write_timeout`, releasing its push throttle slot. Istio's former
+    /// `PILOT_XDS_SEND_TIMEOUT` (default 0 = none there, removed in Istio 1.22); meshpilot's default
+    /// 10 s. Zero: wait forever.
+    pub send_timeout: Duration,
 }
 
 /// An authenticated stream caller.
@@ -137,6 +148,8 @@ impl Default for AdsConfig {
             push_throttle: default_push_throttle(),
             authenticator: None,
             identity_check: true,
+            request_limiter: Arc::new(RequestLimiter::default()),
+            send_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -286,8 +299,21 @@ impl<S: ResourceSource> AdsServer<S> {
             convergence: Convergence::default(),
             throttle: Arc::clone(&self.throttle),
             push_wanted: false,
+            send_timeout: self.config.send_timeout,
         })
     }
+}
+
+/// The status a client gets for a request the transport could not read. tonic says `OUT_OF_RANGE`
+/// ("decoded message length too large") for a request above `max_decoding_message_size`; gRPC's own
+/// servers (istiod's grpc-go) say `RESOURCE_EXHAUSTED`, which is what the gRPC spec gives and what is
+/// answered here, with grpc-go's text.
+pub(crate) fn request_status(status: &Status) -> Status {
+    let message = status.message();
+    if status.code() == tonic::Code::OutOfRange && message.contains("message length too large") {
+        return Status::resource_exhausted(format!("grpc: received message larger than max ({message})"));
+    }
+    Status::new(status.code(), message.to_owned())
 }
 
 fn node_status(e: &NodeError) -> Status {
@@ -303,18 +329,22 @@ fn source_status(e: &SourceError) -> Status {
     }
 }
 
+/// The queue of one stream's responses, shared by the stream's task (which drops the receiver to
+/// abandon a client that stopped reading) and the response body (which reads it).
+pub(crate) type Queue<M> = Arc<std::sync::Mutex<Option<mpsc::Receiver<Box<Result<M, Status>>>>>>;
+
 /// The responses of one ADS stream. Each is boxed in the channel: tokio's bounded channel allocates
 /// its slots in blocks of 32 when it is made, so an unboxed `Result<DiscoveryResponse, Status>`
 /// (≈ 150 bytes) cost ≈ 5 KiB per connected proxy before anything was sent (issue 22 part 3,
 /// measured with heaptrack: BENCHMARKS.md).
 pub struct ResponseStream<M> {
-    rx: mpsc::Receiver<Box<Result<M, Status>>>,
+    queue: Queue<M>,
 }
 
 impl<M> ResponseStream<M> {
-    /// The channel behind the stream (the response framing reads it directly).
-    pub(crate) fn into_inner(self) -> mpsc::Receiver<Box<Result<M, Status>>> {
-        self.rx
+    /// The queue behind the stream (the response framing reads it directly).
+    pub(crate) fn into_inner(self) -> Queue<M> {
+        self.queue
     }
 }
 
@@ -322,10 +352,77 @@ impl<M> tokio_stream::Stream for ResponseStream<M> {
     type Item = Result<M, Status>;
 
     fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
+        self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx).map(|item| item.map(|boxed| *boxed))
+        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match queue.as_mut() {
+            Some(rx) => rx.poll_recv(cx).map(|item| item.map(|boxed| *boxed)),
+            None => std::task::Poll::Ready(Some(Err(abandoned()))),
+        }
+    }
+}
+
+/// The status a stream ends with after the server abandoned it (its client stopped reading).
+pub(crate) fn abandoned() -> Status {
+    Status::deadline_exceeded("client did not read responses within PILOT_XDS_SEND_TIMEOUT: stream closed")
+}
+
+/// The sending half of a stream's responses: a bounded channel (`AdsConfig::response_buffer`).
+pub(crate) struct Outbox<M> {
+    tx: mpsc::Sender<Box<Result<M, Status>>>,
+    queue: Queue<M>,
+}
+
+impl<M> Outbox<M> {
+    /// A queue of `capacity` responses and the stream that reads it.
+    pub(crate) fn new(capacity: usize) -> (Self, ResponseStream<M>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let queue = Arc::new(std::sync::Mutex::new(Some(rx)));
+        (Outbox { tx, queue: Arc::clone(&queue) }, ResponseStream { queue })
+    }
+
+    /// Ends the stream with `status` when its queue has room (else the client, which stopped
+    /// reading, never sees it).
+    pub(crate) fn close_with(&self, status: Status) {
+        let _ = self.tx.try_send(Box::new(Err(status)));
+    }
+
+    /// Hands `response` to the stream; when the client does not make room within `timeout`
+    /// (non-zero) the stream is abandoned: its queued responses are dropped (memory freed at once),
+    /// the body ends with `DEADLINE_EXCEEDED` ([`abandoned`]) when HTTP/2 next polls it, and the reason
+    /// is logged and counted (`pilot_xds_write_timeout`).
+    pub(crate) async fn send(
+        &self,
+        response: M,
+        type_url: &str,
+        timeout: Duration,
+        connection: &str,
+    ) -> Result<(), End> {
+        let t0 = Instant::now();
+        let sent = if timeout.is_zero() {
+            self.tx.send(Box::new(Ok(response))).await
+        } else if let Ok(sent) = tokio::time::timeout(timeout, self.tx.send(Box::new(Ok(response)))).await {
+            sent
+        } else {
+            warn!(
+                connection,
+                "ADS: closing stream: the client read none of its {} queued responses for {timeout:?} \
+                 (PILOT_XDS_SEND_TIMEOUT; next: {})",
+                self.tx.max_capacity(),
+                short_name(type_url),
+            );
+            metrics::record_write_timeout();
+            metrics::record_send_error(type_url);
+            drop(self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
+            return Err(End::SendTimeout);
+        };
+        if sent.is_err() {
+            metrics::record_send_error(type_url);
+            return Err(End::ClientGone);
+        }
+        metrics::record_send_time(t0.elapsed());
+        Ok(())
     }
 }
 
@@ -339,15 +436,16 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
         let peer = self.peer_addr(&request);
+        self.config.request_limiter.admit(peer).await?;
         let caller = self.authenticate(&request, peer).await?;
         let mut inbound = request.into_inner();
-        let Some(first) = inbound.message().await? else {
+        let Some(first) = inbound.message().await.map_err(|s| request_status(&s))? else {
             return Err(Status::cancelled("stream closed before its first request"));
         };
         let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw, caller.as_ref())?;
-        let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
+        let (tx, responses) = Outbox::new(self.config.response_buffer);
         tokio::spawn(conn.run(SotwWire { session: SotwSession::new(), tx }, first, inbound));
-        Ok(Response::new(ResponseStream { rx }))
+        Ok(Response::new(responses))
     }
 
     async fn delta_aggregated_resources(
@@ -355,15 +453,16 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
         let peer = self.peer_addr(&request);
+        self.config.request_limiter.admit(peer).await?;
         let caller = self.authenticate(&request, peer).await?;
         let mut inbound = request.into_inner();
-        let Some(first) = inbound.message().await? else {
+        let Some(first) = inbound.message().await.map_err(|s| request_status(&s))? else {
             return Err(Status::cancelled("stream closed before its first request"));
         };
         let conn = self.start(first.node.as_ref(), peer, Protocol::Delta, caller.as_ref())?;
-        let (tx, rx) = mpsc::channel(self.config.response_buffer.max(1));
+        let (tx, responses) = Outbox::new(self.config.response_buffer);
         tokio::spawn(conn.run(DeltaWire { session: DeltaSession::new(), tx }, first, inbound));
-        Ok(Response::new(ResponseStream { rx }))
+        Ok(Response::new(responses))
     }
 }
 
@@ -416,6 +515,8 @@ pub(crate) enum End {
     ClientGone,
     /// A transport error reading a request.
     Transport(Status),
+    /// The client did not read a response within the send timeout.
+    SendTimeout,
 }
 
 /// Time from a push being enqueued to the proxy ACKing every response of it.
@@ -481,11 +582,17 @@ pub(crate) struct Connection<S: ResourceSource> {
     throttle: Arc<Semaphore>,
     /// A push is pending and the connection waits for a throttle permit.
     push_wanted: bool,
+    /// [`AdsConfig::send_timeout`].
+    send_timeout: Duration,
 }
 
 impl<S: ResourceSource> Connection<S> {
     pub(crate) fn id(&self) -> &str {
         &self.reg.entry.id
+    }
+
+    pub(crate) fn send_timeout(&self) -> Duration {
+        self.send_timeout
     }
 
     pub(crate) fn entry(&self) -> &Entry<S::Push> {
@@ -536,6 +643,10 @@ impl<S: ResourceSource> Connection<S> {
             Ok(()) => End::ClientClosed,
             Err(e) => e,
         };
+        if let End::Transport(status) = &end {
+            // A broken request (too large, undecodable) ends the stream with its status, not OK.
+            wire.close_with(request_status(status));
+        }
         self.finish(&end);
     }
 
@@ -619,20 +730,6 @@ impl<S: ResourceSource> Connection<S> {
             s.last_send_time = Some(SystemTime::now());
         });
     }
-}
-
-pub(crate) async fn send<T>(
-    tx: &mpsc::Sender<Box<Result<T, Status>>>,
-    response: T,
-    type_url: &str,
-) -> Result<(), End> {
-    let t0 = Instant::now();
-    if tx.send(Box::new(Ok(response))).await.is_err() {
-        metrics::record_send_error(type_url);
-        return Err(End::ClientGone);
-    }
-    metrics::record_send_time(t0.elapsed());
-    Ok(())
 }
 
 pub(crate) fn trigger_label<P>(t: &Trigger<'_, P>) -> &'static str {

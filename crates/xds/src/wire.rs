@@ -11,15 +11,13 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     Resource as ProtoResource,
 };
-use tokio::sync::mpsc;
-use tonic::Status;
 use tracing::{debug, info, warn};
 
 use crate::{
     delta::{self, DeltaSession},
     metrics,
     registry::Entry,
-    server::{Connection, End, Sent, content_hash, next_nonce, send, trigger_label},
+    server::{Connection, End, Outbox, Sent, content_hash, next_nonce, trigger_label},
     sotw::{self, SentResponse, SotwSession},
     source::{Generated, Protocol, Resource, ResourceSource, Trigger, Watch},
     type_url::{self, CLUSTER, ENDPOINT, short_name},
@@ -68,6 +66,9 @@ pub(crate) trait Wire<S: ResourceSource>: Send {
 
     /// The subscribed types in push order.
     fn watched_types(&self) -> Vec<String>;
+
+    /// Ends the response stream with `status` (when there is room in its queue).
+    fn close_with(&self, status: tonic::Status);
 
     /// Sends the response `due` to a request for `type_url`.
     async fn answer(
@@ -162,7 +163,7 @@ impl<S: ResourceSource> Connection<S> {
 /// State-of-the-world half of a stream.
 pub(crate) struct SotwWire {
     pub(crate) session: SotwSession,
-    pub(crate) tx: mpsc::Sender<Box<Result<DiscoveryResponse, Status>>>,
+    pub(crate) tx: Outbox<DiscoveryResponse>,
 }
 
 impl<S: ResourceSource> Wire<S> for SotwWire {
@@ -185,6 +186,10 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
 
     fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str) {
         self.mirror(entry, type_url);
+    }
+
+    fn close_with(&self, status: tonic::Status) {
+        self.tx.close_with(status);
     }
 
     fn watched_types(&self) -> Vec<String> {
@@ -299,7 +304,7 @@ impl SotwWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        send(&self.tx, response, type_url).await?;
+        self.tx.send(response, type_url, conn.send_timeout(), conn.id()).await?;
         self.session.on_sent(
             type_url,
             SentResponse {
@@ -358,7 +363,7 @@ impl DeltaDue {
 /// Incremental (delta) half of a stream.
 pub(crate) struct DeltaWire {
     pub(crate) session: DeltaSession,
-    pub(crate) tx: mpsc::Sender<Box<Result<DeltaDiscoveryResponse, Status>>>,
+    pub(crate) tx: Outbox<DeltaDiscoveryResponse>,
 }
 
 impl<S: ResourceSource> Wire<S> for DeltaWire {
@@ -392,6 +397,10 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
 
     fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str) {
         self.mirror(entry, type_url);
+    }
+
+    fn close_with(&self, status: tonic::Status) {
+        self.tx.close_with(status);
     }
 
     fn watched_types(&self) -> Vec<String> {
@@ -498,7 +507,7 @@ impl DeltaWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        send(&self.tx, response, type_url).await?;
+        self.tx.send(response, type_url, conn.send_timeout(), conn.id()).await?;
         self.session.on_sent(type_url, &nonce, &version, &plan);
         metrics::record_push(type_url, t0.elapsed(), bytes);
         self.mirror(conn.entry(), type_url);

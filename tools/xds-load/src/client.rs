@@ -9,8 +9,13 @@
 //! - every response is ACKed with its nonce (SotW: and its version and the current names); once the
 //!   stream is ready, a response is NACKed instead with probability `nack_rate` (SotW: with the last
 //!   accepted version; both: an `error_detail`), which the control plane must not answer;
-//! - on a stream error the proxy reconnects after a backoff (0.5 s doubling to 5 s); Delta sends the
-//!   versions it holds as `initial_resource_versions`.
+//! - on a stream error the proxy reconnects after a jittered backoff (a random wait between half and
+//!   all of 0.5 s, doubling to 5 s, as Envoy's jittered gRPC retry), `RESOURCE_EXHAUSTED` (admission
+//!   control) included; Delta sends the versions it holds as `initial_resource_versions`;
+//! - a storm stream ([`StreamSpec::storm`]), when the harness calls [`Shared::storm`], drops its
+//!   stream and its HTTP/2 connection and reconnects at once on a new connection (a restart or
+//!   failover of the control plane, as its proxies see it), and is *ready again* when the four types
+//!   are ACKed once more.
 //!
 //! The stream is *ready* once CDS and LDS were ACKed and EDS and RDS were ACKed or not needed. For
 //! each change the harness announces ([`Shared::announce`]), the stream records when a response of
@@ -80,6 +85,9 @@ pub struct Shared {
     ready: AtomicUsize,
     converged: Mutex<Vec<usize>>,
     stop: watch::Sender<bool>,
+    storm: watch::Sender<u64>,
+    storm_ready: AtomicUsize,
+    rate_limited: AtomicU64,
 }
 
 impl Default for Shared {
@@ -91,6 +99,9 @@ impl Default for Shared {
             ready: AtomicUsize::new(0),
             converged: Mutex::new(Vec::new()),
             stop: watch::channel(false).0,
+            storm: watch::channel(0).0,
+            storm_ready: AtomicUsize::new(0),
+            rate_limited: AtomicU64::new(0),
         }
     }
 }
@@ -116,6 +127,21 @@ impl Shared {
     /// Tells every stream to close and return its report.
     pub fn stop(&self) {
         self.stop.send_replace(true);
+    }
+
+    /// Tells every storm stream to drop its stream and connection and reconnect at once.
+    pub fn storm(&self) {
+        self.storm.send_modify(|g| *g += 1);
+    }
+
+    /// Storm streams ready again since [`Shared::storm`].
+    pub fn storm_ready(&self) -> usize {
+        self.storm_ready.load(Ordering::SeqCst)
+    }
+
+    /// Streams refused with `RESOURCE_EXHAUSTED` so far (admission control).
+    pub fn rate_limited(&self) -> u64 {
+        self.rate_limited.load(Ordering::SeqCst)
     }
 
     fn count_converged(&self, seqs: std::ops::RangeInclusive<u64>) {
@@ -168,6 +194,8 @@ pub struct StreamSpec {
     pub identity: ProxyIdentity,
     /// Whether the harness expects this stream to see the changes.
     pub affected: bool,
+    /// Whether this stream reconnects when the harness calls [`Shared::storm`].
+    pub storm: bool,
 }
 
 /// What one stream saw of one change.
@@ -192,6 +220,8 @@ pub struct StreamReport {
     pub node_id: String,
     /// Expected to see the changes.
     pub affected: bool,
+    /// A storm stream (reconnects at [`Shared::storm`]).
+    pub storm: bool,
     /// When the stream started connecting, after the run's origin.
     pub started: Duration,
     /// From the start of connecting to ready (all four types ACKed or not needed).
@@ -208,6 +238,10 @@ pub struct StreamReport {
     pub nacks: u64,
     /// Reconnections after a stream error.
     pub reconnects: u64,
+    /// Streams refused with `RESOURCE_EXHAUSTED` (admission control), retried.
+    pub rate_limited: u64,
+    /// Storm streams: from the storm to ready again (all four types ACKed on the new connection).
+    pub storm_ready_after: Option<Duration>,
     /// Errors (the first few), e.g. `Unavailable: not ready`.
     pub errors: Vec<String>,
     /// Per change (index = seq; 0 = before the first change): what the stream saw.
@@ -278,11 +312,16 @@ impl Rng {
         if p <= 0.0 {
             return false;
         }
+        self.unit() < p
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
-        (x as f64 / (1u64 << 53) as f64) < p
+        x as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -319,15 +358,34 @@ struct Stream<'a> {
     rng: Rng,
     connect_start: Instant,
     ready: bool,
+    /// When the storm made this stream reconnect, until it is ready again.
+    storm_started: Option<Instant>,
 }
 
-/// Runs one stream on `channel` until [`Shared::stop`], then returns what it measured.
+/// The error a storm stream's session ends with when the harness calls [`Shared::storm`].
+const STORM: &str = "storm: reconnecting on a new connection";
+
+/// Resolves when the harness calls [`Shared::storm`] (never for a stream without a receiver).
+async fn storm_signal(storm: &mut Option<watch::Receiver<u64>>) {
+    if let Some(rx) = storm
+        && rx.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
+/// Runs one stream on `channel` until [`Shared::stop`], then returns what it measured. A storm
+/// stream ([`StreamSpec::storm`]) reconnects on a new connection from `endpoint` at each
+/// [`Shared::storm`].
 pub async fn run(
     channel: Channel,
+    endpoint: Option<tonic::transport::Endpoint>,
     spec: StreamSpec,
     options: StreamOptions,
     shared: Arc<Shared>,
 ) -> StreamReport {
+    let mut channel = channel;
     let start = Instant::now();
     let mut s = Stream {
         spec: &spec,
@@ -337,6 +395,7 @@ pub async fn run(
             index: spec.index,
             node_id: spec.identity.node_id.clone(),
             affected: spec.affected,
+            storm: spec.storm,
             started: start.saturating_duration_since(shared.origin),
             ..Default::default()
         },
@@ -346,27 +405,49 @@ pub async fn run(
         rng: Rng::new(u64::from(spec.index) + 1),
         connect_start: start,
         ready: false,
+        storm_started: None,
     };
     let mut stop = shared.stop.subscribe();
-    let mut backoff = Duration::from_millis(500);
+    let mut storm = spec.storm.then(|| shared.storm.subscribe());
+    const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+    let mut backoff = FIRST_BACKOFF;
     loop {
         if *stop.borrow() {
             break;
         }
         let result = match options.protocol {
-            Protocol::Sotw => s.sotw(channel.clone(), &mut stop).await,
-            Protocol::Delta => s.delta(channel.clone(), &mut stop).await,
+            Protocol::Sotw => s.sotw(channel.clone(), &mut stop, &mut storm).await,
+            Protocol::Delta => s.delta(channel.clone(), &mut stop, &mut storm).await,
         };
         match result {
             Ok(()) => break,
+            Err(e) if e == STORM => {
+                // At once, on a new connection (the old one is dropped with the last stream on it).
+                if let Some(endpoint) = &endpoint {
+                    channel = endpoint.connect_lazy();
+                }
+                s.ready = false;
+                for t in &mut s.types {
+                    t.acked = false;
+                }
+                s.storm_started = Some(Instant::now());
+                backoff = FIRST_BACKOFF;
+            }
             Err(e) => {
+                if e.starts_with("ResourceExhausted") {
+                    s.report.rate_limited += 1;
+                    shared.rate_limited.fetch_add(1, Ordering::SeqCst);
+                }
                 s.report.error(e);
                 if *stop.borrow() {
                     break;
                 }
                 s.report.reconnects += 1;
+                // Jittered (Envoy's backoff is too): a wave of refused streams must not come back
+                // as one wave.
+                let wait = backoff.mul_f64(0.5 + 0.5 * s.rng.unit());
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(wait) => {}
                     _ = stop.changed() => break,
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -460,8 +541,13 @@ impl Stream<'_> {
         let [c, e, l, r] = &self.types;
         if c.acked && l.acked && (e.acked || e.names.is_empty()) && (r.acked || r.names.is_empty()) {
             self.ready = true;
-            self.report.ready_after = Some(self.connect_start.elapsed());
-            self.shared.ready.fetch_add(1, Ordering::SeqCst);
+            if let Some(storm) = self.storm_started.take() {
+                self.report.storm_ready_after = Some(storm.elapsed());
+                self.shared.storm_ready.fetch_add(1, Ordering::SeqCst);
+            } else if self.report.ready_after.is_none() {
+                self.report.ready_after = Some(self.connect_start.elapsed());
+                self.shared.ready.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 
@@ -475,7 +561,12 @@ impl Stream<'_> {
 
     // ---- SotW ----
 
-    async fn sotw(&mut self, channel: Channel, stop: &mut watch::Receiver<bool>) -> Result<(), String> {
+    async fn sotw(
+        &mut self,
+        channel: Channel,
+        stop: &mut watch::Receiver<bool>,
+        storm: &mut Option<watch::Receiver<u64>>,
+    ) -> Result<(), String> {
         // A new stream starts from nothing (SotW has no resume).
         self.types = Default::default();
         let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
@@ -495,6 +586,7 @@ impl Stream<'_> {
         loop {
             let msg = tokio::select! {
                 _ = stop.changed() => return Ok(()),
+                () = storm_signal(storm) => return Err(STORM.into()),
                 m = responses.message() => m,
             };
             let resp = match msg {
@@ -604,7 +696,12 @@ impl Stream<'_> {
 
     // ---- Delta ----
 
-    async fn delta(&mut self, channel: Channel, stop: &mut watch::Receiver<bool>) -> Result<(), String> {
+    async fn delta(
+        &mut self,
+        channel: Channel,
+        stop: &mut watch::Receiver<bool>,
+        storm: &mut Option<watch::Receiver<u64>>,
+    ) -> Result<(), String> {
         for t in &mut self.types {
             t.requested = false;
         }
@@ -641,6 +738,7 @@ impl Stream<'_> {
         loop {
             let msg = tokio::select! {
                 _ = stop.changed() => return Ok(()),
+                () = storm_signal(storm) => return Err(STORM.into()),
                 m = responses.message() => m,
             };
             let resp = match msg {
@@ -759,6 +857,7 @@ mod tests {
             kind: ProxyType::Sidecar,
             identity: layout.proxy(ProxyType::Sidecar, 3),
             affected: true,
+            storm: false,
         };
         let n = node(&spec, &StreamOptions::default());
         assert_eq!(n.id, "sidecar~10.1.0.4~svc-3-3.ns-3~ns-3.svc.cluster.local");

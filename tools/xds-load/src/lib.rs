@@ -15,6 +15,7 @@
 pub mod change;
 pub mod client;
 pub mod generate;
+pub mod hostile;
 pub mod layout;
 pub mod names;
 pub mod procfs;

@@ -177,6 +177,22 @@ struct RunArgs {
     /// the streams use the secure port.
     #[arg(long, value_name = "DIR")]
     ca_dir: Option<PathBuf>,
+    /// Connection storm: after --hold, the last N streams drop their streams and connections and
+    /// reconnect at once on new connections (retrying with jittered backoff when refused, e.g.
+    /// RESOURCE_EXHAUSTED from PILOT_MAX_REQUESTS_PER_SECOND); change 1 is applied at the same moment
+    /// and measured on the streams that stayed connected. Reports time to ready again, refusals and
+    /// the control plane's RSS steady → peak → settled.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    storm: u32,
+    /// Hostile connections: after --hold, open N misbehaving connections (a mix of ADS streams that
+    /// never read, garbage-request floods, HTTP/1 and half HTTP/2 prefaces on the gRPC port, slowloris
+    /// on the debug port; see the `hostile` module), keep them through the changes, and report the
+    /// control plane's RSS growth and how it closed each kind. Needs a plaintext --address.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    hostile: u32,
+    /// The control plane's HTTP debug address (IP:port) for the slowloris kind (set by --meshpilot).
+    #[arg(long, value_name = "ADDR")]
+    http_address: Option<std::net::SocketAddr>,
     /// TCP connect timeout per connection (a loaded control plane may accept slowly).
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     connect_timeout: Duration,
@@ -333,6 +349,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     let mut pid = a.pid;
     let mut spawned = None;
     let mut tls = None;
+    let mut http_address = a.http_address;
     if let Some(bin) = &a.meshpilot {
         let dir = a.config_dir.as_ref().context("--meshpilot needs --config-dir")?;
         let port = free_port()?;
@@ -373,6 +390,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
             .spawn()
             .with_context(|| format!("cannot start --meshpilot {}", bin.display()))?;
         pid = Some(child.id());
+        http_address = Some(std::net::SocketAddr::from(([127, 0, 0, 1], http_port)));
         let mut child = Spawned(child);
         wait_ready(&mut child, http_port, a.ready_timeout)?;
         spawned = Some(child);
@@ -396,6 +414,8 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         "nack_rate": a.nack_rate,
         "tls": secure,
         "client_certificates": a.ca_dir.is_some(),
+        "storm": a.storm,
+        "hostile": a.hostile,
     });
     let options = RunOptions {
         address,
@@ -422,6 +442,9 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         sample_interval: a.sample_interval,
         label,
         connect_timeout: a.connect_timeout,
+        storm: a.storm,
+        hostile: a.hostile,
+        http_address,
         tls: tls.map(Arc::new),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -435,6 +458,13 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.json {
         std::fs::write(path, serde_json::to_string_pretty(&summary)?)
             .with_context(|| format!("cannot write --json {}", path.display()))?;
+    }
+    if let Some(st) = summary.storm.as_ref().filter(|st| st.ready_again < st.streams) {
+        anyhow::bail!(
+            "{} of {} storm streams never became ready again",
+            st.streams - st.ready_again,
+            st.streams
+        );
     }
     if summary.ready < summary.streams {
         anyhow::bail!(

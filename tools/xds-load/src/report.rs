@@ -109,6 +109,42 @@ pub struct ControlPlane {
     pub samples: Vec<Sample>,
 }
 
+/// A connection storm (`--storm`): some streams reconnected at once while the others stayed.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StormSummary {
+    /// Streams that reconnected.
+    pub streams: usize,
+    /// Of those, streams ready again (all four types ACKed on the new connection).
+    pub ready_again: usize,
+    /// Storm → ready again, per stream.
+    pub ready_after: Distribution,
+    /// Storm → the last stream ready again, ms.
+    pub all_ready_ms: f64,
+    /// Streams refused with `RESOURCE_EXHAUSTED` during the run (each retried).
+    pub rate_limited: u64,
+    /// Control-plane RSS just before the storm (steady state), bytes (0 without a pid).
+    pub steady_rss: u64,
+    /// Largest RSS sampled from the storm to all ready again, bytes.
+    pub peak_rss: u64,
+    /// RSS after all were ready again and the hold, bytes.
+    pub settled_rss: u64,
+}
+
+/// Hostile connections (`--hostile`): what they cost and how the server ended them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HostileSummary {
+    /// Connections opened.
+    pub connections: u32,
+    /// Control-plane RSS before they were opened, bytes (0 without a pid).
+    pub rss_before: u64,
+    /// RSS with all opened, after the hold.
+    pub rss_opened: u64,
+    /// RSS after the changes (pushes to every proxy, hostile ones included).
+    pub rss_after_changes: u64,
+    /// Per kind ([`crate::hostile::Kind`]).
+    pub kinds: std::collections::BTreeMap<String, crate::hostile::KindReport>,
+}
+
 /// The whole run.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
@@ -146,6 +182,10 @@ pub struct Summary {
     pub control_plane: Option<ControlPlane>,
     /// CPU seconds xds-load itself used (it shares the machine with the control plane).
     pub client_cpu_seconds: f64,
+    /// The connection storm, when one was run.
+    pub storm: Option<StormSummary>,
+    /// The hostile connections, when some were opened.
+    pub hostile: Option<HostileSummary>,
 }
 
 impl Summary {
@@ -209,6 +249,36 @@ impl Summary {
         }
         s.convergence = distribution(pooled);
         s
+    }
+
+    /// Adds the storm's figures: `reports` of every stream, the refusals counted, the control plane's
+    /// samples (may be empty) and the storm's start, end (all ready again) and settled times (since
+    /// the run's origin).
+    pub fn storm(
+        &mut self,
+        reports: &[StreamReport],
+        rate_limited: u64,
+        samples: &[Sample],
+        (start, end, settled): (Duration, Duration, Duration),
+    ) {
+        let stormed: Vec<&StreamReport> = reports.iter().filter(|r| r.storm).collect();
+        let again: Vec<Duration> = stormed.iter().filter_map(|r| r.storm_ready_after).collect();
+        let before = |t: Duration| samples.iter().rev().find(|s| s.at <= t).map_or(0, |s| s.rss);
+        self.storm = Some(StormSummary {
+            streams: stormed.len(),
+            ready_again: again.len(),
+            all_ready_ms: again.iter().max().map_or(0.0, |d| ms(*d)),
+            ready_after: distribution(again),
+            rate_limited,
+            steady_rss: before(start),
+            peak_rss: samples
+                .iter()
+                .filter(|s| s.at >= start && s.at <= end)
+                .map(|s| s.rss)
+                .max()
+                .unwrap_or(0),
+            settled_rss: before(settled),
+        });
     }
 
     /// Adds the control plane's samples, with the phase boundaries (times since the run's origin).
@@ -303,6 +373,50 @@ impl Summary {
                 "time to last     {:.1} ms (worst change); not converged: {}",
                 self.time_to_last_ms, self.not_converged
             );
+        }
+        if let Some(st) = &self.storm {
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            let _ = writeln!(
+                o,
+                "storm            {}/{} reconnected streams ready again, last after {:.0} ms; storm → ready {}",
+                st.ready_again,
+                st.streams,
+                st.all_ready_ms,
+                d(&st.ready_after)
+            );
+            let _ = writeln!(
+                o,
+                "                 {} refused with RESOURCE_EXHAUSTED (retried); RSS {:.1} MiB steady → peak {:.1} → {:.1} MiB settled ({:+.1} %)",
+                st.rate_limited,
+                mib(st.steady_rss),
+                mib(st.peak_rss),
+                mib(st.settled_rss),
+                if st.steady_rss > 0 {
+                    (st.settled_rss as f64 / st.steady_rss as f64 - 1.0) * 100.0
+                } else {
+                    0.0
+                }
+            );
+        }
+        if let Some(h) = &self.hostile {
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            let growth = mib(h.rss_after_changes.max(h.rss_opened).saturating_sub(h.rss_before));
+            let _ = writeln!(
+                o,
+                "hostile          {} connections: RSS {:.1} → {:.1} MiB opened → {:.1} MiB after the changes ({:.1} MiB per 1,000)",
+                h.connections,
+                mib(h.rss_before),
+                mib(h.rss_opened),
+                mib(h.rss_after_changes),
+                growth * 1000.0 / f64::from(h.connections.max(1))
+            );
+            for (kind, r) in &h.kinds {
+                let _ = writeln!(
+                    o,
+                    "  {kind:<15} {} opened, {} closed by the server {:?} (last after {:.1} s), {} connect errors",
+                    r.opened, r.closed_by_server, r.endings, r.max_seconds_to_close, r.connect_errors
+                );
+            }
         }
         let _ = writeln!(o, "xds-load CPU     {:.2} s", self.client_cpu_seconds);
         if let Some(cp) = &self.control_plane {

@@ -9,6 +9,12 @@
 //! Sequential changes (no `interval`): each change waits until every affected stream converged (or
 //! `change_timeout`), then `gap`. With an `interval`, changes are applied at that rate regardless
 //! (churn), and the run waits for the last one at the end.
+//!
+//! A storm (`storm` > 0): after `hold`, the last `storm` streams drop their streams and connections
+//! and reconnect at once (new connections, retried with jittered backoff when refused), and change 1
+//! is applied at the same moment; only the streams that stayed connected count as affected, so the
+//! changes measure pushes to them during the storm. The run then waits until every storm stream is
+//! ready again (`ready_timeout`), holds, and reports the storm ([`crate::report::StormSummary`]).
 
 use std::{
     sync::{
@@ -71,6 +77,12 @@ pub struct RunOptions {
     pub label: serde_json::Value,
     /// TCP connect timeout of each connection.
     pub connect_timeout: Duration,
+    /// Streams (the last ones) that reconnect at once after `hold` (0: no storm).
+    pub storm: u32,
+    /// Hostile connections opened after `hold`, kept until the end ([`crate::hostile`]; 0: none).
+    pub hostile: u32,
+    /// The control plane's HTTP debug port, for the `http-slowloris` hostile kind.
+    pub http_address: Option<std::net::SocketAddr>,
     /// Connect over TLS (a secure port: `address` is then dialled by the TLS settings' target).
     pub tls: Option<Arc<TlsSettings>>,
 }
@@ -97,9 +109,17 @@ impl Default for RunOptions {
             sample_interval: Duration::from_secs(1),
             label: serde_json::Value::Null,
             connect_timeout: Duration::from_secs(30),
+            storm: 0,
+            hostile: 0,
+            http_address: None,
             tls: None,
         }
     }
+}
+
+/// The control plane's RSS now (0 without a pid).
+fn procfs_rss(pid: Option<u32>, origin: Instant) -> u64 {
+    pid.and_then(|pid| procfs::read(pid, origin.elapsed())).map_or(0, |s| s.rss)
 }
 
 async fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -159,14 +179,19 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
         .connect_timeout(options.connect_timeout)
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20));
+    let storm_from = options.streams.saturating_sub(options.storm);
     let specs: Vec<StreamSpec> = (0..options.streams)
         .map(|k| {
             let index = options.first_index + k;
             let identity = options.layout.proxy(options.kind, index);
-            let affected = changer.as_ref().is_some_and(|c| c.affects(&identity, options.kind));
-            StreamSpec { index, kind: options.kind, identity, affected }
+            let storm = k >= storm_from;
+            // In a storm, the changes measure the streams that stay connected.
+            let affected = !storm && changer.as_ref().is_some_and(|c| c.affects(&identity, options.kind));
+            StreamSpec { index, kind: options.kind, identity, affected, storm }
         })
         .collect();
+    // Storm streams reconnect on new plaintext connections (over TLS: a new stream on the same one).
+    let storm_endpoint = (options.storm > 0 && options.tls.is_none()).then(|| endpoint.clone());
     // Client certificates are made before the measured part (a real agent has its certificate
     // before it opens the ADS stream).
     let connectors = match &options.tls {
@@ -197,7 +222,13 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             );
         }
         let ch = channel.clone().expect("set on the first stream");
-        tasks.push(tokio::spawn(client::run(ch, spec, options.stream.clone(), shared.clone())));
+        tasks.push(tokio::spawn(client::run(
+            ch,
+            storm_endpoint.clone(),
+            spec,
+            options.stream.clone(),
+            shared.clone(),
+        )));
     }
     let total = tasks.len();
     wait_until(options.ready_timeout, || shared.ready() >= total).await;
@@ -206,7 +237,26 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
     tokio::time::sleep(options.hold).await;
     sample_now();
 
+    let hostile = if options.hostile > 0 {
+        let grpc = address
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .with_context(|| format!("--hostile needs an IP:port address, not {address:?}"))?;
+        let before = procfs_rss(options.pid, origin);
+        let h = crate::hostile::Hostile::open(options.hostile, grpc, options.http_address);
+        wait_until(options.ready_timeout, || h.opened() >= options.hostile as usize).await;
+        tokio::time::sleep(options.hold).await;
+        sample_now();
+        Some((h, before, procfs_rss(options.pid, origin)))
+    } else {
+        None
+    };
     let changes_start = origin.elapsed();
+    let storm_start = (options.storm > 0).then(|| {
+        shared.storm();
+        origin.elapsed()
+    });
     if let Some(c) = changer.as_mut() {
         let mut next = Instant::now();
         for seq in 1..=options.changes {
@@ -234,7 +284,32 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
     }
     let changes_end = origin.elapsed();
     sample_now();
+    let storm_end = match storm_start {
+        Some(start) => {
+            let stormed = options.storm.min(options.streams) as usize;
+            wait_until(options.ready_timeout, || shared.storm_ready() >= stormed).await;
+            let end = origin.elapsed();
+            sample_now();
+            tokio::time::sleep(options.hold).await;
+            sample_now();
+            Some((start, end, origin.elapsed()))
+        }
+        None => None,
+    };
 
+    let hostile = match hostile {
+        Some((h, before, opened)) => {
+            let after = procfs_rss(options.pid, origin);
+            Some(crate::report::HostileSummary {
+                connections: options.hostile,
+                rss_before: before,
+                rss_opened: opened,
+                rss_after_changes: after,
+                kinds: h.finish().await,
+            })
+        }
+        None => None,
+    };
     shared.stop();
     let mut reports = Vec::with_capacity(total);
     for t in tasks {
@@ -245,10 +320,14 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
         s.abort();
     }
     let mut summary = Summary::new(options.label.clone(), &reports, options.changes);
+    summary.hostile = hostile;
     summary.client_cpu_seconds =
         procfs::read(std::process::id(), origin.elapsed()).map_or(0.0, |s| s.cpu_seconds);
+    let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
+    if let Some((start, end, settled)) = storm_end {
+        summary.storm(&reports, shared.rate_limited(), &samples, (start, end, settled));
+    }
     if let Some(pid) = options.pid {
-        let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
         summary.control_plane(pid, samples, connect_start, ready_at, (changes_start, changes_end));
     }
     Ok(summary)

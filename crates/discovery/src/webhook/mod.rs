@@ -69,6 +69,10 @@ impl WebhookTls {
     }
 }
 
+/// istiod's `ReadHeaderTimeout` on the webhook server (`pilot/pkg/bootstrap/webhook.go`): a connection
+/// that does not complete a request's headers in this time is closed.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serves the webhook on `listener` with `tls` until `shutdown` completes (then stops accepting;
 /// reviews in flight finish). Each connection's TLS handshake is bounded by
 /// [`security::tls::HANDSHAKE_TIMEOUT`]; `parse` gives the domain suffix recorded on configs.
@@ -118,7 +122,11 @@ async fn connection(
         let parse = parse.clone();
         async move { Ok::<_, Infallible>(handle(request, &parse).await) }
     });
-    if let Err(err) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+    // istiod's webhook server: ReadHeaderTimeout 30 s (a slowloris client is closed; hyper's timeout
+    // needs its timer, which `Builder::new` leaves unset).
+    let mut http = http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    if let Err(err) = http.serve_connection(TokioIo::new(stream), service).await {
         tracing::debug!(%peer, error = %err, "validation webhook: connection ended with an error");
     }
 }
