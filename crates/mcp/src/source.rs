@@ -64,7 +64,9 @@ pub struct McpOptions {
     /// This control plane's revision (`REVISION`): objects labelled `istio.io/rev` otherwise are
     /// skipped; also sent as the node's `ISTIO_REVISION`.
     pub revision: Option<String>,
-    /// Kinds subscribed to (default: every kind meshpilot serves, as istiod's `collections.Pilot`).
+    /// Kinds subscribed to (default: Istio's own kinds, [`Kind::ISTIO`], as istiod's
+    /// `collections.Pilot`; kinds MCP does not carry, such as the Gateway API's, are never subscribed
+    /// to and never waited for).
     pub kinds: Vec<Kind>,
     /// The node of the requests.
     pub node: NodeIdentity,
@@ -95,7 +97,7 @@ impl McpOptions {
             tls: None,
             parse: ParseOptions::default(),
             revision: None,
-            kinds: Kind::ALL.to_vec(),
+            kinds: Kind::ISTIO.to_vec(),
             node: NodeIdentity::from_env(),
             backoff: (Duration::from_millis(500), Duration::from_secs(30)),
             queue: QueueOptions::default(),
@@ -281,7 +283,8 @@ impl ConfigStoreController for McpSource {
         if inner.synced.load(Ordering::Acquire) {
             return true;
         }
-        if inner.state().answered.len() < inner.options.kinds.len() {
+        let subscribed = inner.options.kinds.iter().filter(|k| Kind::ISTIO.contains(k)).count();
+        if inner.state().answered.len() < subscribed {
             return false;
         }
         let queue = inner.store.queue();
