@@ -57,7 +57,7 @@ impl ValidationAnalyzer {
 
 /// One analyzer per Istio kind, in the order of Istio's `collections.Pilot`.
 pub fn all_validation_analyzers() -> Vec<Box<dyn Analyzer>> {
-    Kind::ALL.iter().map(|k| Box::new(ValidationAnalyzer::new(*k)) as Box<dyn Analyzer>).collect()
+    Kind::ISTIO.iter().map(|k| Box::new(ValidationAnalyzer::new(*k)) as Box<dyn Analyzer>).collect()
 }
 
 impl Analyzer for ValidationAnalyzer {
