@@ -674,10 +674,12 @@ impl Resources {
             line: (reference && doc.line > 0).then_some(doc.line),
         };
         let keep_root = Some(root.clone());
-        let istio = matches!(
-            schema::lookup(&doc.api_version, &doc.kind),
-            Lookup::Istio(_) | Lookup::UnservedVersion(_) | Lookup::Removed(_)
-        );
+        // Gateway API objects stay Kubernetes objects here, as istioctl analyze sees them.
+        let istio = match schema::lookup(&doc.api_version, &doc.kind) {
+            Lookup::Istio(s) | Lookup::UnservedVersion(s) => !s.kind.is_gateway_api(),
+            Lookup::Removed(_) => true,
+            Lookup::Other => false,
+        };
         if istio {
             let config = match doc.config {
                 Some(config) => Some(config),

@@ -606,7 +606,7 @@ mod tests {
         assert_eq!(kind_from_word("VirtualService"), Some(Kind::VirtualService));
         assert_eq!(kind_from_word("destinationrules"), Some(Kind::DestinationRule));
         assert_eq!(kind_from_word("gateways.networking.istio.io"), Some(Kind::Gateway));
-        assert_eq!(kind_from_word("gateways.gateway.networking.k8s.io"), None);
+        assert_eq!(kind_from_word("gateways.gateway.networking.k8s.io"), Some(Kind::KubernetesGateway));
         assert_eq!(kind_from_word("telemetry"), Some(Kind::Telemetry));
         assert_eq!(kind_from_word("pods"), None);
     }

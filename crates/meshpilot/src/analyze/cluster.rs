@@ -31,7 +31,7 @@ pub(super) fn list(kubeconfig: Option<&Path>, istio_namespace: &str) -> Result<C
         let conn = kube_source::connect(kubeconfig).await.map_err(|e| e.to_string())?;
         let client = &conn.client;
         let mut objects = Vec::new();
-        for kind in Kind::ALL {
+        for kind in Kind::ISTIO {
             let schema = kind.schema();
             let api_version = format!("{}/{}", schema.group, schema.version);
             let listed =
