@@ -390,23 +390,30 @@ impl<'a> MapDe<'a> {
     }
 }
 
+/// A snake_case proto field name in protojson's lowerCamelCase (`jwks_uri` → `jwksUri`); names without
+/// `_` are returned unchanged.
+pub fn lower_camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Maps a snake_case proto field name to the lowerCamelCase JSON name when the struct knows it.
 fn canonical_key(key: &str, fields: &'static [&'static str]) -> Option<&'static str> {
     if fields.is_empty() || !key.contains('_') || fields.contains(&key) {
         return None;
     }
-    let mut camel = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            camel.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            camel.push(c);
-        }
-    }
+    let camel = lower_camel(key);
     fields.iter().copied().find(|f| *f == camel)
 }
 

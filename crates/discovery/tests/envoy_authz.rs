@@ -333,3 +333,44 @@ async fn request_authentication_validates_tokens_and_policies_require_principals
     assert_eq!(s.status("GET", "/", &[("authorization", &remote)]).await, 403, "carol is not");
     s.assert_no_nack().await;
 }
+
+/// `jwtRules[].presence: REQUIRED` (istio.io/api v1.32.0) through a real Envoy, as Istio's own example
+/// uses it: two tokens in two headers. A request without the required rule's token is refused (401) even
+/// with the optional rule's valid token; the required token alone is enough; an invalid optional token
+/// is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_required_jwt_rule_refuses_requests_without_its_token() {
+    use meshpilot_testing::jwt::{TestKey, claims, tamper};
+    const REQUIRED: &str = "https://required.meshpilot.test";
+    const OPTIONAL: &str = "https://optional.meshpilot.test";
+    let (required_key, optional_key) = (TestKey::generate(), TestKey::generate());
+    let s = setup("", &[]).await;
+    s.wait_status("the app without policies", "GET", "/", &[], 200).await;
+
+    let inline = |key: &TestKey| key.jwks_json().replace('\'', "''");
+    let request_authn = format!(
+        "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {{name: jwt, namespace: {NS}}}\nspec:\n  \
+         selector: {{matchLabels: {{app: app}}}}\n  jwtRules:\n  \
+         - issuer: {REQUIRED}\n    jwks: '{}'\n    presence: REQUIRED\n  \
+         - issuer: {OPTIONAL}\n    jwks: '{}'\n    fromHeaders: [{{name: x-scope-token}}]\n",
+        inline(&required_key),
+        inline(&optional_key)
+    );
+    write_atomic(s.dir.path(), "request-authn.yaml", &request_authn);
+    let r = s.wait_status("no token: the required one is missing", "GET", "/", &[], 401).await;
+    assert!(r.body.contains("Jwt is missing"), "Envoy's jwt_authn body: {r:?}");
+    let required = format!("Bearer {}", required_key.sign(&claims(REQUIRED, "alice", 3600)));
+    let scope = optional_key.sign(&claims(OPTIONAL, "bob", 3600));
+    let auth = |v: &str| ("authorization", v.to_string());
+    let statuses = [
+        (vec![auth(&required)], 200, "the required token alone"),
+        (vec![("x-scope-token", scope.clone())], 401, "only the optional token"),
+        (vec![auth(&required), ("x-scope-token", scope.clone())], 200, "both tokens"),
+        (vec![auth(&required), ("x-scope-token", tamper(&scope))], 401, "an invalid optional token"),
+    ];
+    for (headers, want, what) in statuses {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(s.status("GET", "/", &headers).await, want, "{what}");
+    }
+    s.assert_no_nack().await;
+}

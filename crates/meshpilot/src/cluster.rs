@@ -232,11 +232,13 @@ async fn write_apply(
 
 fn kind_arg(word: &str) -> Result<Kind, String> {
     kind_from_word(word).ok_or_else(|| {
-        let kinds: Vec<&str> = Kind::ALL.iter().map(Kind::as_str).collect();
+        let names = |kinds: &[Kind]| kinds.iter().map(Kind::as_str).collect::<Vec<_>>().join(", ");
         format!(
-            "the server doesn't have a resource type \"{word}\" that meshpilot manages: use an Istio kind ({}) \
-             or a short name (vs, dr, gw, se, we, wg, ap, ra, pa)",
-            kinds.join(", ")
+            "the server doesn't have a resource type \"{word}\" that meshpilot manages: use an Istio kind ({}), \
+             a short name (vs, dr, gw, se, we, wg, ap, ra, pa), or a Gateway API kind ({}; write \
+             gateways.gateway.networking.k8s.io for its Gateway)",
+            names(Kind::ISTIO),
+            names(Kind::GATEWAY_API)
         )
     })
 }

@@ -363,7 +363,8 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
             ns => ns.to_string(),
         };
     }
-    let report = validation::validate(&meta, &spec);
+    let presence = root.get("spec").map(validation::Presence::from_spec).unwrap_or_default();
+    let report = validation::validate_with_presence(&meta, &spec, &presence);
     for issue in report.errors {
         doc.errors.push(finding(root, &issue.path, issue.message));
     }
@@ -405,24 +406,9 @@ fn unknown_findings(
             warnings.push(finding(format!(
                 "field \"{name}\" was removed from the Istio API and is ignored: {note}"
             )));
-        } else if let Some(note) = newer_field(&u.path, name) {
-            errors.push(finding(format!("unknown field \"{name}\": {note}")));
         } else {
             errors.push(finding(format!("unknown field \"{name}\"")));
         }
-    }
-}
-
-/// Fields of Istio's newest CRDs that the Istio API meshpilot follows (istio/api, July 2026) does not
-/// define yet, so there is no protobuf field number for them: rejected with a reason rather than
-/// accepted and silently dropped.
-fn newer_field(path: &str, name: &str) -> Option<&'static str> {
-    match name {
-        "presence" if path.starts_with("spec.jwtRules[") => Some(
-            "JWT presence (OPTIONAL/REQUIRED) is newer than the Istio API meshpilot supports; \
-             use an AuthorizationPolicy that requires requestPrincipals instead",
-        ),
-        _ => None,
     }
 }
 
@@ -541,13 +527,20 @@ mod tests {
     }
 
     #[test]
-    fn fields_newer_than_the_api_are_errors_that_say_so() {
-        let docs = parse(
-            "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: r}\nspec:\n  jwtRules:\n  - issuer: x\n    presence: REQUIRED\n",
-        );
+    fn jwt_rule_presence_is_read_with_its_names() {
+        let ra = |presence: &str| {
+            parse(&format!(
+                "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {{name: r}}\nspec:\n  jwtRules:\n  - issuer: x\n    presence: {presence}\n"
+            ))
+        };
+        let docs = ra("REQUIRED");
+        assert!(docs[0].is_valid(), "{:?}", docs[0].errors);
+        let Some(Config { spec: Spec::RequestAuthentication(spec), .. }) = &docs[0].config else { panic!() };
+        assert_eq!(spec.jwt_rules[0].presence, 1);
+        let docs = ra("MANDATORY");
         let e = &docs[0].errors[0];
         assert_eq!(e.path, "spec.jwtRules[0].presence");
-        assert!(e.message.contains("newer than the Istio API"), "{e}");
+        assert!(e.message.contains("MANDATORY") && e.message.contains("REQUIRED"), "{e}");
     }
 
     #[test]

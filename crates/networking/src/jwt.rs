@@ -32,7 +32,9 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use api::security::request_authentication::{JwtRule, RequestAuthentication};
+use api::security::request_authentication::{
+    JwtRule, RequestAuthentication, jwt_rule::JwtRequirement as JwtPresence,
+};
 use envoy_types::pb::{
     envoy::{
         config::{
@@ -199,7 +201,7 @@ fn build(policies: &[Arc<Config>], jwks: &dyn JwksSource, clear_route_cache: boo
             });
         }
         providers.insert(name.clone(), provider(sourced.rule, keys, clear_route_cache));
-        names.push(name);
+        names.push((name, sourced.rule.presence == JwtPresence::Required as i32));
     }
     let config = JwtAuthentication {
         rules: vec![RequirementRule {
@@ -331,8 +333,15 @@ fn unusable_inline_jwks(text: &str) -> Option<String> {
     keys::envoy_jwks_error(text).map(|reason| format!("Envoy cannot load this key set: {reason}"))
 }
 
-/// The requirement over providers `names` (see the module doc).
-fn requirement(names: &[String]) -> JwtRequirement {
+/// The requirement over providers `names` (name, `presence: REQUIRED`), see the module doc. Without a
+/// `REQUIRED` rule this is Istio's requirement; with one, every rule must hold at once: a `REQUIRED`
+/// rule's token must be present and valid, an `OPTIONAL` rule's may be missing but not invalid
+/// (`requires_all` of `provider` / `requires_any [provider, allow_missing]`, a lone required rule its bare
+/// provider): Istio's `convertToEnvoyJwtConfig` since istio/istio#60830 (`JWTRule.presence`, istio.io/api
+/// v1.32.0; the istiod build meshpilot is compared with predates it). As there, the tokens of such rules
+/// belong in different locations: an optional rule reading the required rule's header sees a token of
+/// another issuer and fails.
+fn requirement(names: &[(String, bool)]) -> JwtRequirement {
     let provider =
         |name: &String| JwtRequirement { requires_type: Some(RequiresType::ProviderName(name.clone())) };
     let allow_missing =
@@ -340,15 +349,27 @@ fn requirement(names: &[String]) -> JwtRequirement {
     let any_of = |requirements| JwtRequirement {
         requires_type: Some(RequiresType::RequiresAny(JwtRequirementOrList { requirements })),
     };
+    let all_of = |requirements| JwtRequirement {
+        requires_type: Some(RequiresType::RequiresAll(JwtRequirementAndList { requirements })),
+    };
+    if names.iter().any(|(_, required)| *required) {
+        let mut each: Vec<JwtRequirement> = names
+            .iter()
+            .map(
+                |(n, required)| {
+                    if *required { provider(n) } else { any_of(vec![provider(n), allow_missing()]) }
+                },
+            )
+            .collect();
+        return if each.len() == 1 { each.remove(0) } else { all_of(each) };
+    }
     let inner: Vec<JwtRequirement> =
-        names.iter().map(|n| any_of(vec![provider(n), allow_missing()])).collect();
+        names.iter().map(|(n, _)| any_of(vec![provider(n), allow_missing()])).collect();
     if names.len() == 1 {
         return inner.into_iter().next().expect("one provider");
     }
-    let mut outer: Vec<JwtRequirement> = names.iter().map(provider).collect();
-    outer.push(JwtRequirement {
-        requires_type: Some(RequiresType::RequiresAll(JwtRequirementAndList { requirements: inner })),
-    });
+    let mut outer: Vec<JwtRequirement> = names.iter().map(|(n, _)| provider(n)).collect();
+    outer.push(all_of(inner));
     any_of(outer)
 }
 

@@ -19,12 +19,14 @@ pub mod extensions;
 pub mod gateway_api;
 pub mod kube;
 pub mod networking;
+pub mod presence;
 mod report;
 pub mod security;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;
 
+pub use presence::Presence;
 pub use report::{Issue, Report};
 
 use api::{Spec, meta::ObjectMeta};
@@ -67,5 +69,15 @@ pub fn validate(meta: &ObjectMeta, spec: &Spec) -> Report {
         Spec::BackendTLSPolicy(s) => gateway_api::validate_backend_tls_policy(s, r),
         Spec::XBackendTrafficPolicy(s) => gateway_api::validate_backend_traffic_policy(s, r),
     }
+    report
+}
+
+/// [`validate`], plus the CRD rules that need to know which fields were written empty
+/// ([`presence::check`]): what the Kubernetes API server rejects for an object written as text.
+/// Readers of text (files, Kubernetes objects, the webhook) pass what they saw; with
+/// `Presence::default()` this is [`validate`].
+pub fn validate_with_presence(meta: &ObjectMeta, spec: &Spec, presence: &Presence) -> Report {
+    let mut report = validate(meta, spec);
+    presence::check(spec, presence, &mut report);
     report
 }

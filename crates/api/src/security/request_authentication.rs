@@ -95,6 +95,25 @@ pub struct JwtRule {
     #[prost(string, repeated, tag = "14")]
     #[serde(skip_serializing_if = "is_default")]
     pub space_delimited_claims: Vec<String>,
+    /// Whether a request must carry this rule's token (istio.io/api v1.32.0, field 15): `OPTIONAL`
+    /// (default) lets a request without it through (a present but invalid token is still rejected),
+    /// `REQUIRED` rejects a request without it (401) even when another rule's token is valid.
+    #[prost(enumeration = "jwt_rule::JwtRequirement", tag = "15")]
+    #[serde(with = "jwt_rule::JwtRequirement", skip_serializing_if = "is_default")]
+    pub presence: i32,
+}
+
+/// Nested types of [`JwtRule`].
+pub mod jwt_rule {
+    crate::proto_enum! {
+        /// Whether the rule's token must be present (`JWTRule.JWTRequirement`).
+        pub enum JwtRequirement {
+            /// A request without the token is allowed; an invalid token is not.
+            Optional = 0 => "OPTIONAL",
+            /// A request without the token is rejected with 401.
+            Required = 1 => "REQUIRED",
+        }
+    }
 }
 
 /// A request header that may carry a token.

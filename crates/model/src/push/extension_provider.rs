@@ -158,7 +158,7 @@ fn parse_http(value: &Value, path: &str) -> Result<ExtAuthzHttp, String> {
         if v.is_null() {
             continue;
         }
-        match camel(key).as_str() {
+        match api::de::lower_camel(key).as_str() {
             "service" => out.service = string(v, &p(key))?,
             "port" => out.port = uint32(v, &p(key))?,
             "timeout" => out.timeout = Some(duration(v, &p(key))?),
@@ -193,7 +193,7 @@ fn parse_grpc(value: &Value, path: &str) -> Result<ExtAuthzGrpc, String> {
         if v.is_null() {
             continue;
         }
-        match camel(key).as_str() {
+        match api::de::lower_camel(key).as_str() {
             "service" => out.service = string(v, &p(key))?,
             "port" => out.port = uint32(v, &p(key))?,
             "timeout" => out.timeout = Some(duration(v, &p(key))?),
@@ -215,7 +215,7 @@ fn body(value: &Value, path: &str) -> Result<RequestBodyInCheck, String> {
             continue;
         }
         let p = format!("{path}.{key}");
-        match camel(key).as_str() {
+        match api::de::lower_camel(key).as_str() {
             "maxRequestBytes" => out.max_request_bytes = uint32(v, &p)?,
             "allowPartialMessage" => out.allow_partial_message = boolean(v, &p)?,
             "packAsBytes" => out.pack_as_bytes = boolean(v, &p)?,
@@ -223,23 +223,6 @@ fn body(value: &Value, path: &str) -> Result<RequestBodyInCheck, String> {
         }
     }
     Ok(out)
-}
-
-/// A snake_case field name in protojson's camelCase (camelCase names unchanged).
-fn camel(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {

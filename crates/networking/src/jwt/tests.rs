@@ -150,6 +150,32 @@ fn several_rules_are_sorted_by_issuer_across_policies_and_combined_as_istio() {
 }
 
 #[test]
+fn a_required_rule_makes_every_rule_hold_at_once() {
+    // `presence: REQUIRED` (istio.io/api v1.32.0): its token must be there; an OPTIONAL rule's may be
+    // missing, not invalid. The requirement Istio builds (any one provider) would let a request with
+    // only the optional token through.
+    let bar_keys = r#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#;
+    let required = |mut r: JwtRule| {
+        r.presence = JwtPresence::Required as i32;
+        r
+    };
+    let policies = [
+        policy("ns", "a", vec![required(rule(FOO, FOO_URI))]),
+        policy("ns", "b", vec![JwtRule { issuer: BAR.into(), jwks: bar_keys.into(), ..Default::default() }]),
+    ];
+    let config = decode(&build_jwt_filter(&policies, &foo_source()));
+    assert_eq!(config.providers["origins-1"], plain_provider(FOO, FOO_KEYS));
+    assert_eq!(
+        *only_rule(&config),
+        all_of(vec![any_of(vec![name("origins-0"), allow_missing()]), name("origins-1")])
+    );
+    // A single required rule: just its provider, no allow_missing.
+    let config =
+        decode(&build_jwt_filter(&[policy("ns", "a", vec![required(rule(FOO, FOO_URI))])], &foo_source()));
+    assert_eq!(*only_rule(&config), name("origins-0"));
+}
+
+#[test]
 fn same_issuer_keeps_policy_order() {
     let policies = [
         policy("ns", "a", vec![JwtRule { audiences: vec!["first".into()], ..rule(FOO, FOO_URI) }]),

@@ -4,19 +4,19 @@
 //! schema (`only one of jwks or jwksUri can be set`, the `jwksUri` scheme CEL rule, `minLength` /
 //! `maxLength` / `maxItems`, the `header` pattern, the `timeout` CEL rule).
 //!
-//! The typed spec cannot tell an explicitly empty string from an absent one, so the CRD's
-//! `minLength: 1` on `issuer` (an explicit `issuer: ""`) is not reported; Istio's own rule (an
-//! issuer or a `jwksUri` is needed) is.
+//! The typed spec cannot tell an explicitly empty string from an absent one: the CRD's `minLength: 1`
+//! on `issuer` / `jwksUri` (an explicit `issuer: ""`) is [`crate::presence`]'s, for objects read as
+//! text; Istio's own rule (an issuer or a `jwksUri` is needed) is here.
 
 use api::{
     meta::ObjectMeta,
-    security::request_authentication::{JwtRule, RequestAuthentication},
+    security::request_authentication::{JwtRule, RequestAuthentication, jwt_rule::JwtRequirement},
 };
 
 use super::authorization_policy::check_policy_selection;
 use crate::{
     Report,
-    common::{go_quote, validate_duration, validate_strict_http_header_name},
+    common::{check_enum, go_quote, validate_duration, validate_strict_http_header_name},
     extensions::wasm_plugin::go_url,
 };
 
@@ -142,6 +142,7 @@ fn check_jwt_rule(path: &str, rule: &JwtRule, report: &mut Report) {
             );
         }
     }
+    check_enum::<JwtRequirement>(&format!("{path}.presence"), rule.presence, report);
 }
 
 /// Istio's `security.ParseJwksURI` as a check: a URL (Go's `url.Parse`) with scheme `http` or
