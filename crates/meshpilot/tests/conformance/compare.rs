@@ -28,7 +28,9 @@ fn istio_proxy_only(v: &Value) -> bool {
     let typed = m.get("config_type").and_then(|c| c.get("TypedConfig")).or_else(|| m.get("typed_config"));
     let url = typed.and_then(|t| t.get("@type")).and_then(Value::as_str).unwrap_or("");
     let inner = typed.and_then(|t| t.get("type_url")).and_then(Value::as_str).unwrap_or("");
-    ISTIO_PROXY_ONLY_TYPES.iter().any(|p| url.starts_with(p) || inner.starts_with(&p["type.googleapis.com/".len()..]) || inner.starts_with(p))
+    ISTIO_PROXY_ONLY_TYPES.iter().any(|p| {
+        url.starts_with(p) || inner.starts_with(&p["type.googleapis.com/".len()..]) || inner.starts_with(p)
+    })
 }
 
 /// Fields that only carry telemetry (stats names, access logs, tracing), not routing or security: left
@@ -117,7 +119,12 @@ fn walk(a: &Value, b: &Value, path: String, out: &mut Vec<FieldDiff>) {
             }
             _ => {
                 for i in 0..x.len().max(y.len()) {
-                    walk(x.get(i).unwrap_or(&Value::Null), y.get(i).unwrap_or(&Value::Null), format!("{path}[{i}]"), out);
+                    walk(
+                        x.get(i).unwrap_or(&Value::Null),
+                        y.get(i).unwrap_or(&Value::Null),
+                        format!("{path}[{i}]"),
+                        out,
+                    );
                 }
             }
         },

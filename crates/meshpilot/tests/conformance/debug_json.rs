@@ -298,7 +298,8 @@ impl Parser<'_> {
                     }
                 }
                 self.i += 1;
-                let inner = if items.len() == 1 { items.pop().unwrap_or(Value::Null) } else { Value::Array(items) };
+                let inner =
+                    if items.len() == 1 { items.pop().unwrap_or(Value::Null) } else { Value::Array(items) };
                 if name == "Some" {
                     Ok(inner)
                 } else {
@@ -319,7 +320,9 @@ impl Parser<'_> {
     fn number(&mut self) -> Result<Value, String> {
         self.ws();
         let start = self.i;
-        while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+        while self.i < self.s.len()
+            && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+        {
             self.i += 1;
         }
         let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
@@ -360,7 +363,8 @@ impl Parser<'_> {
                             while self.s.get(self.i) != Some(&b'}') {
                                 self.i += 1;
                             }
-                            let hex = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+                            let hex =
+                                std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
                             self.i += 1;
                             let ch = u32::from_str_radix(hex, 16)
                                 .ok()
@@ -411,7 +415,10 @@ mod tests {
                 ..Default::default()
             })),
         };
-        let any = Any { type_url: Cluster::type_url(), value: Cluster { name: "x".into(), ..Default::default() }.encode_to_vec() };
+        let any = Any {
+            type_url: Listener::type_url(),
+            value: Listener { name: "x".into(), ..Default::default() }.encode_to_vec(),
+        };
         let wrapped = envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig {
             name: "n".into(),
             typed_config: Some(any),
@@ -422,9 +429,12 @@ mod tests {
         );
         assert_eq!(
             to_json(&wrapped),
-            json!({"name": "n", "typed_config": {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "x"}})
+            json!({"name": "n", "typed_config": {"@type": "type.googleapis.com/envoy.config.listener.v3.Listener", "name": "x", "drain_type": "Default", "traffic_direction": "Unspecified"}})
         );
         let unknown = Any { type_url: "type.googleapis.com/io.istio.Nope".into(), value: vec![1, 2] };
-        assert_eq!(to_json(&unknown), json!({"@type": "type.googleapis.com/io.istio.Nope", "@bytes": "AQI="}));
+        assert_eq!(
+            to_json(&unknown),
+            json!({"@type": "type.googleapis.com/io.istio.Nope", "@bytes": "AQI="})
+        );
     }
 }

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 
 use envoy_types::pb::envoy::{
     config::route::v3::{
-        HeaderMatcher, Route, RouteConfiguration, RouteMatch, VirtualHost, header_matcher::HeaderMatchSpecifier,
-        query_parameter_matcher::QueryParameterMatchSpecifier, route::Action, route_action::ClusterSpecifier,
-        route_match::PathSpecifier,
+        HeaderMatcher, Route, RouteConfiguration, RouteMatch, VirtualHost,
+        header_matcher::HeaderMatchSpecifier, query_parameter_matcher::QueryParameterMatchSpecifier,
+        route::Action, route_action::ClusterSpecifier, route_match::PathSpecifier,
     },
     extensions::filters::http::fault::v3::HttpFault,
     r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
@@ -48,7 +48,8 @@ pub fn decide(rc: &RouteConfiguration, req: &Request) -> Value {
     let Some(vh) = pick_virtual_host(&rc.virtual_hosts, &req.host) else {
         return json!({"no_virtual_host": true});
     };
-    let Some(route) = vh.routes.iter().find(|r| r.r#match.as_ref().is_some_and(|m| route_matches(m, req))) else {
+    let Some(route) = vh.routes.iter().find(|r| r.r#match.as_ref().is_some_and(|m| route_matches(m, req)))
+    else {
         return json!({"no_route": true});
     };
     let mut out = serde_json::Map::new();
@@ -59,8 +60,11 @@ pub fn decide(rc: &RouteConfiguration, req: &Request) -> Value {
                     out.insert("cluster".into(), json!(c));
                 }
                 Some(ClusterSpecifier::WeightedClusters(w)) => {
-                    let mut set: Vec<(String, u32)> =
-                        w.clusters.iter().map(|c| (c.name.clone(), c.weight.as_ref().map_or(0, |w| w.value))).collect();
+                    let mut set: Vec<(String, u32)> = w
+                        .clusters
+                        .iter()
+                        .map(|c| (c.name.clone(), c.weight.as_ref().map_or(0, |w| w.value)))
+                        .collect();
                     set.sort();
                     out.insert("weighted_clusters".into(), json!(set));
                 }
@@ -148,7 +152,9 @@ fn route_matches(m: &RouteMatch, req: &Request) -> bool {
     if !path_ok {
         return false;
     }
-    if m.grpc.is_some() && !req.headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("application/grpc")) {
+    if m.grpc.is_some()
+        && !req.headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("application/grpc"))
+    {
         return false;
     }
     if !m.headers.iter().all(|h| header_matches(h, req)) {
@@ -249,8 +255,14 @@ fn header_sample(h: &HeaderMatcher) -> Option<String> {
 fn aimed_request(host: &str, route: &Route) -> Request {
     let m = route.r#match.clone().unwrap_or_default();
     let path = match &m.path_specifier {
-        Some(PathSpecifier::Prefix(p)) | Some(PathSpecifier::Path(p)) | Some(PathSpecifier::PathSeparatedPrefix(p)) => {
-            if p.is_empty() { "/".to_string() } else { p.clone() }
+        Some(PathSpecifier::Prefix(p))
+        | Some(PathSpecifier::Path(p))
+        | Some(PathSpecifier::PathSeparatedPrefix(p)) => {
+            if p.is_empty() {
+                "/".to_string()
+            } else {
+                p.clone()
+            }
         }
         _ => "/".into(),
     };
@@ -263,7 +275,9 @@ fn aimed_request(host: &str, route: &Route) -> Request {
         .query_parameters
         .iter()
         .filter_map(|q| match &q.query_parameter_match_specifier {
-            Some(QueryParameterMatchSpecifier::StringMatch(s)) => Some(format!("{}={}", q.name, string_sample(s)?)),
+            Some(QueryParameterMatchSpecifier::StringMatch(s)) => {
+                Some(format!("{}={}", q.name, string_sample(s)?))
+            }
             Some(QueryParameterMatchSpecifier::PresentMatch(true)) => Some(q.name.clone()),
             _ => None,
         })
@@ -346,10 +360,17 @@ mod tests {
                 },
                 VirtualHost {
                     domains: vec!["a.b.com".into()],
-                    routes: vec![route("/x", Some(("end-user", "jason")), "jason"), route("/", None, "exact")],
+                    routes: vec![
+                        route("/x", Some(("end-user", "jason")), "jason"),
+                        route("/", None, "exact"),
+                    ],
                     ..Default::default()
                 },
-                VirtualHost { domains: vec!["*".into()], routes: vec![route("/", None, "any")], ..Default::default() },
+                VirtualHost {
+                    domains: vec!["*".into()],
+                    routes: vec![route("/", None, "any")],
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };

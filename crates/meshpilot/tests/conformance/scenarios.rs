@@ -28,7 +28,10 @@ pub struct ProxySpec {
 impl ProxySpec {
     /// Istio's node id `TYPE~IP~POD.NS~NS.svc.cluster.local`.
     pub fn node_id(&self) -> String {
-        format!("{}~{}~{}.{}~{}.svc.cluster.local", self.node_type, self.ip, self.name, self.namespace, self.namespace)
+        format!(
+            "{}~{}~{}.{}~{}.svc.cluster.local",
+            self.node_type, self.ip, self.name, self.namespace, self.namespace
+        )
     }
 }
 
@@ -56,7 +59,12 @@ pub const ROUTER: ProxySpec = ProxySpec {
     metadata: &[],
 };
 
-const fn sidecar(name: &'static str, namespace: &'static str, ip: &'static str, labels: &'static [(&'static str, &'static str)]) -> ProxySpec {
+const fn sidecar(
+    name: &'static str,
+    namespace: &'static str,
+    ip: &'static str,
+    labels: &'static [(&'static str, &'static str)],
+) -> ProxySpec {
     ProxySpec { label: "sidecar", node_type: "sidecar", name, namespace, ip, labels, metadata: &[] }
 }
 
@@ -65,12 +73,8 @@ const BOOKINFO_PRODUCTPAGE: ProxySpec =
 
 /// Every scenario; the CI set is those with `large: false`.
 pub fn all() -> Vec<Scenario> {
-    let bookinfo = |name, files| Scenario {
-        name,
-        files,
-        proxies: vec![BOOKINFO_PRODUCTPAGE, ROUTER],
-        large: false,
-    };
+    let bookinfo =
+        |name, files| Scenario { name, files, proxies: vec![BOOKINFO_PRODUCTPAGE, ROUTER], large: false };
     let mut out = vec![
         Scenario {
             name: "xds: sidecar_none (tests/testdata/config)",
@@ -140,10 +144,12 @@ pub fn all() -> Vec<Scenario> {
     ];
     // The 16 rendered benchmark workloads: large, run by scripts/conformance.sh only.
     if let Ok(dir) = std::fs::read_dir(corpus().join("_derived/xds/benchmarks/rendered")) {
-        let mut names: Vec<String> = dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> =
+            dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         for n in names {
-            let path: &'static str = Box::leak(format!("_derived/xds/benchmarks/rendered/{n}").into_boxed_str());
+            let path: &'static str =
+                Box::leak(format!("_derived/xds/benchmarks/rendered/{n}").into_boxed_str());
             let name: &'static str = Box::leak(format!("benchmark: {n}").into_boxed_str());
             let files: &'static [&'static str] = Box::leak(vec![path].into_boxed_slice());
             out.push(Scenario {
@@ -181,7 +187,8 @@ pub fn documents(s: &Scenario) -> Result<(Vec<Value>, Vec<Value>), String> {
         };
         for f in files {
             for doc in read_docs(&f)? {
-                let group = doc["apiVersion"].as_str().unwrap_or("").split('/').next().unwrap_or("").to_string();
+                let group =
+                    doc["apiVersion"].as_str().unwrap_or("").split('/').next().unwrap_or("").to_string();
                 if group.ends_with(".istio.io") {
                     istio.push(doc);
                 } else if doc.get("kind").is_some() {
@@ -199,8 +206,7 @@ fn read_docs(f: &Path) -> Result<Vec<Value>, String> {
     let mut chunk = String::new();
     let mut flush = |chunk: &mut String, out: &mut Vec<Value>| -> Result<(), String> {
         if chunk.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')) {
-            let mut v: Value =
-                serde_saphyr::from_str(chunk).map_err(|e| format!("{}: {e}", f.display()))?;
+            let mut v: Value = serde_saphyr::from_str(chunk).map_err(|e| format!("{}: {e}", f.display()))?;
             if v.is_object() {
                 if v["metadata"].get("namespace").is_none() && v["kind"] != "Namespace" {
                     v["metadata"]["namespace"] = Value::String("default".into());
