@@ -24,6 +24,8 @@ mod conformance {
     pub mod scenarios;
 }
 
+mod istio_peer;
+
 use std::{
     collections::{BTreeMap, BTreeSet},
     net::SocketAddr,
@@ -154,12 +156,7 @@ struct Istiod {
 
 impl Istiod {
     fn start(dir: &Path, config: &Path, kubeconfig: &Path) -> Istiod {
-        let bin = istiod_bin_dir().join("pilot-discovery");
-        assert!(
-            bin.is_file(),
-            "no istiod at {} — build it with `scripts/istio-peer.sh build` (this test needs real istiod)",
-            bin.display()
-        );
+        istio_peer::pilot_discovery();
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("mesh.yaml"), MESH).unwrap();
         let base = free_port_block(81);
@@ -194,17 +191,6 @@ impl Drop for Istiod {
         let _ =
             Command::new(repo_root().join("scripts/peer/run-istiod.sh")).arg("stop").arg(&self.dir).output();
     }
-}
-
-/// `scripts/istio-peer.sh bin-dir`.
-fn istiod_bin_dir() -> PathBuf {
-    let out = Command::new(repo_root().join("scripts/istio-peer.sh")).arg("bin-dir").output().unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/istio-peer.sh bin-dir failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// `meshpilot discovery`; killed on drop.

@@ -47,7 +47,8 @@ pub fn to_json<T: std::fmt::Debug>(msg: &T) -> Value {
     let text = format!("{msg:?}");
     let mut p = Parser { s: text.as_bytes(), i: 0 };
     let v = p.value().unwrap_or_else(|e| panic!("cannot read the Debug text of a message ({e}): {text}"));
-    expand(prune(v).unwrap_or(Value::Object(Map::new())))
+    // Expand first: an `Any`'s bytes are a list of numbers in which zeros are data, not defaults.
+    prune(expand(v)).unwrap_or(Value::Object(Map::new()))
 }
 
 /// A decoded xDS resource of one of the four types, as JSON.
@@ -177,8 +178,13 @@ fn prune(v: Value) -> Option<Value> {
         Value::String(s) if s.is_empty() => None,
         Value::Array(a) if a.is_empty() => None,
         Value::Array(a) => {
-            // Elements keep their place: an element that is all defaults is an empty object.
-            Some(Value::Array(a.into_iter().map(|e| prune(e).unwrap_or(Value::Object(Map::new()))).collect()))
+            // Elements keep their place and their value: a 0 or "" in a list is data; a message element
+            // that is all defaults is an empty object.
+            let keep = |e: Value| match e {
+                Value::Object(_) | Value::Array(_) => prune(e).unwrap_or(Value::Object(Map::new())),
+                scalar => scalar,
+            };
+            Some(Value::Array(a.into_iter().map(keep).collect()))
         }
         Value::Object(m) => {
             let m: Map<String, Value> = m.into_iter().filter_map(|(k, v)| Some((k, prune(v)?))).collect();

@@ -204,7 +204,7 @@ fn read_docs(f: &Path) -> Result<Vec<Value>, String> {
     let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
     let mut out = Vec::new();
     let mut chunk = String::new();
-    let mut flush = |chunk: &mut String, out: &mut Vec<Value>| -> Result<(), String> {
+    let flush = |chunk: &mut String, out: &mut Vec<Value>| -> Result<(), String> {
         if chunk.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')) {
             let mut v: Value = serde_saphyr::from_str(chunk).map_err(|e| format!("{}: {e}", f.display()))?;
             if v.is_object() {
