@@ -51,7 +51,27 @@ pub fn normalise(v: &mut Value) {
             if let Some(Value::Object(per_filter)) = m.get_mut("typed_per_filter_config") {
                 per_filter.retain(|k, _| !ISTIO_PROXY_ONLY_FILTERS.contains(&k.as_str()));
             }
+            // `filter_metadata.istio` (config names, services, workload ids) feeds istio-proxy's telemetry.
+            if let Some(Value::Object(md)) = m.get_mut("metadata")
+                && let Some(Value::Object(fm)) = md.get_mut("filter_metadata")
+            {
+                fm.remove("istio");
+            }
             m.values_mut().for_each(normalise);
+            // A list or map emptied by the removals above is as absent (proto3).
+            m.retain(|k, v| match v {
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => {
+                    !(o.is_empty() && (k == "filter_metadata" || k == "typed_per_filter_config"))
+                }
+                _ => true,
+            });
+            if m.get("metadata")
+                .and_then(Value::as_object)
+                .is_some_and(|md| md.iter().all(|(_, v)| v.as_object().is_some_and(|o| o.is_empty())))
+            {
+                m.remove("metadata");
+            }
         }
         _ => {}
     }
@@ -140,7 +160,8 @@ mod tests {
     #[test]
     fn named_arrays_match_by_name_and_istio_only_filters_go() {
         let mut a = json!({"http_filters": [{"name": "istio.metadata_exchange"}, {"name": "a", "x": 1}, {"name": "b"}],
-                           "stat_prefix": "s"});
+                           "stat_prefix": "s", "filters": [{"name": "istio.metadata_exchange"}],
+                           "metadata": {"filter_metadata": {"istio": {"services": []}}}});
         normalise(&mut a);
         assert_eq!(a, json!({"http_filters": [{"name": "a", "x": 1}, {"name": "b"}]}));
         let b = json!({"http_filters": [{"name": "b"}, {"name": "a", "x": 2}]});
