@@ -15,6 +15,8 @@
 //! istiod is the cached build of `scripts/istio-peer.sh build`, run by `scripts/peer/run-istiod.sh` against the
 //! shared kube-apiserver test environment; a missing build fails the test (naming the script), never skips it.
 
+mod istio_peer;
+
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
@@ -147,12 +149,7 @@ impl Istiod {
 
     /// An istiod set up in `dir` (mesh config written, ports chosen), not started yet.
     fn prepare(dir: &Path, mesh: &str, env: &[(&str, &str)], args: &str) -> Istiod {
-        let bin = istiod_bin_dir().join("pilot-discovery");
-        assert!(
-            bin.is_file(),
-            "no istiod at {} — build it with `scripts/istio-peer.sh build` (this test needs real istiod)",
-            bin.display()
-        );
+        istio_peer::pilot_discovery();
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("mesh.yaml"), mesh).unwrap();
         // run-istiod.sh takes BASE+10 (xDS), +12, +14, +76 and +80 (HTTP).
@@ -224,17 +221,6 @@ impl Drop for Istiod {
 
 fn run_istiod() -> PathBuf {
     repo_root().join("scripts/peer/run-istiod.sh")
-}
-
-/// `scripts/istio-peer.sh bin-dir`: where the cached istiod build lives.
-fn istiod_bin_dir() -> PathBuf {
-    let out = Command::new(repo_root().join("scripts/istio-peer.sh")).arg("bin-dir").output().unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/istio-peer.sh bin-dir failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// `/debug/configz` of the server at `http` (an empty list while it does not answer).
