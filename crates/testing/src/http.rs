@@ -246,3 +246,37 @@ mod tests {
         assert!(!is_complete(b"HTTP/1.1 200 OK\r\n\r\nabc"), "no framing: read to end of stream");
     }
 }
+
+/// A slowloris client on `stream` (plain TCP or TLS), whose request line (and perhaps some headers)
+/// were written: writes a header line (`X-Slow: 1`) every 50 ms, never ending the headers, until the
+/// server closes the connection; returns what the server answered meanwhile (nothing, or an error
+/// response such as hyper's `408`).
+///
+/// # Panics
+/// When the server has not closed the connection within `limit` (a bound that keeps a broken test
+/// from hanging, not a timing assertion).
+pub async fn trickle_headers_until_closed<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    limit: Duration,
+) -> Vec<u8> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(limit, async {
+        loop {
+            tokio::select! {
+                n = stream.read(&mut buf) => match n {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                },
+                () = tokio::time::sleep(Duration::from_millis(50)) => {
+                    if stream.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .expect("the server closes the slowloris connection");
+    answer
+}
