@@ -9,7 +9,7 @@
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //! | `PILOT_MAX_REQUESTS_PER_SECOND` | `0` (auto: `max(min(15 + 5 × CPUs, 100), 500 × CPUs)`; Istio: the first term) | new ADS streams per second ([`AdsOptions`]) |
 //! | `PILOT_XDS_SEND_TIMEOUT` | `10s` (Istio's former variable, default 0 = none) | a stream whose client reads nothing for this long is closed |
-//! | `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES` | `1048576` (not in Istio) | encoded response bytes queued per stream before its task waits for the client |
+//! | `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES` | `262144` (not in Istio) | encoded response bytes queued per stream before its task waits for the client |
 //! | `MESHPILOT_XDS_MAX_RESOURCE_NAMES` | `50000` (not in Istio: no limit) | resource names one stream may watch per type; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_MAX_TYPES_PER_STREAM` | `64` (not in Istio: no limit) | type URLs one stream may watch; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` | `10s` (grpc-go's `ConnectionTimeout`: 120 s, handshake only) | time for a new ADS connection's HTTP/2 preface and first request; `0`: none |
@@ -428,7 +428,7 @@ mod ads_tests {
     fn stream_limits_and_handshake_timeout_from_the_environment() {
         let d = AdsOptions::from_lookup(|_| None).unwrap();
         assert_eq!((d.max_resource_names, d.max_types), (50_000, 64));
-        assert_eq!((d.response_buffer_bytes, d.handshake_timeout), (1 << 20, Duration::from_secs(10)));
+        assert_eq!((d.response_buffer_bytes, d.handshake_timeout), (256 << 10, Duration::from_secs(10)));
         let o = AdsOptions::from_lookup(|n| match n {
             "MESHPILOT_XDS_RESPONSE_BUFFER_BYTES" => Some("65536".into()),
             "MESHPILOT_XDS_MAX_RESOURCE_NAMES" => Some("100".into()),

@@ -100,8 +100,8 @@ pub struct AdsConfig {
     pub send_timeout: Duration,
 }
 
-/// Default of [`AdsConfig::response_buffer_bytes`]: 1 MiB.
-pub const DEFAULT_RESPONSE_BUFFER_BYTES: usize = 1024 * 1024;
+/// Default of [`AdsConfig::response_buffer_bytes`]: 256 KiB (a larger response still goes alone).
+pub const DEFAULT_RESPONSE_BUFFER_BYTES: usize = 256 * 1024;
 
 /// Default of [`AdsConfig::handshake_timeout`]: 10 s, as the TLS handshake bound of the secure port.
 /// A real client (Envoy, grpc) sends the preface, its settings and its first request in its first

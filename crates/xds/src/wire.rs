@@ -5,7 +5,7 @@
 //! request was (ACK, NACK, stale nonce), convergence, answering, EDS after CDS — is written once in
 //! [`Connection::on_request`].
 
-use std::{collections::BTreeSet, time::Instant};
+use std::{collections::BTreeSet, sync::Arc, time::Instant};
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
@@ -241,7 +241,7 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
         eds_names: &BTreeSet<String>,
         _push: Option<&S::Push>,
     ) -> Result<Option<Sent>, End> {
-        let Some(mut watch) = self.session.get(ENDPOINT).map(|t| t.watch.clone()) else { return Ok(None) };
+        let Some(mut watch) = self.session.get(ENDPOINT).map(|t| (*t.watch).clone()) else { return Ok(None) };
         let unsolicited: BTreeSet<String> = eds_names.iter().filter(|n| !watch.covers(n)).cloned().collect();
         watch.names.extend(unsolicited.iter().cloned());
         self.send(conn, ENDPOINT, &watch, Trigger::Dependency, unsolicited).await
@@ -350,7 +350,7 @@ impl SotwWire {
     fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
         let Some(t) = self.session.get(type_url) else { return };
         entry.update_type(type_url, |s| {
-            s.watch = t.watch.clone();
+            s.watch = Arc::clone(&t.watch);
             s.state = t.state;
             if let Some(sent) = &t.sent {
                 s.nonce_sent.clone_from(&sent.nonce);
@@ -556,7 +556,9 @@ impl DeltaWire {
     fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
         let Some(t) = self.session.get(type_url) else { return };
         entry.update_type(type_url, |s| {
-            s.watch = t.subscription.clone();
+            if *s.watch != t.subscription {
+                s.watch = Arc::new(t.subscription.clone());
+            }
             s.state = t.state;
             if let Some((nonce, version)) = &t.last_sent {
                 s.nonce_sent.clone_from(nonce);
