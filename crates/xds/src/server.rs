@@ -1053,7 +1053,7 @@ mod tests {
         sent.unwrap();
         assert!(matches!(read, Dequeued::Item(Ok(r)) if r.version_info.len() == 1_500));
         assert!(permit.is_none());
-        assert_eq!(queue.bytes.load(Ordering::Acquire), response(10).encoded_len());
+        assert_eq!(queue.bytes.load(Ordering::Acquire), prost::Message::encoded_len(&response(10)));
         // 995 more bytes do not fit next to the queued response; nobody reads: the stream is abandoned.
         let end = outbox.send(response(995), CLUSTER, Duration::from_millis(50), "c", &mut permit).await;
         assert!(matches!(end, Err(End::SendTimeout)), "{end:?}");
