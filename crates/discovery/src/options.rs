@@ -390,7 +390,10 @@ impl AdsOptions {
             request_limiter: limiter.clone(),
             send_timeout: self.send_timeout,
             response_buffer_bytes: self.response_buffer_bytes,
-            limits: xds::StreamLimits { max_resource_names: self.max_resource_names, max_types: self.max_types },
+            limits: xds::StreamLimits {
+                max_resource_names: self.max_resource_names,
+                max_types: self.max_types,
+            },
             handshake_timeout: self.handshake_timeout,
             ..config
         }
@@ -441,8 +444,13 @@ mod ads_tests {
         assert_eq!(o.handshake_timeout, Duration::from_secs(60));
         let config = o.apply(xds::AdsConfig::default(), &std::sync::Arc::new(xds::RequestLimiter::new(1.0)));
         assert_eq!(config.limits, xds::StreamLimits { max_resource_names: 100, max_types: 8 });
-        assert_eq!((config.response_buffer_bytes, config.handshake_timeout), (65_536, Duration::from_secs(60)));
-        for (name, bad) in [("MESHPILOT_XDS_MAX_RESOURCE_NAMES", "0"), ("MESHPILOT_XDS_MAX_TYPES_PER_STREAM", "many")] {
+        assert_eq!(
+            (config.response_buffer_bytes, config.handshake_timeout),
+            (65_536, Duration::from_secs(60))
+        );
+        for (name, bad) in
+            [("MESHPILOT_XDS_MAX_RESOURCE_NAMES", "0"), ("MESHPILOT_XDS_MAX_TYPES_PER_STREAM", "many")]
+        {
             let e = AdsOptions::from_lookup(|n| (n == name).then(|| bad.into())).unwrap_err();
             assert_eq!(e.name, name);
             assert!(e.reason.contains("positive whole number"), "{e}");

@@ -76,7 +76,8 @@ async fn webhook_clients_that_never_finish_their_headers_are_closed_and_reviews_
         String::from_utf8_lossy(&answer)
     );
     let mut rest = Vec::new();
-    let _ = tokio::time::timeout(STEP, silent.read_to_end(&mut rest)).await.expect("the silent client is closed");
+    let _ =
+        tokio::time::timeout(STEP, silent.read_to_end(&mut rest)).await.expect("the silent client is closed");
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 
     let _ = stop.send(());

@@ -230,7 +230,10 @@ mod tests {
             ENDPOINT.to_owned(),
             TypeStatus { watch: Watch::names(["x", "y"]).into(), ..TypeStatus::default() },
         );
-        types.insert(LISTENER.to_owned(), TypeStatus { watch: Watch::wildcard().into(), ..TypeStatus::default() });
+        types.insert(
+            LISTENER.to_owned(),
+            TypeStatus { watch: Watch::wildcard().into(), ..TypeStatus::default() },
+        );
         let conns = vec![conn("a.ns1", "ns1", types)];
         assert_eq!(
             adsz(&conns),

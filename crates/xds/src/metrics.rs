@@ -160,7 +160,8 @@ pub(crate) fn record_push(type_url: &str, elapsed: Duration, bytes: usize) {
     counter!(PUSHES, "type" => label.clone()).increment(1);
     histogram!(PUSH_TIME, "type" => label.clone()).record(elapsed.as_secs_f64());
     // Istio labels the size by the full type URL; unknown ones share the bounded label.
-    let full = if label == type_url || metric_type(type_url) != type_url { type_url.to_owned() } else { label };
+    let full =
+        if label == type_url || metric_type(type_url) != type_url { type_url.to_owned() } else { label };
     #[allow(clippy::cast_precision_loss)]
     histogram!(CONFIG_SIZE, "type" => full).record(bytes as f64);
 }

@@ -372,7 +372,9 @@ impl<S: ResourceSource> AdsServer<S> {
                 "no first request within {timeout:?} (MESHPILOT_XDS_HANDSHAKE_TIMEOUT)"
             )));
         };
-        first.map_err(|s| request_status(&s))?.ok_or_else(|| Status::cancelled("stream closed before its first request"))
+        first
+            .map_err(|s| request_status(&s))?
+            .ok_or_else(|| Status::cancelled("stream closed before its first request"))
     }
 
     fn start(

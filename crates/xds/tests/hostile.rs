@@ -17,12 +17,12 @@ use meshpilot_xds::{
     AdsConfig, AdsServer, RequestLimiter, StreamLimits,
     type_url::{CLUSTER, ENDPOINT},
 };
+use support::{Changed, STEP, TestSource, cluster, endpoints, prom_value, prometheus};
+use tokio::sync::mpsc;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
 };
-use support::{Changed, STEP, TestSource, cluster, endpoints, prom_value, prometheus};
-use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming, transport::Endpoint};
 
@@ -96,7 +96,8 @@ impl Sotw {
 
 /// A well-behaved SotW stream that got and ACKed its clusters.
 async fn good_stream(addr: SocketAddr, i: usize) -> Sotw {
-    let mut good = Sotw::open(addr, DiscoveryRequest { node: node(i), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
+    let mut good =
+        Sotw::open(addr, DiscoveryRequest { node: node(i), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
     let r = good.recv().await;
     good.ack(&r, &[]).await;
     good
@@ -322,7 +323,8 @@ async fn a_hundred_thousand_resource_names_get_resource_exhausted() {
     };
     tx.send(delta(0)).await.unwrap();
     let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
-    let mut responses = client.delta_aggregated_resources(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut responses =
+        client.delta_aggregated_resources(ReceiverStream::new(rx)).await.unwrap().into_inner();
     let first = tokio::time::timeout(STEP, responses.message()).await.unwrap().unwrap().unwrap();
     assert_eq!(first.type_url, ENDPOINT, "30,000 names are within the limit");
     tx.send(DeltaDiscoveryRequest { node: None, ..delta(30_000) }).await.unwrap();
@@ -336,9 +338,11 @@ async fn a_hundred_thousand_resource_names_get_resource_exhausted() {
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("60000 for"), "{}", status.message());
 
-    wait_for("the refused streams to be gone", STEP, async || (ads.registry.snapshot().len() == 1).then_some(()))
-        .await
-        .unwrap();
+    wait_for("the refused streams to be gone", STEP, async || {
+        (ads.registry.snapshot().len() == 1).then_some(())
+    })
+    .await
+    .unwrap();
     assert!(counter("meshpilot_xds_limit_refusals{limit=\"names\"}") >= before + 2.0);
     push_reaches(&source, &ads, &mut good, "after-names").await;
 }
@@ -377,9 +381,8 @@ async fn garbage_nonces_are_ignored_and_the_stream_keeps_working() {
     let (source, ads) = server_with(AdsConfig::default()).await;
     let series = "pilot_xds_expired_nonce{type=\"cds\"}";
     let before = counter(series);
-    let mut s = Sotw::open(ads.addr, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) })
-        .await
-        .unwrap();
+    let mut s =
+        Sotw::open(ads.addr, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
     let r = s.recv().await;
     let long = "z".repeat(64 * 1024);
     for k in 0..1_000 {
@@ -408,9 +411,8 @@ async fn garbage_nonces_are_ignored_and_the_stream_keeps_working() {
 async fn a_request_flood_on_one_stream_does_not_hold_up_other_proxies() {
     let (source, ads) = server_with(AdsConfig::default()).await;
     let mut good = good_stream(ads.addr, 1).await;
-    let mut flood = Sotw::open(ads.addr, DiscoveryRequest { node: node(2), ..req(CLUSTER, "", "", &[]) })
-        .await
-        .unwrap();
+    let mut flood =
+        Sotw::open(ads.addr, DiscoveryRequest { node: node(2), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
     let r = flood.recv().await;
     let tx = flood.tx.clone();
     let ack = req(CLUSTER, &r.version_info, &r.nonce, &[]);

@@ -247,7 +247,12 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             .parse()
             .with_context(|| format!("--hostile needs an IP:port address, not {address:?}"))?;
         let before = procfs_rss(options.pid, origin);
-        let h = crate::hostile::Hostile::open(options.hostile, grpc, options.http_address, &options.hostile_kinds);
+        let h = crate::hostile::Hostile::open(
+            options.hostile,
+            grpc,
+            options.http_address,
+            &options.hostile_kinds,
+        );
         wait_until(options.ready_timeout, || h.opened() >= options.hostile as usize).await;
         tokio::time::sleep(options.hold).await;
         sample_now();
