@@ -219,34 +219,6 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_plain_and_chunked_responses() {
-        let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX-A: B\r\n\r\na").unwrap();
-        assert_eq!(
-            (r.status, r.body.as_str(), r.header("x-a")),
-            (200, "a", Some("b")),
-            "the head is lowercased"
-        );
-        let chunked = b"HTTP/1.1 418 X\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        assert!(is_complete(chunked));
-        let r = parse_response(chunked).unwrap();
-        assert_eq!((r.status, r.body.as_str()), (418, "abcde"));
-        assert!(parse_response(b"garbage").is_err());
-        assert!(parse_response(b"garbage\r\n\r\n").is_err());
-    }
-
-    #[test]
-    fn a_response_is_complete_by_its_length_not_before() {
-        assert!(!is_complete(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nab"));
-        assert!(is_complete(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc"));
-        assert!(!is_complete(b"HTTP/1.1 200 OK\r\n\r\nabc"), "no framing: read to end of stream");
-    }
-}
-
 /// A slowloris client on `stream` (plain TCP or TLS), whose request line (and perhaps some headers)
 /// were written: writes a header line (`X-Slow: 1`) every 50 ms, never ending the headers, until the
 /// server closes the connection; returns what the server answered meanwhile (nothing, or an error
@@ -279,4 +251,32 @@ pub async fn trickle_headers_until_closed<S: AsyncRead + AsyncWrite + Unpin>(
     .await
     .expect("the server closes the slowloris connection");
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plain_and_chunked_responses() {
+        let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX-A: B\r\n\r\na").unwrap();
+        assert_eq!(
+            (r.status, r.body.as_str(), r.header("x-a")),
+            (200, "a", Some("b")),
+            "the head is lowercased"
+        );
+        let chunked = b"HTTP/1.1 418 X\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        assert!(is_complete(chunked));
+        let r = parse_response(chunked).unwrap();
+        assert_eq!((r.status, r.body.as_str()), (418, "abcde"));
+        assert!(parse_response(b"garbage").is_err());
+        assert!(parse_response(b"garbage\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn a_response_is_complete_by_its_length_not_before() {
+        assert!(!is_complete(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nab"));
+        assert!(is_complete(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc"));
+        assert!(!is_complete(b"HTTP/1.1 200 OK\r\n\r\nabc"), "no framing: read to end of stream");
+    }
 }

@@ -471,7 +471,9 @@ async fn connections_that_do_not_start_within_the_handshake_timeout_are_closed()
     let channel = Endpoint::from_shared(format!("http://{}", ads.addr)).unwrap().connect().await.unwrap();
     let (_tx, rx) = mpsc::channel::<DiscoveryRequest>(1);
     let mut client = AggregatedDiscoveryServiceClient::new(channel);
-    let status = client.stream_aggregated_resources(ReceiverStream::new(rx)).await.err().expect("refused");
+    let Err(status) = client.stream_aggregated_resources(ReceiverStream::new(rx)).await else {
+        panic!("a stream without a first request is refused")
+    };
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert!(status.message().contains("no first request"), "{}", status.message());
 
