@@ -94,6 +94,19 @@ impl Sotw {
     }
 }
 
+/// A client that asks for clusters and never reads its stream, with HTTP/2 windows of 64 KiB (hyper's
+/// client default is 2 MiB), so the server's sends back up soon.
+async fn stuck_client(addr: SocketAddr) -> Sotw {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .initial_stream_window_size(Some(65_535))
+        .initial_connection_window_size(Some(65_535))
+        .connect()
+        .await
+        .unwrap();
+    Sotw::open_on(channel, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) }).await.unwrap()
+}
+
 /// A well-behaved SotW stream that got and ACKed its clusters.
 async fn good_stream(addr: SocketAddr, i: usize) -> Sotw {
     let mut good =
@@ -189,18 +202,7 @@ async fn a_client_that_never_reads_is_closed_and_other_proxies_still_get_their_p
     };
     let (source, ads) = server_with(config).await;
     let before = counter("pilot_xds_write_timeout");
-    // The stuck client: HTTP/2 windows of 64 KiB (hyper's client default is 2 MiB), and it never
-    // reads its stream.
-    let channel = Endpoint::from_shared(format!("http://{}", ads.addr))
-        .unwrap()
-        .initial_stream_window_size(Some(65_535))
-        .initial_connection_window_size(Some(65_535))
-        .connect()
-        .await
-        .unwrap();
-    let mut stuck = Sotw::open_on(channel, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) })
-        .await
-        .unwrap();
+    let mut stuck = stuck_client(ads.addr).await;
     let mut good =
         Sotw::open(ads.addr, DiscoveryRequest { node: node(2), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
     let r = good.recv().await;
@@ -271,16 +273,7 @@ async fn a_stream_waiting_on_a_full_queue_releases_its_push_slot() {
         ..AdsConfig::default()
     };
     let (source, ads) = server_with(config).await;
-    let channel = Endpoint::from_shared(format!("http://{}", ads.addr))
-        .unwrap()
-        .initial_stream_window_size(Some(65_535))
-        .initial_connection_window_size(Some(65_535))
-        .connect()
-        .await
-        .unwrap();
-    let _stuck = Sotw::open_on(channel, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) })
-        .await
-        .unwrap();
+    let _stuck = stuck_client(ads.addr).await;
     let mut good = good_stream(ads.addr, 2).await;
     for round in 0..6 {
         let clusters = (0..2_000).map(|i| cluster(&format!("cluster-{round}-{i:05}"))).collect();
