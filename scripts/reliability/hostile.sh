@@ -8,7 +8,9 @@
 # must reach all of them).
 #
 # Environment (besides scripts/bench/common.sh's): PROXIES=100 HOSTILE=1000 CHANGES=20 INTERVAL=500ms
-# HOLD=40s (longer than the debug port's 30 s header read timeout), RUNS=1.
+# HOLD=40s (longer than the debug port's 30 s header read timeout), RUNS=1, HOSTILE_KINDS (comma list
+# of never-read, nonce-flood, http1-on-grpc, grpc-slowloris, http-slowloris; default all: what one kind
+# costs).
 RUNS="${RUNS:-1}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -19,5 +21,5 @@ PROXIES="${PROXIES:-100}"
 HOSTILE="${HOSTILE:-1000}"
 setup "hostile-${HOSTILE}"
 "$XDS_LOAD" gen --out "$CONFIG" --services 100 --workloads "$PROXIES" --namespaces 10 --sidecar-scope
-runs --proxies "$PROXIES" --hostile "$HOSTILE" --change service-entry --changes "${CHANGES:-20}" \
+runs --proxies "$PROXIES" --hostile "$HOSTILE" ${HOSTILE_KINDS:+--hostile-kinds "$HOSTILE_KINDS"} --change service-entry --changes "${CHANGES:-20}" \
   --interval "${INTERVAL:-500ms}" --hold "${HOLD:-40s}" --ready-timeout 120s --change-timeout 60s

@@ -9,6 +9,10 @@
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //! | `PILOT_MAX_REQUESTS_PER_SECOND` | `0` (auto: `max(min(15 + 5 × CPUs, 100), 500 × CPUs)`; Istio: the first term) | new ADS streams per second ([`AdsOptions`]) |
 //! | `PILOT_XDS_SEND_TIMEOUT` | `10s` (Istio's former variable, default 0 = none) | a stream whose client reads nothing for this long is closed |
+//! | `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES` | `262144` (not in Istio) | encoded response bytes queued per stream before its task waits for the client |
+//! | `MESHPILOT_XDS_MAX_RESOURCE_NAMES` | `50000` (not in Istio: no limit) | resource names one stream may watch per type; more: `RESOURCE_EXHAUSTED` |
+//! | `MESHPILOT_XDS_MAX_TYPES_PER_STREAM` | `64` (not in Istio: no limit) | type URLs one stream may watch; more: `RESOURCE_EXHAUSTED` |
+//! | `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` | `10s` (grpc-go's `ConnectionTimeout`: 120 s, handshake only) | time for a new ADS connection's HTTP/2 preface and first request; `0`: none |
 //!
 //! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
 
@@ -308,6 +312,14 @@ pub struct AdsOptions {
     /// `PILOT_XDS_SEND_TIMEOUT` (Istio's former variable, a Go duration): how long a response may wait
     /// for a client that stopped reading before the stream is closed. Default `10s`; `0`: never.
     pub send_timeout: std::time::Duration,
+    /// `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES`: [`xds::AdsConfig::response_buffer_bytes`].
+    pub response_buffer_bytes: usize,
+    /// `MESHPILOT_XDS_MAX_RESOURCE_NAMES`: [`xds::StreamLimits::max_resource_names`].
+    pub max_resource_names: usize,
+    /// `MESHPILOT_XDS_MAX_TYPES_PER_STREAM`: [`xds::StreamLimits::max_types`].
+    pub max_types: usize,
+    /// `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` (a Go duration): [`xds::AdsConfig::handshake_timeout`].
+    pub handshake_timeout: std::time::Duration,
 }
 
 impl Default for AdsOptions {
@@ -315,8 +327,21 @@ impl Default for AdsOptions {
         AdsOptions {
             max_requests_per_second: xds::default_max_requests_per_second(),
             send_timeout: Duration::from_secs(10),
+            response_buffer_bytes: xds::DEFAULT_RESPONSE_BUFFER_BYTES,
+            max_resource_names: xds::StreamLimits::DEFAULT_MAX_RESOURCE_NAMES,
+            max_types: xds::StreamLimits::DEFAULT_MAX_TYPES,
+            handshake_timeout: xds::DEFAULT_HANDSHAKE_TIMEOUT,
         }
     }
+}
+
+/// A positive count from variable `name`.
+fn count_var(name: &str, value: &str) -> Result<usize, EnvError> {
+    value.trim().parse().ok().filter(|n: &usize| *n > 0).ok_or_else(|| EnvError {
+        name: name.into(),
+        value: value.into(),
+        reason: "expected a positive whole number".into(),
+    })
 }
 
 impl AdsOptions {
@@ -340,6 +365,18 @@ impl AdsOptions {
         if let Some(v) = lookup("PILOT_XDS_SEND_TIMEOUT") {
             out.send_timeout = duration_var("PILOT_XDS_SEND_TIMEOUT", &v)?;
         }
+        if let Some(v) = lookup("MESHPILOT_XDS_RESPONSE_BUFFER_BYTES") {
+            out.response_buffer_bytes = count_var("MESHPILOT_XDS_RESPONSE_BUFFER_BYTES", &v)?;
+        }
+        if let Some(v) = lookup("MESHPILOT_XDS_MAX_RESOURCE_NAMES") {
+            out.max_resource_names = count_var("MESHPILOT_XDS_MAX_RESOURCE_NAMES", &v)?;
+        }
+        if let Some(v) = lookup("MESHPILOT_XDS_MAX_TYPES_PER_STREAM") {
+            out.max_types = count_var("MESHPILOT_XDS_MAX_TYPES_PER_STREAM", &v)?;
+        }
+        if let Some(v) = lookup("MESHPILOT_XDS_HANDSHAKE_TIMEOUT") {
+            out.handshake_timeout = duration_var("MESHPILOT_XDS_HANDSHAKE_TIMEOUT", &v)?;
+        }
         Ok(out)
     }
 
@@ -349,7 +386,17 @@ impl AdsOptions {
         config: xds::AdsConfig,
         limiter: &std::sync::Arc<xds::RequestLimiter>,
     ) -> xds::AdsConfig {
-        xds::AdsConfig { request_limiter: limiter.clone(), send_timeout: self.send_timeout, ..config }
+        xds::AdsConfig {
+            request_limiter: limiter.clone(),
+            send_timeout: self.send_timeout,
+            response_buffer_bytes: self.response_buffer_bytes,
+            limits: xds::StreamLimits {
+                max_resource_names: self.max_resource_names,
+                max_types: self.max_types,
+            },
+            handshake_timeout: self.handshake_timeout,
+            ..config
+        }
     }
 }
 
@@ -378,5 +425,35 @@ mod ads_tests {
         let e =
             AdsOptions::from_lookup(|n| (n == "PILOT_XDS_SEND_TIMEOUT").then(|| "-1s".into())).unwrap_err();
         assert_eq!(e.name, "PILOT_XDS_SEND_TIMEOUT");
+    }
+
+    #[test]
+    fn stream_limits_and_handshake_timeout_from_the_environment() {
+        let d = AdsOptions::from_lookup(|_| None).unwrap();
+        assert_eq!((d.max_resource_names, d.max_types), (50_000, 64));
+        assert_eq!((d.response_buffer_bytes, d.handshake_timeout), (256 << 10, Duration::from_secs(10)));
+        let o = AdsOptions::from_lookup(|n| match n {
+            "MESHPILOT_XDS_RESPONSE_BUFFER_BYTES" => Some("65536".into()),
+            "MESHPILOT_XDS_MAX_RESOURCE_NAMES" => Some("100".into()),
+            "MESHPILOT_XDS_MAX_TYPES_PER_STREAM" => Some(" 8 ".into()),
+            "MESHPILOT_XDS_HANDSHAKE_TIMEOUT" => Some("1m".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!((o.response_buffer_bytes, o.max_resource_names, o.max_types), (65_536, 100, 8));
+        assert_eq!(o.handshake_timeout, Duration::from_secs(60));
+        let config = o.apply(xds::AdsConfig::default(), &std::sync::Arc::new(xds::RequestLimiter::new(1.0)));
+        assert_eq!(config.limits, xds::StreamLimits { max_resource_names: 100, max_types: 8 });
+        assert_eq!(
+            (config.response_buffer_bytes, config.handshake_timeout),
+            (65_536, Duration::from_secs(60))
+        );
+        for (name, bad) in
+            [("MESHPILOT_XDS_MAX_RESOURCE_NAMES", "0"), ("MESHPILOT_XDS_MAX_TYPES_PER_STREAM", "many")]
+        {
+            let e = AdsOptions::from_lookup(|n| (n == name).then(|| bad.into())).unwrap_err();
+            assert_eq!(e.name, name);
+            assert!(e.reason.contains("positive whole number"), "{e}");
+        }
     }
 }

@@ -90,12 +90,17 @@ impl DiscoveryServer {
         let config = AdsConfig { authenticator, ..config };
         let ads: AdsServer<NetworkingSource> = self.ads_server(secrets, config);
         let (interval, timeout) = (ads.config().keepalive_interval, ads.config().keepalive_timeout);
+        // After the TLS handshake (bounded by `security::tls`), the HTTP/2 one.
+        let handshake = ads.config().handshake_timeout;
+        let incoming = tokio_stream::StreamExt::map(security::tls::incoming(listener, tls), move |c| {
+            c.map(|c| xds::handshake::HandshakeDeadline::new(c, handshake))
+        });
         tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(interval))
             .http2_keepalive_timeout(Some(timeout))
             .add_service(ads.into_service())
             .add_service(CertificateService::new(port.ca, port.authenticator))
-            .serve_with_incoming_shutdown(security::tls::incoming(listener, tls), shutdown)
+            .serve_with_incoming_shutdown(incoming, shutdown)
             .await
             .map_err(|e| format!("secure port: {e}"))
     }

@@ -219,6 +219,40 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
+/// A slowloris client on `stream` (plain TCP or TLS), whose request line (and perhaps some headers)
+/// were written: writes a header line (`X-Slow: 1`) every 50 ms, never ending the headers, until the
+/// server closes the connection, and checks that it answered nothing or at most hyper's `408`.
+///
+/// # Panics
+/// When the server has not closed the connection within `limit` (a bound that keeps a broken test
+/// from hanging, not a timing assertion), or answered something else.
+pub async fn trickle_headers_until_closed<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, limit: Duration) {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(limit, async {
+        loop {
+            tokio::select! {
+                n = stream.read(&mut buf) => match n {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                },
+                () = tokio::time::sleep(Duration::from_millis(50)) => {
+                    if stream.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .expect("the server closes the slowloris connection");
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"),
+        "closed, at most with 408: {}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -187,7 +187,7 @@ mod tests {
         types.insert(
             CLUSTER.to_owned(),
             TypeStatus {
-                watch: Watch::wildcard(),
+                watch: Watch::wildcard().into(),
                 state: SyncState::Acked,
                 nonce_sent: "n1".into(),
                 nonce_acked: "n1".into(),
@@ -198,7 +198,7 @@ mod tests {
         types.insert(
             ROUTE.to_owned(),
             TypeStatus {
-                watch: Watch::names(["r"]),
+                watch: Watch::names(["r"]).into(),
                 state: SyncState::Rejected,
                 nonce_sent: "n3".into(),
                 nonce_acked: "n2".into(),
@@ -228,9 +228,12 @@ mod tests {
         let mut types = BTreeMap::new();
         types.insert(
             ENDPOINT.to_owned(),
-            TypeStatus { watch: Watch::names(["x", "y"]), ..TypeStatus::default() },
+            TypeStatus { watch: Watch::names(["x", "y"]).into(), ..TypeStatus::default() },
         );
-        types.insert(LISTENER.to_owned(), TypeStatus { watch: Watch::wildcard(), ..TypeStatus::default() });
+        types.insert(
+            LISTENER.to_owned(),
+            TypeStatus { watch: Watch::wildcard().into(), ..TypeStatus::default() },
+        );
         let conns = vec![conn("a.ns1", "ns1", types)];
         assert_eq!(
             adsz(&conns),

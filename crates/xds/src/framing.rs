@@ -37,7 +37,7 @@ use tonic_prost::ProstDecoder;
 
 use crate::{
     AdsServer,
-    server::{Queue, ResponseStream, abandoned},
+    server::{Dequeued, Queue, ResponseStream, abandoned},
     source::ResourceSource,
 };
 
@@ -192,20 +192,16 @@ impl<M: Message> http_body::Body for FramedMessages<M> {
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let max = self.max_message_size;
         let Some(queue) = self.queue.as_ref() else { return Poll::Ready(None) };
-        let mut guard = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let end = match guard.as_mut().map(|rx| rx.poll_recv(cx)) {
-            None => abandoned(),
-            Some(Poll::Pending) => return Poll::Pending,
-            Some(Poll::Ready(Some(item))) => match *item {
-                Ok(message) => match frame(&message, max) {
-                    Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
-                    Err(status) => status,
-                },
+        let end = match queue.poll_next(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Dequeued::Abandoned) => abandoned(),
+            Poll::Ready(Dequeued::Item(Ok(message))) => match frame(&message, max) {
+                Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
                 Err(status) => status,
             },
-            Some(Poll::Ready(None)) => Status::ok(""),
+            Poll::Ready(Dequeued::Item(Err(status))) => status,
+            Poll::Ready(Dequeued::End) => Status::ok(""),
         };
-        drop(guard);
         self.queue = None;
         Poll::Ready(Some(Ok(Frame::trailers(trailers(&end)))))
     }

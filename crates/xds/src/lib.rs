@@ -15,7 +15,9 @@
 //!   [`Generated`], [`Watch`], [`Trigger`], [`PushEvent`].
 //! - [`sotw`], [`delta`]: the per-type protocol state machines, pure and unit-tested without sockets
 //!   (subscriptions, nonces, ACK/NACK, stale nonces, delta versions committed only on ACK).
-//! - [`server`]: [`AdsServer`], the tonic service; push order CDS → EDS → LDS → RDS.
+//! - [`server`]: [`AdsServer`], the tonic service; push order CDS → EDS → LDS → RDS; per-stream
+//!   limits ([`StreamLimits`]) and the bounded response queue.
+//! - [`handshake`]: the HTTP/2 handshake deadline of the ADS ports.
 //! - [`registry`]: [`ConnectionRegistry`] (connection ids `<proxy id>-<n>`, push handles with one
 //!   pending merged event per connection, per-type [`TypeStatus`]).
 //! - [`debug`]: Istio-shaped `/debug/syncz` and `/debug/adsz` JSON.
@@ -31,6 +33,7 @@ pub mod convert;
 pub mod debug;
 pub mod delta;
 pub mod framing;
+pub mod handshake;
 pub mod metrics;
 pub mod node;
 pub mod registry;
@@ -46,8 +49,8 @@ pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
 pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};
 pub use server::{
-    AdsConfig, AdsServer, BoxFuture, ServeError, StreamAuthenticator, StreamCaller, check_identity,
-    default_push_throttle,
+    AdsConfig, AdsServer, BoxFuture, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_RESPONSE_BUFFER_BYTES, ServeError,
+    StreamAuthenticator, StreamCaller, StreamLimits, check_identity, default_push_throttle,
 };
 pub use source::{
     GenerateRequest, Generated, Protocol, PushEvent, Resource, ResourceSource, SourceError, Trigger, Watch,

@@ -48,6 +48,18 @@ pub const RATE_LIMITED: &str = "meshpilot_xds_rate_limited";
 /// write timeouts").
 pub const WRITE_TIMEOUT: &str = "pilot_xds_write_timeout";
 
+/// Counter `meshpilot_xds_handshake_timeouts`: connections to an ADS port closed because they sent
+/// no HTTP/2 preface and first request within `MESHPILOT_XDS_HANDSHAKE_TIMEOUT`
+/// ([`crate::handshake`]), or streams without a first request within it.
+pub const HANDSHAKE_TIMEOUTS: &str = "meshpilot_xds_handshake_timeouts";
+/// Counter `meshpilot_xds_limit_refusals{limit}`: streams closed with `RESOURCE_EXHAUSTED` for a
+/// request over a [`crate::server::StreamLimits`] limit (`names`, `types`).
+pub const LIMIT_REFUSALS: &str = "meshpilot_xds_limit_refusals";
+
+/// Distinct type labels of types other than Envoy's own, beyond which metrics say `other`: a client
+/// may name any type URL, and each new label value is a new time series kept for the process's life.
+const MAX_OTHER_TYPE_LABELS: usize = 64;
+
 /// Istio's buckets for each histogram (seconds, or bytes for the config size).
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (CONVERGENCE, &[0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
@@ -88,6 +100,42 @@ pub fn describe() {
         "New xDS streams refused by the request rate limit (PILOT_MAX_REQUESTS_PER_SECOND)."
     );
     describe_counter!(WRITE_TIMEOUT, "Pilot XDS response write timeouts.");
+    describe_counter!(
+        HANDSHAKE_TIMEOUTS,
+        "ADS connections or streams closed for sending no HTTP/2 preface or first request in time."
+    );
+    describe_counter!(LIMIT_REFUSALS, "xDS streams closed for a request over a per-stream limit.");
+}
+
+/// The label value for `type_url` ([`metric_type`]), with at most [`MAX_OTHER_TYPE_LABELS`] distinct
+/// values for types other than Envoy's own; the rest are `other`.
+fn type_label(type_url: &str) -> String {
+    use std::{
+        collections::BTreeSet,
+        sync::{Mutex, PoisonError},
+    };
+    static OTHERS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let label = metric_type(type_url);
+    if label != type_url {
+        return label.to_owned();
+    }
+    let mut others = OTHERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if others.contains(type_url) {
+        return type_url.to_owned();
+    }
+    if others.len() < MAX_OTHER_TYPE_LABELS {
+        others.insert(type_url.to_owned());
+        return type_url.to_owned();
+    }
+    "other".to_owned()
+}
+
+pub(crate) fn record_handshake_timeout() {
+    counter!(HANDSHAKE_TIMEOUTS).increment(1);
+}
+
+pub(crate) fn record_limit_refusal(limit: &'static str) {
+    counter!(LIMIT_REFUSALS, "limit" => limit).increment(1);
 }
 
 pub(crate) fn record_rate_limited() {
@@ -108,10 +156,14 @@ pub(crate) fn set_clients(version: &str, count: usize) {
 }
 
 pub(crate) fn record_push(type_url: &str, elapsed: Duration, bytes: usize) {
-    counter!(PUSHES, "type" => metric_type(type_url).to_owned()).increment(1);
-    histogram!(PUSH_TIME, "type" => metric_type(type_url).to_owned()).record(elapsed.as_secs_f64());
+    let label = type_label(type_url);
+    counter!(PUSHES, "type" => label.clone()).increment(1);
+    histogram!(PUSH_TIME, "type" => label.clone()).record(elapsed.as_secs_f64());
+    // Istio labels the size by the full type URL; unknown ones share the bounded label.
+    let full =
+        if label == type_url || metric_type(type_url) != type_url { type_url.to_owned() } else { label };
     #[allow(clippy::cast_precision_loss)]
-    histogram!(CONFIG_SIZE, "type" => type_url.to_owned()).record(bytes as f64);
+    histogram!(CONFIG_SIZE, "type" => full).record(bytes as f64);
 }
 
 pub(crate) fn record_send_time(elapsed: Duration) {
@@ -119,15 +171,15 @@ pub(crate) fn record_send_time(elapsed: Duration) {
 }
 
 pub(crate) fn record_send_error(type_url: &str) {
-    counter!(PUSHES, "type" => format!("{}_senderr", metric_type(type_url))).increment(1);
+    counter!(PUSHES, "type" => format!("{}_senderr", type_label(type_url))).increment(1);
 }
 
 pub(crate) fn record_reject(type_url: &str) {
-    counter!(REJECTS, "type" => metric_type(type_url).to_owned()).increment(1);
+    counter!(REJECTS, "type" => type_label(type_url)).increment(1);
 }
 
 pub(crate) fn record_expired_nonce(type_url: &str) {
-    counter!(EXPIRED_NONCE, "type" => metric_type(type_url).to_owned()).increment(1);
+    counter!(EXPIRED_NONCE, "type" => type_label(type_url)).increment(1);
 }
 
 pub(crate) fn record_convergence(elapsed: Duration) {

@@ -31,8 +31,9 @@ use crate::{
 /// The sync status of one type on one connection (one row of `/debug/syncz`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TypeStatus {
-    /// What the client watches.
-    pub watch: Watch,
+    /// What the client watches: shared with the stream's SotW session (a watch of tens of thousands
+    /// of names is kept once, not once per copy).
+    pub watch: Arc<Watch>,
     /// Where the type is in its request/response cycle.
     pub state: SyncState,
     /// Nonce of the latest response sent (empty if none).
@@ -62,7 +63,7 @@ pub struct TypeStatus {
 impl Default for TypeStatus {
     fn default() -> Self {
         TypeStatus {
-            watch: Watch::default(),
+            watch: Arc::default(),
             state: SyncState::Requested,
             nonce_sent: String::new(),
             version_sent: String::new(),

@@ -18,7 +18,7 @@ use std::{
     net::SocketAddr,
     sync::{
         Arc, OnceLock,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant, SystemTime},
 };
@@ -29,7 +29,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use tokio::{
     net::TcpListener,
-    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
 };
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -56,6 +56,19 @@ use crate::{
 pub struct AdsConfig {
     /// Responses buffered per stream before the stream's task waits for the client to read. Default 16.
     pub response_buffer: usize,
+    /// Encoded bytes of responses buffered per stream before the stream's task waits for the client
+    /// to read (a larger response is still queued alone). Bounds what a client that stops reading pins
+    /// in the server besides HTTP/2's own send buffer. `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES`; default
+    /// [`DEFAULT_RESPONSE_BUFFER_BYTES`].
+    pub response_buffer_bytes: usize,
+    /// What one stream may make the server hold ([`StreamLimits`]).
+    pub limits: StreamLimits,
+    /// Longest time a new connection on [`AdsServer::serve`]'s port may take to send the HTTP/2
+    /// preface and its first request headers, and a new stream its first request; then the
+    /// connection is closed (stream: `DEADLINE_EXCEEDED`). `MESHPILOT_XDS_HANDSHAKE_TIMEOUT`; default
+    /// [`DEFAULT_HANDSHAKE_TIMEOUT`] (grpc-go, istiod's server, allows 120 s for the HTTP/2 handshake
+    /// alone). Zero: no bound.
+    pub handshake_timeout: Duration,
     /// Largest request accepted, in bytes. Default 4 MiB (Istio's `ISTIO_GPRC_MAXRECVMSGSIZE`).
     pub max_decoding_message_size: usize,
     /// Largest response sent, in bytes. Default 256 MiB (quilkin's choice; Envoy's own receive limit
@@ -85,6 +98,82 @@ pub struct AdsConfig {
     /// `PILOT_XDS_SEND_TIMEOUT` (default 0 = none there, removed in Istio 1.22); meshpilot's default
     /// 10 s. Zero: wait forever.
     pub send_timeout: Duration,
+}
+
+/// Default of [`AdsConfig::response_buffer_bytes`]: 256 KiB (a larger response still goes alone).
+pub const DEFAULT_RESPONSE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Default of [`AdsConfig::handshake_timeout`]: 10 s, as the TLS handshake bound of the secure port.
+/// A real client (Envoy, grpc) sends the preface, its settings and its first request in its first
+/// packets; 10 s leaves room for a loaded control plane or network while keeping what a silent or
+/// half-open connection holds short-lived.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one ADS stream may make the server hold. Istio has no such limits (istiod keeps whatever
+/// names and types a client watches; its only bound is the 4 MiB message size); these are set far
+/// above what real clients use, so only a broken or hostile client meets them. A request over a limit
+/// ends the stream with `RESOURCE_EXHAUSTED` naming the limit and its variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Most resource names one stream may watch for one type: names of a SotW request, a Delta
+    /// subscription after the request (and its `initial_resource_versions`). An Envoy sidecar of a
+    /// mesh with 10,000 services watches ≈ 10,000 EDS names. `MESHPILOT_XDS_MAX_RESOURCE_NAMES`;
+    /// default [`StreamLimits::DEFAULT_MAX_RESOURCE_NAMES`].
+    pub max_resource_names: usize,
+    /// Most type URLs one stream may watch at once. An Envoy sidecar watches 4–6 (CDS, EDS, LDS, RDS,
+    /// SDS, ECDS), an MCP client one per config kind (≈ 30). `MESHPILOT_XDS_MAX_TYPES_PER_STREAM`;
+    /// default [`StreamLimits::DEFAULT_MAX_TYPES`].
+    pub max_types: usize,
+}
+
+impl StreamLimits {
+    /// 50,000 names per type per stream (5 × the EDS watch of a 10,000-service mesh's sidecar).
+    pub const DEFAULT_MAX_RESOURCE_NAMES: usize = 50_000;
+    /// 64 type URLs per stream.
+    pub const DEFAULT_MAX_TYPES: usize = 64;
+
+    /// `Err` (`RESOURCE_EXHAUSTED`) when a stream would watch `names` names of `type_url`.
+    ///
+    /// # Errors
+    /// The status ending the stream.
+    pub fn check_names(&self, type_url: &str, names: usize) -> Result<(), Status> {
+        if names <= self.max_resource_names {
+            return Ok(());
+        }
+        metrics::record_limit_refusal("names");
+        Err(Status::resource_exhausted(format!(
+            "too many resource names: {names} for {type_url} on one stream, the limit is {} \
+             (MESHPILOT_XDS_MAX_RESOURCE_NAMES)",
+            self.max_resource_names
+        )))
+    }
+
+    /// `Err` (`RESOURCE_EXHAUSTED`) when a stream watching `watched` types asks for another one,
+    /// `type_url`.
+    ///
+    /// # Errors
+    /// The status ending the stream.
+    pub fn check_new_type(&self, type_url: &str, watched: usize) -> Result<(), Status> {
+        if watched < self.max_types {
+            return Ok(());
+        }
+        metrics::record_limit_refusal("types");
+        Err(Status::resource_exhausted(format!(
+            "too many resource types: {type_url} would be type {} on one stream, the limit is {} \
+             (MESHPILOT_XDS_MAX_TYPES_PER_STREAM)",
+            watched + 1,
+            self.max_types
+        )))
+    }
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_resource_names: Self::DEFAULT_MAX_RESOURCE_NAMES,
+            max_types: Self::DEFAULT_MAX_TYPES,
+        }
+    }
 }
 
 /// An authenticated stream caller.
@@ -141,6 +230,9 @@ impl Default for AdsConfig {
     fn default() -> Self {
         AdsConfig {
             response_buffer: 16,
+            response_buffer_bytes: DEFAULT_RESPONSE_BUFFER_BYTES,
+            limits: StreamLimits::default(),
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_decoding_message_size: 4 * 1024 * 1024,
             max_encoding_message_size: 256 * 1024 * 1024,
             keepalive_interval: Duration::from_secs(30),
@@ -212,7 +304,8 @@ impl<S: ResourceSource> AdsServer<S> {
     }
 
     /// Serves ADS (plaintext HTTP/2, as on Istio's port 15010) on `listener` until `shutdown`
-    /// completes.
+    /// completes. Each connection must send the HTTP/2 preface and its first request headers within
+    /// [`AdsConfig::handshake_timeout`] ([`crate::handshake`]).
     ///
     /// # Errors
     /// [`ServeError`] if the gRPC server fails.
@@ -221,12 +314,16 @@ impl<S: ResourceSource> AdsServer<S> {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
+        use tokio_stream::StreamExt as _;
         let (interval, timeout) = (self.config.keepalive_interval, self.config.keepalive_timeout);
+        let handshake = self.config.handshake_timeout;
+        let incoming = TcpListenerStream::new(listener)
+            .map(move |tcp| tcp.map(|tcp| crate::handshake::HandshakeDeadline::new(tcp, handshake)));
         tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(interval))
             .http2_keepalive_timeout(Some(timeout))
             .add_service(self.into_service())
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .serve_with_incoming_shutdown(incoming, shutdown)
             .await?;
         Ok(())
     }
@@ -254,6 +351,30 @@ impl<S: ResourceSource> AdsServer<S> {
                 Err(Status::unauthenticated("authentication failure"))
             }
         }
+    }
+
+    /// The stream's first request, within [`AdsConfig::handshake_timeout`].
+    async fn first_request<T: prost::Message + Default>(
+        &self,
+        inbound: &mut Streaming<T>,
+        peer: Option<SocketAddr>,
+    ) -> Result<T, Status> {
+        let timeout = self.config.handshake_timeout;
+        let read = inbound.message();
+        let first = if timeout.is_zero() {
+            read.await
+        } else if let Ok(first) = tokio::time::timeout(timeout, read).await {
+            first
+        } else {
+            metrics::record_handshake_timeout();
+            warn!(peer = ?peer, "ADS: closing stream: no first request within {timeout:?}");
+            return Err(Status::deadline_exceeded(format!(
+                "no first request within {timeout:?} (MESHPILOT_XDS_HANDSHAKE_TIMEOUT)"
+            )));
+        };
+        first
+            .map_err(|s| request_status(&s))?
+            .ok_or_else(|| Status::cancelled("stream closed before its first request"))
     }
 
     fn start(
@@ -299,7 +420,9 @@ impl<S: ResourceSource> AdsServer<S> {
             convergence: Convergence::default(),
             throttle: Arc::clone(&self.throttle),
             push_wanted: false,
+            permit: None,
             send_timeout: self.config.send_timeout,
+            limits: self.config.limits.clone(),
         })
     }
 }
@@ -329,9 +452,60 @@ fn source_status(e: &SourceError) -> Status {
     }
 }
 
+/// One queued item: a response (or the status ending the stream) and its encoded size in bytes.
+pub(crate) struct Queued<M> {
+    size: usize,
+    item: Result<M, Status>,
+}
+
+/// What the reader of a [`SharedQueue`] got.
+pub(crate) enum Dequeued<M> {
+    /// The next response, or the status ending the stream.
+    Item(Result<M, Status>),
+    /// The stream's task ended without an error: end the stream with `OK`.
+    End,
+    /// The stream's task abandoned the client (it stopped reading): end with [`abandoned`].
+    Abandoned,
+}
+
 /// The queue of one stream's responses, shared by the stream's task (which drops the receiver to
-/// abandon a client that stopped reading) and the response body (which reads it).
-pub(crate) type Queue<M> = Arc<std::sync::Mutex<Option<mpsc::Receiver<Box<Result<M, Status>>>>>>;
+/// abandon a client that stopped reading) and the response body (which reads it). It is bounded twice:
+/// by count (`AdsConfig::response_buffer`, the channel) and by the encoded bytes it holds
+/// (`AdsConfig::response_buffer_bytes`), so a client that stops reading pins at most that much of the
+/// server's memory besides what HTTP/2 buffers.
+pub(crate) struct SharedQueue<M> {
+    rx: std::sync::Mutex<Option<mpsc::Receiver<Box<Queued<M>>>>>,
+    /// Encoded bytes of the responses in the queue.
+    bytes: AtomicUsize,
+    /// Signalled whenever the reader takes an item (room for the sender).
+    room: Notify,
+}
+
+impl<M> SharedQueue<M> {
+    /// Polls the next item; taking one makes room for the sender.
+    pub(crate) fn poll_next(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Dequeued<M>> {
+        let mut rx = self.rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(rx) = rx.as_mut() else { return std::task::Poll::Ready(Dequeued::Abandoned) };
+        rx.poll_recv(cx).map(|item| match item {
+            Some(queued) => {
+                self.bytes.fetch_sub(queued.size, Ordering::AcqRel);
+                self.room.notify_one();
+                Dequeued::Item(queued.item)
+            }
+            None => Dequeued::End,
+        })
+    }
+
+    /// Drops every queued response (the memory is freed at once); the reader then ends the stream
+    /// with [`abandoned`].
+    fn abandon(&self) {
+        drop(self.rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
+        self.bytes.store(0, Ordering::Release);
+    }
+}
+
+/// Shared handle on a stream's [`SharedQueue`].
+pub(crate) type Queue<M> = Arc<SharedQueue<M>>;
 
 /// The responses of one ADS stream. Each is boxed in the channel: tokio's bounded channel allocates
 /// its slots in blocks of 32 when it is made, so an unboxed `Result<DiscoveryResponse, Status>`
@@ -355,11 +529,11 @@ impl<M> tokio_stream::Stream for ResponseStream<M> {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match queue.as_mut() {
-            Some(rx) => rx.poll_recv(cx).map(|item| item.map(|boxed| *boxed)),
-            None => std::task::Poll::Ready(Some(Err(abandoned()))),
-        }
+        self.queue.poll_next(cx).map(|d| match d {
+            Dequeued::Item(item) => Some(item),
+            Dequeued::End => None,
+            Dequeued::Abandoned => Some(Err(abandoned())),
+        })
     }
 }
 
@@ -368,58 +542,113 @@ pub(crate) fn abandoned() -> Status {
     Status::deadline_exceeded("client did not read responses within PILOT_XDS_SEND_TIMEOUT: stream closed")
 }
 
-/// The sending half of a stream's responses: a bounded channel (`AdsConfig::response_buffer`).
-pub(crate) struct Outbox<M> {
-    tx: mpsc::Sender<Box<Result<M, Status>>>,
-    queue: Queue<M>,
+/// Why an item could not be queued now.
+enum Refused<M> {
+    /// No room (count or bytes): the response comes back.
+    Full(M),
+    /// The reader is gone.
+    Closed,
 }
 
-impl<M> Outbox<M> {
-    /// A queue of `capacity` responses and the stream that reads it.
-    pub(crate) fn new(capacity: usize) -> (Self, ResponseStream<M>) {
+/// The sending half of a stream's responses: a bounded channel (`AdsConfig::response_buffer`
+/// responses, `AdsConfig::response_buffer_bytes` bytes).
+pub(crate) struct Outbox<M> {
+    tx: mpsc::Sender<Box<Queued<M>>>,
+    queue: Queue<M>,
+    max_bytes: usize,
+}
+
+impl<M: prost::Message> Outbox<M> {
+    /// A queue of `capacity` responses and `max_bytes` encoded bytes (a response larger than that is
+    /// still queued when the queue is empty), and the stream that reads it.
+    pub(crate) fn new(capacity: usize, max_bytes: usize) -> (Self, ResponseStream<M>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        let queue = Arc::new(std::sync::Mutex::new(Some(rx)));
-        (Outbox { tx, queue: Arc::clone(&queue) }, ResponseStream { queue })
+        let queue = Arc::new(SharedQueue {
+            rx: std::sync::Mutex::new(Some(rx)),
+            bytes: AtomicUsize::new(0),
+            room: Notify::new(),
+        });
+        (Outbox { tx, queue: Arc::clone(&queue), max_bytes }, ResponseStream { queue })
     }
 
     /// Ends the stream with `status` when its queue has room (else the client, which stopped
     /// reading, never sees it).
     pub(crate) fn close_with(&self, status: Status) {
-        let _ = self.tx.try_send(Box::new(Err(status)));
+        let _ = self.tx.try_send(Box::new(Queued { size: 0, item: Err(status) }));
     }
 
-    /// Hands `response` to the stream; when the client does not make room within `timeout`
-    /// (non-zero) the stream is abandoned: its queued responses are dropped (memory freed at once),
-    /// the body ends with `DEADLINE_EXCEEDED` ([`abandoned`]) when HTTP/2 next polls it, and the reason
-    /// is logged and counted (`pilot_xds_write_timeout`).
+    /// Queues `response` of `size` bytes if there is room now.
+    fn try_queue(&self, response: M, size: usize) -> Result<(), Refused<M>> {
+        let queued = self.queue.bytes.load(Ordering::Acquire);
+        if queued > 0 && queued.saturating_add(size) > self.max_bytes {
+            return Err(Refused::Full(response));
+        }
+        match self.tx.try_send(Box::new(Queued { size, item: Ok(response) })) {
+            Ok(()) => {
+                self.queue.bytes.fetch_add(size, Ordering::AcqRel);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Full(q)) => match q.item {
+                Ok(response) => Err(Refused::Full(response)),
+                Err(_) => Err(Refused::Closed),
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Closed),
+        }
+    }
+
+    /// Hands `response` to the stream. When the queue is full (the client reads slowly) the
+    /// connection's push-throttle slot (`permit`, if it holds one) is released first, so other
+    /// proxies' pushes do not wait behind this client. When the client does not make room within
+    /// `timeout` (non-zero) the stream is abandoned: its queued responses are dropped (memory freed at
+    /// once), the body ends with `DEADLINE_EXCEEDED` ([`abandoned`]) when HTTP/2 next polls it, and the
+    /// reason is logged and counted (`pilot_xds_write_timeout`).
     pub(crate) async fn send(
         &self,
         response: M,
         type_url: &str,
         timeout: Duration,
         connection: &str,
+        permit: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<(), End> {
         let t0 = Instant::now();
-        let sent = if timeout.is_zero() {
-            self.tx.send(Box::new(Ok(response))).await
-        } else if let Ok(sent) = tokio::time::timeout(timeout, self.tx.send(Box::new(Ok(response)))).await {
-            sent
-        } else {
-            warn!(
-                connection,
-                "ADS: closing stream: the client read none of its {} queued responses for {timeout:?} \
-                 (PILOT_XDS_SEND_TIMEOUT; next: {})",
-                self.tx.max_capacity(),
-                short_name(type_url),
-            );
-            metrics::record_write_timeout();
-            metrics::record_send_error(type_url);
-            drop(self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
-            return Err(End::SendTimeout);
-        };
-        if sent.is_err() {
-            metrics::record_send_error(type_url);
-            return Err(End::ClientGone);
+        let size = response.encoded_len();
+        let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::from_std(t0) + timeout);
+        let mut response = response;
+        loop {
+            // Register for the reader's signal before looking, so a wake-up between is not lost.
+            let room = self.queue.room.notified();
+            match self.try_queue(response, size) {
+                Ok(()) => break,
+                Err(Refused::Closed) => {
+                    metrics::record_send_error(type_url);
+                    return Err(End::ClientGone);
+                }
+                Err(Refused::Full(back)) => response = back,
+            }
+            if permit.take().is_some() {
+                debug!(connection, "ADS: response queue full: push throttle slot released while waiting");
+            }
+            let waited = match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, room).await.is_ok(),
+                None => {
+                    room.await;
+                    true
+                }
+            };
+            if !waited {
+                warn!(
+                    connection,
+                    "ADS: closing stream: the client read none of its {} queued responses ({} bytes) for \
+                     {timeout:?} (PILOT_XDS_SEND_TIMEOUT; next: {})",
+                    self.tx.max_capacity() - self.tx.capacity(),
+                    self.queue.bytes.load(Ordering::Acquire),
+                    short_name(type_url),
+                );
+                metrics::record_write_timeout();
+                metrics::record_send_error(type_url);
+                self.queue.abandon();
+                return Err(End::SendTimeout);
+            }
         }
         metrics::record_send_time(t0.elapsed());
         Ok(())
@@ -439,11 +668,9 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         self.config.request_limiter.admit(peer).await?;
         let caller = self.authenticate(&request, peer).await?;
         let mut inbound = request.into_inner();
-        let Some(first) = inbound.message().await.map_err(|s| request_status(&s))? else {
-            return Err(Status::cancelled("stream closed before its first request"));
-        };
+        let first = self.first_request(&mut inbound, peer).await?;
         let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw, caller.as_ref())?;
-        let (tx, responses) = Outbox::new(self.config.response_buffer);
+        let (tx, responses) = Outbox::new(self.config.response_buffer, self.config.response_buffer_bytes);
         tokio::spawn(conn.run(SotwWire { session: SotwSession::new(), tx }, first, inbound));
         Ok(Response::new(responses))
     }
@@ -456,11 +683,9 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         self.config.request_limiter.admit(peer).await?;
         let caller = self.authenticate(&request, peer).await?;
         let mut inbound = request.into_inner();
-        let Some(first) = inbound.message().await.map_err(|s| request_status(&s))? else {
-            return Err(Status::cancelled("stream closed before its first request"));
-        };
+        let first = self.first_request(&mut inbound, peer).await?;
         let conn = self.start(first.node.as_ref(), peer, Protocol::Delta, caller.as_ref())?;
-        let (tx, responses) = Outbox::new(self.config.response_buffer);
+        let (tx, responses) = Outbox::new(self.config.response_buffer, self.config.response_buffer_bytes);
         tokio::spawn(conn.run(DeltaWire { session: DeltaSession::new(), tx }, first, inbound));
         Ok(Response::new(responses))
     }
@@ -517,6 +742,8 @@ pub(crate) enum End {
     Transport(Status),
     /// The client did not read a response within the send timeout.
     SendTimeout,
+    /// A request over a [`StreamLimits`] limit: the stream ends with this status.
+    Refused(Status),
 }
 
 /// Time from a push being enqueued to the proxy ACKing every response of it.
@@ -582,8 +809,13 @@ pub(crate) struct Connection<S: ResourceSource> {
     throttle: Arc<Semaphore>,
     /// A push is pending and the connection waits for a throttle permit.
     push_wanted: bool,
+    /// The throttle slot of the push being sent; released as soon as a send has to wait for the
+    /// client ([`Outbox::send`]).
+    permit: Option<OwnedSemaphorePermit>,
     /// [`AdsConfig::send_timeout`].
     send_timeout: Duration,
+    /// [`AdsConfig::limits`].
+    limits: StreamLimits,
 }
 
 impl<S: ResourceSource> Connection<S> {
@@ -591,8 +823,20 @@ impl<S: ResourceSource> Connection<S> {
         &self.reg.entry.id
     }
 
-    pub(crate) fn send_timeout(&self) -> Duration {
-        self.send_timeout
+    /// The stream's resource limits.
+    pub(crate) fn limits(&self) -> &StreamLimits {
+        &self.limits
+    }
+
+    /// Hands `response` to the client through `outbox` ([`Outbox::send`]: waits for room up to the
+    /// send timeout, releasing this connection's push-throttle slot while it waits).
+    pub(crate) async fn send_on<M: prost::Message>(
+        &mut self,
+        outbox: &Outbox<M>,
+        response: M,
+        type_url: &str,
+    ) -> Result<(), End> {
+        outbox.send(response, type_url, self.send_timeout, &self.reg.entry.id, &mut self.permit).await
     }
 
     pub(crate) fn entry(&self) -> &Entry<S::Push> {
@@ -630,10 +874,11 @@ impl<S: ResourceSource> Connection<S> {
                     Event::Wake => self.push_wanted = true,
                     Event::Push(permit) => {
                         self.push_wanted = false;
+                        self.permit = Some(permit);
                         if let Some(p) = self.reg.entry.take_pending() {
                             self.push(&mut wire, p).await?;
                         }
-                        drop(permit);
+                        self.permit = None;
                     }
                 }
             }
@@ -643,9 +888,11 @@ impl<S: ResourceSource> Connection<S> {
             Ok(()) => End::ClientClosed,
             Err(e) => e,
         };
-        if let End::Transport(status) = &end {
+        match &end {
             // A broken request (too large, undecodable) ends the stream with its status, not OK.
-            wire.close_with(request_status(status));
+            End::Transport(status) => wire.close_with(request_status(status)),
+            End::Refused(status) => wire.close_with(status.clone()),
+            _ => {}
         }
         self.finish(&end);
     }
@@ -682,6 +929,9 @@ impl<S: ResourceSource> Connection<S> {
         match end {
             End::Transport(status) => {
                 debug!(connection = %self.id(), "ADS: stream ended with error: {status}");
+            }
+            End::Refused(status) => {
+                warn!(connection = %self.id(), "ADS: closing stream: {}", status.message());
             }
             other => info!(connection = %self.id(), "ADS: connection closed ({other:?})"),
         }
@@ -775,6 +1025,55 @@ mod tests {
         assert_eq!(a, content_hash(&[res("a", CLUSTER, "2")]), "the version is not content");
         assert_ne!(a, content_hash(&[res("b", CLUSTER, "1")]));
         assert_ne!(a, content_hash(&[]));
+    }
+
+    fn response(bytes: usize) -> DiscoveryResponse {
+        DiscoveryResponse { version_info: "v".repeat(bytes), ..Default::default() }
+    }
+
+    /// The queue holds at most `max_bytes` of responses (one larger response alone); a send that has
+    /// to wait gives its push-throttle slot back at once, and one that waits past the send timeout
+    /// abandons the stream (queued responses dropped, `DEADLINE_EXCEEDED` for the reader).
+    #[tokio::test]
+    async fn the_queue_is_bounded_by_bytes_and_a_waiting_send_releases_its_slot() {
+        let (outbox, stream) = Outbox::new(16, 1_000);
+        let queue = stream.into_inner();
+        let throttle = Arc::new(Semaphore::new(1));
+        let mut permit = Some(Arc::clone(&throttle).acquire_owned().await.unwrap());
+        let wait = Duration::from_secs(30);
+        // Larger than the bound, but the queue is empty: queued.
+        outbox.send(response(1_500), CLUSTER, wait, "c", &mut permit).await.unwrap();
+        assert!(permit.is_some(), "no wait, the slot is kept");
+        assert_eq!(throttle.available_permits(), 0);
+        // Anything more waits for the reader, and the slot is released meanwhile.
+        let reader = async {
+            // Wait until the sender gave the slot back, then read one response.
+            let _slot = Arc::clone(&throttle).acquire_owned().await.unwrap();
+            std::future::poll_fn(|cx| queue.poll_next(cx)).await
+        };
+        let (sent, read) = tokio::join!(outbox.send(response(10), CLUSTER, wait, "c", &mut permit), reader);
+        sent.unwrap();
+        assert!(matches!(read, Dequeued::Item(Ok(r)) if r.version_info.len() == 1_500));
+        assert!(permit.is_none());
+        assert_eq!(queue.bytes.load(Ordering::Acquire), prost::Message::encoded_len(&response(10)));
+        // 995 more bytes do not fit next to the queued response; nobody reads: the stream is abandoned.
+        let end = outbox.send(response(995), CLUSTER, Duration::from_millis(50), "c", &mut permit).await;
+        assert!(matches!(end, Err(End::SendTimeout)), "{end:?}");
+        let after = std::future::poll_fn(|cx| queue.poll_next(cx)).await;
+        assert!(matches!(after, Dequeued::Abandoned));
+    }
+
+    #[test]
+    fn stream_limits_name_the_limit_and_its_variable() {
+        let limits = StreamLimits { max_resource_names: 10, max_types: 2 };
+        assert!(limits.check_names(ENDPOINT, 10).is_ok());
+        let e = limits.check_names(ENDPOINT, 11).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(e.message().contains("11 for") && e.message().contains("limit is 10"), "{}", e.message());
+        assert!(e.message().contains("MESHPILOT_XDS_MAX_RESOURCE_NAMES"), "{}", e.message());
+        assert!(limits.check_new_type("t", 1).is_ok());
+        let e = limits.check_new_type("t", 2).unwrap_err();
+        assert!(e.message().contains("MESHPILOT_XDS_MAX_TYPES_PER_STREAM"), "{}", e.message());
     }
 
     #[test]

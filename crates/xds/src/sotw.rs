@@ -27,7 +27,10 @@
 //!   empty names on a named type: the type's state is dropped (unsubscribe)
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
@@ -127,7 +130,7 @@ pub struct SentResponse {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SotwType {
     /// What the client watches.
-    pub watch: Watch,
+    pub watch: Arc<Watch>,
     /// Where the type is in its request/response cycle.
     pub state: SyncState,
     /// The last response sent.
@@ -141,7 +144,7 @@ pub struct SotwType {
 }
 
 impl SotwType {
-    fn new(watch: Watch) -> Self {
+    fn new(watch: Arc<Watch>) -> Self {
         SotwType {
             watch,
             state: SyncState::Requested,
@@ -185,7 +188,7 @@ impl SotwSession {
         }
         let watch = watch_from_names(type_url, req.resource_names);
         let Some(t) = self.types.get_mut(type_url).filter(|_| !req.response_nonce.is_empty()) else {
-            self.types.insert(type_url.to_owned(), SotwType::new(watch.clone()));
+            self.types.insert(type_url.to_owned(), SotwType::new(Arc::new(watch.clone())));
             return Outcome { verdict: Verdict::Initial, respond: Some(Respond { watch, full: true }) };
         };
         if t.sent.as_ref().is_none_or(|s| s.nonce != req.response_nonce) {
@@ -201,8 +204,8 @@ impl SotwSession {
         t.rejected_content = None;
         let verdict =
             Verdict::Ack { nonce: req.response_nonce.to_owned(), version: req.version_info.to_owned() };
-        let previous = std::mem::replace(&mut t.watch, watch.clone());
-        if previous == watch {
+        let previous = std::mem::replace(&mut t.watch, Arc::new(watch.clone()));
+        if *previous == watch {
             return Outcome { verdict, respond: None };
         }
         // Names the ACKed response already carried need no answer.
@@ -401,7 +404,7 @@ mod tests {
         let ab = names(&["a", "b"]);
         let o = s.on_request(&req(ENDPOINT, "v1", "1", &ab));
         assert_eq!(o.respond, Some(Respond { watch: Watch::names(["b"]), full: false }));
-        assert_eq!(s.get(ENDPOINT).unwrap().watch, Watch::names(["a", "b"]));
+        assert_eq!(*s.get(ENDPOINT).unwrap().watch, Watch::names(["a", "b"]));
         // Removing a name needs no answer.
         s.on_sent(ENDPOINT, sent("2", "v1", 2));
         let o = s.on_request(&req(ENDPOINT, "v1", "2", &a));
@@ -473,7 +476,7 @@ mod tests {
         let o = s.on_request(&req(ENDPOINT, "v2", "2", &abc));
         assert!(matches!(o.verdict, Verdict::Ack { .. }));
         assert_eq!(o.respond, None, "c was in the ACKed response");
-        assert_eq!(s.get(ENDPOINT).unwrap().watch, Watch::names(["a", "b", "c"]));
+        assert_eq!(*s.get(ENDPOINT).unwrap().watch, Watch::names(["a", "b", "c"]));
         // A name it did not carry is answered.
         s.on_sent(ENDPOINT, sent("3", "v3", 12));
         let abcd = names(&["a", "b", "c", "d"]);

@@ -5,7 +5,7 @@
 //! request was (ACK, NACK, stale nonce), convergence, answering, EDS after CDS — is written once in
 //! [`Connection::on_request`].
 
-use std::{collections::BTreeSet, time::Instant};
+use std::{collections::BTreeSet, sync::Arc, time::Instant};
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
@@ -17,7 +17,8 @@ use crate::{
     delta::{self, DeltaSession},
     metrics,
     registry::Entry,
-    server::{Connection, End, Outbox, Sent, content_hash, next_nonce, trigger_label},
+    server::Outbox,
+    server::{Connection, End, Sent, StreamLimits, content_hash, next_nonce, trigger_label},
     sotw::{self, SentResponse, SotwSession},
     source::{Generated, Protocol, Resource, ResourceSource, Trigger, Watch},
     type_url::{self, CLUSTER, ENDPOINT, short_name},
@@ -57,6 +58,10 @@ pub(crate) trait Wire<S: ResourceSource>: Send {
     type Request: prost::Message + Default + Send + 'static;
     /// The response a request calls for.
     type Due: Send;
+
+    /// `Err` with the status ending the stream when `req` would take the stream over `limits`
+    /// (checked before the session is stepped, so nothing of it is kept).
+    fn check_limits(&self, req: &Self::Request, limits: &StreamLimits) -> Result<(), tonic::Status>;
 
     /// Steps the session with `req` (ACK/NACK bookkeeping, subscription changes).
     fn step(&mut self, req: &Self::Request) -> Step<Self::Due>;
@@ -124,6 +129,7 @@ impl<S: ResourceSource> Connection<S> {
     /// mirrors the state for `/debug/syncz`, answers if an answer is due, and follows CDS with EDS
     /// (Envoy needs the endpoints to finish warming new clusters).
     pub(crate) async fn on_request<W: Wire<S>>(&mut self, wire: &mut W, req: &W::Request) -> Result<(), End> {
+        wire.check_limits(req, self.limits()).map_err(End::Refused)?;
         let Step { type_url, answer, detail, respond } = wire.step(req);
         let type_url = type_url.as_str();
         let short = short_name(type_url);
@@ -142,6 +148,8 @@ impl<S: ResourceSource> Connection<S> {
             Answer::Stale { nonce } => {
                 debug!(connection = %self.id(), %nonce, "{short}: expired nonce, ignored");
                 metrics::record_expired_nonce(type_url);
+                // Nothing changed: no mirroring (a flood of them costs one lookup each).
+                return Ok(());
             }
             Answer::Unsubscribe => {
                 debug!(connection = %self.id(), "{short}: unsubscribed");
@@ -169,6 +177,18 @@ pub(crate) struct SotwWire {
 impl<S: ResourceSource> Wire<S> for SotwWire {
     type Request = DiscoveryRequest;
     type Due = Watch;
+
+    fn check_limits(&self, req: &DiscoveryRequest, limits: &StreamLimits) -> Result<(), tonic::Status> {
+        limits.check_names(&req.type_url, req.resource_names.len())?;
+        // A request for a type not watched yet starts a watch, unless it is an unsubscribe (no names
+        // for a type without wildcard).
+        let starts_watch = self.session.get(&req.type_url).is_none()
+            && (type_url::is_wildcard_type(&req.type_url) || !req.resource_names.is_empty());
+        if starts_watch {
+            limits.check_new_type(&req.type_url, self.session.watched_types().len())?;
+        }
+        Ok(())
+    }
 
     fn step(&mut self, req: &DiscoveryRequest) -> Step<Watch> {
         let outcome = self.session.on_request(&sotw::SotwRequest::from_proto(req));
@@ -221,7 +241,7 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
         eds_names: &BTreeSet<String>,
         _push: Option<&S::Push>,
     ) -> Result<Option<Sent>, End> {
-        let Some(mut watch) = self.session.get(ENDPOINT).map(|t| t.watch.clone()) else { return Ok(None) };
+        let Some(mut watch) = self.session.get(ENDPOINT).map(|t| (*t.watch).clone()) else { return Ok(None) };
         let unsolicited: BTreeSet<String> = eds_names.iter().filter(|n| !watch.covers(n)).cloned().collect();
         watch.names.extend(unsolicited.iter().cloned());
         self.send(conn, ENDPOINT, &watch, Trigger::Dependency, unsolicited).await
@@ -304,7 +324,7 @@ impl SotwWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        self.tx.send(response, type_url, conn.send_timeout(), conn.id()).await?;
+        conn.send_on(&self.tx, response, type_url).await?;
         self.session.on_sent(
             type_url,
             SentResponse {
@@ -330,7 +350,7 @@ impl SotwWire {
     fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
         let Some(t) = self.session.get(type_url) else { return };
         entry.update_type(type_url, |s| {
-            s.watch = t.watch.clone();
+            s.watch = Arc::clone(&t.watch);
             s.state = t.state;
             if let Some(sent) = &t.sent {
                 s.nonce_sent.clone_from(&sent.nonce);
@@ -370,6 +390,17 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
     type Request = DeltaDiscoveryRequest;
     type Due = DeltaDue;
 
+    fn check_limits(&self, req: &DeltaDiscoveryRequest, limits: &StreamLimits) -> Result<(), tonic::Status> {
+        let current = self.session.get(&req.type_url);
+        let watched = current.map_or(0, |t| t.subscription.names.len());
+        limits.check_names(&req.type_url, watched.saturating_add(req.resource_names_subscribe.len()))?;
+        limits.check_names(&req.type_url, req.initial_resource_versions.len())?;
+        if current.is_none() {
+            limits.check_new_type(&req.type_url, self.session.watched_types().len())?;
+        }
+        Ok(())
+    }
+
     fn step(&mut self, req: &DeltaDiscoveryRequest) -> Step<DeltaDue> {
         let outcome = self.session.on_request(&delta::DeltaRequest::from_proto(req));
         let always = matches!(outcome.verdict, delta::Verdict::Initial { .. });
@@ -386,8 +417,9 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
             delta::Verdict::Subscription => (
                 Answer::Subscription,
                 format!(
-                    " (subscribe {:?}, unsubscribe {:?})",
-                    req.resource_names_subscribe, req.resource_names_unsubscribe
+                    " (subscribe {}, unsubscribe {} names)",
+                    req.resource_names_subscribe.len(),
+                    req.resource_names_unsubscribe.len()
                 ),
             ),
         };
@@ -507,7 +539,7 @@ impl DeltaWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        self.tx.send(response, type_url, conn.send_timeout(), conn.id()).await?;
+        conn.send_on(&self.tx, response, type_url).await?;
         self.session.on_sent(type_url, &nonce, &version, &plan);
         metrics::record_push(type_url, t0.elapsed(), bytes);
         self.mirror(conn.entry(), type_url);
@@ -524,7 +556,9 @@ impl DeltaWire {
     fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
         let Some(t) = self.session.get(type_url) else { return };
         entry.update_type(type_url, |s| {
-            s.watch = t.subscription.clone();
+            if *s.watch != t.subscription {
+                s.watch = Arc::new(t.subscription.clone());
+            }
             s.state = t.state;
             if let Some((nonce, version)) = &t.last_sent {
                 s.nonce_sent.clone_from(nonce);

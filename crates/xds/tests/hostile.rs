@@ -8,17 +8,21 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use envoy_types::pb::envoy::{
     config::core::v3::Node,
     service::discovery::v3::{
-        DiscoveryRequest, DiscoveryResponse,
+        DeltaDiscoveryRequest, DiscoveryRequest, DiscoveryResponse,
         aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
     },
 };
 use meshpilot_testing::{RunningAds, wait_for};
 use meshpilot_xds::{
-    AdsConfig, AdsServer, RequestLimiter,
+    AdsConfig, AdsServer, RequestLimiter, StreamLimits,
     type_url::{CLUSTER, ENDPOINT},
 };
 use support::{Changed, STEP, TestSource, cluster, endpoints, prom_value, prometheus};
 use tokio::sync::mpsc;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming, transport::Endpoint};
 
@@ -90,6 +94,60 @@ impl Sotw {
     }
 }
 
+/// A client that asks for clusters and never reads its stream, with HTTP/2 windows of 64 KiB (hyper's
+/// client default is 2 MiB), so the server's sends back up soon.
+async fn stuck_client(addr: SocketAddr) -> Sotw {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .initial_stream_window_size(Some(65_535))
+        .initial_connection_window_size(Some(65_535))
+        .connect()
+        .await
+        .unwrap();
+    Sotw::open_on(channel, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) }).await.unwrap()
+}
+
+/// A well-behaved SotW stream that got and ACKed its clusters.
+async fn good_stream(addr: SocketAddr, i: usize) -> Sotw {
+    let mut good =
+        Sotw::open(addr, DiscoveryRequest { node: node(i), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
+    let r = good.recv().await;
+    good.ack(&r, &[]).await;
+    good
+}
+
+/// Pushes new clusters to every connection and checks that `good` receives them.
+async fn push_reaches(source: &TestSource, ads: &RunningAds<TestSource>, good: &mut Sotw, name: &str) {
+    let version = source.set(CLUSTER, vec![cluster(name)]);
+    ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
+    let r = good.recv().await;
+    assert_eq!(r.version_info, version, "the well-behaved proxy gets the push");
+    good.ack(&r, &[]).await;
+}
+
+/// Writes `bytes` on a new TCP connection to `addr` and reads until the server closes it; returns
+/// what the server sent.
+async fn raw_until_closed(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(bytes).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(STEP, async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection");
+    answer
+}
+
+/// The HTTP/2 client connection preface.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 fn counter(name: &str) -> f64 {
     prom_value(&prometheus().render(), name).unwrap_or(0.0)
 }
@@ -144,18 +202,7 @@ async fn a_client_that_never_reads_is_closed_and_other_proxies_still_get_their_p
     };
     let (source, ads) = server_with(config).await;
     let before = counter("pilot_xds_write_timeout");
-    // The stuck client: HTTP/2 windows of 64 KiB (hyper's client default is 2 MiB), and it never
-    // reads its stream.
-    let channel = Endpoint::from_shared(format!("http://{}", ads.addr))
-        .unwrap()
-        .initial_stream_window_size(Some(65_535))
-        .initial_connection_window_size(Some(65_535))
-        .connect()
-        .await
-        .unwrap();
-    let mut stuck = Sotw::open_on(channel, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) })
-        .await
-        .unwrap();
+    let mut stuck = stuck_client(ads.addr).await;
     let mut good =
         Sotw::open(ads.addr, DiscoveryRequest { node: node(2), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
     let r = good.recv().await;
@@ -212,4 +259,217 @@ async fn a_request_over_the_max_message_size_gets_resource_exhausted() {
     wait_for("the stream to be gone", STEP, async || ads.registry.snapshot().is_empty().then_some(()))
         .await
         .unwrap();
+}
+
+/// A client whose response queue is full (it stopped reading) does not keep its push-throttle slot
+/// while its send waits: with a throttle of one and no send timeout, a well-behaved proxy still gets
+/// every push while the stuck stream stays connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_waiting_on_a_full_queue_releases_its_push_slot() {
+    let config = AdsConfig {
+        push_throttle: 1,
+        response_buffer: 1,
+        send_timeout: Duration::ZERO,
+        ..AdsConfig::default()
+    };
+    let (source, ads) = server_with(config).await;
+    let _stuck = stuck_client(ads.addr).await;
+    let mut good = good_stream(ads.addr, 2).await;
+    for round in 0..6 {
+        let clusters = (0..2_000).map(|i| cluster(&format!("cluster-{round}-{i:05}"))).collect();
+        let version = source.set(CLUSTER, clusters);
+        ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
+        let r = good.recv().await;
+        assert_eq!(r.version_info, version, "push {round} reaches the good proxy");
+        good.ack(&r, &[]).await;
+    }
+    assert_eq!(ads.registry.snapshot().len(), 2, "the stuck stream is still connected (no send timeout)");
+}
+
+/// 100,000 resource names in one request (under the 4 MiB message size) are over the per-stream
+/// limit (`MESHPILOT_XDS_MAX_RESOURCE_NAMES`, 50,000): the stream ends with `RESOURCE_EXHAUSTED`
+/// naming the limit; a Delta subscription that grows past it over several requests too; other proxies
+/// keep getting their pushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_resource_names_get_resource_exhausted() {
+    let (source, ads) = server_with(AdsConfig::default()).await;
+    let before = counter("meshpilot_xds_limit_refusals{limit=\"names\"}");
+    let mut good = good_stream(ads.addr, 1).await;
+    let names: Vec<String> = (0..100_000).map(|i| format!("n{i:06}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+
+    let mut hostile = good_stream(ads.addr, 2).await;
+    hostile.tx.send(req(ENDPOINT, "", "", &refs)).await.unwrap();
+    let status = hostile.end_status().await;
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("100000 for"), "{}", status.message());
+    assert!(status.message().contains("MESHPILOT_XDS_MAX_RESOURCE_NAMES"), "{}", status.message());
+
+    // Delta: 30,000 names, then 30,000 more.
+    let channel = Endpoint::from_shared(format!("http://{}", ads.addr)).unwrap().connect().await.unwrap();
+    let (tx, rx) = mpsc::channel(4);
+    let delta = |from: usize| DeltaDiscoveryRequest {
+        node: node(3),
+        type_url: ENDPOINT.into(),
+        resource_names_subscribe: names[from..from + 30_000].to_vec(),
+        ..Default::default()
+    };
+    tx.send(delta(0)).await.unwrap();
+    let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let mut responses =
+        client.delta_aggregated_resources(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let first = tokio::time::timeout(STEP, responses.message()).await.unwrap().unwrap().unwrap();
+    assert_eq!(first.type_url, ENDPOINT, "30,000 names are within the limit");
+    tx.send(DeltaDiscoveryRequest { node: None, ..delta(30_000) }).await.unwrap();
+    let status = loop {
+        match tokio::time::timeout(STEP, responses.message()).await.expect("the stream to end") {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("ended with OK"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("60000 for"), "{}", status.message());
+
+    wait_for("the refused streams to be gone", STEP, async || {
+        (ads.registry.snapshot().len() == 1).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(counter("meshpilot_xds_limit_refusals{limit=\"names\"}") >= before + 2.0);
+    push_reaches(&source, &ads, &mut good, "after-names").await;
+}
+
+/// Unknown type URLs are answered as istiod answers them (an empty response: its API generator "does
+/// not know about some resource"), up to the per-stream type limit
+/// (`MESHPILOT_XDS_MAX_TYPES_PER_STREAM`, 3 here); the type after it ends the stream with
+/// `RESOURCE_EXHAUSTED`.
+#[tokio::test]
+async fn unknown_type_urls_are_answered_empty_up_to_the_type_limit() {
+    let limits = StreamLimits { max_types: 3, ..StreamLimits::default() };
+    let (source, ads) = server_with(AdsConfig { limits, ..AdsConfig::default() }).await;
+    let mut good = good_stream(ads.addr, 1).await;
+    let mut s = good_stream(ads.addr, 2).await;
+    for k in 0..2 {
+        let unknown = format!("type.googleapis.com/hostile.Unknown{k}");
+        s.tx.send(req(&unknown, "", "", &["x"])).await.unwrap();
+        let r = s.recv().await;
+        assert_eq!(r.type_url, unknown);
+        assert!(r.resources.is_empty(), "nothing of an unknown type");
+        s.ack(&r, &["x"]).await;
+    }
+    s.tx.send(req("type.googleapis.com/hostile.Unknown2", "", "", &["x"])).await.unwrap();
+    let status = s.end_status().await;
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("MESHPILOT_XDS_MAX_TYPES_PER_STREAM"), "{}", status.message());
+    assert!(status.message().contains("hostile.Unknown2"), "{}", status.message());
+    push_reaches(&source, &ads, &mut good, "after-types").await;
+}
+
+/// Garbage nonces (unknown, non-ASCII, 64 KiB long, for a type the stream never asked for) are stale
+/// nonces: ignored and counted; the stream's real ACK that follows them is recorded and it keeps
+/// getting pushes.
+#[tokio::test]
+async fn garbage_nonces_are_ignored_and_the_stream_keeps_working() {
+    let (source, ads) = server_with(AdsConfig::default()).await;
+    let series = "pilot_xds_expired_nonce{type=\"cds\"}";
+    let before = counter(series);
+    let mut s =
+        Sotw::open(ads.addr, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
+    let r = s.recv().await;
+    let long = "z".repeat(64 * 1024);
+    for k in 0..1_000 {
+        let nonce = match k % 3 {
+            0 => format!("garbage-{k}"),
+            1 => format!("\u{fffd}\u{1f4a9}-{k}"),
+            _ => long.clone(),
+        };
+        s.tx.send(req(CLUSTER, "v-garbage", &nonce, &[])).await.unwrap();
+    }
+    s.ack(&r, &[]).await;
+    let id = ads.registry.snapshot()[0].id.clone();
+    wait_for("the real ACK after the garbage", STEP, async || {
+        let c = ads.registry.connection(&id)?;
+        (c.types.get(CLUSTER)?.nonce_acked == r.nonce).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(counter(series) >= before + 1_000.0, "each garbage nonce counted as expired");
+    push_reaches(&source, &ads, &mut s, "after-garbage").await;
+}
+
+/// One stream flooding requests (20,000 repeated ACKs, as fast as HTTP/2 lets it) does not hold up
+/// another proxy's push, and is itself still served afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_flood_on_one_stream_does_not_hold_up_other_proxies() {
+    let (source, ads) = server_with(AdsConfig::default()).await;
+    let mut good = good_stream(ads.addr, 1).await;
+    let mut flood =
+        Sotw::open(ads.addr, DiscoveryRequest { node: node(2), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
+    let r = flood.recv().await;
+    let tx = flood.tx.clone();
+    let ack = req(CLUSTER, &r.version_info, &r.nonce, &[]);
+    let flooding = tokio::spawn(async move {
+        for _ in 0..20_000 {
+            if tx.send(ack.clone()).await.is_err() {
+                return false;
+            }
+        }
+        true
+    });
+    push_reaches(&source, &ads, &mut good, "during-flood").await;
+    assert!(flooding.await.unwrap(), "the flood was read to its end");
+    // The flooding stream's own push, after every flooded request.
+    let version = source.set(CLUSTER, vec![cluster("after-flood")]);
+    ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
+    let pushed = loop {
+        let m = flood.recv().await;
+        if m.version_info == version {
+            break m;
+        }
+    };
+    assert_eq!(pushed.resources.len(), 1);
+    assert_eq!(good.recv().await.version_info, version);
+}
+
+/// Plaintext HTTP/1 on the gRPC port: the HTTP/2 server refuses the bad preface and closes the
+/// connection (as grpc-go does: "bogus greeting"), never answering it as HTTP/1.
+#[tokio::test]
+async fn plaintext_http1_on_the_grpc_port_is_closed() {
+    let (source, ads) = server_with(AdsConfig::default()).await;
+    let mut good = good_stream(ads.addr, 1).await;
+    let answer = raw_until_closed(ads.addr, b"GET /debug/syncz HTTP/1.1\r\nHost: istiod\r\n\r\n").await;
+    assert!(!answer.starts_with(b"HTTP/1.1 2"), "{}", String::from_utf8_lossy(&answer));
+    let answer = raw_until_closed(ads.addr, b"POST /envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources HTTP/1.1\r\nHost: istiod\r\nContent-Type: application/grpc\r\nContent-Length: 0\r\n\r\n").await;
+    assert!(!answer.starts_with(b"HTTP/1.1 2"), "{}", String::from_utf8_lossy(&answer));
+    push_reaches(&source, &ads, &mut good, "after-http1").await;
+}
+
+/// Connections that do not finish starting within the handshake timeout
+/// (`MESHPILOT_XDS_HANDSHAKE_TIMEOUT`, 300 ms here) are closed: half an HTTP/2 preface, a whole
+/// preface and settings but no request, and a stream with no first request (`DEADLINE_EXCEEDED`). A
+/// connection that started in time is not affected: it still gets its push afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_do_not_start_within_the_handshake_timeout_are_closed() {
+    let config = AdsConfig { handshake_timeout: Duration::from_millis(300), ..AdsConfig::default() };
+    let (source, ads) = server_with(config).await;
+    let before = counter("meshpilot_xds_handshake_timeouts");
+    let mut good = good_stream(ads.addr, 1).await;
+
+    raw_until_closed(ads.addr, &PREFACE[..16]).await;
+    let mut settings_only = PREFACE.to_vec();
+    settings_only.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // an empty SETTINGS frame
+    raw_until_closed(ads.addr, &settings_only).await;
+
+    let channel = Endpoint::from_shared(format!("http://{}", ads.addr)).unwrap().connect().await.unwrap();
+    let (_tx, rx) = mpsc::channel::<DiscoveryRequest>(1);
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
+    let Err(status) = client.stream_aggregated_resources(ReceiverStream::new(rx)).await else {
+        panic!("a stream without a first request is refused")
+    };
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(status.message().contains("no first request"), "{}", status.message());
+
+    assert!(counter("meshpilot_xds_handshake_timeouts") >= before + 3.0);
+    push_reaches(&source, &ads, &mut good, "after-handshakes").await;
 }

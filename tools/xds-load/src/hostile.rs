@@ -41,7 +41,7 @@ use tonic::transport::Endpoint;
 use crate::xds::XdsType;
 
 /// A kind of hostile connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// ADS stream that never reads its responses.
@@ -114,12 +114,16 @@ pub struct Hostile {
 
 impl Hostile {
     /// Opens `n` connections to the ADS port `grpc` (and the debug port `http`, if known: else
-    /// `http-slowloris` is skipped in the rotation).
-    pub fn open(n: u32, grpc: SocketAddr, http: Option<SocketAddr>) -> Hostile {
+    /// `http-slowloris` is skipped in the rotation), round robin over `kinds` (empty: [`Kind::ALL`]).
+    pub fn open(n: u32, grpc: SocketAddr, http: Option<SocketAddr>, kinds: &[Kind]) -> Hostile {
         let tally = Arc::new(Tally::default());
         let (stop, stop_rx) = watch::channel(false);
-        let kinds: Vec<Kind> =
-            Kind::ALL.into_iter().filter(|k| *k != Kind::HttpSlowloris || http.is_some()).collect();
+        let chosen = if kinds.is_empty() { &Kind::ALL[..] } else { kinds };
+        let mut kinds: Vec<Kind> =
+            chosen.iter().copied().filter(|k| *k != Kind::HttpSlowloris || http.is_some()).collect();
+        if kinds.is_empty() {
+            kinds = vec![Kind::NeverRead];
+        }
         let tasks = (0..n as usize)
             .map(|i| {
                 let kind = kinds[i % kinds.len()];

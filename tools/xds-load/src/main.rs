@@ -190,6 +190,10 @@ struct RunArgs {
     /// control plane's RSS growth and how it closed each kind. Needs a plaintext --address.
     #[arg(long, default_value_t = 0, value_name = "N")]
     hostile: u32,
+    /// Only these hostile kinds, round robin (comma-separated; default all): never-read, nonce-flood,
+    /// http1-on-grpc, grpc-slowloris, http-slowloris. Measures what one kind costs.
+    #[arg(long, value_delimiter = ',', value_name = "KINDS")]
+    hostile_kinds: Vec<xds_load::hostile::Kind>,
     /// The control plane's HTTP debug address (IP:port) for the slowloris kind (set by --meshpilot).
     #[arg(long, value_name = "ADDR")]
     http_address: Option<std::net::SocketAddr>,
@@ -416,6 +420,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         "client_certificates": a.ca_dir.is_some(),
         "storm": a.storm,
         "hostile": a.hostile,
+        "hostile_kinds": a.hostile_kinds,
     });
     let options = RunOptions {
         address,
@@ -444,6 +449,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         connect_timeout: a.connect_timeout,
         storm: a.storm,
         hostile: a.hostile,
+        hostile_kinds: a.hostile_kinds.clone(),
         http_address,
         tls: tls.map(Arc::new),
     };

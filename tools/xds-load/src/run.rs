@@ -83,6 +83,8 @@ pub struct RunOptions {
     pub hostile: u32,
     /// The control plane's HTTP debug port, for the `http-slowloris` hostile kind.
     pub http_address: Option<std::net::SocketAddr>,
+    /// The hostile kinds to open, round robin (empty: all).
+    pub hostile_kinds: Vec<crate::hostile::Kind>,
     /// Connect over TLS (a secure port: `address` is then dialled by the TLS settings' target).
     pub tls: Option<Arc<TlsSettings>>,
 }
@@ -112,6 +114,7 @@ impl Default for RunOptions {
             storm: 0,
             hostile: 0,
             http_address: None,
+            hostile_kinds: Vec::new(),
             tls: None,
         }
     }
@@ -244,7 +247,12 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             .parse()
             .with_context(|| format!("--hostile needs an IP:port address, not {address:?}"))?;
         let before = procfs_rss(options.pid, origin);
-        let h = crate::hostile::Hostile::open(options.hostile, grpc, options.http_address);
+        let h = crate::hostile::Hostile::open(
+            options.hostile,
+            grpc,
+            options.http_address,
+            &options.hostile_kinds,
+        );
         wait_until(options.ready_timeout, || h.opened() >= options.hostile as usize).await;
         tokio::time::sleep(options.hold).await;
         sample_now();

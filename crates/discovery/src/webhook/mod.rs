@@ -82,6 +82,19 @@ pub async fn serve(
     parse: ParseOptions,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_with_header_timeout(listener, tls, parse, HEADER_READ_TIMEOUT, shutdown).await;
+}
+
+/// [`serve`] with another header read timeout than istiod's [`HEADER_READ_TIMEOUT`] (tests use a short
+/// one): a connection whose request headers are not complete `header_read_timeout` after the TLS
+/// handshake (or after the previous response) is closed.
+pub async fn serve_with_header_timeout(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    parse: ParseOptions,
+    header_read_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
     let acceptor = TlsAcceptor::from(tls);
     let parse = Arc::new(parse);
     tokio::pin!(shutdown);
@@ -97,7 +110,7 @@ pub async fn serve(
                 }
             },
         };
-        tokio::spawn(connection(acceptor.clone(), tcp, peer, parse.clone()));
+        tokio::spawn(connection(acceptor.clone(), tcp, peer, parse.clone(), header_read_timeout));
     }
 }
 
@@ -106,6 +119,7 @@ async fn connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     parse: Arc<ParseOptions>,
+    header_read_timeout: Duration,
 ) {
     let stream = match tokio::time::timeout(security::tls::HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
@@ -125,7 +139,7 @@ async fn connection(
     // istiod's webhook server: ReadHeaderTimeout 30 s (a slowloris client is closed; hyper's timeout
     // needs its timer, which `Builder::new` leaves unset).
     let mut http = http1::Builder::new();
-    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_read_timeout);
     if let Err(err) = http.serve_connection(TokioIo::new(stream), service).await {
         tracing::debug!(%peer, error = %err, "validation webhook: connection ended with an error");
     }
