@@ -110,6 +110,9 @@ pub struct DiscoveryServer {
     gateway_api: Arc<gateway::GatewayApiConverter>,
     /// Converters run on each full push context build ([`model::push::ConfigConverter`]).
     converters: Vec<Arc<dyn model::push::ConfigConverter>>,
+    /// The `credentialName` secrets (Kubernetes Secrets from the cluster and config directories),
+    /// answered over SDS by every xDS server of this DiscoveryServer.
+    credentials: Arc<sds::CredentialSecrets>,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -161,6 +164,7 @@ impl DiscoveryServer {
             api_generator_auth: std::sync::atomic::AtomicBool::new(true),
             gateway_api: gateway_api.clone(),
             converters: vec![gateway_api],
+            credentials: sds::CredentialSecrets::new(),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -262,9 +266,17 @@ impl DiscoveryServer {
         );
         let source = NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone())
             .with_tracking(self.tracking.clone())
+            .with_credentials(self.credentials.clone())
             .with_api_generator(api);
         let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
+    }
+
+    /// The `credentialName` secret store its xDS servers answer SDS from: feed it with
+    /// [`sds::ConfigDirSecrets`] and the cluster's Secret watch, push changes with
+    /// [`sds::CredentialSecrets::push_changed`] over [`DiscoveryServer::connections`].
+    pub fn credentials(&self) -> &Arc<sds::CredentialSecrets> {
+        &self.credentials
     }
 
     /// Sets `ENABLE_XDS_API_GENERATOR_AUTH` (default true) for the xDS servers made after this call

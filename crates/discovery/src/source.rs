@@ -7,7 +7,10 @@
 //! regenerates only the types its change affects ([`type_needs_push`]); an endpoint-only push
 //! regenerates only the ClusterLoadAssignments of the changed services (partial EDS response).
 //! SDS (`file-cert:`/`file-root:` names) is answered by [`FileSecrets`] for exactly the names asked
-//! for; names that cannot be served are left unanswered (never reported removed). MCP-over-xDS config
+//! for; `credentialName` secrets (`kubernetes://…`, `kubernetes-gateway://…`) by [`CredentialSecrets`]
+//! for the names the proxy may read (its verified identity, its gateways' verified certificate
+//! references, as istiod's `SecretGen`); names that cannot be served are left unanswered (never
+//! reported removed). MCP-over-xDS config
 //! types (`group/version/Kind`) are answered by the [`ApiGenerator`] ([`crate::mcp`]).
 
 use std::{collections::BTreeSet, sync::Arc};
@@ -28,7 +31,8 @@ use prost::Name;
 use tracing::debug;
 use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url};
 
-use sds::FileSecrets;
+use networking::credentials::{ProxyIdentity, is_credential_name, verified_certificate_references};
+use sds::{CredentialSecrets, FileSecrets};
 
 use crate::{
     mcp::{ApiGenerator, ApiState},
@@ -65,6 +69,7 @@ pub struct NetworkingSource {
     services: Arc<dyn ServiceDiscovery>,
     cache: Arc<GenerationCache>,
     secrets: Arc<FileSecrets>,
+    credentials: Arc<CredentialSecrets>,
     tracking: Option<Arc<Tracking>>,
     api: Option<Arc<ApiGenerator>>,
 }
@@ -103,7 +108,15 @@ impl NetworkingSource {
         secrets: Arc<FileSecrets>,
         cache: Arc<GenerationCache>,
     ) -> Self {
-        NetworkingSource { snapshots, services, cache, secrets, tracking: None, api: None }
+        NetworkingSource {
+            snapshots,
+            services,
+            cache,
+            secrets,
+            credentials: Arc::default(),
+            tracking: None,
+            api: None,
+        }
     }
 
     /// Records into `tracking` the push each response is generated from (or found unchanged by),
@@ -111,6 +124,13 @@ impl NetworkingSource {
     #[must_use]
     pub fn with_tracking(mut self, tracking: Arc<Tracking>) -> Self {
         self.tracking = Some(tracking);
+        self
+    }
+
+    /// Answers `credentialName` SDS names from `credentials` (without it: an empty store).
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Arc<CredentialSecrets>) -> Self {
+        self.credentials = credentials;
         self
     }
 
@@ -185,7 +205,7 @@ impl ResourceSource for NetworkingSource {
         request: &GenerateRequest<'_, PushRequest>,
     ) -> Result<Option<Generated>, SourceError> {
         if request.type_url == type_url::SECRET {
-            return Ok(self.generate_secrets(request));
+            return Ok(self.generate_secrets(ctx, request));
         }
         if let Some(api) = self.api.as_ref().filter(|_| type_url::is_mcp_type(request.type_url)) {
             let push = self.current()?;
@@ -263,7 +283,11 @@ impl NetworkingSource {
     /// SDS: the requested names on a request; on a push, only the subscribed names whose files
     /// changed (all subscribed names when forced). Always an incremental result, so a name that cannot
     /// be served is neither sent nor reported removed: the proxy keeps waiting for it.
-    fn generate_secrets(&self, request: &GenerateRequest<'_, PushRequest>) -> Option<Generated> {
+    fn generate_secrets(
+        &self,
+        ctx: &ConnectionContext,
+        request: &GenerateRequest<'_, PushRequest>,
+    ) -> Option<Generated> {
         let names: BTreeSet<String> = match request.trigger {
             Trigger::Push(p) if !p.forced => {
                 request.watch.names.intersection(&p.secrets_updated).cloned().collect()
@@ -274,11 +298,34 @@ impl NetworkingSource {
         if names.is_empty() && !is_request {
             return None;
         }
-        let resources = self.secrets.resources(&names);
+        let (credential_names, files): (BTreeSet<String>, BTreeSet<String>) =
+            names.into_iter().partition(|n| is_credential_name(n));
+        let mut resources = self.secrets.resources(&files);
+        let snapshot = match request.trigger {
+            Trigger::Push(PushRequest { push: Some(push), .. }) => Some(self.snapshot(push.clone())),
+            _ => self.current().ok(),
+        };
+        if !credential_names.is_empty()
+            && let Some(push) = &snapshot
+        {
+            let identity = request
+                .proxy
+                .verified_identities
+                .first()
+                .map(|v| ProxyIdentity::new(&v.identity, &v.namespace));
+            let verified = verified_certificate_references(push, &ctx.proxy, identity.as_ref());
+            resources.extend(self.credentials.resources(
+                &request.proxy.id,
+                &credential_names,
+                identity.as_ref(),
+                &verified,
+            ));
+            resources.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         if resources.is_empty() && !is_request {
             return None;
         }
-        let version = self.current().map(|p| p.version().to_string()).unwrap_or_default();
+        let version = snapshot.map(|p| p.version().to_string()).unwrap_or_default();
         Some(Generated::incremental(version, resources, Vec::new()))
     }
 }

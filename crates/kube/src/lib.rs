@@ -25,6 +25,8 @@
 //!   runs analysis, deploys gateways).
 //! - [`status`]: writing `status.validationMessages` and the `Reconciled` condition (merge patches of
 //!   the status subresource, no write when unchanged), listing Kubernetes kinds for analysis.
+//! - [`secrets`]: the cluster's Secrets for `credentialName` SDS secrets (Istio's credentials
+//!   controller watch, `data` only, handed to `meshpilot-sds`).
 //! - [`relist`]: the list-and-watch bookkeeping every watch above goes through (initial list,
 //!   relist diff, sync).
 //! - `testenv` (cargo feature `testing`, for tests and examples only): a real etcd + kube-apiserver
@@ -40,6 +42,7 @@ pub mod leader;
 pub mod namespaces;
 pub mod registry;
 pub mod relist;
+pub mod secrets;
 pub mod source;
 pub mod status;
 #[cfg(feature = "testing")]

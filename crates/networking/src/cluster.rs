@@ -763,7 +763,7 @@ fn apply_tls(
         b.cluster.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));
         return;
     }
-    let translated = tls::upstream(part.value);
+    let translated = tls::upstream(part.value, proxy.kind == ProxyKind::Router);
     for (field, message) in translated.unsupported {
         report.unsupported(&format!("{}.{field}", part.path), message);
     }

@@ -27,6 +27,7 @@ pub mod cache;
 pub mod check;
 pub mod cluster;
 mod convert;
+pub mod credentials;
 pub mod debug;
 pub mod endpoint;
 pub mod filters;

@@ -1,8 +1,8 @@
 //! TLS contexts from Istio settings: upstream (DestinationRule `tls`, TLS origination) and downstream
 //! (Gateway server `tls`, termination). Certificate files are referenced as SDS secrets with Istio's
 //! names (`file-cert:CERT~KEY`, `file-root:CA`, see [`crate::sds`]); the paths never reach CDS/LDS
-//! as file data sources, so a missing file cannot make Envoy reject a whole update. `credentialName(s)`,
-//! `ISTIO_MUTUAL` and other secret-store settings are reported.
+//! as file data sources, so a missing file cannot make Envoy reject a whole update. `credentialName(s)`
+//! become SDS secrets of Kubernetes Secrets ([`crate::credentials`]); `ISTIO_MUTUAL` is reported.
 //!
 //! Follows `pilot/pkg/networking/core/cluster_tls.go` (`constructUpstreamTLS`) and
 //! `pilot/pkg/security/model/authentication.go` (`ApplyToCommonTLSContext`): the CA comes through a
@@ -16,6 +16,7 @@ use envoy_types::pb::envoy::{
     extensions::transport_sockets::tls::v3::{
         CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SubjectAltNameMatcher,
         TlsParameters, UpstreamTlsContext,
+        certificate_validation_context::TrustChainVerification,
         common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
         subject_alt_name_matcher::SanType,
     },
@@ -24,6 +25,7 @@ use envoy_types::pb::envoy::{
 
 use crate::{
     convert::{boolv, file},
+    credentials,
     sds::{FileSecret, RESOURCE_SEPARATOR},
 };
 
@@ -91,8 +93,9 @@ fn unnamed(field: &str, path: &str) -> (String, String) {
 /// `SIMPLE` verifies the server
 /// with `caCertificates` through the SDS secret `file-root:CA` (without `caCertificates` only the SAN
 /// matchers are set: meshpilot does not serve Istio's `file-root:system`); `MUTUAL` also presents the
-/// SDS secret `file-cert:clientCertificate~privateKey`.
-pub(crate) fn upstream(tls: &ClientTlsSettings) -> Translated<UpstreamTlsContext> {
+/// SDS secret `file-cert:clientCertificate~privateKey`. With `credentialName`, see
+/// [`upstream_credential`] (`gateway`: the proxy is a router).
+pub(crate) fn upstream(tls: &ClientTlsSettings, gateway: bool) -> Translated<UpstreamTlsContext> {
     let mut unsupported = Vec::new();
     let mode = tls.mode;
     if mode == ClientMode::Disable as i32 {
@@ -108,13 +111,7 @@ pub(crate) fn upstream(tls: &ClientTlsSettings) -> Translated<UpstreamTlsContext
         return Translated { context: None, unsupported };
     }
     if !tls.credential_name.is_empty() {
-        unsupported.push((
-            "credentialName".to_string(),
-            "certificates from credentialName secrets need a secret store, which meshpilot does not read; TLS \
-             origination is skipped"
-                .to_string(),
-        ));
-        return Translated { context: None, unsupported };
+        return upstream_credential(tls, gateway);
     }
     let mut common = CommonTlsContext::default();
     let skip_verify = tls.insecure_skip_verify == Some(true);
@@ -161,15 +158,17 @@ pub(crate) fn upstream(tls: &ClientTlsSettings) -> Translated<UpstreamTlsContext
 pub(crate) fn downstream(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<DownstreamTlsContext> {
     let mut unsupported = Vec::new();
     let mode = tls.mode;
-    let sds = !tls.credential_name.is_empty() || !tls.credential_names.is_empty();
-    if mode == ServerMode::IstioMutual as i32 || sds {
+    if mode == ServerMode::IstioMutual as i32 {
         unsupported.push((
-            if sds { "credentialName" } else { "mode" }.to_string(),
-            "certificates from credentialName secrets or Istio workload certificates are not served by meshpilot \
-             (only certificate files are); the server is not built"
+            "mode".to_string(),
+            "Istio workload certificates are not served by meshpilot (only certificate files and credentialName \
+             secrets are); the server is not built"
                 .to_string(),
         ));
         return Translated { context: None, unsupported };
+    }
+    if !tls.credential_name.is_empty() || !tls.credential_names.is_empty() {
+        return downstream_credential(tls, alpn);
     }
     let mut certs: Vec<(&str, &str)> = Vec::new();
     if !tls.server_certificate.is_empty() && !tls.private_key.is_empty() {
@@ -188,12 +187,6 @@ pub(crate) fn downstream(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<D
         ));
         return Translated { context: None, unsupported };
     }
-    if !tls.ca_cert_credential_name.is_empty() {
-        unsupported.push((
-            "caCertCredentialName".to_string(),
-            "CA certificates from credentialName secrets are not served by meshpilot; ignored".to_string(),
-        ));
-    }
     let mut sds = Vec::new();
     for (cert, key) in certs {
         match FileSecret::key_pair(cert, key) {
@@ -210,14 +203,7 @@ pub(crate) fn downstream(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<D
         alpn_protocols: alpn.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     };
-    if tls.min_protocol_version != 0 || tls.max_protocol_version != 0 || !tls.cipher_suites.is_empty() {
-        common.tls_params = Some(TlsParameters {
-            tls_minimum_protocol_version: tls.min_protocol_version,
-            tls_maximum_protocol_version: tls.max_protocol_version,
-            cipher_suites: tls.cipher_suites.clone(),
-            ..Default::default()
-        });
-    }
+    common.tls_params = tls_params(tls);
     let mutual = mode == ServerMode::Mutual as i32 || mode == ServerMode::OptionalMutual as i32;
     let ca = if !tls.ca_certificates.is_empty() {
         tls.ca_certificates.as_str()
@@ -256,6 +242,154 @@ pub(crate) fn downstream(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<D
     Translated { context: Some(context), unsupported }
 }
 
+/// The server's protocol versions and cipher suites, if any is set.
+fn tls_params(tls: &ServerTlsSettings) -> Option<TlsParameters> {
+    (tls.min_protocol_version != 0 || tls.max_protocol_version != 0 || !tls.cipher_suites.is_empty()).then(
+        || TlsParameters {
+            tls_minimum_protocol_version: tls.min_protocol_version,
+            tls_maximum_protocol_version: tls.max_protocol_version,
+            cipher_suites: tls.cipher_suites.clone(),
+            ..Default::default()
+        },
+    )
+}
+
+/// Downstream TLS from `credentialName` / `credentialNames` (Istio's
+/// `ApplyCredentialSDSToServerCommonTLSContext`): each name an SDS secret over ADS
+/// ([`credentials::to_resource_name`]: `kubernetes://NAME`, `kubernetes-gateway://NS/NAME`); for
+/// `MUTUAL` / `OPTIONAL_MUTUAL` a combined validation context of the static matchers (SANs, SPKI,
+/// hashes; `insecureSkipVerify` accepts untrusted chains) and the SDS secret `caCertCredentialName`,
+/// else `<first credential>-cacert`; for `SIMPLE` with `subjectAltNames`, a plain validation context
+/// of the SAN matchers (as Istio). The files settings (`serverCertificate`, …) are then ignored, as
+/// in Istio.
+fn downstream_credential(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<DownstreamTlsContext> {
+    let mut unsupported = Vec::new();
+    let names: Vec<(String, &str)> = if tls.credential_names.is_empty() {
+        vec![("credentialName".to_string(), tls.credential_name.as_str())]
+    } else {
+        tls.credential_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("credentialNames[{i}]"), n.as_str()))
+            .collect()
+    };
+    let mut sds = Vec::new();
+    for (field, name) in &names {
+        match credentials::credential_sds_config(name) {
+            Ok(c) => sds.push(c),
+            Err(e) => unsupported.push((field.clone(), format!("{e}; the server is not built"))),
+        }
+    }
+    if sds.is_empty() || !unsupported.is_empty() {
+        return Translated { context: None, unsupported };
+    }
+    let mut common = CommonTlsContext {
+        tls_certificate_sds_secret_configs: sds,
+        alpn_protocols: alpn.iter().map(|s| s.to_string()).collect(),
+        tls_params: tls_params(tls),
+        ..Default::default()
+    };
+    let mode = tls.mode;
+    let mutual = mode == ServerMode::Mutual as i32 || mode == ServerMode::OptionalMutual as i32;
+    if mutual {
+        let ca = if tls.ca_cert_credential_name.is_empty() {
+            format!("{}{}", names[0].1, credentials::SDS_CA_SUFFIX)
+        } else {
+            tls.ca_cert_credential_name.clone()
+        };
+        let root = match credentials::credential_sds_config(&ca) {
+            Ok(c) => c,
+            Err(e) => {
+                unsupported
+                    .push(("caCertCredentialName".to_string(), format!("{e}; the server is not built")));
+                return Translated { context: None, unsupported };
+            }
+        };
+        let static_part = CertificateValidationContext {
+            match_typed_subject_alt_names: san_matchers(&tls.subject_alt_names),
+            verify_certificate_spki: tls.verify_certificate_spki.clone(),
+            verify_certificate_hash: tls.verify_certificate_hash.clone(),
+            trust_chain_verification: if tls.insecure_skip_verify == Some(true) {
+                TrustChainVerification::AcceptUntrusted as i32
+            } else {
+                TrustChainVerification::VerifyTrustChain as i32
+            },
+            ..Default::default()
+        };
+        common.validation_context_type =
+            Some(ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+                default_validation_context: Some(static_part),
+                validation_context_sds_secret_config: Some(root),
+                ..Default::default()
+            }));
+    } else if !tls.subject_alt_names.is_empty() {
+        common.validation_context_type =
+            Some(ValidationContextType::ValidationContext(CertificateValidationContext {
+                match_typed_subject_alt_names: san_matchers(&tls.subject_alt_names),
+                ..Default::default()
+            }));
+    }
+    let context = DownstreamTlsContext {
+        common_tls_context: Some(common),
+        require_client_certificate: Some(boolv(mode == ServerMode::Mutual as i32)),
+        ..Default::default()
+    };
+    Translated { context: Some(context), unsupported }
+}
+
+/// Upstream TLS from a DestinationRule `credentialName` (Istio's `ApplyCustomSDSToClientCommonTLSContext`):
+/// only for routers (gateways). A sidecar gets no TLS context for `SIMPLE` / `MUTUAL` with a
+/// credentialName, as Istio does for rules without a workload selector (so that every sidecar in scope
+/// does not wait for a secret it may not read); meshpilot reports it. For `MUTUAL` the client
+/// certificate is the SDS secret `kubernetes://NAME`; unless `insecureSkipVerify`, the CA is
+/// `kubernetes://NAME-cacert` in a combined validation context with the SAN matchers.
+fn upstream_credential(tls: &ClientTlsSettings, gateway: bool) -> Translated<UpstreamTlsContext> {
+    let mut unsupported = Vec::new();
+    if !gateway {
+        unsupported.push((
+            "credentialName".to_string(),
+            "credentialName secrets are sent to gateways only (Istio ignores them for sidecars); this sidecar \
+             originates no TLS"
+                .to_string(),
+        ));
+        return Translated { context: None, unsupported };
+    }
+    let mut common = CommonTlsContext::default();
+    if tls.mode == ClientMode::Mutual as i32 {
+        match credentials::credential_sds_config(&tls.credential_name) {
+            Ok(c) => common.tls_certificate_sds_secret_configs.push(c),
+            Err(e) => {
+                unsupported.push(("credentialName".to_string(), format!("{e}; TLS origination is skipped")));
+                return Translated { context: None, unsupported };
+            }
+        }
+    }
+    if tls.insecure_skip_verify != Some(true) {
+        let ca = format!("{}{}", tls.credential_name, credentials::SDS_CA_SUFFIX);
+        match credentials::credential_sds_config(&ca) {
+            Ok(root) => {
+                common.validation_context_type = Some(ValidationContextType::CombinedValidationContext(
+                    CombinedCertificateValidationContext {
+                        default_validation_context: Some(CertificateValidationContext {
+                            match_typed_subject_alt_names: san_matchers(&tls.subject_alt_names),
+                            ..Default::default()
+                        }),
+                        validation_context_sds_secret_config: Some(root),
+                        ..Default::default()
+                    },
+                ))
+            }
+            Err(e) => {
+                unsupported.push(("credentialName".to_string(), format!("{e}; TLS origination is skipped")));
+                return Translated { context: None, unsupported };
+            }
+        }
+    }
+    let context =
+        UpstreamTlsContext { common_tls_context: Some(common), sni: tls.sni.clone(), ..Default::default() };
+    Translated { context: Some(context), unsupported }
+}
+
 #[cfg(test)]
 mod tests {
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::SdsSecretConfig;
@@ -285,7 +419,7 @@ mod tests {
             sni: "db.example".into(),
             ..Default::default()
         };
-        let t = upstream(&tls);
+        let t = upstream(&tls, false);
         assert!(t.unsupported.is_empty(), "{:?}", t.unsupported);
         let ctx = t.context.unwrap();
         assert_eq!(ctx.sni, "db.example");
@@ -314,12 +448,12 @@ mod tests {
             subject_alt_names: vec!["a.example".into()],
             ..Default::default()
         };
-        let common = upstream(&tls).context.unwrap().common_tls_context.unwrap();
+        let common = upstream(&tls, false).context.unwrap().common_tls_context.unwrap();
         assert!(matches!(common.validation_context_type, Some(ValidationContextType::ValidationContext(_))));
         assert!(common.tls_certificate_sds_secret_configs.is_empty());
         tls.ca_certificates = "/ca.pem".into();
         tls.insecure_skip_verify = Some(true);
-        let common = upstream(&tls).context.unwrap().common_tls_context.unwrap();
+        let common = upstream(&tls, false).context.unwrap().common_tls_context.unwrap();
         assert_eq!(common.validation_context_type, None);
     }
 
@@ -331,15 +465,18 @@ mod tests {
             private_key: "/k.pem".into(),
             ..Default::default()
         };
-        let t = upstream(&tls);
+        let t = upstream(&tls, false);
         assert!(t.context.is_none());
         assert_eq!(t.unsupported[0].0, "clientCertificate");
         assert!(t.unsupported[0].1.contains("'~'"), "{}", t.unsupported[0].1);
-        let t = upstream(&ClientTlsSettings {
-            mode: ClientMode::Simple as i32,
-            ca_certificates: "~/ca.pem".into(),
-            ..Default::default()
-        });
+        let t = upstream(
+            &ClientTlsSettings {
+                mode: ClientMode::Simple as i32,
+                ca_certificates: "~/ca.pem".into(),
+                ..Default::default()
+            },
+            false,
+        );
         assert!(t.context.is_none());
         assert_eq!(t.unsupported[0].0, "caCertificates");
     }
@@ -399,5 +536,106 @@ mod tests {
         let t = downstream(&tls, &[]);
         assert!(t.context.is_none());
         assert_eq!(t.unsupported[0].0, "privateKey");
+    }
+
+    #[test]
+    fn downstream_credential_names_are_istio_sds_names() {
+        let tls = ServerTlsSettings {
+            mode: ServerMode::Simple as i32,
+            credential_name: "gw-cert".into(),
+            server_certificate: "/ignored.pem".into(),
+            ..Default::default()
+        };
+        let t = downstream(&tls, &["h2"]);
+        assert!(t.unsupported.is_empty(), "{:?}", t.unsupported);
+        let ctx = t.context.unwrap();
+        assert_eq!(ctx.require_client_certificate, Some(boolv(false)));
+        let common = ctx.common_tls_context.unwrap();
+        assert_eq!(names(&common.tls_certificate_sds_secret_configs), ["kubernetes://gw-cert"]);
+        assert_eq!(common.validation_context_type, None);
+        assert_eq!(common.alpn_protocols, ["h2"]);
+
+        let tls = ServerTlsSettings {
+            mode: ServerMode::Mutual as i32,
+            credential_names: vec![
+                "kubernetes-gateway://apps/rsa".into(),
+                "kubernetes-gateway://apps/ec".into(),
+            ],
+            subject_alt_names: vec!["client.example".into()],
+            ..Default::default()
+        };
+        let ctx = downstream(&tls, &[]).context.unwrap();
+        assert_eq!(ctx.require_client_certificate, Some(boolv(true)));
+        let common = ctx.common_tls_context.unwrap();
+        assert_eq!(
+            names(&common.tls_certificate_sds_secret_configs),
+            ["kubernetes-gateway://apps/rsa", "kubernetes-gateway://apps/ec"]
+        );
+        let c = combined(&common);
+        assert_eq!(
+            c.validation_context_sds_secret_config.as_ref().unwrap().name,
+            "kubernetes-gateway://apps/rsa-cacert",
+            "the first credential's -cacert, as Istio"
+        );
+        assert_eq!(c.default_validation_context.as_ref().unwrap().match_typed_subject_alt_names.len(), 1);
+
+        let tls = ServerTlsSettings {
+            mode: ServerMode::OptionalMutual as i32,
+            credential_name: "gw-cert".into(),
+            ca_cert_credential_name: "client-ca".into(),
+            insecure_skip_verify: Some(true),
+            ..Default::default()
+        };
+        let ctx = downstream(&tls, &[]).context.unwrap();
+        assert_eq!(ctx.require_client_certificate, Some(boolv(false)));
+        let common = ctx.common_tls_context.unwrap();
+        let c = combined(&common);
+        assert_eq!(c.validation_context_sds_secret_config.as_ref().unwrap().name, "kubernetes://client-ca");
+        assert_eq!(
+            c.default_validation_context.as_ref().unwrap().trust_chain_verification,
+            TrustChainVerification::AcceptUntrusted as i32
+        );
+    }
+
+    #[test]
+    fn builtin_credentials_are_reported_not_built() {
+        let tls = ServerTlsSettings {
+            mode: ServerMode::Simple as i32,
+            credential_name: "builtin://".into(),
+            ..Default::default()
+        };
+        let t = downstream(&tls, &[]);
+        assert!(t.context.is_none());
+        assert_eq!(t.unsupported[0].0, "credentialName");
+        assert!(t.unsupported[0].1.contains("pilot-agent"), "{}", t.unsupported[0].1);
+    }
+
+    #[test]
+    fn upstream_credential_name_on_gateways_only() {
+        let tls = ClientTlsSettings {
+            mode: ClientMode::Mutual as i32,
+            credential_name: "client-cert".into(),
+            subject_alt_names: vec!["db.example".into()],
+            sni: "db.example".into(),
+            ..Default::default()
+        };
+        let t = upstream(&tls, false);
+        assert!(t.context.is_none());
+        assert_eq!(t.unsupported[0].0, "credentialName");
+        let t = upstream(&tls, true);
+        assert!(t.unsupported.is_empty(), "{:?}", t.unsupported);
+        let ctx = t.context.unwrap();
+        assert_eq!(ctx.sni, "db.example");
+        let common = ctx.common_tls_context.unwrap();
+        assert_eq!(names(&common.tls_certificate_sds_secret_configs), ["kubernetes://client-cert"]);
+        assert_eq!(
+            combined(&common).validation_context_sds_secret_config.as_ref().unwrap().name,
+            "kubernetes://client-cert-cacert"
+        );
+        let simple =
+            ClientTlsSettings { mode: ClientMode::Simple as i32, insecure_skip_verify: Some(true), ..tls };
+        let common = upstream(&simple, true).context.unwrap().common_tls_context.unwrap();
+        assert!(common.tls_certificate_sds_secret_configs.is_empty());
+        assert_eq!(common.validation_context_type, None);
     }
 }

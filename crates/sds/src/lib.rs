@@ -7,6 +7,9 @@
 //!
 //! - [`file_secrets`]: [`FileSecrets`] (which files may be read, the cache, the file watch, the
 //!   SDS-only pushes).
+//! - [`credentials`]: [`CredentialSecrets`], the `credentialName` secrets (`kubernetes://NAME`,
+//!   `kubernetes-gateway://NS/NAME`) from Kubernetes Secrets, authorized per proxy as istiod does.
+//! - [`config_dir`]: [`ConfigDirSecrets`], Kubernetes Secret documents in `--config-dir`.
 //! - [`pem`]: the PEM checks a certificate chain or key file must pass (`rustls-pki-types`).
 //! - [`key_match`]: does a private key belong to its certificate (`x509-parser`, `ring`).
 //!
@@ -18,10 +21,14 @@
 
 use std::{path::PathBuf, time::Duration};
 
+pub mod config_dir;
+pub mod credentials;
 pub mod file_secrets;
 pub mod key_match;
 pub mod pem;
 
+pub use config_dir::ConfigDirSecrets;
+pub use credentials::CredentialSecrets;
 pub use file_secrets::{FileSecretStatus, FileSecrets};
 
 /// Which certificate files the control plane may read to serve the SDS secrets `file-cert:CERT~KEY`

@@ -256,6 +256,8 @@ pub(crate) struct ConfigIndex {
     authorization_policies: HashMap<String, Vec<Arc<Config>>>,
     /// RequestAuthentications by namespace, each list by creation time then name.
     request_authentications: HashMap<String, Vec<Arc<Config>>>,
+    /// Gateway API ReferenceGrants by namespace (the namespace of what they grant access to).
+    reference_grants: HashMap<String, Vec<Arc<Config>>>,
     findings: Vec<Finding>,
 }
 
@@ -388,6 +390,11 @@ impl ConfigIndex {
         ] {
             for config in list_sorted(store, kind) {
                 index.entry(config.meta.namespace.clone()).or_default().push(config);
+            }
+        }
+        for config in list_sorted(store, Kind::ReferenceGrant) {
+            if matches!(config.spec, Spec::ReferenceGrant(_)) {
+                index.reference_grants.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
         for (kind, effect) in UNTRANSLATED_KINDS {
@@ -736,6 +743,29 @@ impl PushContext {
     /// the Gateway's namespace (Istio's `mergeGateways`).
     pub fn gateways_for_proxy(&self, proxy: &ProxyContext) -> Vec<Arc<IndexedGateway>> {
         self.config.gateways.iter().filter(|g| gateway_applies(g, proxy)).cloned().collect()
+    }
+
+    /// `true` if a ReferenceGrant in `to_namespace` lets objects of `from_kind` in `from_namespace` refer
+    /// to the Kubernetes Secret `to_namespace/name` (Istio's `ReferenceGrants.SecretAllowed`, which
+    /// authorizes `kubernetes-gateway://NAMESPACE/NAME` SDS names across namespaces). A grant's `to`
+    /// entry without a name allows every Secret of its namespace.
+    pub fn secret_allowed(
+        &self,
+        from_kind: Kind,
+        from_namespace: &str,
+        to_namespace: &str,
+        name: &str,
+    ) -> bool {
+        let from_group = from_kind.schema().group;
+        let Some(grants) = self.config.reference_grants.get(to_namespace) else { return false };
+        grants.iter().any(|g| {
+            let Spec::ReferenceGrant(spec) = &g.spec else { return false };
+            spec.from.iter().any(|f| {
+                f.group == from_group && f.kind == from_kind.as_str() && f.namespace == from_namespace
+            }) && spec.to.iter().any(|t| {
+                t.group.is_empty() && t.kind == "Secret" && t.name.as_deref().is_none_or(|n| n == name)
+            })
+        })
     }
 
     /// The DestinationRule that applies to traffic from `proxy` to `service` (Istio's
