@@ -44,7 +44,10 @@ pub struct GatewayObjectsOptions {
 
 impl Default for GatewayObjectsOptions {
     fn default() -> Self {
-        GatewayObjectsOptions { domain_suffix: "cluster.local".into(), backoff: (Duration::from_secs(1), Duration::from_secs(30)) }
+        GatewayObjectsOptions {
+            domain_suffix: "cluster.local".into(),
+            backoff: (Duration::from_secs(1), Duration::from_secs(30)),
+        }
     }
 }
 
@@ -77,12 +80,7 @@ impl std::fmt::Debug for GatewayObjects {
 impl GatewayObjects {
     /// Watches for the cluster of `config` once [`GatewayObjects::run`] runs.
     pub fn new(config: kube::Config, options: GatewayObjectsOptions) -> Self {
-        GatewayObjects {
-            config,
-            options,
-            state: Arc::default(),
-            tx: Arc::new(watch::Sender::new(None)),
-        }
+        GatewayObjects { config, options, state: Arc::default(), tx: Arc::new(watch::Sender::new(None)) }
     }
 
     /// `None` until every watch has listed once, then each new [`KubeObjects`].
@@ -233,7 +231,8 @@ impl GatewayObjects {
 
 /// A Service's `status.loadBalancer.ingress` addresses: IPs, else host names, in order.
 fn load_balancer_addresses(svc: &Service) -> Vec<String> {
-    let ingress = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
+    let ingress =
+        svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
     ingress
         .into_iter()
         .flatten()

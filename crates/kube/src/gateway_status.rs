@@ -97,7 +97,13 @@ fn array(value: &Value, field: &str) -> Vec<Value> {
 
 /// The status to write for an object of `kind` in `namespace` whose live status is `live`, from the
 /// status the converter computed (see the module docs); `now` is an RFC 3339 time.
-pub fn desired_status(kind: Kind, namespace: &str, live: Option<&Value>, computed: &Value, now: &str) -> Value {
+pub fn desired_status(
+    kind: Kind,
+    namespace: &str,
+    live: Option<&Value>,
+    computed: &Value,
+    now: &str,
+) -> Value {
     let empty = Value::Object(Map::new());
     let live = live.filter(|l| l.is_object()).unwrap_or(&empty);
     let mut out = match kind {
@@ -128,7 +134,10 @@ pub fn desired_status(kind: Kind, namespace: &str, live: Option<&Value>, compute
         }
     }
     if let Some(parents) = computed.get("parents").and_then(Value::as_array) {
-        map.insert("parents".into(), Value::Array(merge_parents(namespace, &array(live, "parents"), parents, now)));
+        map.insert(
+            "parents".into(),
+            Value::Array(merge_parents(namespace, &array(live, "parents"), parents, now)),
+        );
     }
     out
 }
@@ -171,7 +180,8 @@ fn merge_parents(namespace: &str, live: &[Value], computed: &[Value], now: &str)
 
 fn parent_with_conditions(computed: &Value, live: &Value, now: &str) -> Value {
     let mut p = computed.clone();
-    p["conditions"] = Value::Array(merge_conditions(&array(live, "conditions"), &array(computed, "conditions"), now));
+    p["conditions"] =
+        Value::Array(merge_conditions(&array(live, "conditions"), &array(computed, "conditions"), now));
     p
 }
 
@@ -205,10 +215,7 @@ pub fn needs_write(live: Option<&Value>, desired: &Value) -> bool {
 fn normalize(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| (k.clone(), normalize(v)))
-                .filter(|(_, v)| !is_empty(v))
-                .collect(),
+            m.iter().map(|(k, v)| (k.clone(), normalize(v))).filter(|(_, v)| !is_empty(v)).collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
         other => other.clone(),
@@ -256,15 +263,12 @@ pub async fn replace_status(
     if !namespace.is_empty() {
         metadata["namespace"] = namespace.into();
     }
-    let object =
-        json!({"apiVersion": resource.api_version, "kind": resource.kind, "metadata": metadata, "status": status});
+    let object = json!({"apiVersion": resource.api_version, "kind": resource.kind, "metadata": metadata, "status": status});
     let object: DynamicObject = serde_json::from_value(object)
         .map_err(|e| KubeError::Config(format!("{action}: not a Kubernetes object: {e}")))?;
     let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
-    let written = api
-        .replace_status(name, &pp, &object)
-        .await
-        .map_err(|e| KubeError::from_kube(e, &action))?;
+    let written =
+        api.replace_status(name, &pp, &object).await.map_err(|e| KubeError::from_kube(e, &action))?;
     Ok(written.metadata.resource_version.unwrap_or_default())
 }
 
@@ -284,18 +288,25 @@ mod tests {
             cond("Other", "True", "Mine", "another writer's", 1, "t0"),
         ];
         // Same everything: the live condition stays, time included.
-        let same = merge_conditions(&live, &[cond("Accepted", "True", "Accepted", "Route was valid", 1, "")], "t1");
+        let same =
+            merge_conditions(&live, &[cond("Accepted", "True", "Accepted", "Route was valid", 1, "")], "t1");
         assert_eq!(same, live);
         // New generation, same status: rewritten, time kept.
-        let next = merge_conditions(&live, &[cond("Accepted", "True", "Accepted", "Route was valid", 2, "")], "t1");
+        let next =
+            merge_conditions(&live, &[cond("Accepted", "True", "Accepted", "Route was valid", 2, "")], "t1");
         assert_eq!(next[0]["observedGeneration"], 2);
         assert_eq!(next[0]["lastTransitionTime"], "t0");
         assert_eq!(next[1], live[1], "another type is kept");
         // Status flips: now.
-        let flip = merge_conditions(&live, &[cond("Accepted", "False", "NotAllowedByListeners", "no", 2, "")], "t2");
-        assert_eq!((flip[0]["status"].as_str(), flip[0]["lastTransitionTime"].as_str()), (Some("False"), Some("t2")));
+        let flip =
+            merge_conditions(&live, &[cond("Accepted", "False", "NotAllowedByListeners", "no", 2, "")], "t2");
+        assert_eq!(
+            (flip[0]["status"].as_str(), flip[0]["lastTransitionTime"].as_str()),
+            (Some("False"), Some("t2"))
+        );
         // A new condition: appended with now.
-        let added = merge_conditions(&live, &[cond("ResolvedRefs", "True", "ResolvedRefs", "ok", 1, "")], "t3");
+        let added =
+            merge_conditions(&live, &[cond("ResolvedRefs", "True", "ResolvedRefs", "ok", 1, "")], "t3");
         assert_eq!(added.len(), 3);
         assert_eq!(added[2]["lastTransitionTime"], "t3");
     }
@@ -346,10 +357,19 @@ mod tests {
         assert!(needs_write(Some(&live), &desired), "attachedRoutes changed");
         let mut same = live.clone();
         same["addresses"] = json!([]);
-        assert!(!needs_write(Some(&live), &desired_status(Kind::KubernetesGateway, "gw", Some(&same), &json!({
+        assert!(!needs_write(
+            Some(&live),
+            &desired_status(
+                Kind::KubernetesGateway,
+                "gw",
+                Some(&same),
+                &json!({
             "conditions": [cond("Accepted", "True", "Accepted", "Resource accepted", 1, "")],
             "listeners": [{"name": "http", "attachedRoutes": 1,
-                           "conditions": [cond("Accepted", "True", "Accepted", "No errors found", 1, "")]}]}), "t2")));
+                           "conditions": [cond("Accepted", "True", "Accepted", "No errors found", 1, "")]}]}),
+                "t2"
+            )
+        ));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  kube_source::gateway_objects (Namespaces, Secret names, Service LB addresses)
-//!     └─► GatewayApiConverter::set_kube_objects + a push (when Gateway API objects exist)
+//!     └─► GatewayApiConverter::set_kube_objects + a push
 //!  LeaderElection istio-gateway-status-leader-<rev> (Istio's GatewayStatusController, per revision)
 //!     └─ while leading: after each push context and every second,
 //!          per status the converter computed, for objects of the cluster at the same generation:
@@ -15,13 +15,14 @@
 
 use std::{collections::HashMap, path::Path, sync::Arc, time::Duration};
 
-use api::Kind;
 use discovery::DiscoveryServer;
 use kube_source::{
     Client,
     gateway_objects::{GatewayObjects, GatewayObjectsOptions},
     gateway_status::{STATUS_KINDS, desired_status, needs_write, replace_status},
-    leader::{GATEWAY_STATUS_CONTROLLER, LeaderElection, LeaderElectionOptions, LockScope, run_while_leading},
+    leader::{
+        GATEWAY_STATUS_CONTROLLER, LeaderElection, LeaderElectionOptions, LockScope, run_while_leading,
+    },
 };
 use model::{
     ConfigKey, ConfigStore, Shutdown,
@@ -40,7 +41,7 @@ pub const GATEWAY_STATUS_PASSES: &str = "meshpilot_gateway_status_passes_total";
 const RECHECK: Duration = Duration::from_secs(1);
 
 /// Starts watching the cluster's Namespaces, Secret names and Service addresses for the Gateway API
-/// converter; each change is handed to the converter and pushed (when Gateway API objects exist).
+/// converter; each change is handed to the converter and pushed.
 ///
 /// # Errors
 /// The kubeconfig cannot be read.
@@ -51,8 +52,10 @@ pub async fn start_inputs(
     shutdown: Shutdown,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
-    let objects =
-        GatewayObjects::new(config, GatewayObjectsOptions { domain_suffix: domain.into(), ..Default::default() });
+    let objects = GatewayObjects::new(
+        config,
+        GatewayObjectsOptions { domain_suffix: domain.into(), ..Default::default() },
+    );
     let mut updates = objects.subscribe();
     let watch = objects.run(shutdown.clone());
     let mut stop = shutdown;
@@ -71,10 +74,9 @@ pub async fn start_inputs(
             }
             let Some(objects) = updates.borrow_and_update().clone() else { continue };
             server.gateway_api().set_kube_objects(objects);
-            let store = server.store();
-            if Kind::GATEWAY_API.iter().any(|k| !store.list(*k, None).is_empty()) {
-                server.config_update(PushRequest::forced(TriggerReason::Global));
-            }
+            // Always pushed: the Gateway API objects may not be in the store yet (the config source
+            // syncs on its own), and the converter reads these with the next push context.
+            server.config_update(PushRequest::forced(TriggerReason::Global));
         }
     }))
 }
@@ -99,7 +101,8 @@ pub async fn start_status(
     let mut leader = LeaderElectionOptions::from_env()?;
     leader.revision = revision.unwrap_or_default().to_string();
     let client = kube_source::client::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?.client;
-    let election = LeaderElection::new(client.clone(), GATEWAY_STATUS_CONTROLLER, LockScope::PerRevision, leader);
+    let election =
+        LeaderElection::new(client.clone(), GATEWAY_STATUS_CONTROLLER, LockScope::PerRevision, leader);
     info!(lock = %election.lock(), "Gateway API status writer: joining leader election");
     let leadership = election.start(shutdown.clone());
     let writer = Arc::new(Writer { server, cluster, client });
@@ -158,7 +161,8 @@ impl Writer {
             if written.get(key).is_some_and(|w| w.computed == status.status && w.versions.contains(rv)) {
                 continue;
             }
-            let desired = desired_status(key.kind, &key.namespace, live.status.as_ref(), &status.status, &now);
+            let desired =
+                desired_status(key.kind, &key.namespace, live.status.as_ref(), &status.status, &now);
             if !needs_write(live.status.as_ref(), &desired) {
                 continue;
             }

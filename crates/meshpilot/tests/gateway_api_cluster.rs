@@ -135,7 +135,9 @@ fn resource_version(v: &Value) -> String {
 
 /// The sum of a metric's series with `label` (any when empty) on /metrics.
 async fn metric(port: u16, name: &str, label: &str) -> f64 {
-    let Ok(r) = request(([127, 0, 0, 1], port).into(), "localhost", "/metrics", &[]).await else { return -1.0 };
+    let Ok(r) = request(([127, 0, 0, 1], port).into(), "localhost", "/metrics", &[]).await else {
+        return -1.0;
+    };
     r.body
         .lines()
         .filter(|l| l.starts_with(name) && l.contains(label))
@@ -194,12 +196,41 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     let port = free_port();
     let mut manifest = backend("v1", v1.addr);
     manifest.push_str(&backend("v2", v2.addr));
+    // The gateway Service as meshpilot's deployment controller makes it for this Gateway, created
+    // up front so that the router's service instances exist when it connects.
+    manifest.push_str(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: gw-istio, namespace: {GW_NS}}}\n\
+         spec:\n  type: LoadBalancer\n  selector: {{gateway.networking.k8s.io/gateway-name: gw}}\n  \
+         ports: [{{name: http, port: {port}, protocol: TCP}}]\n---\n"
+    ));
     manifest.push_str(&gateway(port));
     manifest.push_str("---\n");
     manifest.push_str(&shop((0, 100)));
     manifest.push_str("---\n");
     manifest.push_str(&route("broken", "broken.example.com", "nowhere"));
+    // The router's pod (no kubelet: its IP is set by hand), so the registry finds the router's
+    // service instances by its IP, as Istio's Kubernetes registry does.
+    manifest.push_str(&format!(
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: gw-istio-1, namespace: {GW_NS}, \
+         labels: {{gateway.networking.k8s.io/gateway-name: gw}}}}\nspec:\n  automountServiceAccountToken: false\n  \
+         containers: [{{name: istio-proxy, image: example.invalid/proxy}}]\n"
+    ));
     env.kubectl_apply(&manifest).unwrap();
+    let pod_status = format!(
+        "{{\"status\":{{\"phase\":\"Running\",\"podIP\":\"{ip}\",\"podIPs\":[{{\"ip\":\"{ip}\"}}]}}}}"
+    );
+    env.kubectl(&[
+        "-n",
+        GW_NS,
+        "patch",
+        "pod",
+        "gw-istio-1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &pod_status,
+    ])
+    .unwrap();
 
     let (grpc, http, monitoring) = (free_port(), free_port(), free_port());
     let log = tempfile::NamedTempFile::new().unwrap();
@@ -225,9 +256,17 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     };
 
     // The router: an instance of the deployed gateway Service gw-istio (its selector is the
-    // Gateway's name label).
+    // Gateway's name label). It connects once meshpilot's registry has that Service (a proxy's
+    // service instances are taken when it connects).
+    wait_for("the deployed gateway Service in the registry", LIMIT, async || {
+        let r = request(([127, 0, 0, 1], http).into(), "localhost", "/debug/registryz", &[]).await.ok()?;
+        r.body.contains(&format!("gw-istio.{GW_NS}.svc.cluster.local")).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", log_tail()));
     let mut bootstrap = Bootstrap::router(([127, 0, 0, 1], grpc).into(), AdsApi::Sotw);
-    bootstrap.node_id = format!("router~127.0.0.1~gw-istio-1.{GW_NS}~{GW_NS}.svc.cluster.local");
+    bootstrap.node_id = format!("router~{ip}~gw-istio-1.{GW_NS}~{GW_NS}.svc.cluster.local");
+    bootstrap.metadata["INSTANCE_IPS"] = json!(ip.to_string());
     bootstrap.node_cluster = format!("gw-istio.{GW_NS}");
     bootstrap.metadata["NAMESPACE"] = json!(GW_NS);
     bootstrap.metadata["LABELS"] = json!({"gateway.networking.k8s.io/gateway-name": "gw"});
@@ -238,7 +277,14 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
         (r.backend("shop.example.com", "/", &[]).await == "v1").then_some(())
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}\n--- meshpilot ---\n{}", r.envoy.log_tail(30), log_tail()));
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\n{}\n--- meshpilot ---\n{}\n--- shop status ---\n{}",
+            r.envoy.log_tail(5),
+            log_tail(),
+            route_object(env, "shop")["status"]
+        )
+    });
     // Path prefix (whole segments) and header matches.
     assert_eq!(r.backend("shop.example.com", "/v2/items", &[]).await, "v2");
     assert_eq!(r.backend("shop.example.com", "/v2x", &[]).await, "v1", "prefixes match whole segments");
@@ -278,7 +324,10 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     .unwrap_or_else(|e| panic!("{e}: {}\n{}", gateway_object(env)["status"], log_tail()));
     let programmed = condition(&gw["status"]["conditions"], "Programmed").unwrap();
     assert!(
-        programmed["message"].as_str().unwrap_or_default().contains(&format!("gw-istio.{GW_NS}.svc.cluster.local:{port}")),
+        programmed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("gw-istio.{GW_NS}.svc.cluster.local:{port}")),
         "{programmed}"
     );
     assert_eq!(gw["status"]["listeners"][0]["name"], "http");
@@ -286,7 +335,7 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
         let route = route_object(env, "shop");
         (parent_condition(&route, "Accepted")? == ("True".into(), "Accepted".into())
             && parent_condition(&route, "ResolvedRefs")? == ("True".into(), "ResolvedRefs".into()))
-        .then_some(route)
+            .then_some(route)
     })
     .await
     .unwrap();
@@ -303,7 +352,8 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     .await
     .unwrap();
     assert_eq!(parent_condition(&broken, "Accepted"), Some(("True".into(), "Accepted".into())));
-    let message = condition(&broken["status"]["parents"][0]["conditions"], "ResolvedRefs").unwrap()["message"].clone();
+    let message =
+        condition(&broken["status"]["parents"][0]["conditions"], "ResolvedRefs").unwrap()["message"].clone();
     assert!(message.as_str().unwrap_or_default().contains("nowhere"), "{message}");
 
     // Written by the leader of Istio's per-revision lock.
@@ -345,7 +395,8 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     let edited = wait_for("shop status at the new generation", LIMIT, async || {
         let route = route_object(env, "shop");
         let c = condition(&route["status"]["parents"][0]["conditions"], "Accepted")?.clone();
-        (c["observedGeneration"] == route["metadata"]["generation"] && route["metadata"]["generation"] != accepted["observedGeneration"])
+        (c["observedGeneration"] == route["metadata"]["generation"]
+            && route["metadata"]["generation"] != accepted["observedGeneration"])
             .then_some(c)
     })
     .await
@@ -360,11 +411,13 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     })
     .await
     .unwrap();
-    let before: Vec<String> = ["shop", "broken"].iter().map(|n| resource_version(&route_object(env, n))).collect();
+    let before: Vec<String> =
+        ["shop", "broken"].iter().map(|n| resource_version(&route_object(env, n))).collect();
     let class_rv = resource_version(&object(env, "gatewayclasses.gateway.networking.k8s.io", None, "istio"));
     // Writes seen are counted once two more writer passes have run.
     two_more_passes(monitoring).await;
-    let route_writes = metric(monitoring, "meshpilot_gateway_status_writes_total", "kind=\"HTTPRoute\"").await;
+    let route_writes =
+        metric(monitoring, "meshpilot_gateway_status_writes_total", "kind=\"HTTPRoute\"").await;
     env.kubectl_apply(&route("extra", "extra.example.com", "v2")).unwrap();
     wait_for("extra route Accepted and the Gateway counting 3 routes", LIMIT, async || {
         let route = route_object(env, "extra");
@@ -374,7 +427,8 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     .await
     .unwrap();
     assert_eq!(r.backend("extra.example.com", "/", &[]).await, "v2");
-    let after: Vec<String> = ["shop", "broken"].iter().map(|n| resource_version(&route_object(env, n))).collect();
+    let after: Vec<String> =
+        ["shop", "broken"].iter().map(|n| resource_version(&route_object(env, n))).collect();
     assert_eq!(after, before, "routes whose status did not change were written");
     assert_eq!(
         resource_version(&object(env, "gatewayclasses.gateway.networking.k8s.io", None, "istio")),
@@ -392,7 +446,6 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
         let rejected = r.envoy.stat(&format!("listener_manager.{t}.update_rejected")).await.unwrap();
         assert!(rejected.unwrap_or(0) == 0, "{t} rejected");
     }
-    let _ = http;
     for name in ["shop", "broken", "extra"] {
         let _ = env.kubectl(&["-n", APPS, "delete", "httproute", name]);
     }
