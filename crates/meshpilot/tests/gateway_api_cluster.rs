@@ -4,7 +4,7 @@
 //! A Gateway of class `istio` (its Service `gw-istio` deployed by meshpilot's gateway deployment
 //! controller) admits routes from namespaces labelled `gw-access: "yes"` (so the converter must see
 //! the cluster's namespace labels); two HTTPRoutes are applied with kubectl. Through the router
-//! (`router~` node with the Gateway's pod label, an instance of `gw-istio`): path and header
+//! (`router~` node whose IP is a pod of `gw-istio`, so an instance of that Service): path and header
 //! matches, weights 0/100 then (after a route edit, live) 100/0, a request-header filter; a route
 //! whose backend does not exist answers 500 while the other keeps working. Status read back from the
 //! API server: GatewayClass Accepted; Gateway Accepted/Programmed, the listener's attachedRoutes, the
@@ -197,7 +197,7 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
     let mut manifest = backend("v1", v1.addr);
     manifest.push_str(&backend("v2", v2.addr));
     // The gateway Service as meshpilot's deployment controller makes it for this Gateway, created
-    // up front so that the router's service instances exist when it connects.
+    // up front (the controller then applies its own fields over it).
     manifest.push_str(&format!(
         "apiVersion: v1\nkind: Service\nmetadata: {{name: gw-istio, namespace: {GW_NS}}}\n\
          spec:\n  type: LoadBalancer\n  selector: {{gateway.networking.k8s.io/gateway-name: gw}}\n  \
