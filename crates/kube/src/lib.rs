@@ -18,6 +18,10 @@
 //! - [`gateway_deployment`]: the automated deployment of Gateway API Gateways of class `istio`
 //!   (ServiceAccount, Deployment, Service server-side applied by the leader of
 //!   `istio-gateway-deployment-<rev>`; the GatewayClass `istio` created when absent).
+//! - [`gateway_objects`]: Namespaces (labels), Secret names and Service load-balancer addresses for the
+//!   Gateway API converter (`gateway::KubeObjects`).
+//! - [`gateway_status`]: the status of Gateway API objects as Istio writes it (conditions merged with
+//!   the live ones, no write when unchanged), written by the leader of `istio-gateway-status-leader-<rev>`.
 //! - [`ingress_source`]: [`ingress_source::IngressSource`], Kubernetes Ingresses as Gateways and VirtualServices
 //!   (Istio's ingress controller, conversion in `meshpilot-ingress`) and the Ingress status writer.
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
@@ -36,6 +40,8 @@
 
 pub mod client;
 pub mod gateway_deployment;
+pub mod gateway_objects;
+pub mod gateway_status;
 pub mod identity;
 pub mod ingress_source;
 pub mod leader;

@@ -42,7 +42,9 @@ Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABL
 for the secure port XDS_AUTH (true), PILOT_ENABLE_XDS_IDENTITY_CHECK (true), TOKEN_AUDIENCES (istio-ca), \
 DEFAULT_WORKLOAD_CERT_TTL (24h), MAX_WORKLOAD_CERT_TTL (2160h), POD_NAMESPACE (istio-system), ROOT_CA_DIR; \
 with --kubeconfig, PILOT_ENABLE_ANALYSIS (false: analysis messages in objects' status) and PILOT_ENABLE_STATUS \
-(false: a Reconciled condition), written by the leader of a Lease (POD_NAME, POD_NAMESPACE; docs/CONFIG-FEEDBACK.md); \
+(false: a Reconciled condition), written by the leader of a Lease (POD_NAME, POD_NAMESPACE; docs/CONFIG-FEEDBACK.md), and \
+PILOT_ENABLE_GATEWAY_API_STATUS (true: the status of Gateway API objects, written by the leader of \
+istio-gateway-status-leader-<revision>; docs/GATEWAY-API.md); \
 RUST_LOG sets the log level (default info).\n\n\
 Stops cleanly on SIGTERM or SIGINT."
 )]
@@ -389,6 +391,26 @@ async fn run_async(args: &Args) -> Result<(), String> {
     .await?;
     let server_task = tokio::spawn(server.clone().run(shutdown.clone()));
     let cluster = cluster.map(|c| c as Arc<dyn model::ConfigStore>);
+    // Gateway API with a cluster: the converter's inputs (namespaces, Secrets, Service addresses) and
+    // the status writer (docs/GATEWAY-API.md).
+    let mut gateway_tasks = Vec::new();
+    if let Some(path) = &args.kubeconfig {
+        gateway_tasks.push(
+            crate::gateway_api::start_inputs(server.clone(), path, &args.domain, shutdown.clone()).await?,
+        );
+        if let Some(cluster) = &cluster {
+            gateway_tasks.extend(
+                crate::gateway_api::start_status(
+                    server.clone(),
+                    cluster.clone(),
+                    path,
+                    args.revision.as_deref(),
+                    shutdown.clone(),
+                )
+                .await?,
+            );
+        }
+    }
     let status_task = crate::config_status::start(
         server.clone(),
         state_files,
@@ -412,6 +434,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     tasks.extend(secure_task.map(task));
     tasks.extend(webhook_tasks.into_iter().map(task));
     tasks.extend(status_task.map(task));
+    tasks.extend(gateway_tasks.into_iter().map(task));
     crate::shutdown::wait_for_tasks(tasks, streams_closed, args.shutdown_duration).await;
     Ok(())
 }

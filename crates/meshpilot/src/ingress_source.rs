@@ -58,16 +58,7 @@ pub async fn gateway_deployer(
     kubeconfig: &Path,
     revision: Option<&str>,
 ) -> Result<Option<GatewayDeployer>, String> {
-    let enabled = match std::env::var("PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER").ok().as_deref() {
-        None | Some("") | Some("1" | "t" | "T" | "true" | "TRUE" | "True") => true,
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => false,
-        Some(other) => {
-            return Err(format!(
-                "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER={other:?}: expected true or false"
-            ));
-        }
-    };
-    if !enabled {
+    if !env_bool("PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER", true)? {
         return Ok(None);
     }
     let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
@@ -77,4 +68,18 @@ pub async fn gateway_deployer(
         ..DeploymentOptions::default()
     };
     Ok(Some(GatewayDeployer::new(config, options)))
+}
+
+/// A boolean environment variable as Go's `strconv.ParseBool` reads it (Istio's `env.Register`), `default`
+/// when unset or empty.
+///
+/// # Errors
+/// Any other value, naming the variable.
+pub fn env_bool(name: &str, default: bool) -> Result<bool, String> {
+    match std::env::var(name).ok().as_deref() {
+        None | Some("") => Ok(default),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some(other) => Err(format!("{name}={other:?}: expected true or false")),
+    }
 }

@@ -17,6 +17,7 @@ mod config_status;
 mod configz;
 mod debug_client;
 mod discovery;
+mod gateway_api;
 mod ingress_source;
 mod proxy;
 mod shutdown;
