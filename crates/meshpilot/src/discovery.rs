@@ -421,6 +421,25 @@ async fn run_async(args: &Args) -> Result<(), String> {
     .await?;
     let secrets_task =
         tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
+    // Kubernetes Secrets in the config directories, served as credentialName secrets (docs/GATEWAY-API.md).
+    let config_dir_secrets = sds::ConfigDirSecrets::new(
+        config_dirs.to_vec(),
+        server.credentials().clone(),
+        Some(std::time::Duration::from_secs(60)),
+    );
+    if let Some(path) = args.kubeconfig.clone() {
+        let (server, shutdown) = (server.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::credentials::run_kube_secrets(path, server, shutdown).await {
+                tracing::warn!("credentialName secrets: cannot watch the cluster's Secrets: {e}");
+            }
+        });
+    }
+    let credentials_task = tokio::spawn(config_dir_secrets.run(
+        registry.clone(),
+        shutdown.clone(),
+        model::push::PushRequest::secrets,
+    ));
 
     wait_for_signal().await;
     trigger.trigger();
@@ -431,6 +450,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     use crate::shutdown::task;
     let mut tasks =
         vec![task(grpc_task), task(http_task), task(mon_task), task(server_task), task(secrets_task)];
+    tasks.push(task(credentials_task));
     tasks.extend(secure_task.map(task));
     tasks.extend(webhook_tasks.into_iter().map(task));
     tasks.extend(status_task.map(task));

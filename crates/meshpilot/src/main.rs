@@ -15,6 +15,7 @@ mod cluster;
 mod config_sources;
 mod config_status;
 mod configz;
+mod credentials;
 mod debug_client;
 mod discovery;
 mod gateway_api;
