@@ -201,7 +201,7 @@ fn gateway_https_passthrough_tcp_and_redirect() {
     let https = by_name(&ls, "0.0.0.0_443");
     assert_eq!(https["listener_filters"][0], "envoy.filters.listener.tls_inspector");
     let chains = https["filter_chains"].as_array().unwrap();
-    assert_eq!(chains.len(), 2, "{chains:#?}");
+    assert_eq!(chains.len(), 3, "{chains:#?}");
     assert_eq!(chains[0]["server_names"][0], "app.example.com");
     assert_eq!(chains[0]["tls"], true);
     // The certificate files are an SDS secret, never file paths in LDS.
@@ -218,13 +218,27 @@ fn gateway_https_passthrough_tcp_and_redirect() {
     assert!(common.tls_certificates.is_empty());
     assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "file-cert:/certs/cert.pem~/certs/key.pem");
     assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.443.https.gw.apps");
-    assert_eq!(chains[1]["server_names"][0], "pass.example.com");
-    assert_eq!(chains[1]["tls"], false);
-    assert_eq!(chains[1]["filters"][0]["target"]["cluster"], "outbound|9000||app.apps.svc.cluster.local");
+    // A credentialName server: its certificate is the SDS secret `kubernetes://NAME` (Istio's name).
+    assert_eq!(chains[1]["server_names"][0], "other.example.com");
+    assert_eq!(chains[1]["tls"], true);
+    assert_eq!(chains[1]["filters"][0]["routes"]["rds"], "https.443.https-secret.gw.apps");
+    let Some(ConfigType::TypedConfig(any)) =
+        l443.filter_chains[1].transport_socket.as_ref().and_then(|t| t.config_type.clone())
+    else {
+        panic!("no TLS transport socket")
+    };
+    let common = <DownstreamTlsContext as prost::Message>::decode(any.value.as_slice())
+        .unwrap()
+        .common_tls_context
+        .unwrap();
+    assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "kubernetes://other-cert");
+    assert_eq!(chains[2]["server_names"][0], "pass.example.com");
+    assert_eq!(chains[2]["tls"], false);
+    assert_eq!(chains[2]["filters"][0]["target"]["cluster"], "outbound|9000||app.apps.svc.cluster.local");
     assert!(
+        !out.findings.iter().any(|f| f.path == "spec.servers[2].tls.credentialName"),
+        "{:?}",
         out.findings
-            .iter()
-            .any(|f| f.severity == Severity::Dropped && f.path == "spec.servers[2].tls.credentialName")
     );
 
     let tcp = by_name(&ls, "0.0.0.0_31400");
@@ -235,7 +249,8 @@ fn gateway_https_passthrough_tcp_and_redirect() {
 
     let rds = generate_routes(&push, &gw, &[]);
     let route_names: Vec<&str> = rds.resources.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(route_names, ["http.80", "https.443.https.gw.apps"]);
+    // Every HTTPS server's route table, the credentialName one included (its listener chain names it).
+    assert_eq!(route_names, ["http.80", "https.443.https-secret.gw.apps", "https.443.https.gw.apps"]);
     let http80 = &rds.resources[0];
     assert!(http80.virtual_hosts.iter().all(|v| v.require_tls == TlsRequirementType::All as i32));
     assert!(http80.virtual_hosts.iter().any(|v| v.domains == ["app.example.com"]), "VS host ∩ server host");
@@ -243,7 +258,7 @@ fn gateway_https_passthrough_tcp_and_redirect() {
         http80.virtual_hosts.iter().any(|v| v.domains == ["*.example.com"]),
         "redirect for the server host"
     );
-    let https_rc = &rds.resources[1];
+    let https_rc = &rds.resources[2];
     assert_eq!(https_rc.virtual_hosts.len(), 1);
     assert_eq!(https_rc.virtual_hosts[0].domains, ["app.example.com"]);
 }
