@@ -264,7 +264,14 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, max_shrink_iters: 50, ..ProptestConfig::default() })]
+    // A failing case is kept next to this file (`file_proptest.regressions`) and replayed first: the
+    // default persistence looks for lib.rs and, in an integration test, keeps nothing.
+    #![proptest_config(ProptestConfig {
+        cases: 12,
+        max_shrink_iters: 50,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn watch_mode(ops in prop::collection::vec(op(content().boxed(), good().boxed()), 1..10)) {
