@@ -264,12 +264,12 @@ proptest! {
 }
 
 proptest! {
-    // A failing case is kept next to this file (`file_proptest.regressions`) and replayed first: the
+    // A failing case is kept next to this file (`file_proptest.proptest-regressions`) and replayed first: the
     // default persistence looks for lib.rs and, in an integration test, keeps nothing.
     #![proptest_config(ProptestConfig {
         cases: 12,
         max_shrink_iters: 50,
-        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("regressions"))),
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))),
         ..ProptestConfig::default()
     })]
 
