@@ -206,15 +206,18 @@ fn gateway_https_passthrough_tcp_and_redirect() {
     assert_eq!(chains[0]["tls"], true);
     // The certificate files are an SDS secret, never file paths in LDS.
     let l443 = out.resources.iter().find(|l| l.name == "0.0.0.0_443").unwrap();
-    let Some(ConfigType::TypedConfig(any)) =
-        l443.filter_chains[0].transport_socket.as_ref().and_then(|t| t.config_type.clone())
-    else {
-        panic!("no TLS transport socket")
+    let common_tls = |chain: usize| {
+        let Some(ConfigType::TypedConfig(any)) =
+            l443.filter_chains[chain].transport_socket.as_ref().and_then(|t| t.config_type.clone())
+        else {
+            panic!("no TLS transport socket on chain {chain}")
+        };
+        <DownstreamTlsContext as prost::Message>::decode(any.value.as_slice())
+            .unwrap()
+            .common_tls_context
+            .unwrap()
     };
-    let common = <DownstreamTlsContext as prost::Message>::decode(any.value.as_slice())
-        .unwrap()
-        .common_tls_context
-        .unwrap();
+    let common = common_tls(0);
     assert!(common.tls_certificates.is_empty());
     assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "file-cert:/certs/cert.pem~/certs/key.pem");
     assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.443.https.gw.apps");
@@ -222,16 +225,7 @@ fn gateway_https_passthrough_tcp_and_redirect() {
     assert_eq!(chains[1]["server_names"][0], "other.example.com");
     assert_eq!(chains[1]["tls"], true);
     assert_eq!(chains[1]["filters"][0]["routes"]["rds"], "https.443.https-secret.gw.apps");
-    let Some(ConfigType::TypedConfig(any)) =
-        l443.filter_chains[1].transport_socket.as_ref().and_then(|t| t.config_type.clone())
-    else {
-        panic!("no TLS transport socket")
-    };
-    let common = <DownstreamTlsContext as prost::Message>::decode(any.value.as_slice())
-        .unwrap()
-        .common_tls_context
-        .unwrap();
-    assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "kubernetes://other-cert");
+    assert_eq!(common_tls(1).tls_certificate_sds_secret_configs[0].name, "kubernetes://other-cert");
     assert_eq!(chains[2]["server_names"][0], "pass.example.com");
     assert_eq!(chains[2]["tls"], false);
     assert_eq!(chains[2]["filters"][0]["target"]["cluster"], "outbound|9000||app.apps.svc.cluster.local");
