@@ -6,6 +6,8 @@
 //! another namespace, or a name no ReferenceGrant allows, gets nothing. Needs Envoy
 //! (scripts/install-envoy.sh).
 
+mod support;
+
 use std::{collections::BTreeSet, net::SocketAddr, sync::Arc, time::Duration};
 
 use envoy_types::pb::envoy::{
@@ -15,74 +17,14 @@ use envoy_types::pb::envoy::{
     },
 };
 use meshpilot_discovery::secure::{SecurePort, istiod_dns_names};
-use meshpilot_testing::{EchoServer, Envoy, Plane, exchange, free_port, wait_for};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use meshpilot_testing::{EchoServer, Envoy, Plane, free_port, wait_for};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use security::{Authenticator, IstioCa, ca::CaOptions, client::SecureTarget, identity::SpiffeId};
 use serde_json::json;
-use tokio_rustls::{
-    TlsConnector,
-    rustls::{self, ClientConfig, RootCertStore},
-};
 use tokio_stream::StreamExt as _;
 
-const HOST: &str = "secure.example.com";
+use support::tls::{HOST, TestCa, https_get};
 const GW_NS: &str = "istio-system";
-
-/// A test CA issuing server certificates for [`HOST`] (the Secrets' certificates).
-struct TestCa {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl TestCa {
-    fn new() -> TestCa {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, "meshpilot credentials test CA");
-        TestCa { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
-    }
-
-    /// (certificate PEM, key PEM, certificate DER) for [`HOST`] with common name `cn`.
-    fn issue(&self, cn: &str) -> (String, String, Vec<u8>) {
-        let mut params = CertificateParams::new(vec![HOST.to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem(), cert.der().to_vec())
-    }
-
-    fn client(&self) -> TlsConnector {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.issuer.der().clone()).unwrap();
-        let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        TlsConnector::from(Arc::new(config))
-    }
-}
-
-/// `GET /` over TLS with SNI [`HOST`]: (status, body, the certificate the server presented).
-async fn https_get(client: &TlsConnector, addr: SocketAddr) -> std::io::Result<(u16, String, Vec<u8>)> {
-    let fut = async {
-        let tcp = tokio::net::TcpStream::connect(addr).await?;
-        let name = rustls::pki_types::ServerName::try_from(HOST).unwrap();
-        let mut tls = client.connect(name, tcp).await?;
-        let served = tls
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .map(|c| c.to_vec())
-            .unwrap_or_default();
-        let r = exchange(&mut tls, HOST, "/", &[]).await?;
-        Ok((r.status, r.body, served))
-    };
-    tokio::time::timeout(Duration::from_secs(5), fut)
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
-}
 
 /// A `kubernetes.io/tls` Secret document with `stringData`.
 fn secret_yaml(namespace: &str, name: &str, (cert, key, _): &(String, String, Vec<u8>)) -> String {

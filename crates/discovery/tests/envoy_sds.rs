@@ -6,75 +6,14 @@
 
 mod support;
 
-use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::Path, time::Duration};
 
-use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, exchange, free_port, wait_for};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, free_port, wait_for};
 use sds::FileSecretOptions;
 use support::{NS, router};
-use tokio_rustls::{
-    TlsConnector,
-    rustls::{self, ClientConfig, RootCertStore},
-};
 use xds::SyncState;
 
-const HOST: &str = "secure.example.com";
-
-/// A test CA issuing server certificates for [`HOST`].
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, "meshpilot test CA");
-        Ca { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
-    }
-
-    /// A new key and certificate for [`HOST`] with common name `cn`: (certificate PEM, key PEM, DER).
-    fn issue(&self, cn: &str) -> (String, String, Vec<u8>) {
-        let mut params = CertificateParams::new(vec![HOST.to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem(), cert.der().to_vec())
-    }
-
-    fn client(&self) -> TlsConnector {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.issuer.der().clone()).unwrap();
-        let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        TlsConnector::from(Arc::new(config))
-    }
-}
-
-/// `GET /` over TLS to `addr` with SNI [`HOST`], verified against the test CA: (status, body, the
-/// certificate the server presented).
-async fn https_get(client: &TlsConnector, addr: SocketAddr) -> std::io::Result<(u16, String, Vec<u8>)> {
-    let fut = async {
-        let tcp = tokio::net::TcpStream::connect(addr).await?;
-        let name = rustls::pki_types::ServerName::try_from(HOST).unwrap();
-        let mut tls = client.connect(name, tcp).await?;
-        let served: Vec<u8> = tls
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .map(|c| c.to_vec())
-            .unwrap_or_default();
-        let r = exchange(&mut tls, HOST, "/", &[]).await?;
-        Ok((r.status, r.body, served))
-    };
-    tokio::time::timeout(Duration::from_secs(5), fut)
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("timeout")))
-}
+use support::tls::{HOST, TestCa as Ca, https_get};
 
 fn write_pair(root: &Path, (cert, key, _): &(String, String, Vec<u8>)) {
     std::fs::write(root.join("cert.pem"), cert).unwrap();

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 use meshpilot_testing::{AdsApi, Bootstrap, EchoServer, Envoy, Plane, free_port, get, testdata, wait_for};
