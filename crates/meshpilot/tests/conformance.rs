@@ -68,10 +68,6 @@ struct Allowed {
     reason: &'static str,
 }
 
-/// Reason of the entries for routes to unknown hosts.
-const UNKNOWN_HOST_DROPPED: &str = "bug: a route whose destination host no service defines is left out by \
-     meshpilot (404 or a later route) where istiod keeps it to outbound|PORT||HOST (503, no cluster)";
-
 /// The allow-list. Every entry is explained in docs/CONFORMANCE.md ("Remaining differences"); `bug:`
 /// entries are known meshpilot bugs not fixed yet, `deliberate:` entries are meshpilot's documented choices,
 /// `input:` entries come from the corpus input itself.
@@ -123,26 +119,6 @@ const ALLOWED: &[Allowed] = &[
         key: "CDS only-meshpilot outbound|9080|v2|details.default.svc.cluster.local",
         reason: "input: two DestinationRules default/details (destination-rule-all.yaml and \
                  fault-injection-details-v1.yaml); istiod keeps the last file's, meshpilot the first's",
-    },
-    Allowed { scenario: "sidecar_none", proxy: "router", key: "RDS routing ", reason: UNKNOWN_HOST_DROPPED },
-    Allowed {
-        scenario: "ingress gateway",
-        proxy: "router",
-        key: "RDS routing ",
-        reason: UNKNOWN_HOST_DROPPED,
-    },
-    Allowed {
-        scenario: "ratings db",
-        proxy: "router",
-        key: "RDS routing http.80 unlisted.example/.well-known/acme-challenge/",
-        reason: UNKNOWN_HOST_DROPPED,
-    },
-    Allowed {
-        scenario: "weighted reviews",
-        proxy: "sidecar",
-        key: "RDS routing 80 ",
-        reason: "bug (unexplained): for a VirtualService host whose service lacks port 80, istiod's port-80 \
-                 route uses outbound|80|…, meshpilot the service's only port 9080",
     },
 ];
 

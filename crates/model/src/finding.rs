@@ -13,6 +13,9 @@ pub enum Severity {
     Dropped,
     /// A field meshpilot does not translate yet; it has no effect (never silently ignored: reported).
     Unsupported,
+    /// Translated as Istio translates it, but probably not what the author meant: e.g. a route to a host
+    /// no service defines, which Istio (and meshpilot) keep and Envoy answers with 503.
+    Warning,
 }
 
 /// One thing generation could not honour.
@@ -35,6 +38,7 @@ impl fmt::Display for Finding {
         let what = match self.severity {
             Severity::Dropped => "dropped",
             Severity::Unsupported => "not translated",
+            Severity::Warning => "warning",
         };
         match &self.config {
             Some(key) => write!(f, "{what}: {key} {}: {} (in {})", self.path, self.message, self.resource),

@@ -301,7 +301,7 @@ fn with_destination_rule(push: &Snapshot, proxy: &ProxyContext, c: &Cluster) -> 
 
 fn finding_json(f: &Finding) -> Value {
     json!({
-        "severity": match f.severity { Severity::Dropped => "dropped", Severity::Unsupported => "unsupported" },
+        "severity": match f.severity { Severity::Dropped => "dropped", Severity::Unsupported => "unsupported", Severity::Warning => "warning" },
         "config": f.config.as_ref().map(|k| k.to_string()),
         "path": f.path,
         "resource": f.resource,

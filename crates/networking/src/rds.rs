@@ -39,7 +39,7 @@ use crate::{
         ALLOW_ANY_VHOST, BLOCK_ALL_VHOST, DEFAULT_ROUTE_NAME, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
         TrafficDirection, outbound_cluster_name, parse_cluster_name,
     },
-    route::{RouteContext, translate_http_routes},
+    route::{DestinationCluster, RouteContext, destination_port, translate_http_routes},
 };
 use model::{
     Finding, Severity, host,
@@ -240,24 +240,26 @@ impl<'a> RouteTranslator<'a> {
         let suffix = self.push.mesh().domain_suffix.clone();
         let ns = vs.namespace().to_string();
         let gateway_semantics = uses_gateway_semantics(vs);
-        let cluster_for = |d: &Destination| -> Option<String> {
+        // Istio's route registry: a sidecar's table on a port knows only the services with that port
+        // (`BuildSidecarOutboundVirtualHosts`), a gateway's every service it sees.
+        let sidecar_port = (gateway == MESH_GATEWAY && port != 0).then_some(port);
+        let cluster_for = |d: &Destination| -> DestinationCluster {
             let hostname = host::resolve_short_name(&d.host.to_ascii_lowercase(), &ns, &suffix);
-            let Some(service) = scope.service(&hostname) else {
-                // Gateway API routes keep a missing backend: Envoy answers 500 for its cluster.
-                return match &d.port {
-                    Some(p) if gateway_semantics && p.number != 0 => {
-                        Some(outbound_cluster_name(p.number, &d.subset, &hostname))
-                    }
-                    _ => None,
-                };
+            let service = scope
+                .service(&hostname)
+                .filter(|s| sidecar_port.is_none_or(|p| s.port_by_number(p).is_some()));
+            let only_port = service.and_then(|s| match s.ports.as_slice() {
+                [only] => Some(only.port),
+                _ => None,
+            });
+            let dest_port = d.port.as_ref().map_or(0, |p| p.number);
+            let Some(port) = destination_port(dest_port, only_port, port) else {
+                return DestinationCluster::Unnamed;
             };
-            let port = match &d.port {
-                Some(p) if p.number != 0 => p.number,
-                _ if service.ports.len() == 1 => service.ports[0].port,
-                _ if port != 0 && service.port_by_number(port).is_some() => port,
-                _ => return None,
-            };
-            Some(outbound_cluster_name(port, &d.subset, &service.hostname))
+            match service {
+                Some(s) => DestinationCluster::Service(outbound_cluster_name(port, &d.subset, &s.hostname)),
+                None => DestinationCluster::Unknown(outbound_cluster_name(port, &d.subset, &hostname)),
+            }
         };
         let gateways = [gateway.to_string()];
         let ctx = RouteContext {

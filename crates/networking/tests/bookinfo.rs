@@ -25,7 +25,7 @@ use meshpilot_networking::{
     endpoint::generate_endpoints,
     listener::generate_listeners,
     rds::generate_routes,
-    route::{RouteContext, translate_http_routes},
+    route::{DestinationCluster, RouteContext, translate_http_routes},
 };
 use prost::Message;
 use support::*;
@@ -196,7 +196,8 @@ fn virtual_service_hosts_route_either_way() {
     // reviews has a VirtualService: its virtual host exists exactly when its routes translate.
     let scope = push.sidecar_scope(&proxy);
     let vs = scope.virtual_service_for(REVIEWS).expect("reviews VirtualService bound to mesh");
-    let cluster_for = |_: &api::networking::virtual_service::Destination| Some("x".to_string());
+    let cluster_for =
+        |_: &api::networking::virtual_service::Destination| DestinationCluster::Service("x".to_string());
     let gateways = ["mesh".to_string()];
     let ctx = RouteContext {
         listener_port: 9080,

@@ -141,6 +141,58 @@ pub fn all() -> Vec<Scenario> {
                 "samples/bookinfo/networking/certmanager-gateway.yaml",
             ],
         ),
+        // The remaining bookinfo networking samples, one reviews VirtualService each (they share its name).
+        bookinfo(
+            "bookinfo: reviews 50/50 v1 v3, ratings v2 mysql",
+            &[
+                "samples/bookinfo/platform/kube/bookinfo.yaml",
+                "samples/bookinfo/platform/kube/bookinfo-ratings-v2-mysql.yaml",
+                "samples/bookinfo/networking/destination-rule-all.yaml",
+                "samples/bookinfo/networking/virtual-service-reviews-50-v3.yaml",
+            ],
+        ),
+        bookinfo(
+            "bookinfo: reviews 90/10 v1 v2, mTLS rules",
+            &[
+                "samples/bookinfo/platform/kube/bookinfo.yaml",
+                "samples/bookinfo/networking/destination-rule-all-mtls.yaml",
+                "samples/bookinfo/networking/virtual-service-reviews-90-10.yaml",
+            ],
+        ),
+        bookinfo(
+            "bookinfo: reviews v2 v3, reviews rules only",
+            &[
+                "samples/bookinfo/platform/kube/bookinfo.yaml",
+                "samples/bookinfo/networking/destination-rule-reviews.yaml",
+                "samples/bookinfo/networking/virtual-service-reviews-v2-v3.yaml",
+            ],
+        ),
+        bookinfo(
+            "bookinfo: reviews v3",
+            &[
+                "samples/bookinfo/platform/kube/bookinfo.yaml",
+                "samples/bookinfo/networking/destination-rule-all.yaml",
+                "samples/bookinfo/networking/virtual-service-reviews-v3.yaml",
+            ],
+        ),
+        bookinfo(
+            "bookinfo: reviews v3 to ratings v2 (db)",
+            &[
+                "samples/bookinfo/platform/kube/bookinfo.yaml",
+                "samples/bookinfo/platform/kube/bookinfo-ratings-v2.yaml",
+                "samples/bookinfo/networking/destination-rule-all.yaml",
+                "samples/bookinfo/networking/virtual-service-ratings-db.yaml",
+            ],
+        ),
+        bookinfo(
+            "bookinfo: reviews v3 to ratings v2 on a mysql VM",
+            &[
+                "samples/bookinfo/platform/kube/bookinfo.yaml",
+                "samples/bookinfo/platform/kube/bookinfo-ratings-v2-mysql-vm.yaml",
+                "samples/bookinfo/networking/destination-rule-all-mtls.yaml",
+                "samples/bookinfo/networking/virtual-service-ratings-mysql-vm.yaml",
+            ],
+        ),
     ];
     // The 16 rendered benchmark workloads: large, run by scripts/conformance.sh only.
     if let Ok(dir) = std::fs::read_dir(corpus().join("_derived/xds/benchmarks/rendered")) {

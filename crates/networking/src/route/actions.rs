@@ -24,7 +24,7 @@ use envoy_types::pb::{
 use model::{ConfigKey, Finding, Severity};
 
 use super::{
-    RouteContext, Template, finding,
+    DestinationCluster, RouteContext, Template, finding,
     headers::{extend, header_operations},
     matches::regex_matcher,
     retry::retry_policy,
@@ -139,7 +139,7 @@ fn mirror_policy(cluster: String, fraction: RuntimeFractionalPercent) -> route_a
     }
 }
 
-/// The cluster of a destination, or a finding (and `None`) when it has no host or the host is unknown.
+/// The cluster of a destination, or a finding (and `None`) when there is none.
 fn destination_cluster(
     destination: Option<&Destination>,
     at: &str,
@@ -158,20 +158,53 @@ fn destination_cluster(
         ));
         return None;
     };
-    let cluster = (ctx.cluster_for)(dest);
-    if cluster.is_none() {
-        findings.push(finding(
-            Severity::Dropped,
-            key,
-            format!("{at}.host"),
-            resource,
-            format!(
-                "unknown destination host {:?} (no service defines it); the route is left out",
-                dest.host
-            ),
-        ));
+    resolve_cluster(dest, at, "route", ctx, key, resource, findings)
+}
+
+/// The cluster `dest` (at field path `at`) goes to, as Istio's `GetDestinationCluster` names it. A host no
+/// service of this route table defines keeps its route, as in Istio, with a warning: the cluster it names
+/// does not exist, so Envoy answers 503 (a mirror's copies fail). Without a port to name the cluster with,
+/// the `what` (route or mirror) is left out with a finding.
+fn resolve_cluster(
+    dest: &Destination,
+    at: &str,
+    what: &str,
+    ctx: &RouteContext<'_>,
+    key: &ConfigKey,
+    resource: &str,
+    findings: &mut Vec<Finding>,
+) -> Option<String> {
+    match (ctx.cluster_for)(dest) {
+        DestinationCluster::Service(cluster) => Some(cluster),
+        DestinationCluster::Unknown(cluster) => {
+            findings.push(finding(
+                Severity::Warning,
+                key,
+                format!("{at}.host"),
+                resource,
+                format!(
+                    "unknown destination host {:?} (no service defines it on this port); the {what} goes to \
+                     {cluster}, which does not exist: Envoy answers 503, as with Istio",
+                    dest.host
+                ),
+            ));
+            Some(cluster)
+        }
+        DestinationCluster::Unnamed => {
+            findings.push(finding(
+                Severity::Dropped,
+                key,
+                format!("{at}.host"),
+                resource,
+                format!(
+                    "unknown destination host {:?} (no service defines it) and no port to name its cluster \
+                     with; the {what} is left out",
+                    dest.host
+                ),
+            ));
+            None
+        }
     }
-    cluster
 }
 
 /// Istio's `applyHTTPRouteDestination`: timeout, rewrite, host rewrite, mirrors, destination(s) and
@@ -234,31 +267,17 @@ pub(super) fn route_destination(
     }
 
     if let Some(mirror) = &http.mirror {
-        if let Some(fraction) = mirror_percent(http) {
-            match (ctx.cluster_for)(mirror) {
-                Some(cluster) => {
-                    t.prov.add(|| {
-                        (
-                            format!(
-                                "route.request_mirror_policies[{}]",
-                                action.request_mirror_policies.len()
-                            ),
-                            format!("{at}.mirror"),
-                        )
-                    });
-                    action.request_mirror_policies.push(mirror_policy(cluster, fraction));
-                }
-                None => findings.push(finding(
-                    Severity::Dropped,
-                    key,
-                    format!("{at}.mirror.host"),
-                    resource,
-                    format!(
-                        "unknown mirror host {:?} (no service defines it); the mirror is left out",
-                        mirror.host
-                    ),
-                )),
-            }
+        if let Some(fraction) = mirror_percent(http)
+            && let Some(cluster) =
+                resolve_cluster(mirror, &format!("{at}.mirror"), "mirror", ctx, key, resource, findings)
+        {
+            t.prov.add(|| {
+                (
+                    format!("route.request_mirror_policies[{}]", action.request_mirror_policies.len()),
+                    format!("{at}.mirror"),
+                )
+            });
+            action.request_mirror_policies.push(mirror_policy(cluster, fraction));
         }
     } else {
         for (set, name) in [
@@ -289,23 +308,13 @@ pub(super) fn route_destination(
             ));
             continue;
         };
-        match (ctx.cluster_for)(dest) {
-            Some(cluster) => {
-                t.prov.add(|| {
-                    (format!("route.request_mirror_policies[{}]", action.request_mirror_policies.len()), here)
-                });
-                action.request_mirror_policies.push(mirror_policy(cluster, fraction));
-            }
-            None => findings.push(finding(
-                Severity::Dropped,
-                key,
-                format!("{here}.destination.host"),
-                resource,
-                format!(
-                    "unknown mirror host {:?} (no service defines it); the mirror is left out",
-                    dest.host
-                ),
-            )),
+        if let Some(cluster) =
+            resolve_cluster(dest, &format!("{here}.destination"), "mirror", ctx, key, resource, findings)
+        {
+            t.prov.add(|| {
+                (format!("route.request_mirror_policies[{}]", action.request_mirror_policies.len()), here)
+            });
+            action.request_mirror_policies.push(mirror_policy(cluster, fraction));
         }
     }
 

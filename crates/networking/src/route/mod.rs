@@ -79,10 +79,36 @@ pub struct RouteContext<'a> {
     pub proxy_labels: &'a BTreeMap<String, String>,
     /// Namespace of the proxy asking (for `sourceNamespace` matches).
     pub proxy_namespace: &'a str,
-    /// Resolves a destination of the VirtualService to its Envoy cluster name
-    /// (`outbound|PORT|SUBSET|FQDN`), or `None` when the host is unknown (then the route is dropped with
-    /// a finding, as Envoy would fail the request anyway).
-    pub cluster_for: &'a dyn Fn(&Destination) -> Option<String>,
+    /// Resolves a destination of the VirtualService to the Envoy cluster it goes to
+    /// (`outbound|PORT|SUBSET|FQDN`, Istio's `GetDestinationCluster`; see [`DestinationCluster`]).
+    pub cluster_for: &'a dyn Fn(&Destination) -> DestinationCluster,
+}
+
+/// Where a route's destination goes (Istio's `route.GetDestinationCluster`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DestinationCluster {
+    /// The cluster of a service this route table knows.
+    Service(String),
+    /// A host no service of this route table defines (for a sidecar: none with the table's port). Istio keeps
+    /// the route to `outbound|PORT|SUBSET|HOST` all the same; no such cluster exists, so Envoy answers 503.
+    Unknown(String),
+    /// An unknown host and no port to name its cluster with (a route table serving several ports).
+    Unnamed,
+}
+
+/// The port of the cluster a destination goes to (Istio's `GetDestinationCluster`): the destination's own
+/// port (0: none), else the port of the service when this route table knows it and it has exactly one
+/// (`only_service_port`), else the route table's `listener_port`. `None` when that is 0 (a table serving
+/// several ports).
+pub fn destination_port(
+    destination_port: u32,
+    only_service_port: Option<u32>,
+    listener_port: u32,
+) -> Option<u32> {
+    if destination_port != 0 {
+        return Some(destination_port);
+    }
+    only_service_port.or((listener_port != 0).then_some(listener_port))
 }
 
 /// Translates the `http` routes of `vs` (object `key`) into Envoy routes, in order, for the route table

@@ -47,13 +47,16 @@ fn key() -> ConfigKey {
     ConfigKey { kind: Kind::VirtualService, namespace: "default".into(), name: "reviews".into() }
 }
 
-/// `outbound|<port or 80>|<subset>|<host>`; the host `unknown` is not known.
-fn cluster_for(d: &Destination) -> Option<String> {
-    if d.host == "unknown" {
-        return None;
-    }
+/// `outbound|<port or 80>|<subset>|<host>`; the host `unknown` is not known (Istio still names its cluster),
+/// the host `unnamed` is not known and has no port to name a cluster with.
+fn cluster_for(d: &Destination) -> DestinationCluster {
     let port = d.port.as_ref().map_or(80, |p| p.number);
-    Some(format!("outbound|{port}|{}|{}", d.subset, d.host))
+    let name = format!("outbound|{port}|{}|{}", d.subset, d.host);
+    match d.host.as_str() {
+        "unknown" => DestinationCluster::Unknown(name),
+        "unnamed" => DestinationCluster::Unnamed,
+        _ => DestinationCluster::Service(name),
+    }
 }
 
 fn vs(spec: serde_json::Value) -> VirtualService {
@@ -553,15 +556,45 @@ fn all_zero_weights_drop_the_route() {
 }
 
 #[test]
-fn unknown_destination_host_drops_the_route() {
+fn unknown_destination_host_keeps_the_route_with_a_warning() {
+    // Istio keeps a route to a host no service defines (`GetDestinationCluster` names the cluster anyway):
+    // Envoy answers 503 for it, and the later route must not catch its requests.
     let (routes, findings) = run(json!({"http": [
         {"match": [{"uri": {"prefix": "/a"}}, {"uri": {"prefix": "/b"}}], "route": [dest("unknown")]},
         {"route": [dest("c")]},
     ]}));
-    assert_eq!(routes.len(), 1);
+    assert_eq!(routes.len(), 3, "both matches of the first route, then the second");
+    assert_eq!(cluster(&routes[0]), "outbound|80||unknown");
+    assert_eq!(cluster(&routes[1]), "outbound|80||unknown");
+    assert_eq!(cluster(&routes[2]), "outbound|80||c");
     // One finding for the HTTP route, not one per match.
-    assert_eq!(paths(&findings, Severity::Dropped), ["spec.http[0].route[0].destination.host"]);
+    assert_eq!(paths(&findings, Severity::Warning), ["spec.http[0].route[0].destination.host"]);
     assert!(findings[0].message.contains("\"unknown\""), "{}", findings[0].message);
+    assert!(paths(&findings, Severity::Dropped).is_empty());
+}
+
+#[test]
+fn destination_port_follows_istios_get_destination_cluster() {
+    // The destination's port wins, even over a single-port service and the table's port.
+    assert_eq!(destination_port(8080, Some(9080), 80), Some(8080));
+    // No port: the service's only port (a gateway table on 80 routing to details:9080).
+    assert_eq!(destination_port(0, Some(9080), 80), Some(9080));
+    // No port and no single-port service (unknown host, or several ports): the table's port.
+    assert_eq!(destination_port(0, None, 80), Some(80));
+    // A table serving several ports has none to give.
+    assert_eq!(destination_port(0, None, 0), None);
+    assert_eq!(destination_port(0, Some(9080), 0), Some(9080));
+}
+
+#[test]
+fn unknown_destination_host_without_a_port_drops_the_route() {
+    let (routes, findings) = run(json!({"http": [
+        {"match": [{"uri": {"prefix": "/a"}}], "route": [dest("unnamed")]},
+        {"route": [dest("c")]},
+    ]}));
+    assert_eq!(routes.len(), 1);
+    assert_eq!(cluster(&routes[0]), "outbound|80||c");
+    assert_eq!(paths(&findings, Severity::Dropped), ["spec.http[0].route[0].destination.host"]);
 }
 
 // ===== Redirects and direct responses =====
@@ -810,7 +843,7 @@ fn mirrors() {
         {"match": [{"uri": {"prefix": "/d"}}], "mirror": {"host": "m"}, "mirrorPercent": 40, "route": [dest("a")]},
         {"match": [{"uri": {"prefix": "/e"}}], "route": [dest("a")], "mirrors": [
             {"destination": {"host": "m1"}}, {"destination": {"host": "m2"}, "percentage": {"value": 1}},
-            {"destination": {"host": "unknown"}},
+            {"destination": {"host": "unnamed"}},
         ]},
     ]}));
     let mirrors = |r: &Route| action(r).request_mirror_policies.clone();
