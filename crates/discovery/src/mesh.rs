@@ -16,6 +16,7 @@ const USED: &[&str] = &[
     "defaultVirtualServiceExportTo",
     "defaultDestinationRuleExportTo",
     "connectTimeout",
+    "dnsRefreshRate",
     "discoverySelectors",
     "trustDomain",
     "trustDomainAliases",
@@ -37,7 +38,6 @@ const KNOWN: &[&str] = &[
     "ingressSelector",
     "defaultProviders",
     "localityLbSetting",
-    "dnsRefreshRate",
     "protocolDetectionTimeout",
     "enablePrometheusMerge",
     "meshNetworks",
@@ -98,6 +98,10 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
             "connectTimeout" => match value.as_str().map(crate::options::parse_go_duration) {
                 Some(Ok(d)) if d > Duration::ZERO => mesh.connect_timeout = d,
                 _ => warnings.push(format!("connectTimeout: expected a duration such as 10s, got {value}; using 10s")),
+            },
+            "dnsRefreshRate" => match value.as_str().map(crate::options::parse_go_duration) {
+                Some(Ok(d)) if d > Duration::ZERO => mesh.dns_refresh_rate = d,
+                _ => warnings.push(format!("dnsRefreshRate: expected a duration such as 60s, got {value}; using 60s")),
             },
             "discoverySelectors" => {
                 DiscoverySelectors::from_json(value)?;
@@ -287,7 +291,7 @@ mod tests {
     fn reads_used_fields_and_warns_on_unknown() {
         let (m, w) = parse_mesh_config(
             "rootNamespace: mesh-root\noutboundTrafficPolicy: {mode: REGISTRY_ONLY}\ndefaultServiceExportTo: [\".\"]\n\
-             connectTimeout: 2s\nenableTracing: true\nbogus: 1\n",
+             connectTimeout: 2s\ndnsRefreshRate: 5s\nenableTracing: true\nbogus: 1\n",
             "example.org",
         )
         .unwrap();
@@ -295,6 +299,7 @@ mod tests {
         assert_eq!(m.outbound_traffic_policy, OutboundTrafficPolicy::RegistryOnly);
         assert_eq!(m.default_export_to, BTreeSet::from([ExportTo::Private]));
         assert_eq!(m.connect_timeout, Duration::from_secs(2));
+        assert_eq!(m.dns_refresh_rate, Duration::from_secs(5));
         assert_eq!(m.domain_suffix, "example.org");
         assert_eq!(w, vec!["unknown mesh config field \"bogus\" ignored".to_string()]);
         assert!(parse_mesh_config("- a\n", "cluster.local").is_err());

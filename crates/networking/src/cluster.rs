@@ -281,16 +281,44 @@ fn cluster_type(c: &Cluster) -> Option<DiscoveryType> {
     }
 }
 
-/// Istio's default circuit breaker thresholds: everything at `u32::MAX`, remaining tracked.
+/// Istio's default circuit breaker thresholds (`getDefaultCircuitBreakerThresholds`): everything at
+/// `u32::MAX`; remaining capacity not tracked (`DISABLE_TRACK_REMAINING_CB_METRICS` defaults to true).
 fn default_thresholds() -> Thresholds {
     Thresholds {
         max_connections: Some(u32v(u32::MAX)),
         max_pending_requests: Some(u32v(u32::MAX)),
         max_requests: Some(u32v(u32::MAX)),
         max_retries: Some(u32v(u32::MAX)),
-        track_remaining: true,
         ..Default::default()
     }
+}
+
+/// Istio's `features.PilotDNSCaresUDPMaxQueries` (`PILOT_DNS_CARES_UDP_MAX_QUERIES`, default 100).
+const DNS_CARES_UDP_MAX_QUERIES: u32 = 100;
+
+/// Istio's `features.PilotDNSJitterDurationEnv` (`PILOT_DNS_JITTER_DURATION`, default 100 ms).
+const DNS_JITTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The DNS settings Istio's `buildCluster` gives STRICT_DNS and LOGICAL_DNS clusters: the c-ares resolver
+/// with `udp_max_queries` 100, 100 ms of jitter, the mesh's `dnsRefreshRate` on failures and the records'
+/// TTL otherwise.
+#[allow(deprecated)]
+fn apply_dns_settings(cluster: &mut Cluster, refresh: std::time::Duration) {
+    use envoy_types::pb::envoy::{
+        config::core::v3::TypedExtensionConfig,
+        extensions::network::dns_resolver::cares::v3::CaresDnsResolverConfig,
+    };
+    let cares = CaresDnsResolverConfig {
+        udp_max_queries: Some(u32v(DNS_CARES_UDP_MAX_QUERIES)),
+        ..Default::default()
+    };
+    cluster.typed_dns_resolver_config = Some(TypedExtensionConfig {
+        name: "envoy.network.dns_resolver.cares".to_string(),
+        typed_config: Some(crate::convert::any(&cares)),
+    });
+    cluster.dns_jitter = Some(std_duration(DNS_JITTER));
+    cluster.dns_refresh_rate = Some(std_duration(refresh));
+    cluster.respect_dns_ttl = true;
 }
 
 fn h2_options() -> UpstreamProtocolOptions {
@@ -369,11 +397,18 @@ fn base_cluster(
             return None;
         }
     };
+    // Istio's `applyLoadBalancer`: with unhealthy endpoints sent (`PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS`,
+    // default true) the panic threshold is 0 (off) unless outlier detection sets `minHealthPercent`;
+    // original-destination clusters (CLUSTER_PROVIDED) have no load balancer settings.
+    let panic_threshold = (kind != DiscoveryType::OriginalDst).then_some(Percent { value: 0.0 });
     let mut cluster = Cluster {
         name: name.to_string(),
         cluster_discovery_type: discovery_type(kind),
         connect_timeout: Some(std_duration(push.mesh().connect_timeout)),
-        common_lb_config: Some(CommonLbConfig::default()),
+        common_lb_config: Some(CommonLbConfig {
+            healthy_panic_threshold: panic_threshold,
+            ..Default::default()
+        }),
         ..Default::default()
     };
     match kind {
@@ -404,6 +439,7 @@ fn base_cluster(
                 }
             }
             cluster.dns_lookup_family = dns_lookup_family(proxy) as i32;
+            apply_dns_settings(&mut cluster, push.mesh().dns_refresh_rate);
             cluster.load_assignment = Some(ClusterLoadAssignment {
                 cluster_name: name.to_string(),
                 endpoints,

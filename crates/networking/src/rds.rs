@@ -51,13 +51,14 @@ fn prefix_match() -> RouteMatch {
 }
 
 fn no_timeout_action(cluster: &str) -> RouteAction {
+    // Istio's `setTimeout` without a VirtualService timeout: no timeout, and the gRPC timeout header
+    // honoured without a cap through the deprecated `max_grpc_timeout` (Istio: "the replacement
+    // MaxStreamDuration has some regressions").
+    #[allow(deprecated)]
     RouteAction {
         cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
         timeout: Some(zero_duration()),
-        max_stream_duration: Some(MaxStreamDuration {
-            grpc_timeout_header_max: Some(zero_duration()),
-            ..Default::default()
-        }),
+        max_grpc_timeout: Some(zero_duration()),
         ..Default::default()
     }
 }
@@ -68,6 +69,11 @@ fn no_timeout_action(cluster: &str) -> RouteAction {
 pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, consistent_hash: bool) -> Route {
     let mut action = no_timeout_action(cluster);
     if proxyless {
+        // gRPC's xDS client reads only `max_stream_duration`.
+        #[allow(deprecated)]
+        {
+            action.max_grpc_timeout = None;
+        }
         action.max_stream_duration =
             Some(MaxStreamDuration { max_stream_duration: Some(zero_duration()), ..Default::default() });
     } else {
@@ -106,6 +112,7 @@ pub fn catch_all_virtual_host(policy: OutboundTrafficPolicy) -> VirtualHost {
             action: Some(action),
             ..Default::default()
         }],
+        include_request_attempt_count: true,
         ..Default::default()
     }
 }
@@ -308,6 +315,9 @@ fn route_configuration(name: &str, virtual_hosts: Vec<VirtualHost>, ignore_port:
         virtual_hosts,
         validate_clusters: Some(boolv(false)),
         ignore_port_in_host_matching: ignore_port,
+        max_direct_response_body_size_bytes: Some(envoy_types::pb::google::protobuf::UInt32Value {
+            value: crate::check::MAX_DIRECT_RESPONSE_BODY_BYTES as u32,
+        }),
         ..Default::default()
     }
 }
@@ -416,7 +426,14 @@ fn sidecar_virtual_hosts(
             });
             continue;
         }
-        out.push(VirtualHost { name: d.name, domains, routes: d.routes, ..Default::default() });
+        out.push(VirtualHost {
+            name: d.name,
+            domains,
+            routes: d.routes,
+            // Istio's proxy headers default: `x-envoy-attempt-count` sent upstream.
+            include_request_attempt_count: true,
+            ..Default::default()
+        });
     }
     if only.is_none() && !proxyless {
         let catch_all = catch_all_virtual_host(scope.outbound_traffic_policy);
@@ -580,15 +597,17 @@ struct GatewayVhost {
 const VIRTUAL_HOST_NAME: u32 = 1;
 const VIRTUAL_HOST_DOMAINS: u32 = 2;
 const VIRTUAL_HOST_REQUIRE_TLS: u32 = 4;
+const VIRTUAL_HOST_INCLUDE_REQUEST_ATTEMPT_COUNT: u32 = 14;
 
 impl GatewayVhost {
     const REQUIRE_TLS_ALL: i32 = TlsRequirementType::All as i32;
 
     /// Encoded size of the virtual host without its routes.
     fn head_len(&self) -> usize {
-        use prost::encoding::{int32, string};
+        use prost::encoding::{bool, int32, string};
         string::encoded_len(VIRTUAL_HOST_NAME, &self.name)
             + string::encoded_len(VIRTUAL_HOST_DOMAINS, &self.domain)
+            + bool::encoded_len(VIRTUAL_HOST_INCLUDE_REQUEST_ATTEMPT_COUNT, &true)
             + if self.require_tls {
                 int32::encoded_len(VIRTUAL_HOST_REQUIRE_TLS, &Self::REQUIRE_TLS_ALL)
             } else {
@@ -599,9 +618,11 @@ impl GatewayVhost {
     /// Appends the virtual host without its routes (no `VirtualHost` message is built: thousands
     /// per table).
     fn encode_head(&self, buf: &mut Vec<u8>) {
-        use prost::encoding::{int32, string};
+        use prost::encoding::{bool, int32, string};
         string::encode(VIRTUAL_HOST_NAME, &self.name, buf);
         string::encode(VIRTUAL_HOST_DOMAINS, &self.domain, buf);
+        // Istio's proxy headers default on gateways too: `x-envoy-attempt-count` sent upstream.
+        bool::encode(VIRTUAL_HOST_INCLUDE_REQUEST_ATTEMPT_COUNT, &true, buf);
         if self.require_tls {
             int32::encode(VIRTUAL_HOST_REQUIRE_TLS, &Self::REQUIRE_TLS_ALL, buf);
         }
@@ -852,7 +873,7 @@ mod tests {
 
     /// The assembled bytes decode to the message prost would build from the same parts: virtual
     /// hosts in order, each with the routes of every contributing VirtualService appended in order,
-    /// the header fields (domains, `require_tls`) kept, and a host without routes left empty.
+    /// the header fields (domains, `require_tls`, Istio's `include_request_attempt_count`) kept, and a host without routes left empty.
     #[test]
     fn assembled_route_configuration_decodes_to_the_whole_message() {
         let route = |name: &str, cluster: &str| Route {
@@ -885,6 +906,7 @@ mod tests {
             domains: vec![domain.into()],
             require_tls,
             routes,
+            include_request_attempt_count: true,
             ..Default::default()
         };
         want.virtual_hosts = vec![

@@ -68,6 +68,9 @@ pub struct MeshSettings {
     pub outbound_traffic_policy: OutboundTrafficPolicy,
     /// Upstream connect timeout (`connectTimeout`, default 10 s).
     pub connect_timeout: std::time::Duration,
+    /// How often DNS-resolved clusters re-resolve when a lookup fails (`dnsRefreshRate`, default 60 s;
+    /// successful lookups follow the record's TTL).
+    pub dns_refresh_rate: std::time::Duration,
     /// DNS domain suffix (`--domain`, default `cluster.local`).
     pub domain_suffix: String,
     /// The mesh's trust domain (`trustDomain`, default `cluster.local`): inbound mutual TLS accepts peers
@@ -95,6 +98,7 @@ impl Default for MeshSettings {
             default_export_to: BTreeSet::new(),
             outbound_traffic_policy: OutboundTrafficPolicy::AllowAny,
             connect_timeout: std::time::Duration::from_secs(10),
+            dns_refresh_rate: std::time::Duration::from_secs(60),
             domain_suffix: "cluster.local".to_string(),
             trust_domain: "cluster.local".to_string(),
             trust_domain_aliases: Vec::new(),
