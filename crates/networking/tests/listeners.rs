@@ -71,7 +71,17 @@ spec:
   location: MESH_INTERNAL
   ports: [{number: 27017, name: mongo, protocol: MONGO}]
   resolution: NONE
-  endpoints: [{address: 10.3.0.1}, {address: 10.3.0.2}]
+  workloadSelector: {labels: {app: shards}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: shard-1, namespace: ns1}
+spec: {address: 10.3.0.1, labels: {app: shards}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: shard-2, namespace: ns1}
+spec: {address: 10.3.0.2, labels: {app: shards}}
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
