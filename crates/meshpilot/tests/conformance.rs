@@ -101,19 +101,6 @@ const ALLOWED: &[Allowed] = &[
                  the proxy's labels and namespace against Services' selectors",
     },
     Allowed {
-        scenario: "*",
-        proxy: "sidecar",
-        key: "LDS only-istiod 10.0.0.1_443",
-        reason: "bug: meshpilot binds the outbound TCP/TLS listener of a Kubernetes Service on 0.0.0.0, istiod \
-                 on the Service's ClusterIP",
-    },
-    Allowed {
-        scenario: "*",
-        proxy: "sidecar",
-        key: "LDS only-meshpilot 0.0.0.0_443",
-        reason: "bug: the other half of the ClusterIP listener difference",
-    },
-    Allowed {
         scenario: "jason to v2",
         proxy: "*",
         key: "CDS only-meshpilot outbound|9080|v2|details.default.svc.cluster.local",

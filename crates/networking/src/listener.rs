@@ -3,7 +3,7 @@
 //!
 //! | proxy | listeners |
 //! |---|---|
-//! | sidecar | `BIND_PORT` per distinct service port (`0.0.0.0_9080`): HTTP ports → connection manager with RDS `PORT`; TLS/HTTPS ports → one SNI filter chain per service → TCP proxy; TCP ports → TCP proxy to the port's service (VirtualService TCP routes when bound to `mesh`); a TCP service with a VIP gets its own `VIP_PORT` listener. With interception (default) these do not bind (`bind_to_port: false`) and `virtualOutbound` (15001, original destination, unknown traffic → `PassthroughCluster`/`BlackHoleCluster`) and `virtualInbound` (15006, the chains of [`crate::inbound`] per target port of the proxy's instances, or per Sidecar `ingress` entry → `inbound\|PORT\|\|`) capture the traffic; with `INTERCEPTION_MODE=NONE` they bind their ports and there are no virtual listeners (as Istio); Sidecar `ingress` entries then bind `BIND_PORT` listeners of their own. |
+//! | sidecar | HTTP ports (HTTP, HTTP2, gRPC, HTTP_PROXY) share `BIND_PORT` (`0.0.0.0_9080`) → connection manager with RDS `PORT`. Every other port (TCP, TLS, HTTPS, Mongo, Redis, MySQL, unknown) is placed by the service's address ([`placements`], Istio's rule): a VIP (a Kubernetes ClusterIP of the proxy's IP family, a ServiceEntry's first address) → a listener of its own `VIP_PORT` (`10.0.0.1_443`, `240.240.0.7_7070`) whose chain matches every connection; a CIDR → `BIND_PORT` with a `prefix_ranges` match; no address → `BIND_PORT`, TLS/HTTPS chains matching the hostname as SNI; `resolution: NONE` / headless TCP ports without address → one `ENDPOINTIP_PORT` listener per endpoint. Chains go to a TCP proxy to the port's cluster (VirtualService TCP/TLS routes when bound to `mesh`); of two chains matching the same connections the first service keeps it (reported). Without capture (`INTERCEPTION_MODE=NONE`) every non-HTTP port stays on `BIND_PORT` too. With interception (default) these do not bind (`bind_to_port: false`) and `virtualOutbound` (15001, original destination, unknown traffic → `PassthroughCluster`/`BlackHoleCluster`) and `virtualInbound` (15006, the chains of [`crate::inbound`] per target port of the proxy's instances, or per Sidecar `ingress` entry → `inbound\|PORT\|\|`) capture the traffic; with `INTERCEPTION_MODE=NONE` they bind their ports and there are no virtual listeners (as Istio); Sidecar `ingress` entries then bind `BIND_PORT` listeners of their own. |
 //! | router | `BIND_PORT` per Gateway server port: HTTP → RDS `http.PORT`; HTTPS terminated with files → SNI filter chain with the server's TLS context and RDS `https.PORT.PORTNAME.GATEWAY.NAMESPACE`; TLS passthrough → SNI filter chains from VirtualService TLS routes → TCP proxy; TCP → TCP proxy from TCP routes. |
 //! | proxyless gRPC | API listeners named exactly as asked (`HOST:PORT`, short names resolved in the proxy's namespace) with a connection manager on RDS `outbound\|PORT\|\|FQDN`; server listeners `xds.istio.io/grpc/lds/inbound/IP:PORT` for the proxy's instances. |
 
@@ -68,46 +68,160 @@ fn carriage(protocol: Protocol) -> Option<Carriage> {
     }
 }
 
-/// Services on one port, by carriage.
+/// Where one service port's outbound listener goes (Istio's listener address selection in
+/// `buildSidecarOutboundListeners` / `buildSidecarOutboundListener`, `pilot/pkg/networking/core/listener.go`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The address the listener binds: `None` is the proxy's bind address (`0.0.0.0`, or `127.0.0.1`
+    /// without traffic capture); `Some(ip)` a listener of its own (`IP_PORT`: a service VIP, or an
+    /// endpoint of a headless service).
+    pub bind: Option<String>,
+    /// A destination CIDR the filter chain matches (`prefix_ranges`): the service's address is a range,
+    /// so the listener stays on the wildcard.
+    pub cidr: Option<String>,
+    /// TLS/HTTPS ports without a TLS route: the chain matches the service's hostname as SNI (only on a
+    /// shared wildcard listener or behind a CIDR; a listener of its own needs no SNI).
+    pub sni: bool,
+}
+
+/// The address of `service` for a proxy with `proxy_ips` (Istio's `Service.GetAddressForProxy`): a
+/// Kubernetes Service's first cluster IP of the proxy's IP family (a proxy without IPs counts as IPv4),
+/// else the first address, else [`model::service::UNSPECIFIED_IP`].
+///
+/// Istio turns a ServiceEntry with several `addresses` into one service per address and keeps one of
+/// them per hostname in the sidecar scope; meshpilot keeps one service with its addresses in order and
+/// uses the first.
+pub fn service_address<'a>(service: &'a Service, proxy_ips: &[String]) -> &'a str {
+    if service.registry == model::service::ProviderId::Kubernetes {
+        let v6_only = !proxy_ips.is_empty() && proxy_ips.iter().all(|ip| ip.contains(':'));
+        if let Some(a) = service.addresses.iter().find(|a| a.contains(':') == v6_only) {
+            return a;
+        }
+    }
+    service.default_address()
+}
+
+/// Where the outbound listeners of port `port` of `service` go for a sidecar (Istio's rule, catch-all
+/// egress listener, no Sidecar `bind`):
+///
+/// - HTTP ports (HTTP, HTTP2, gRPC, gRPC-Web, HTTP_PROXY) always share the proxy's wildcard listener; the
+///   caller places them without this function.
+/// - Other ports (TCP, TLS, HTTPS, Mongo, Redis, MySQL, and unknown protocols): without capture
+///   (`capture` false: `INTERCEPTION_MODE: NONE`) every port goes to the proxy's bind address, with SNI
+///   only when the service's address is a CIDR. With capture, the service's address
+///   ([`service_address`]) decides: an IP → a listener of its own on it, no SNI; a CIDR → the wildcard
+///   with a destination CIDR match and SNI; no address (`0.0.0.0`) → the wildcard with SNI, except for
+///   `resolution: NONE` (passthrough, Kubernetes headless) ports, which get one listener per endpoint IP
+///   (not the proxy's own first IP; endpoints with a non-IP address are skipped). A non-Kubernetes
+///   service of that kind with no endpoints and no workload selector falls back to the wildcard; a
+///   Kubernetes one with no endpoints gets no listener.
+pub fn placements(
+    service: &Service,
+    port: &model::service::Port,
+    capture: bool,
+    proxy_ips: &[String],
+    endpoints: &[Arc<model::service::Endpoint>],
+) -> Vec<Placement> {
+    let address = service_address(service, proxy_ips);
+    let is_cidr = address.contains('/') && crate::authz::matcher::cidr_range(address).is_ok();
+    if !capture {
+        return vec![Placement { bind: None, cidr: None, sni: is_cidr }];
+    }
+    if is_cidr {
+        return vec![Placement { bind: None, cidr: Some(address.to_string()), sni: true }];
+    }
+    let unspecified = address == model::service::UNSPECIFIED_IP;
+    if !unspecified && crate::convert::is_ip(address) {
+        return vec![Placement { bind: Some(address.to_string()), cidr: None, sni: false }];
+    }
+    // No address (or, never from validated config, one that is neither an IP nor a CIDR).
+    let wildcard = Placement { bind: None, cidr: None, sni: true };
+    let headless = unspecified
+        && service.resolution == model::service::Resolution::Passthrough
+        && (port.protocol.is_tcp() || port.protocol.is_unsupported());
+    if !headless {
+        return vec![wildcard];
+    }
+    if service.registry != model::service::ProviderId::Kubernetes
+        && endpoints.is_empty()
+        && service.label_selector.is_none()
+    {
+        return vec![wildcard];
+    }
+    let own = proxy_ips.first().map(String::as_str);
+    let mut out: Vec<Placement> = Vec::new();
+    for e in endpoints {
+        if e.addresses.is_empty() || !e.addresses.iter().all(|a| crate::convert::is_ip(a)) {
+            continue;
+        }
+        if Some(e.first_address()) == own {
+            continue;
+        }
+        let p = Placement { bind: Some(e.first_address().to_string()), cidr: None, sni: false };
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A non-HTTP service port placed on one listener.
+struct L4Service {
+    service: Arc<Service>,
+    tls: bool,
+    cidr: Option<String>,
+    sni: bool,
+}
+
+/// What one outbound listener carries.
 #[derive(Default)]
-struct PortServices {
+struct OutboundListener {
     http: Vec<Arc<Service>>,
-    tls: Vec<Arc<Service>>,
-    tcp: Vec<Arc<Service>>,
-    tcp_vip: Vec<(Arc<Service>, String)>,
+    l4: Vec<L4Service>,
 }
 
-fn first_vip(service: &Service) -> Option<String> {
-    service
-        .addresses
-        .iter()
-        .filter_map(|a| crate::convert::single_ip(a))
-        .find(|ip| *ip != model::service::UNSPECIFIED_IP)
-        .map(str::to_string)
-}
-
-fn plan(scope: &SidecarScope) -> BTreeMap<u32, PortServices> {
-    let mut ports: BTreeMap<u32, PortServices> = BTreeMap::new();
+/// The sidecar's outbound listeners by `(port, bind address)`.
+fn plan(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+) -> BTreeMap<(u32, String), OutboundListener> {
+    let capture = proxy.interception_mode != InterceptionMode::None;
+    let bind = &proxy.bind_address;
+    let mut out: BTreeMap<(u32, String), OutboundListener> = BTreeMap::new();
     for s in scope.services() {
         for p in &s.ports {
             let Some(c) = carriage(p.protocol) else { continue };
-            let entry = ports.entry(p.port).or_default();
-            match c {
-                Carriage::Http => entry.http.push(s.clone()),
-                Carriage::Tls => entry.tls.push(s.clone()),
-                Carriage::Tcp => match first_vip(s) {
-                    Some(vip) => entry.tcp_vip.push((s.clone(), vip)),
-                    None => entry.tcp.push(s.clone()),
-                },
+            if c == Carriage::Http {
+                out.entry((p.port, bind.clone())).or_default().http.push(s.clone());
+                continue;
+            }
+            let endpoints = push.endpoints(&s.hostname, &s.namespace, p.port);
+            for placement in placements(s, p, capture, &proxy.ips, endpoints) {
+                let key = (p.port, placement.bind.unwrap_or_else(|| bind.clone()));
+                out.entry(key).or_default().l4.push(L4Service {
+                    service: s.clone(),
+                    tls: c == Carriage::Tls,
+                    cidr: placement.cidr,
+                    sni: placement.sni,
+                });
             }
         }
     }
-    ports
+    out
 }
 
 /// Ports on which a sidecar gets an HTTP connection manager with RDS `PORT`.
 pub fn sidecar_http_ports(push: &Snapshot, proxy: &ProxyContext) -> Vec<u32> {
-    plan(&push.sidecar_scope(proxy)).into_iter().filter(|(_, s)| !s.http.is_empty()).map(|(p, _)| p).collect()
+    let scope = push.sidecar_scope(proxy);
+    let ports: BTreeSet<u32> = scope
+        .services()
+        .iter()
+        .flat_map(|s| s.ports.iter())
+        .filter(|p| carriage(p.protocol) == Some(Carriage::Http))
+        .map(|p| p.port)
+        .collect();
+    ports.into_iter().collect()
 }
 
 /// Reports findings against one resource.
@@ -338,16 +452,31 @@ fn server_names(hosts: impl IntoIterator<Item = String>) -> Vec<String> {
     set.into_iter().collect()
 }
 
+/// A filter chain match on SNI names and a destination CIDR; `None` when neither is set (the chain
+/// matches every connection).
+fn l4_match(names: &[String], cidr: Option<&str>) -> Option<FilterChainMatch> {
+    let prefix_ranges: Vec<_> =
+        cidr.and_then(|c| crate::authz::matcher::cidr_range(c).ok()).into_iter().collect();
+    if names.is_empty() && prefix_ranges.is_empty() {
+        return None;
+    }
+    Some(FilterChainMatch {
+        server_names: names.to_vec(),
+        transport_protocol: if names.is_empty() { String::new() } else { "tls".to_string() },
+        prefix_ranges,
+        ..Default::default()
+    })
+}
+
 fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
     let mut report = Report { findings };
-    let bind = proxy.bind_address.as_str();
     let capture = proxy.interception_mode != InterceptionMode::None;
     let mut out = Vec::new();
-    for (port, services) in plan(&scope) {
-        let name = listener_name(bind, port);
-        for s in services.tcp.iter().chain(services.tcp_vip.iter().map(|(s, _)| s)) {
-            if s.port_by_number(port).is_some_and(|p| p.protocol == Protocol::Unsupported) {
+    for ((port, bind), services) in plan(push, proxy, &scope) {
+        let name = listener_name(&bind, port);
+        for e in services.l4.iter().filter(|e| !e.tls) {
+            if e.service.port_by_number(port).is_some_and(|p| p.protocol == Protocol::Unsupported) {
                 report.push(
                     Severity::Unsupported,
                     None,
@@ -356,99 +485,93 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
                     format!(
                         "port {port} of {} declares no known protocol; protocol sniffing is not implemented, the port is \
                          treated as TCP",
-                        s.hostname
+                        e.service.hostname
                     ),
                 );
             }
         }
+        // Filter chains by what they match (SNI names, destination CIDR) → the service that owns it; the
+        // match-all chain (no names, no CIDR) goes last.
+        let mut owners: BTreeMap<(Vec<String>, Option<String>), String> = BTreeMap::new();
         let mut chains = Vec::new();
-        let mut seen_sni: BTreeSet<Vec<String>> = BTreeSet::new();
-        for s in &services.tls {
-            let cluster = outbound_cluster_name(port, "", &s.hostname);
-            let mut destinations = vec![(cluster.clone(), 1)];
-            let mut names = server_names([s.hostname.to_ascii_lowercase()]);
-            if let Some(vs) = scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
-                let routes = tls_route_destinations(push, proxy, &scope, vs, port, MESH_GATEWAY, &mut report);
-                if let Some((sni, d)) =
-                    routes.into_iter().find(|(sni, _)| sni.iter().any(|h| host::matches(h, &s.hostname)))
-                {
-                    names = server_names(sni);
-                    destinations = d;
-                }
-            }
-            if !seen_sni.insert(names.clone()) {
-                report.push(
-                    Severity::Dropped,
-                    None,
-                    "",
-                    &name,
-                    format!("SNI {names:?} already routed on this port; {} left out", s.hostname),
-                );
-                continue;
-            }
-            let m = FilterChainMatch {
-                server_names: names,
-                transport_protocol: "tls".to_string(),
-                ..Default::default()
-            };
-            chains.push(chain(&cluster, Some(m), vec![tcp_proxy_filter(&cluster, &destinations)]));
-        }
-        let default_chain = if !services.http.is_empty() {
-            for s in &services.tcp {
-                report.push(
-                    Severity::Dropped,
-                    None,
-                    "",
-                    &name,
-                    format!(
-                        "TCP service {} shares port {port} with HTTP services and has no VIP; not reachable",
-                        s.hostname
-                    ),
-                );
-            }
+        let mut match_all = None;
+        if !services.http.is_empty() {
+            owners.insert((Vec::new(), None), "HTTP services".to_string());
             let hcm = http_connection_manager(
                 &format!("outbound_{bind}_{port}"),
                 Routes::Rds(port.to_string()),
                 FilterTarget::Envoy,
                 false,
             );
-            Some(chain(&format!("{bind}_{port}"), None, vec![hcm_filter(&hcm)]))
-        } else if let Some((first, rest)) = services.tcp.split_first() {
-            for s in rest {
-                report.push(
-                    Severity::Dropped,
-                    None,
-                    "",
-                    &name,
-                    format!(
-                        "TCP port {port} already goes to {}; {} has no VIP and is not reachable",
-                        first.hostname, s.hostname
+            match_all = Some(chain(&format!("{bind}_{port}"), None, vec![hcm_filter(&hcm)]));
+        }
+        for e in &services.l4 {
+            let s = &e.service;
+            let cluster = outbound_cluster_name(port, "", &s.hostname);
+            let (names, c) = if e.tls {
+                let mut destinations = vec![(cluster.clone(), 1)];
+                let mut names =
+                    if e.sni { server_names([s.hostname.to_ascii_lowercase()]) } else { Vec::new() };
+                if let Some(vs) = scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
+                    let routes =
+                        tls_route_destinations(push, proxy, &scope, vs, port, MESH_GATEWAY, &mut report);
+                    if let Some((sni, d)) =
+                        routes.into_iter().find(|(sni, _)| sni.iter().any(|h| host::matches(h, &s.hostname)))
+                    {
+                        names = server_names(sni);
+                        destinations = d;
+                    }
+                }
+                let m = l4_match(&names, e.cidr.as_deref());
+                (names, chain(&cluster, m, vec![tcp_proxy_filter(&cluster, &destinations)]))
+            } else {
+                let m = l4_match(&[], e.cidr.as_deref());
+                (Vec::new(), tcp_chain(push, proxy, &scope, s, port, m, &mut report))
+            };
+            let key = (names, e.cidr.clone());
+            if let Some(owner) = owners.get(&key) {
+                let message = match (&key.0[..], &key.1) {
+                    ([], None) if !services.http.is_empty() => format!(
+                        "{} shares port {port} with HTTP services and has no VIP of its own; protocol sniffing is \
+                         not implemented, so it is not reachable",
+                        s.hostname
                     ),
-                );
+                    ([], None) => format!(
+                        "every connection to {name} already goes to {owner}; {} has no VIP of its own and is left out",
+                        s.hostname
+                    ),
+                    ([], Some(cidr)) => {
+                        format!("destination {cidr} already goes to {owner}; {} left out", s.hostname)
+                    }
+                    (sni, _) => {
+                        format!("SNI {sni:?} already routed on this listener; {} left out", s.hostname)
+                    }
+                };
+                report.push(Severity::Dropped, None, "", &name, message);
+                continue;
             }
-            Some(tcp_chain(push, proxy, &scope, first, port, &mut report))
-        } else {
-            None
-        };
-        chains.extend(default_chain);
-        if !chains.is_empty() {
-            let mut l = listener(name, bind, port, EnvoyDirection::Outbound, chains);
-            if !services.tls.is_empty() {
-                l.listener_filters.push(tls_inspector());
+            let matches_all = key.0.is_empty() && key.1.is_none();
+            owners.insert(key, s.hostname.clone());
+            if matches_all {
+                match_all = Some(c);
+            } else {
+                chains.push(c);
             }
-            if capture {
-                l.bind_to_port = Some(boolv(false));
-            }
-            out.push(l);
         }
-        for (s, vip) in &services.tcp_vip {
-            let c = tcp_chain(push, proxy, &scope, s, port, &mut report);
-            let mut l = listener(listener_name(vip, port), vip, port, EnvoyDirection::Outbound, vec![c]);
-            if capture {
-                l.bind_to_port = Some(boolv(false));
-            }
-            out.push(l);
+        let needs_tls_inspector =
+            chains.iter().any(|c| c.filter_chain_match.as_ref().is_some_and(|m| !m.server_names.is_empty()));
+        chains.extend(match_all);
+        if chains.is_empty() {
+            continue;
         }
+        let mut l = listener(name, &bind, port, EnvoyDirection::Outbound, chains);
+        if needs_tls_inspector {
+            l.listener_filters.push(tls_inspector());
+        }
+        if capture {
+            l.bind_to_port = Some(boolv(false));
+        }
+        out.push(l);
     }
     out
 }
@@ -459,6 +582,7 @@ fn tcp_chain(
     scope: &SidecarScope,
     s: &Service,
     port: u32,
+    filter_chain_match: Option<FilterChainMatch>,
     report: &mut Report<'_>,
 ) -> FilterChain {
     let cluster = outbound_cluster_name(port, "", &s.hostname);
@@ -466,7 +590,7 @@ fn tcp_chain(
         .virtual_service_for(&s.hostname.to_ascii_lowercase())
         .and_then(|vs| tcp_route_destinations(push, proxy, scope, vs, port, MESH_GATEWAY, report))
         .unwrap_or_else(|| vec![(cluster.clone(), 1)]);
-    chain(&cluster, None, vec![tcp_proxy_filter(&cluster, &destinations)])
+    chain(&cluster, filter_chain_match, vec![tcp_proxy_filter(&cluster, &destinations)])
 }
 
 fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
@@ -842,4 +966,140 @@ pub fn generate_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String
         });
     }
     Generated::new(listeners, findings)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The listener address rule of Istio's `buildSidecarOutboundListener` (listener.go) and the SNI
+    //! rule of `buildSidecarOutboundTLSFilterChainOpts` (tls.go), on plain values.
+
+    use model::service::{Endpoint, Port, ProviderId, Resolution};
+
+    use super::*;
+
+    fn service(registry: ProviderId, addresses: &[&str], resolution: Resolution) -> Service {
+        Service {
+            hostname: "svc.example".to_string(),
+            namespace: "ns".to_string(),
+            name: "svc".to_string(),
+            object_name: "svc".to_string(),
+            registry,
+            ports: vec![port(Protocol::Tls)],
+            addresses: addresses.iter().map(ToString::to_string).collect(),
+            resolution,
+            mesh_external: false,
+            export_to: BTreeSet::new(),
+            labels: BTreeMap::new(),
+            label_selector: None,
+            service_accounts: Vec::new(),
+            creation_time: None,
+            passthrough_target_ports: BTreeMap::new(),
+        }
+    }
+
+    fn port(protocol: Protocol) -> Port {
+        Port { name: "p".to_string(), port: 443, protocol }
+    }
+
+    fn endpoint(addresses: &[&str]) -> Arc<Endpoint> {
+        Arc::new(Endpoint {
+            addresses: addresses.iter().map(ToString::to_string).collect(),
+            ..Default::default()
+        })
+    }
+
+    fn own(ip: &str) -> Placement {
+        Placement { bind: Some(ip.to_string()), cidr: None, sni: false }
+    }
+
+    const WILDCARD_SNI: Placement = Placement { bind: None, cidr: None, sni: true };
+
+    fn ips(v: &[&str]) -> Vec<String> {
+        v.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_vip_gets_a_listener_of_its_own_without_sni() {
+        // The `kubernetes` Service: ClusterIP 10.0.0.1, port 443 `https` → `10.0.0.1_443`.
+        let kube = service(ProviderId::Kubernetes, &["10.0.0.1"], Resolution::ClientSideLb);
+        for p in [Protocol::Https, Protocol::Tls, Protocol::Tcp, Protocol::Mongo, Protocol::Unsupported] {
+            assert_eq!(
+                placements(&kube, &port(p), true, &ips(&["10.70.0.1"]), &[]),
+                [own("10.0.0.1")],
+                "{p:?}"
+            );
+        }
+        // A ServiceEntry with several addresses: the first.
+        let se = service(ProviderId::External, &["240.240.0.7", "240.240.0.8"], Resolution::ClientSideLb);
+        assert_eq!(placements(&se, &port(Protocol::Tls), true, &[], &[]), [own("240.240.0.7")]);
+    }
+
+    #[test]
+    fn kubernetes_cluster_ips_follow_the_proxy_ip_family() {
+        let dual = service(ProviderId::Kubernetes, &["10.0.0.5", "fd00::5"], Resolution::ClientSideLb);
+        assert_eq!(service_address(&dual, &ips(&["10.1.0.1"])), "10.0.0.5");
+        assert_eq!(service_address(&dual, &ips(&["fd00::1"])), "fd00::5");
+        assert_eq!(service_address(&dual, &[]), "10.0.0.5");
+        // ServiceEntry addresses are not filtered: the first, whatever the family.
+        let se = service(ProviderId::External, &["fd00::9", "10.9.9.9"], Resolution::ClientSideLb);
+        assert_eq!(service_address(&se, &ips(&["10.1.0.1"])), "fd00::9");
+    }
+
+    #[test]
+    fn no_address_shares_the_wildcard_with_sni_and_a_cidr_matches_the_destination() {
+        let none = service(ProviderId::External, &[], Resolution::Dns);
+        assert_eq!(placements(&none, &port(Protocol::Tls), true, &[], &[]), [WILDCARD_SNI]);
+        let cidr = service(ProviderId::External, &["10.8.0.0/16"], Resolution::ClientSideLb);
+        assert_eq!(
+            placements(&cidr, &port(Protocol::Tcp), true, &[], &[]),
+            [Placement { bind: None, cidr: Some("10.8.0.0/16".to_string()), sni: true }]
+        );
+    }
+
+    #[test]
+    fn without_capture_everything_stays_on_the_bind_address_and_only_a_cidr_keeps_sni() {
+        let vip = service(ProviderId::Kubernetes, &["10.0.0.1"], Resolution::ClientSideLb);
+        let none = service(ProviderId::External, &[], Resolution::Dns);
+        let cidr = service(ProviderId::External, &["10.8.0.0/16"], Resolution::ClientSideLb);
+        let bound = |sni| Placement { bind: None, cidr: None, sni };
+        assert_eq!(placements(&vip, &port(Protocol::Tls), false, &[], &[]), [bound(false)]);
+        assert_eq!(placements(&none, &port(Protocol::Tls), false, &[], &[]), [bound(false)]);
+        assert_eq!(placements(&cidr, &port(Protocol::Tls), false, &[], &[]), [bound(true)]);
+    }
+
+    #[test]
+    fn headless_tcp_ports_get_one_listener_per_endpoint() {
+        let headless = service(ProviderId::Kubernetes, &[], Resolution::Passthrough);
+        let eps = [
+            endpoint(&["10.1.0.1"]),
+            endpoint(&["10.1.0.2"]),
+            endpoint(&["10.1.0.2"]),
+            endpoint(&["10.70.0.1"]),
+            endpoint(&["db.example"]),
+        ];
+        let got = placements(&headless, &port(Protocol::Tcp), true, &ips(&["10.70.0.1"]), &eps);
+        assert_eq!(got, [own("10.1.0.1"), own("10.1.0.2")], "the proxy's own IP and host names are skipped");
+        // No endpoints: a Kubernetes headless Service gets no listener.
+        assert_eq!(placements(&headless, &port(Protocol::Tcp), true, &[], &[]), Vec::<Placement>::new());
+        // Unknown protocols count as TCP here.
+        assert_eq!(
+            placements(&headless, &port(Protocol::Unsupported), true, &[], &eps[..1]),
+            [own("10.1.0.1")]
+        );
+    }
+
+    #[test]
+    fn passthrough_service_entries_without_endpoints_fall_back_to_the_wildcard() {
+        let mut se = service(ProviderId::External, &[], Resolution::Passthrough);
+        assert_eq!(placements(&se, &port(Protocol::Tcp), true, &[], &[]), [WILDCARD_SNI]);
+        // With a workload selector the endpoints may come later: no listener yet.
+        se.label_selector = Some(BTreeMap::from([("app".to_string(), "db".to_string())]));
+        assert_eq!(placements(&se, &port(Protocol::Tcp), true, &[], &[]), Vec::<Placement>::new());
+        // With endpoints: one listener each.
+        se.label_selector = None;
+        assert_eq!(
+            placements(&se, &port(Protocol::Tcp), true, &[], &[endpoint(&["10.2.0.1"])]),
+            [own("10.2.0.1")]
+        );
+    }
 }

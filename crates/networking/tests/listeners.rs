@@ -46,6 +46,45 @@ spec:
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
+metadata: {name: vault, namespace: ns1}
+spec:
+  hosts: [vault.example.com]
+  addresses: [10.2.2.2]
+  ports: [{number: 443, name: https, protocol: HTTPS}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: range, namespace: ns1}
+spec:
+  hosts: [range.example.com]
+  addresses: [10.8.0.0/16]
+  ports: [{number: 3306, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.8.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: shards, namespace: ns1}
+spec:
+  hosts: [shards.example.com]
+  location: MESH_INTERNAL
+  ports: [{number: 27017, name: mongo, protocol: MONGO}]
+  resolution: NONE
+  workloadSelector: {labels: {app: shards}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: shard-1, namespace: ns1}
+spec: {address: 10.3.0.1, labels: {app: shards}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: shard-2, namespace: ns1}
+spec: {address: 10.3.0.2, labels: {app: shards}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
 metadata: {name: mixed, namespace: ns1}
 spec:
   hosts: [tcp-on-80.example.com]
@@ -87,7 +126,12 @@ fn sidecar_tcp_tls_and_vip_listeners() {
     let (ls, findings) = listeners(&sidecar("ns1", &[]));
     let db = by_name(&ls, "0.0.0.0_3306");
     assert_eq!(db["bind_to_port"], false);
-    let weighted = &db["filter_chains"][0]["filters"][0]["target"]["weighted_clusters"];
+    // The CIDR service shares the wildcard listener with a destination match; the service without
+    // address takes every other connection (its chain last).
+    assert_eq!(db["filter_chains"][0]["prefix_ranges"][0], "10.8.0.0/16");
+    assert_eq!(db["filter_chains"][0]["filters"][0]["target"]["cluster"], "outbound|3306||range.example.com");
+    assert_eq!(db["filter_chains"][1]["prefix_ranges"].as_array().map(Vec::len), Some(0));
+    let weighted = &db["filter_chains"][1]["filters"][0]["target"]["weighted_clusters"];
     assert_eq!(weighted[0]["name"], "outbound|3306|a|db.ns1.svc.cluster.local", "VirtualService TCP route");
     assert_eq!(weighted[1]["weight"], 20);
     let pg = by_name(&ls, "10.1.1.1_5432");
@@ -101,6 +145,26 @@ fn sidecar_tcp_tls_and_vip_listeners() {
     let sni: Vec<&Value> =
         tls["filter_chains"].as_array().unwrap().iter().map(|c| &c["server_names"][0]).collect();
     assert_eq!(sni, ["api.example.com", "www.example.com"]);
+    // An HTTPS service with a VIP: its own listener, one chain for every connection, no SNI (Istio's
+    // `10.0.0.1_443` for the `kubernetes` Service).
+    let vault = by_name(&ls, "10.2.2.2_443");
+    assert_eq!(vault["address"], "10.2.2.2:443");
+    assert_eq!(vault["listener_filters"].as_array().map(Vec::len), Some(0));
+    assert_eq!(vault["filter_chains"].as_array().map(Vec::len), Some(1));
+    assert_eq!(vault["filter_chains"][0]["server_names"].as_array().map(Vec::len), Some(0));
+    assert_eq!(
+        vault["filter_chains"][0]["filters"][0]["target"]["cluster"],
+        "outbound|443||vault.example.com"
+    );
+    // resolution NONE without address, non-HTTP port: one listener per endpoint.
+    for ip in ["10.3.0.1", "10.3.0.2"] {
+        let l = by_name(&ls, &format!("{ip}_27017"));
+        assert_eq!(
+            l["filter_chains"][0]["filters"][0]["target"]["cluster"],
+            "outbound|27017||shards.example.com"
+        );
+    }
+    assert!(!ls.iter().any(|l| l["name"] == "0.0.0.0_27017"));
     // HTTP wins port 80; the TCP service without VIP there is reported.
     let p80 = by_name(&ls, "0.0.0.0_80");
     assert_eq!(p80["filter_chains"][0]["filters"][0]["routes"]["rds"], "80");
@@ -110,6 +174,39 @@ fn sidecar_tcp_tls_and_vip_listeners() {
             .any(|f| f.severity == Severity::Dropped && f.message.contains("tcp-on-80.example.com"))
     );
     assert!(ls.iter().any(|l| l["name"] == "virtualOutbound" && l["use_original_dst"] == true));
+}
+
+#[test]
+fn without_capture_non_http_ports_stay_on_loopback_and_tls_has_no_sni() {
+    // Istio binds every listener of a sidecar without capture to 127.0.0.1; a TLS chain matches the
+    // hostname only when the service address is a CIDR, so the TLS services of port 443 (two without
+    // address, one with a VIP) compete for one chain: the first service keeps it.
+    let (ls, findings) = listeners(&loopback_sidecar("ns1"));
+    let mut names: Vec<&str> = ls.iter().filter_map(|l| l["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["127.0.0.1_27017", "127.0.0.1_3306", "127.0.0.1_443", "127.0.0.1_5432", "127.0.0.1_80"]
+    );
+    let tls = by_name(&ls, "127.0.0.1_443");
+    assert_eq!(tls["bind_to_port"], Value::Null);
+    assert_eq!(tls["filter_chains"].as_array().map(Vec::len), Some(1));
+    assert_eq!(tls["filter_chains"][0]["server_names"].as_array().map(Vec::len), Some(0));
+    assert_eq!(tls["filter_chains"][0]["filters"][0]["target"]["cluster"], "outbound|443||api.example.com");
+    for left_out in ["vault.example.com", "www.example.com"] {
+        assert!(
+            findings.iter().any(|f| f.severity == Severity::Dropped
+                && f.resource == "127.0.0.1_443"
+                && f.message.contains(left_out)),
+            "{left_out}: {findings:#?}"
+        );
+    }
+    // No destination CIDR match without capture either: the two TCP services of 3306 compete too.
+    let db = by_name(&ls, "127.0.0.1_3306");
+    assert_eq!(db["filter_chains"].as_array().map(Vec::len), Some(1));
+    assert!(
+        findings.iter().any(|f| f.resource == "127.0.0.1_3306" && f.message.contains("range.example.com"))
+    );
 }
 
 #[test]

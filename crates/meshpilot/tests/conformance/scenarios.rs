@@ -40,7 +40,8 @@ impl ProxySpec {
 pub struct Scenario {
     /// Name in the report.
     pub name: &'static str,
-    /// Corpus files (paths relative to `../shared/istio-testdata`; a directory means its `*.yaml`).
+    /// Corpus files (paths relative to `../shared/istio-testdata`, or to the repository for `crates/…`; a
+    /// directory means its `*.yaml`).
     pub files: &'static [&'static str],
     /// The proxies.
     pub proxies: Vec<ProxySpec>,
@@ -194,6 +195,12 @@ pub fn all() -> Vec<Scenario> {
             ],
         ),
     ];
+    out.push(Scenario {
+        name: "listener addresses: VIP, CIDR, none, NONE resolution, headless",
+        files: &["crates/meshpilot/tests/conformance/listener-addresses.yaml"],
+        proxies: vec![sidecar("client-0", "listeners", "10.42.0.1", &[("app", "client")])],
+        large: false,
+    });
     // The 16 rendered benchmark workloads: large, run by scripts/conformance.sh only.
     if let Ok(dir) = std::fs::read_dir(corpus().join("_derived/xds/benchmarks/rendered")) {
         let mut names: Vec<String> =
@@ -225,7 +232,12 @@ pub fn documents(s: &Scenario) -> Result<(Vec<Value>, Vec<Value>), String> {
     let mut istio = Vec::new();
     let mut kube = Vec::new();
     for rel in s.files {
-        let path = corpus().join(rel);
+        // `crates/…`: this repository's own scenario files; anything else is in the corpus.
+        let path = if rel.starts_with("crates/") {
+            meshpilot_testing::repo_root().join(rel)
+        } else {
+            corpus().join(rel)
+        };
         let files: Vec<PathBuf> = if path.is_dir() {
             let mut v: Vec<PathBuf> = std::fs::read_dir(&path)
                 .map_err(|e| format!("{}: {e}", path.display()))?
