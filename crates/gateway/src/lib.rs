@@ -20,11 +20,13 @@
 
 mod gateway;
 mod http;
+mod policies;
 mod refs;
 mod routes;
 mod status;
 mod store;
 
+pub use policies::{IGNORE_POLICY_ANNOTATION, MESH_CONTROLLER};
 pub use store::StaticStore;
 
 use std::{
@@ -65,6 +67,10 @@ pub struct KubeObjects {
     /// External (load-balancer) addresses of gateway Services, by (namespace, hostname): reported as
     /// the Gateway's `status.addresses` (Istio's `ClusterExternalAddresses`).
     pub external_addresses: BTreeMap<(String, String), Vec<String>>,
+    /// ConfigMaps known, as (namespace, name) → their data keys, each with whether its value is
+    /// non-empty (for BackendTLSPolicy `caCertificateRefs`, Istio's `ExtractRoot` check); `None` when
+    /// unknown (every reference is taken as a valid CA bundle).
+    pub config_maps: Option<BTreeMap<(String, String), BTreeMap<String, bool>>>,
 }
 
 /// The inputs of one conversion.
@@ -87,7 +93,7 @@ pub struct Output {
     pub gateways: Vec<Config>,
     /// Generated VirtualServices, by creation time, namespace and name.
     pub virtual_services: Vec<Config>,
-    /// Generated DestinationRules (BackendTLSPolicy; none yet).
+    /// Generated DestinationRules (BackendTLSPolicy, XBackendTrafficPolicy), by target and host.
     pub destination_rules: Vec<Config>,
     /// The status of every Gateway API object Istio's controller handles: GatewayClasses, Gateways,
     /// then routes (HTTP, GRPC, TLS, TCP), each by creation time, namespace and name.
@@ -102,6 +108,7 @@ pub fn convert(input: &Input<'_>) -> Output {
     let mut gateways = gateway::convert_gateways(&ctx, &mut out);
     routes::convert_routes(&ctx, &mut gateways, &mut out);
     gateway::finish_statuses(&ctx, gateways, &mut out);
+    policies::convert_policies(&ctx, &mut out);
     for list in [&mut out.gateways, &mut out.virtual_services, &mut out.destination_rules] {
         list.sort_by(|a, b| {
             (&a.meta.creation_timestamp, &a.meta.namespace, &a.meta.name).cmp(&(

@@ -41,6 +41,11 @@ const CONFIG_PASSING: &[&str] = &[
     "valid-invalid-parent-ref",
     "gateway-invalid-parameters-ref",
     "backend-tls-client-cert",
+    "backend-tls-policy",
+    "backend-tls-policy-ignored",
+    "mix-backend-policy",
+    "backend-lb-policy",
+    "backend-traffic-policy-ignored",
 ];
 /// Cases whose statuses match the golden file (must not regress).
 const STATUS_PASSING: &[&str] = &[
@@ -60,6 +65,8 @@ const STATUS_PASSING: &[&str] = &[
     "backend-lb-policy",
     "backend-traffic-policy-ignored",
     "valid-invalid-parent-ref",
+    "backend-tls-policy",
+    "backend-tls-policy-ignored",
 ];
 
 /// Out-of-scope cases (issue 17): the reason each is skipped.
@@ -138,8 +145,24 @@ fn to_config(doc: &Value) -> Option<Config> {
             domain_suffix: "domain.suffix".into(),
         },
         spec,
-        status: None,
+        status: (!doc["status"].is_null()).then(|| doc["status"].clone()),
     })
+}
+
+/// A ConfigMap document's (namespace, name) and data keys, each with whether its value is non-empty.
+fn config_map(doc: &Value) -> ((String, String), BTreeMap<String, bool>) {
+    let m = &doc["metadata"];
+    let keys = doc["data"]
+        .as_object()
+        .map(|d| d.iter().map(|(k, v)| (k.clone(), v.as_str().is_some_and(|s| !s.is_empty()))).collect())
+        .unwrap_or_default();
+    (
+        (
+            m["namespace"].as_str().unwrap_or("default").to_string(),
+            m["name"].as_str().unwrap_or_default().to_string(),
+        ),
+        keys,
+    )
 }
 
 fn service(
@@ -174,6 +197,21 @@ fn service(
     }
 }
 
+/// Numbers compared as numbers: a whole float (`30.0`, a protobuf double) equals the integer the
+/// golden YAML prints (`30`).
+fn whole_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && n.is_f64() && f.abs() < 1e15) {
+                *v = json!(f as i64);
+            }
+        }
+        Value::Object(m) => m.values_mut().for_each(whole_numbers),
+        Value::Array(a) => a.iter_mut().for_each(whole_numbers),
+        _ => {}
+    }
+}
+
 /// The generated object as the golden files print it.
 fn normalize_config(v: &Value) -> Value {
     let m = &v["metadata"];
@@ -183,7 +221,9 @@ fn normalize_config(v: &Value) -> Value {
             meta.insert(f.into(), m[f].clone());
         }
     }
-    json!({"apiVersion": v["apiVersion"], "kind": v["kind"], "metadata": meta, "spec": v["spec"]})
+    let mut spec = v["spec"].clone();
+    whole_numbers(&mut spec);
+    json!({"apiVersion": v["apiVersion"], "kind": v["kind"], "metadata": meta, "spec": spec})
 }
 
 fn fake_times(v: &mut Value) {
@@ -228,7 +268,7 @@ fn diff(want: &[Value], got: &[Value]) -> Vec<String> {
 }
 
 fn short(lines: &[String]) -> String {
-    lines.iter().take(3).map(|l| l.chars().take(700).collect::<String>()).collect::<Vec<_>>().join("\n    ")
+    lines.iter().take(3).map(|l| l.chars().take(1500).collect::<String>()).collect::<Vec<_>>().join("\n    ")
 }
 
 #[test]
@@ -271,6 +311,8 @@ fn conversion_matches_istio_goldens() {
         }
     }
     let mut secrets = BTreeSet::new();
+    let config_maps: BTreeMap<_, _> =
+        fixtures.iter().filter(|f| f["kind"] == "ConfigMap").map(config_map).collect();
     for f in &fixtures {
         if f["kind"] == "Secret" {
             let m = &f["metadata"];
@@ -297,6 +339,7 @@ fn conversion_matches_istio_goldens() {
         let mut services = registry.clone();
         let mut kube = KubeObjects {
             secrets: Some(secrets.clone()),
+            config_maps: Some(config_maps.clone()),
             external_addresses: external.clone(),
             ..Default::default()
         };
@@ -310,6 +353,9 @@ fn conversion_matches_istio_goldens() {
                     }
                 }
                 configs.push(c);
+            } else if doc["kind"] == "ConfigMap" {
+                let (key, keys) = config_map(doc);
+                kube.config_maps.get_or_insert_default().insert(key, keys);
             } else if doc["kind"] == "Secret" {
                 let m = &doc["metadata"];
                 kube.secrets.get_or_insert_default().insert((
@@ -383,11 +429,13 @@ fn conversion_matches_istio_goldens() {
             docs(&std::fs::read_to_string(root.join(case["want_status"].as_str().unwrap())).unwrap())
                 .into_iter()
                 .filter(|d| {
-                    d["apiVersion"].as_str().is_some_and(|v| v.starts_with("gateway.networking.k8s.io/"))
-                })
-                .filter(|d| {
-                    let kind = d["kind"].as_str().unwrap_or_default();
-                    Kind::from_group_kind("gateway.networking.k8s.io", kind).is_some()
+                    let (api_version, kind) = (
+                        d["apiVersion"].as_str().unwrap_or_default(),
+                        d["kind"].as_str().unwrap_or_default(),
+                    );
+                    let group = api_version.split('/').next().unwrap_or_default();
+                    (group == "gateway.networking.k8s.io" || group == "gateway.networking.x-k8s.io")
+                        && Kind::from_group_kind(group, kind).is_some()
                 })
                 .map(|d| json!({"kind": d["kind"], "metadata": d["metadata"], "status": d["status"]}))
                 .collect();
