@@ -150,7 +150,7 @@ fn backend_traffic_policy_gives_the_retry_budget() {
         .circuit_breakers
         .as_ref()
         .and_then(|cb| cb.thresholds.first())
-        .and_then(|t| t.retry_budget.clone())
+        .and_then(|t| t.retry_budget)
         .expect("a retry budget");
     assert_eq!(budget.budget_percent.map(|p| p.value), Some(30.0));
     assert_eq!(budget.min_retry_concurrency.map(|v| v.value), Some(5));
