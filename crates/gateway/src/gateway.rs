@@ -312,7 +312,10 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
         }
         let generation = gw.meta.generation;
         let mut status = GatewayStatus::default();
-        let (services, error) = gateway_services(ctx, &gw, spec);
+        let (services, mut error) = gateway_services(ctx, &gw, spec);
+        if !(services.is_empty() && error.is_some()) && error.is_none() {
+            error = parameters_ref_error(ctx, &gw.meta.namespace, spec);
+        }
         let service_account = if is_managed(spec) {
             gw.meta
                 .annotations
@@ -416,6 +419,35 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
         result.states.push(GatewayState { config: gw.clone(), status, attached: BTreeMap::new() });
     }
     result
+}
+
+/// Why a Gateway's `spec.infrastructure.parametersRef` is refused (Istio's `validateParametersRef`):
+/// only a ConfigMap (core group) is supported, and it must exist in the Gateway's namespace (when
+/// ConfigMaps are known, [`crate::KubeObjects::config_maps`]). Reported as `Accepted: False`, reason
+/// `InvalidParameters`.
+pub(crate) fn parameters_ref_error(
+    ctx: &Ctx<'_>,
+    namespace: &str,
+    spec: &GatewaySpec,
+) -> Option<ConfigError> {
+    let params = spec.infrastructure.as_ref()?.parameters_ref.as_ref()?;
+    if params.kind != "ConfigMap" || !params.group.is_empty() {
+        return Some(ConfigError::new(
+            "InvalidParameters",
+            format!(
+                "Unsupported parametersRef group/kind {}/{}, only ConfigMap is supported",
+                params.group, params.kind
+            ),
+        ));
+    }
+    let known = ctx.input.kube.config_maps.as_ref()?;
+    if known.contains_key(&(namespace.to_string(), params.name.clone())) {
+        return None;
+    }
+    Some(ConfigError::new(
+        "InvalidParameters",
+        format!("parametersRef ConfigMap {namespace}/{} does not exist", params.name),
+    ))
 }
 
 /// `a`, `a and b`, `a, b, and c` (Istio's `HumanReadableJoin`).

@@ -69,6 +69,7 @@ const STATUS_PASSING: &[&str] = &[
     "valid-invalid-parent-ref",
     "backend-tls-policy",
     "backend-tls-policy-ignored",
+    "gateway-invalid-parameters-ref",
     // Without its InferencePool routes (see `inference_pool_routes`).
     "http",
 ];
