@@ -266,7 +266,31 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
             }
         }
     }
+    if let Some(opts) = tls.options.get(TLS_CIPHER_SUITES_OPTION) {
+        let ciphers = cipher_suites(opts);
+        if !ciphers.is_empty() {
+            out.insert("cipherSuites".into(), ciphers.into());
+        }
+    }
     (Some(Value::Object(out)), None)
+}
+
+/// The listener TLS option naming the server's cipher suites (comma-separated).
+const TLS_CIPHER_SUITES_OPTION: &str = "gateway.istio.io/tls-cipher-suites";
+
+/// The cipher suites of a `gateway.istio.io/tls-cipher-suites` option (Istio's `FilterCipherSuites`):
+/// comma-separated, trimmed, unknown suites and repeats left out, in the given order.
+pub(crate) fn cipher_suites(option: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if option.is_empty() {
+        return out;
+    }
+    for suite in option.split(',').map(str::trim) {
+        if validation::networking::gateway::is_valid_cipher_suite(suite) && !out.iter().any(|s| s == suite) {
+            out.push(suite.to_string());
+        }
+    }
+    out
 }
 
 fn listener_status(
@@ -594,4 +618,21 @@ pub(crate) fn finish_statuses(_ctx: &Ctx<'_>, gateways: Gateways, out: &mut Outp
     let routes = out.statuses.split_off(classes);
     out.statuses.extend(statuses);
     out.statuses.extend(routes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cipher_suite_options_keep_known_suites_once_in_order() {
+        assert_eq!(
+            cipher_suites("ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE-RSA-AES128-GCM-SHA256"),
+            ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256"]
+        );
+        assert_eq!(cipher_suites("bad, ECDHE-RSA-AES128-GCM-SHA256"), ["ECDHE-RSA-AES128-GCM-SHA256"]);
+        assert!(cipher_suites("bogus,bad").is_empty());
+        assert_eq!(cipher_suites("AES128-SHA,AES128-SHA, -AES256-SHA"), ["AES128-SHA", "-AES256-SHA"]);
+        assert!(cipher_suites("").is_empty());
+    }
 }
