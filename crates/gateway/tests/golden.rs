@@ -46,6 +46,7 @@ const CONFIG_PASSING: &[&str] = &[
     "mix-backend-policy",
     "backend-lb-policy",
     "backend-traffic-policy-ignored",
+    "tls",
     // Without its InferencePool routes (see `inference_pool_routes`).
     "http",
 ];
