@@ -1,7 +1,8 @@
 //! Golden agreement with Istio's Gateway API conversion tests (`pilot/pkg/config/kube/gateway`
 //! `TestConvertResources`), over `../shared/istio-testdata/_derived/gateway-api/conversion-cases.yaml`.
 //!
-//! Harness (the table's `description`): each case's input plus the fixture Kubernetes objects; one
+//! Harness (the table's `description`): each case's input plus the fixture Kubernetes objects (Secrets
+//! by name, ConfigMaps by data keys; objects keep an input `status`); one
 //! Namespace per namespace used (label `istio.io/test-name-part`); the table's registry services;
 //! domain suffix `domain.suffix`. Generated config is compared with `<case>.yaml.golden` and the
 //! statuses with `<case>.status.yaml.golden`, semantically (parsed YAML values; objects matched by kind,
