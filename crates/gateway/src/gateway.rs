@@ -264,9 +264,133 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
                     out.insert("credentialNames".into(), names.into());
                 }
             }
+            let spec_tls = match &gw.spec {
+                Spec::KubernetesGateway(g) => g.tls.as_ref(),
+                _ => None,
+            };
+            if let Some(v) = frontend_validation(spec_tls, l.port)
+                && !v.ca_certificate_refs.is_empty()
+                && let Err(e) = client_validation(ctx, namespace, v, &tls.options, &mut out)
+            {
+                return (Some(Value::Object(out)), Some(e));
+            }
+        }
+    }
+    if let Some(opts) = tls.options.get(TLS_CIPHER_SUITES_OPTION) {
+        let ciphers = cipher_suites(opts);
+        if !ciphers.is_empty() {
+            out.insert("cipherSuites".into(), ciphers.into());
         }
     }
     (Some(Value::Object(out)), None)
+}
+
+/// The frontend (client certificate) validation of a listener port (Istio's `resolveGatewayTLS`):
+/// `spec.tls.frontend.perPort` for the port, else `spec.tls.frontend.default`.
+fn frontend_validation(
+    tls: Option<&api::gateway_api::gateway::GatewayTLSConfig>,
+    port: i32,
+) -> Option<&api::gateway_api::gateway::FrontendTLSValidation> {
+    let frontend = tls?.frontend.as_ref()?;
+    let config = match frontend.per_port.iter().find(|p| p.port == port) {
+        Some(p) => p.tls.as_ref(),
+        None => frontend.default.as_ref(),
+    };
+    config?.validation.as_ref()
+}
+
+/// Client certificate validation of a terminating listener from the Gateway's frontend TLS (Istio's
+/// `buildTLS` with `buildCaCertificateReference`): one CA reference, a ConfigMap
+/// (`configmap://NS/NAME-cacert`) or a Secret (`kubernetes-gateway://NS/NAME-cacert`), another
+/// namespace only with a ReferenceGrant; mode `MUTUAL` (`OPTIONAL_MUTUAL` with
+/// `insecureSkipVerify: true` for `AllowInsecureFallback`), the listener's
+/// `gateway.istio.io/tls-terminate-mode` option overriding. ConfigMaps are checked for a CA key when
+/// known; the bundle's PEM is not parsed (Istio also refuses a malformed bundle).
+fn client_validation(
+    ctx: &Ctx<'_>,
+    namespace: &str,
+    v: &api::gateway_api::gateway::FrontendTLSValidation,
+    options: &BTreeMap<String, String>,
+    out: &mut Map<String, Value>,
+) -> Result<(), ConfigError> {
+    if v.ca_certificate_refs.len() > 1 {
+        return Err(ConfigError::new("InvalidCACertificateRef", "only one caCertificateRef is supported"));
+    }
+    let r = &v.ca_certificate_refs[0];
+    let ns = r.namespace.clone().unwrap_or_else(|| namespace.to_string());
+    let ref_string =
+        format!("{}/{}/{}.{}", r.group, r.kind, r.name, r.namespace.as_deref().unwrap_or_default());
+    let invalid = |m: String| {
+        ConfigError::new(
+            "InvalidCACertificateRef",
+            format!("invalid CA certificate reference {ref_string}, {m}"),
+        )
+    };
+    let key = (ns.clone(), r.name.clone());
+    let resource_type = match (r.group.as_str(), r.kind.as_str()) {
+        ("", "ConfigMap") => {
+            if let Some(maps) = &ctx.input.kube.config_maps {
+                let keys =
+                    maps.get(&key).ok_or_else(|| invalid(format!("configmap {ns}/{} not found", r.name)))?;
+                if let Some(e) = crate::policies::ca_bundle_error(keys) {
+                    return Err(invalid(e));
+                }
+            }
+            "configmap"
+        }
+        ("", "Secret") => {
+            if ctx.input.kube.secrets.as_ref().is_some_and(|s| !s.contains(&key)) {
+                return Err(invalid(format!("secret {ns}/{} not found", r.name)));
+            }
+            "kubernetes-gateway"
+        }
+        _ => {
+            return Err(ConfigError::new(
+                "InvalidCACertificateKind",
+                format!(
+                    "invalid CA certificate reference {ref_string}, only secret and configmap are allowed"
+                ),
+            ));
+        }
+    };
+    if ns != namespace && !ctx.grant_allows(Kind::KubernetesGateway, namespace, "", &r.kind, &r.name, &ns) {
+        return Err(ConfigError::new(
+            "RefNotPermitted",
+            format!(
+                "caCertificateRef {ns}/{} not accessible to a Gateway in namespace {namespace:?} (missing a ReferenceGrant?)",
+                r.name
+            ),
+        ));
+    }
+    let insecure = v.mode.as_deref() == Some("AllowInsecureFallback");
+    let (mut mode, mut skip) = if insecure { ("OPTIONAL_MUTUAL", true) } else { ("MUTUAL", false) };
+    match options.get("gateway.istio.io/tls-terminate-mode").map(String::as_str) {
+        Some("MUTUAL") => (mode, skip) = ("MUTUAL", false),
+        Some("OPTIONAL_MUTUAL") => (mode, skip) = ("OPTIONAL_MUTUAL", false),
+        _ => {}
+    }
+    out.insert("mode".into(), mode.into());
+    out.insert("insecureSkipVerify".into(), skip.into());
+    out.insert("caCertCredentialName".into(), format!("{resource_type}://{ns}/{}-cacert", r.name).into());
+    Ok(())
+}
+
+/// The listener TLS option naming the server's cipher suites (comma-separated).
+const TLS_CIPHER_SUITES_OPTION: &str = "gateway.istio.io/tls-cipher-suites";
+
+/// The cipher suites of a `gateway.istio.io/tls-cipher-suites` option (Istio's `FilterCipherSuites`):
+/// comma-separated, trimmed, unknown suites and repeats left out, in the given order.
+pub(crate) fn cipher_suites(option: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if option.is_empty() {
+        return out;
+    }
+    for suite in option.split(',').map(str::trim) {
+        if validation::networking::gateway::is_valid_cipher_suite(suite) && !out.iter().any(|s| s == suite) {
+            out.push(suite.to_string());
+        }
+    }
+    out
 }
 
 fn listener_status(
@@ -312,7 +436,10 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
         }
         let generation = gw.meta.generation;
         let mut status = GatewayStatus::default();
-        let (services, error) = gateway_services(ctx, &gw, spec);
+        let (services, mut error) = gateway_services(ctx, &gw, spec);
+        if !(services.is_empty() && error.is_some()) && error.is_none() {
+            error = parameters_ref_error(ctx, &gw.meta.namespace, spec);
+        }
         let service_account = if is_managed(spec) {
             gw.meta
                 .annotations
@@ -416,6 +543,35 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
         result.states.push(GatewayState { config: gw.clone(), status, attached: BTreeMap::new() });
     }
     result
+}
+
+/// Why a Gateway's `spec.infrastructure.parametersRef` is refused (Istio's `validateParametersRef`):
+/// only a ConfigMap (core group) is supported, and it must exist in the Gateway's namespace (when
+/// ConfigMaps are known, [`crate::KubeObjects::config_maps`]). Reported as `Accepted: False`, reason
+/// `InvalidParameters`.
+pub(crate) fn parameters_ref_error(
+    ctx: &Ctx<'_>,
+    namespace: &str,
+    spec: &GatewaySpec,
+) -> Option<ConfigError> {
+    let params = spec.infrastructure.as_ref()?.parameters_ref.as_ref()?;
+    if params.kind != "ConfigMap" || !params.group.is_empty() {
+        return Some(ConfigError::new(
+            "InvalidParameters",
+            format!(
+                "Unsupported parametersRef group/kind {}/{}, only ConfigMap is supported",
+                params.group, params.kind
+            ),
+        ));
+    }
+    let known = ctx.input.kube.config_maps.as_ref()?;
+    if known.contains_key(&(namespace.to_string(), params.name.clone())) {
+        return None;
+    }
+    Some(ConfigError::new(
+        "InvalidParameters",
+        format!("parametersRef ConfigMap {namespace}/{} does not exist", params.name),
+    ))
 }
 
 /// `a`, `a and b`, `a, b, and c` (Istio's `HumanReadableJoin`).
@@ -562,4 +718,46 @@ pub(crate) fn finish_statuses(_ctx: &Ctx<'_>, gateways: Gateways, out: &mut Outp
     let routes = out.statuses.split_off(classes);
     out.statuses.extend(statuses);
     out.statuses.extend(routes);
+}
+
+#[cfg(test)]
+mod tests {
+    use api::gateway_api::gateway::{
+        FrontendTLSConfig, FrontendTLSValidation, GatewayTLSConfig, TLSConfig, TLSPortConfig,
+    };
+
+    use super::*;
+
+    fn validation(mode: &str) -> Option<TLSConfig> {
+        Some(TLSConfig {
+            validation: Some(FrontendTLSValidation { mode: Some(mode.into()), ..Default::default() }),
+        })
+    }
+
+    #[test]
+    fn frontend_validation_per_port_overrides_the_default() {
+        let tls = GatewayTLSConfig {
+            frontend: Some(FrontendTLSConfig {
+                default: validation("AllowValidOnly"),
+                per_port: vec![TLSPortConfig { port: 8443, tls: validation("AllowInsecureFallback") }],
+            }),
+            ..Default::default()
+        };
+        let mode = |port| frontend_validation(Some(&tls), port).and_then(|v| v.mode.clone());
+        assert_eq!(mode(443).as_deref(), Some("AllowValidOnly"));
+        assert_eq!(mode(8443).as_deref(), Some("AllowInsecureFallback"));
+        assert!(frontend_validation(None, 443).is_none());
+    }
+
+    #[test]
+    fn cipher_suite_options_keep_known_suites_once_in_order() {
+        assert_eq!(
+            cipher_suites("ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE-RSA-AES128-GCM-SHA256"),
+            ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256"]
+        );
+        assert_eq!(cipher_suites("bad, ECDHE-RSA-AES128-GCM-SHA256"), ["ECDHE-RSA-AES128-GCM-SHA256"]);
+        assert!(cipher_suites("bogus,bad").is_empty());
+        assert_eq!(cipher_suites("AES128-SHA,AES128-SHA, -AES256-SHA"), ["AES128-SHA", "-AES256-SHA"]);
+        assert!(cipher_suites("").is_empty());
+    }
 }

@@ -212,7 +212,7 @@ fn cors(f: &HTTPCORSFilter) -> Value {
 
 /// A Gateway API duration (`1h2m3s4ms`) → seconds as Istio prints a protobuf Duration (`0.003s`).
 /// `None` when not a valid duration (Istio ignores it then).
-fn duration(text: &str) -> Option<String> {
+pub(crate) fn duration(text: &str) -> Option<String> {
     let mut total_ms: u128 = 0;
     let mut number = String::new();
     let mut chars = text.chars().peekable();

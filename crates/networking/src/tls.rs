@@ -338,14 +338,18 @@ fn downstream_credential(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<D
 }
 
 /// Upstream TLS from a DestinationRule `credentialName` (Istio's `ApplyCustomSDSToClientCommonTLSContext`):
-/// only for routers (gateways). A sidecar gets no TLS context for `SIMPLE` / `MUTUAL` with a
-/// credentialName, as Istio does for rules without a workload selector (so that every sidecar in scope
-/// does not wait for a secret it may not read); meshpilot reports it. For `MUTUAL` the client
-/// certificate is the SDS secret `kubernetes://NAME`; unless `insecureSkipVerify`, the CA is
-/// `kubernetes://NAME-cacert` in a combined validation context with the SAN matchers.
+/// for routers (gateways), and for sidecars only with a `configmap://` CA (a BackendTLSPolicy's
+/// ConfigMap, which Istio lets any proxy read). A sidecar gets no TLS context for `SIMPLE` / `MUTUAL`
+/// with another credentialName, as Istio does for rules without a workload selector (so that every
+/// sidecar in scope does not wait for a secret it may not read); meshpilot reports it. For `MUTUAL`
+/// the client certificate is the SDS secret `kubernetes://NAME`; unless `insecureSkipVerify`, the CA is
+/// `kubernetes://NAME-cacert` in a combined validation context with the SAN matchers. `invalid://`
+/// (a CA reference Istio's Gateway API conversion refused) keeps TLS with the CA named `invalid://`,
+/// which is never served: the handshake cannot succeed, so traffic is blocked (Istio's
+/// `ToResourceName`), never sent in plain text.
 fn upstream_credential(tls: &ClientTlsSettings, gateway: bool) -> Translated<UpstreamTlsContext> {
     let mut unsupported = Vec::new();
-    if !gateway {
+    if !gateway && !tls.credential_name.starts_with(credentials::CONFIGMAP_URI) {
         unsupported.push((
             "credentialName".to_string(),
             "credentialName secrets are sent to gateways only (Istio ignores them for sidecars); this sidecar \
@@ -366,7 +370,12 @@ fn upstream_credential(tls: &ClientTlsSettings, gateway: bool) -> Translated<Ups
     }
     if tls.insecure_skip_verify != Some(true) {
         let ca = format!("{}{}", tls.credential_name, credentials::SDS_CA_SUFFIX);
-        match credentials::credential_sds_config(&ca) {
+        let root = if tls.credential_name.starts_with(credentials::INVALID_URI) {
+            Ok(crate::sds::sds_secret_config(credentials::INVALID_URI.to_string()))
+        } else {
+            credentials::credential_sds_config(&ca)
+        };
+        match root {
             Ok(root) => {
                 common.validation_context_type = Some(ValidationContextType::CombinedValidationContext(
                     CombinedCertificateValidationContext {
@@ -632,10 +641,46 @@ mod tests {
             combined(&common).validation_context_sds_secret_config.as_ref().unwrap().name,
             "kubernetes://client-cert-cacert"
         );
-        let simple =
-            ClientTlsSettings { mode: ClientMode::Simple as i32, insecure_skip_verify: Some(true), ..tls };
+        let simple = ClientTlsSettings {
+            mode: ClientMode::Simple as i32,
+            insecure_skip_verify: Some(true),
+            ..tls.clone()
+        };
         let common = upstream(&simple, true).context.unwrap().common_tls_context.unwrap();
         assert!(common.tls_certificate_sds_secret_configs.is_empty());
         assert_eq!(common.validation_context_type, None);
+    }
+
+    /// BackendTLSPolicy credentials: a `configmap://` CA verifies on sidecars too (Istio lets any proxy
+    /// read ConfigMaps); `invalid://` keeps TLS with a CA that is never served (traffic blocked).
+    #[test]
+    fn upstream_configmap_ca_on_sidecars_and_invalid_blocks() {
+        let tls = ClientTlsSettings {
+            mode: ClientMode::Simple as i32,
+            credential_name: "configmap://default/auth-cert".into(),
+            sni: "auth.example.com".into(),
+            ..Default::default()
+        };
+        for gateway in [false, true] {
+            let t = upstream(&tls, gateway);
+            assert!(t.unsupported.is_empty(), "{:?}", t.unsupported);
+            let ctx = t.context.expect("a TLS context");
+            assert_eq!(ctx.sni, "auth.example.com");
+            let common = ctx.common_tls_context.unwrap();
+            assert_eq!(
+                combined(&common).validation_context_sds_secret_config.as_ref().unwrap().name,
+                "configmap://default/auth-cert-cacert"
+            );
+        }
+        let invalid = ClientTlsSettings { credential_name: "invalid://".into(), ..tls };
+        let common = upstream(&invalid, true).context.expect("TLS kept").common_tls_context.unwrap();
+        assert_eq!(
+            combined(&common).validation_context_sds_secret_config.as_ref().unwrap().name,
+            "invalid://"
+        );
+        assert!(
+            upstream(&invalid, false).context.is_none(),
+            "sidecars: as Istio, no TLS for a privileged name"
+        );
     }
 }

@@ -210,7 +210,7 @@ fn mode_name(mode: i32) -> String {
 
 /// `true` for a cipher suite entry Istio accepts (`security.IsValidCipherSuite`): a known suite, empty,
 /// `ALL`, or an expression starting with an operator (`-`, `+`, `!`, …).
-pub(crate) fn is_valid_cipher_suite(suite: &str) -> bool {
+pub fn is_valid_cipher_suite(suite: &str) -> bool {
     // Istio looks at the first byte, read as a Latin-1 character.
     match suite.as_bytes().first() {
         None => true,
