@@ -119,6 +119,8 @@ async fn ingress_routes_through_a_router_and_status_follows_the_ingress_service(
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
     assert_eq!(fetch("/b/x").await, "svc-b");
     assert!(fetch("/c").await.starts_with("HTTP 404"), "no route for /c");
+    // Ingress prefixes match whole path segments (Istio's path_separated_prefix): /ab is not under /a.
+    assert!(fetch("/ab").await.starts_with("HTTP 404"), "/ab matched the /a prefix");
 
     // Status: the ingress Service's load-balancer addresses, sorted by host name (IPs have none) then IP.
     let want = r#"[{"ip":"192.0.2.10"},{"hostname":"lb.example"}]"#;

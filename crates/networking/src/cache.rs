@@ -86,7 +86,7 @@ struct CacheState {
     generation: u64,
     scopes: HashMap<ScopeKey, Arc<SidecarScope>>,
     routes: HashMap<SidecarRouteKey, SharedRoute>,
-    gateways: HashMap<Labels, SharedGatewayServers>,
+    gateways: HashMap<GatewayKey, SharedGatewayServers>,
     security: HashMap<SecurityKey, Arc<crate::policy::SecurityFilters>>,
     findings: BTreeMap<Finding, ProxiesReporting>,
 }
@@ -98,6 +98,36 @@ pub(crate) struct SecurityKey {
     pub gateway: bool,
     pub authorization: Vec<model::ConfigKey>,
     pub authentication: Vec<model::ConfigKey>,
+}
+
+/// What a router's merged gateway servers depend on within one generation: its workload labels (the
+/// gateways that select by labels) and its service instances as `(hostname, namespace, port, target
+/// port)` (the gateways generated for gateway services, and the listener ports of every gateway,
+/// Istio's `resolvePorts`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct GatewayKey {
+    labels: Labels,
+    instances: Vec<(String, String, u32, u32)>,
+}
+
+impl GatewayKey {
+    fn of(proxy: &ProxyContext) -> GatewayKey {
+        let mut instances: Vec<(String, String, u32, u32)> = proxy
+            .service_instances
+            .iter()
+            .map(|i| {
+                (
+                    i.service.hostname.clone(),
+                    i.service.namespace.clone(),
+                    i.service_port.port,
+                    i.endpoint.endpoint_port,
+                )
+            })
+            .collect();
+        instances.sort_unstable();
+        instances.dedup();
+        GatewayKey { labels: proxy.labels.clone(), instances }
+    }
 }
 
 /// How many proxies met one finding in a generation, with the first few of their ids.
@@ -247,13 +277,13 @@ impl GenerationCache {
         self.get_or_make(push, key, |s| &mut s.routes, || Arc::new(make()))
     }
 
-    /// The servers of the gateways selecting `proxy` merged by port (Istio's `SetGatewaysForProxy`),
-    /// computed once per generation and set of workload labels (gateways select routers by labels
-    /// only), then shared by the listener and route generators of every such router.
+    /// The servers of the gateways selecting `proxy` merged by listener port (Istio's
+    /// `SetGatewaysForProxy`), computed once per generation and [`GatewayKey`] (labels and service
+    /// instances), then shared by the listener and route generators of every such router.
     pub(crate) fn gateway_servers(&self, push: &PushContext, proxy: &ProxyContext) -> SharedGatewayServers {
         self.get_or_make(
             push,
-            proxy.labels.clone(),
+            GatewayKey::of(proxy),
             |s| &mut s.gateways,
             || {
                 let mut findings = Vec::new();

@@ -63,6 +63,9 @@ pub(crate) struct GatewayServer {
     pub gateway: Arc<IndexedGateway>,
     pub index: usize,
     pub kind: ServerKind,
+    /// The server's own port number (`spec.servers[].port.number`): what VirtualService `match.port`
+    /// and virtual host names (`host:PORT`) see. The listener port can differ ([`resolve_ports`]).
+    pub port: u32,
 }
 
 impl GatewayServer {
@@ -79,7 +82,8 @@ impl GatewayServer {
         &self.gateway.config.meta.namespace
     }
 
-    /// The route configuration name of an HTTP or terminated HTTPS server.
+    /// The route configuration name of an HTTP or terminated HTTPS server listened on `port` (the
+    /// resolved listener port, Istio's `gatewayRDSRouteName(server, resolvedPort, …)`).
     pub fn route_name(&self, port: u32) -> String {
         match self.kind {
             ServerKind::HttpsTerminated => gateway_https_route_name(
@@ -146,7 +150,7 @@ impl GatewayServer {
     }
 }
 
-/// The servers on one port.
+/// The servers on one listener port.
 #[derive(Clone, Debug)]
 pub(crate) struct MergedPort {
     pub kind: PortKind,
@@ -173,7 +177,60 @@ fn server_kind(server: &Server) -> Option<ServerKind> {
     })
 }
 
-/// The servers of the gateways selecting `proxy`, by port number.
+/// The label on a Service that turns gateway port translation off for gateways selecting by labels
+/// (Istio's `DisableGatewayPortTranslationLabel`): a Gateway port then has to be the target port.
+pub const DISABLE_PORT_TRANSLATION_LABEL: &str = "experimental.istio.io/disable-gateway-port-translation";
+
+/// One service port a gateway proxy serves, as [`resolve_ports`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GatewayServicePort {
+    /// The service port number (what a Gateway server's port refers to).
+    pub port: u32,
+    /// The port on the proxy (the Service's `targetPort`, the endpoint's port).
+    pub target_port: u32,
+    /// The service carries [`DISABLE_PORT_TRANSLATION_LABEL`].
+    pub no_translation: bool,
+}
+
+/// The ports a gateway server on port `number` is listened on (Istio's `resolvePorts`,
+/// `pilot/pkg/model/gateway.go`): a Gateway names a *service* port and the proxy listens on its
+/// target port (a Service port 80 → 8080 gives a listener on 8080).
+///
+/// - A gateway selecting by labels (`by_labels`) takes the first service port with that number and
+///   binds its target port, or the number itself when no service port has it (a proxy without
+///   services, or a port the services do not declare); services labelled
+///   [`DISABLE_PORT_TRANSLATION_LABEL`] are not looked at.
+/// - A gateway naming its services (Gateway API) binds every distinct target port of the service
+///   ports with that number, and nothing when there is none (the server is not served).
+///
+/// Sorted, without repeats.
+pub(crate) fn resolve_ports(
+    number: u32,
+    ports: impl IntoIterator<Item = GatewayServicePort>,
+    by_labels: bool,
+) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for p in ports {
+        if by_labels && p.no_translation {
+            continue;
+        }
+        if p.port == number {
+            if by_labels {
+                return vec![p.target_port];
+            }
+            out.push(p.target_port);
+        }
+    }
+    if out.is_empty() && by_labels {
+        return vec![number];
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The servers of the gateways selecting `proxy`, by the port they are listened on
+/// ([`resolve_ports`]).
 pub(crate) fn merge(
     push: &PushContext,
     proxy: &ProxyContext,
@@ -181,6 +238,19 @@ pub(crate) fn merge(
 ) -> BTreeMap<u32, MergedPort> {
     let mut ports: BTreeMap<u32, MergedPort> = BTreeMap::new();
     for gateway in push.gateways_for_proxy(proxy) {
+        let by_labels = gateway.selects_by_labels();
+        let service_ports: Vec<GatewayServicePort> = gateway
+            .service_instances(proxy)
+            .map(|i| GatewayServicePort {
+                port: i.service_port.port,
+                target_port: if i.endpoint.endpoint_port > 0 {
+                    i.endpoint.endpoint_port
+                } else {
+                    i.service_port.port
+                },
+                no_translation: i.service.labels.contains_key(DISABLE_PORT_TRANSLATION_LABEL),
+            })
+            .collect();
         for (index, server) in gateway.spec().servers.iter().enumerate() {
             // Field paths are only formatted for a finding (this loop runs for every server).
             let mut report = |severity: Severity, field: &str, message: String| {
@@ -218,22 +288,83 @@ pub(crate) fn merge(
                 );
                 continue;
             };
-            let entry = ports
-                .entry(port.number)
-                .or_insert_with(|| MergedPort { kind: kind.port_kind(), servers: Vec::new() });
-            if entry.kind != kind.port_kind() || (entry.kind == PortKind::Tcp && !entry.servers.is_empty()) {
+            let listen_on = resolve_ports(port.number, service_ports.iter().copied(), by_labels);
+            if listen_on.is_empty() {
                 report(
                     Severity::Dropped,
-                    "",
+                    ".port.number",
                     format!(
-                        "port {} already serves {:?} traffic from another server; this server is left out",
-                        port.number, entry.kind
+                        "port {} is not a port of the gateway service(s) {}; nothing listens for this server",
+                        port.number,
+                        gateway
+                            .config
+                            .meta
+                            .annotations
+                            .get(model::push::GATEWAY_SERVICE_ANNOTATION)
+                            .map_or("", |s| s)
                     ),
                 );
                 continue;
             }
-            entry.servers.push(GatewayServer { gateway: gateway.clone(), index, kind });
+            for listener_port in listen_on {
+                let entry = ports
+                    .entry(listener_port)
+                    .or_insert_with(|| MergedPort { kind: kind.port_kind(), servers: Vec::new() });
+                if entry.kind != kind.port_kind()
+                    || (entry.kind == PortKind::Tcp && !entry.servers.is_empty())
+                {
+                    report(
+                        Severity::Dropped,
+                        "",
+                        format!(
+                            "port {listener_port} already serves {:?} traffic from another server; this server is left out",
+                            entry.kind
+                        ),
+                    );
+                    continue;
+                }
+                entry.servers.push(GatewayServer {
+                    gateway: gateway.clone(),
+                    index,
+                    kind,
+                    port: port.number,
+                });
+            }
         }
     }
     ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sp(port: u32, target_port: u32) -> GatewayServicePort {
+        GatewayServicePort { port, target_port, no_translation: false }
+    }
+
+    #[test]
+    fn label_selected_gateways_bind_the_first_target_port_or_the_number_itself() {
+        // Istio's ingress gateway Service: 80 → 8080, 443 → 8443.
+        let svc = [sp(15021, 15021), sp(80, 8080), sp(443, 8443), sp(80, 9090)];
+        assert_eq!(resolve_ports(80, svc, true), [8080], "first match wins");
+        assert_eq!(resolve_ports(443, svc, true), [8443]);
+        assert_eq!(resolve_ports(8080, svc, true), [8080], "no service port 8080: bound as written");
+        assert_eq!(resolve_ports(80, [], true), [80], "a proxy without services binds the port itself");
+    }
+
+    #[test]
+    fn the_opt_out_label_skips_a_service_for_label_selected_gateways_only() {
+        let opted_out = GatewayServicePort { port: 80, target_port: 8080, no_translation: true };
+        assert_eq!(resolve_ports(80, [opted_out], true), [80]);
+        assert_eq!(resolve_ports(80, [opted_out, sp(80, 8081)], true), [8081]);
+        assert_eq!(resolve_ports(80, [opted_out], false), [8080], "Gateway API references are exact");
+    }
+
+    #[test]
+    fn service_named_gateways_bind_every_target_port_and_nothing_without_one() {
+        let svc = [sp(80, 8080), sp(80, 8081), sp(80, 8080), sp(443, 8443)];
+        assert_eq!(resolve_ports(80, svc, false), [8080, 8081]);
+        assert_eq!(resolve_ports(8080, svc, false), Vec::<u32>::new());
+    }
 }

@@ -749,7 +749,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                     proxy,
                                     &scope,
                                     &vs,
-                                    port,
+                                    server.port,
                                     &server.gateway.name,
                                     &mut report,
                                 ) {
@@ -786,7 +786,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                         proxy,
                                         &scope,
                                         vs,
-                                        port,
+                                        server.port,
                                         &server.gateway.name,
                                         &mut report,
                                     )

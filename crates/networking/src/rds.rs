@@ -246,7 +246,7 @@ impl<'a> RouteTranslator<'a> {
         let scope = self.scope;
         let suffix = self.push.mesh().domain_suffix.clone();
         let ns = vs.namespace().to_string();
-        let gateway_semantics = uses_gateway_semantics(vs);
+        let semantics = route_semantics(vs);
         // Istio's route registry: a sidecar's table on a port knows only the services with that port
         // (`BuildSidecarOutboundVirtualHosts`), a gateway's every service it sees.
         let sidecar_port = (gateway == MESH_GATEWAY && port != 0).then_some(port);
@@ -277,33 +277,48 @@ impl<'a> RouteTranslator<'a> {
             cluster_for: &cluster_for,
         };
         let mut routes = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings);
-        if gateway_semantics {
-            apply_gateway_semantics(&mut routes);
+        if let Some(semantics) = semantics {
+            apply_route_semantics(&mut routes, semantics);
         }
         routes
     }
 }
 
-/// `true` for VirtualServices generated from the Gateway API (`internal.istio.io/route-semantics:
-/// gateway`, Istio's `UseGatewaySemantics`).
-fn uses_gateway_semantics(vs: &IndexedVirtualService) -> bool {
-    vs.config.meta.annotations.get("internal.istio.io/route-semantics").is_some_and(|v| v == "gateway")
+/// Route semantics of a generated VirtualService (annotation `internal.istio.io/route-semantics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RouteSemantics {
+    /// `gateway`: generated from the Gateway API (Istio's `UseGatewaySemantics`).
+    Gateway,
+    /// `ingress`: generated from a Kubernetes Ingress (Istio's `UseIngressSemantics`).
+    Ingress,
 }
 
-/// Istio's Gateway API route semantics: a backend whose cluster does not exist answers 500
-/// (`cluster_not_found_response_code`), and a path prefix matches whole segments
-/// (`path_separated_prefix`, without its trailing `/`; `/` stays a plain prefix).
-fn apply_gateway_semantics(routes: &mut [Route]) {
+fn route_semantics(vs: &IndexedVirtualService) -> Option<RouteSemantics> {
+    match vs.config.meta.annotations.get("internal.istio.io/route-semantics").map(String::as_str) {
+        Some("gateway") => Some(RouteSemantics::Gateway),
+        Some("ingress") => Some(RouteSemantics::Ingress),
+        _ => None,
+    }
+}
+
+/// Istio's route semantics of generated VirtualServices (`pilot/pkg/networking/core/route/route.go`):
+/// for both Gateway API and Ingress routes a path prefix matches whole segments
+/// (`path_separated_prefix`, one trailing `/` removed; `/` stays a plain prefix: `/a` matches `/a`
+/// and `/a/b`, not `/ab`); for Gateway API routes only, a backend whose cluster does not exist
+/// answers 500 (`cluster_not_found_response_code`).
+fn apply_route_semantics(routes: &mut [Route], semantics: RouteSemantics) {
     use envoy_types::pb::envoy::config::route::v3::route_action::ClusterNotFoundResponseCode;
     for r in routes {
-        if let Some(Action::Route(action)) = &mut r.action {
+        if semantics == RouteSemantics::Gateway
+            && let Some(Action::Route(action)) = &mut r.action
+        {
             action.cluster_not_found_response_code = ClusterNotFoundResponseCode::InternalServerError as i32;
         }
         if let Some(m) = &mut r.r#match
             && let Some(PathSpecifier::Prefix(p)) = &m.path_specifier
             && p != "/"
         {
-            let trimmed = p.trim_end_matches('/').to_string();
+            let trimmed = p.strip_suffix('/').unwrap_or(p).to_string();
             m.path_specifier = Some(PathSpecifier::PathSeparatedPrefix(trimmed));
         }
     }
@@ -655,13 +670,13 @@ fn assemble_route_configuration(head: &RouteConfiguration, vhosts: &[GatewayVhos
     buf
 }
 
-/// What one server and VirtualService give a host of a gateway table: (host, encoded routes,
-/// `require_tls`).
-type HostContribution = (String, Option<Arc<[u8]>>, bool);
+/// What one server and VirtualService give a host of a gateway table: (host, the server's port,
+/// encoded routes, `require_tls`).
+type HostContribution = (String, u32, Option<Arc<[u8]>>, bool);
 
-/// Orders hosts as their virtual host names `host:PORT` sort for one port, without formatting the
-/// names: by the host followed by `:`. Only for hosts without `:` (IPv6 literals are written in
-/// brackets in names; sort those by [`host::domain_name`]).
+/// Orders hosts as their virtual host names `host:PORT` sort, without formatting the names: by the
+/// host followed by `:` (the port never decides between two different hosts). Only for hosts without
+/// `:` (IPv6 literals are written in brackets in names; sort those by [`host::domain_name`]).
 fn vhost_name_order(a: &str, b: &str) -> std::cmp::Ordering {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let n = a.len().min(b.len());
@@ -671,56 +686,58 @@ fn vhost_name_order(a: &str, b: &str) -> std::cmp::Ordering {
     })
 }
 
-/// A gateway route configuration for `servers` on `port`, encoded.
+/// A gateway route configuration for `servers` (all listened on one port), encoded.
 ///
-/// Virtual hosts are keyed by name (`host:port` forms are unique per host), which is also the
-/// output order; the routes of a VirtualService are translated and encoded once for the table and
-/// appended to each of its hosts as bytes (the `gateways` benchmark has 3,000 hosts over 1,000
-/// VirtualServices, 1.5 MB).
+/// Routes are translated for each server's own port (VirtualService `match.port`), and a host's
+/// virtual host is named `host:PORT` with the port of the first server that gives it (Istio's
+/// `buildGatewayHTTPRouteConfig`: a Gateway port 80 listened on 8080 keeps `host:80`). Virtual
+/// hosts are keyed by host, which is also the output order; the routes of a VirtualService are
+/// translated and encoded once per table and port and appended to each of its hosts as bytes (the
+/// `gateways` benchmark has 3,000 hosts over 1,000 VirtualServices, 1.5 MB).
 fn gateway_route(
     push: &Snapshot,
     proxy: &ProxyContext,
     name: &str,
-    port: u32,
     servers: &[&GatewayServer],
     findings: &mut Vec<Finding>,
 ) -> Vec<u8> {
     let scope = push.sidecar_scope(proxy);
     let mut translator = RouteTranslator::new(push, proxy, &scope);
-    // Encoded routes per (VirtualService, gateway), keyed by the snapshot's VirtualService entry.
-    let mut encoded: HashMap<(*const IndexedVirtualService, &str), Arc<[u8]>> = HashMap::new();
+    // Encoded routes per (VirtualService, gateway, port), keyed by the snapshot's VirtualService entry.
+    let mut encoded: HashMap<(*const IndexedVirtualService, &str, u32), Arc<[u8]>> = HashMap::new();
     // What each (server, VirtualService) gives each host, in order; grouped by host below (a host has
-    // one virtual host, named `host:port`).
+    // one virtual host).
     let mut given: Vec<HostContribution> = Vec::new();
     for server in servers {
         let redirect =
             server.server().tls.as_ref().is_some_and(|t| t.https_redirect) && server.kind == ServerKind::Http;
         let gw_name = server.gateway.name.as_str();
+        let port = server.port;
         for vs in push.virtual_services_for_gateway(&proxy.namespace, gw_name) {
             let hosts = server.intersect(&vs);
             if hosts.is_empty() {
                 continue;
             }
             let routes = encoded
-                .entry((Arc::as_ptr(&vs), gw_name))
+                .entry((Arc::as_ptr(&vs), gw_name, port))
                 .or_insert_with(|| encode_routes_field(&translator.translate(&vs, port, gw_name)).into())
                 .clone();
             let routes = (!routes.is_empty()).then_some(routes);
-            given.extend(hosts.into_iter().map(|h| (h, routes.clone(), redirect)));
+            given.extend(hosts.into_iter().map(|h| (h, port, routes.clone(), redirect)));
         }
         if redirect {
-            given.extend(server.hosts().into_iter().map(|(_, h)| (h, None, true)));
+            given.extend(server.hosts().into_iter().map(|(_, h)| (h, port, None, true)));
         }
     }
     findings.append(&mut translator.findings);
     // Stable: a host's contributions keep their order. Ordered as the names `host:port` are.
     if given.iter().any(|g| g.0.contains(':')) {
-        given.sort_by_cached_key(|g| host::domain_name(&g.0, port));
+        given.sort_by_cached_key(|g| host::domain_name(&g.0, 0));
     } else {
         given.sort_by(|a, b| vhost_name_order(&a.0, &b.0));
     }
     let mut out: Vec<GatewayVhost> = Vec::new();
-    for (h, routes, require_tls) in given {
+    for (h, port, routes, require_tls) in given {
         match out.last_mut() {
             Some(last) if last.domain == h => {
                 last.routes.extend(routes);
@@ -736,7 +753,7 @@ fn gateway_route(
     }
     if out.is_empty() {
         out.push(GatewayVhost {
-            name: host::domain_name("blackhole", port),
+            name: host::domain_name("blackhole", servers.first().map_or(0, |s| s.port)),
             domain: "*".to_string(),
             require_tls: false,
             routes: Vec::new(),
@@ -820,7 +837,7 @@ pub fn generate_routes_encoded(
                     })
                     .collect();
                 if !servers.is_empty() {
-                    found = Some(gateway_route(push, proxy, name, *port, &servers, &mut findings));
+                    found = Some(gateway_route(push, proxy, name, &servers, &mut findings));
                     break;
                 }
             }
@@ -947,6 +964,46 @@ mod tests {
             ["foo.local.campus.net.", "foo.local.campus.net.:80", "foo", "foo:80"]
         );
         assert_eq!(alt_virtual_hosts("10.0.0.1", 0, "ns.svc.cluster.local"), Vec::<String>::new());
+    }
+
+    /// Ingress and Gateway API routes match prefixes by whole segments (one trailing `/` dropped, `/`
+    /// kept); only Gateway API routes answer 500 for a missing cluster (Istio's route.go).
+    #[test]
+    fn generated_routes_follow_their_route_semantics() {
+        use envoy_types::pb::envoy::config::route::v3::route_action::ClusterNotFoundResponseCode;
+        let prefixed = |p: &str| Route {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(PathSpecifier::Prefix(p.to_string())),
+                ..Default::default()
+            }),
+            action: Some(Action::Route(no_timeout_action("outbound|80||a"))),
+            ..Default::default()
+        };
+        let paths = |routes: &[Route]| -> Vec<PathSpecifier> {
+            routes.iter().map(|r| r.r#match.as_ref().unwrap().path_specifier.clone().unwrap()).collect()
+        };
+        let not_found = |r: &Route| match &r.action {
+            Some(Action::Route(a)) => a.cluster_not_found_response_code,
+            _ => panic!("not a route action"),
+        };
+        for semantics in [RouteSemantics::Ingress, RouteSemantics::Gateway] {
+            let mut routes = [prefixed("/a/"), prefixed("/"), prefixed("/b//")];
+            apply_route_semantics(&mut routes, semantics);
+            assert_eq!(
+                paths(&routes),
+                [
+                    PathSpecifier::PathSeparatedPrefix("/a".into()),
+                    PathSpecifier::Prefix("/".into()),
+                    PathSpecifier::PathSeparatedPrefix("/b/".into()),
+                ],
+                "{semantics:?}"
+            );
+            let want = match semantics {
+                RouteSemantics::Gateway => ClusterNotFoundResponseCode::InternalServerError as i32,
+                RouteSemantics::Ingress => ClusterNotFoundResponseCode::ServiceUnavailable as i32,
+            };
+            assert_eq!(not_found(&routes[0]), want, "{semantics:?}");
+        }
     }
 
     #[test]

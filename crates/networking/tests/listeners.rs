@@ -353,3 +353,122 @@ fn gateway_https_passthrough_tcp_and_redirect() {
     assert_eq!(https_rc.virtual_hosts.len(), 1);
     assert_eq!(https_rc.virtual_hosts[0].domains, ["app.example.com"]);
 }
+
+/// The gateway's own Service: port 80 → 8080 and 443 → 8443 (Istio's ingress gateway chart), the
+/// router (10.9.9.9) its endpoint through a WorkloadEntry.
+fn gateway_service(extra_labels: &str) -> String {
+    format!(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: istio-ingressgateway, namespace: istio-system, labels: {{{extra_labels}}}}}
+spec:
+  hosts: [istio-ingressgateway.istio-system.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports:
+  - {{number: 80, name: http2, protocol: HTTP, targetPort: 8080}}
+  - {{number: 443, name: https, protocol: HTTPS, targetPort: 8443}}
+  resolution: STATIC
+  workloadSelector: {{labels: {{istio: ingressgateway}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: gw-pod, namespace: istio-system}}
+spec:
+  address: 10.9.9.9
+  labels: {{istio: ingressgateway}}
+---
+"#
+    )
+}
+
+fn gateway_pod(w: &World) -> model::push::ProxyContext {
+    let mut gw = router("istio-system", &[("istio", "ingressgateway")]);
+    gw.ips = vec!["10.9.9.9".into()];
+    gw.set_instances_from(&w.discovery);
+    assert!(!gw.service_instances.is_empty(), "the router is an instance of its gateway service");
+    gw
+}
+
+/// Istio's `resolvePorts`: a Gateway port names a port of the gateway's Service and the router listens
+/// on its targetPort; routes are still matched and virtual hosts still named with the Gateway's port.
+/// A port no service declares is listened on as written; the opt-out label turns translation off.
+#[test]
+fn gateway_ports_are_translated_to_the_gateway_services_target_ports() {
+    let w = World::new(parse(&(gateway_service("") + GATEWAYS), "apps"));
+    let push = w.push();
+    let gw = gateway_pod(&w);
+    let out = generate_listeners(&push, &gw, &[]);
+    let ls: Vec<Value> = out.resources.iter().map(listener_summary).collect();
+    let names: Vec<&Value> = ls.iter().map(|l| &l["name"]).collect();
+    assert_eq!(names, ["0.0.0.0_31400", "0.0.0.0_8080", "0.0.0.0_8443"], "{:#?}", out.findings);
+    assert_eq!(by_name(&ls, "0.0.0.0_8080")["address"], "0.0.0.0:8080");
+    assert_eq!(by_name(&ls, "0.0.0.0_8080")["filter_chains"][0]["filters"][0]["routes"]["rds"], "http.8080");
+    let chains = by_name(&ls, "0.0.0.0_8443")["filter_chains"].as_array().unwrap().clone();
+    assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.8443.https.gw.apps");
+    assert_eq!(
+        chains[2]["server_names"][0], "pass.example.com",
+        "TLS routes still match the Gateway port 443"
+    );
+    assert_eq!(chains[2]["filters"][0]["target"]["cluster"], "outbound|9000||app.apps.svc.cluster.local");
+
+    let names: Vec<String> = ["http.8080", "https.8443.https.gw.apps"].map(String::from).to_vec();
+    let rds = generate_routes(&push, &gw, &names);
+    let http = &rds.resources[0];
+    assert_eq!(http.name, "http.8080");
+    let vhosts: Vec<&str> = http.virtual_hosts.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        vhosts,
+        ["*.example.com:80", "app.example.com:80", "pass.example.com:80", "tcp.example.com:80"],
+        "virtual hosts keep the Gateway's port in their names"
+    );
+    assert!(http.virtual_hosts.iter().all(|v| v.require_tls == TlsRequirementType::All as i32));
+    let https = &rds.resources[1];
+    assert_eq!(https.virtual_hosts[0].name, "app.example.com:443");
+    assert!(!https.virtual_hosts[0].routes.is_empty(), "the HTTPS routes are the VirtualService's");
+
+    // The Service opts out: ports are bound as written (Istio's DisableGatewayPortTranslationLabel).
+    let w = World::new(parse(
+        &(gateway_service("experimental.istio.io/disable-gateway-port-translation: 'true'") + GATEWAYS),
+        "apps",
+    ));
+    let out = generate_listeners(&w.push(), &gateway_pod(&w), &[]);
+    let names: Vec<&str> = out.resources.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["0.0.0.0_31400", "0.0.0.0_443", "0.0.0.0_80"]);
+}
+
+/// A Gateway generated for gateway services (the Gateway API's `internal.istio.io/gateway-service`)
+/// applies through those services only: a port one of them declares is listened on at its targetPort,
+/// a port none declares gets no listener and a finding naming the port.
+#[test]
+fn service_named_gateways_listen_only_on_their_services_ports() {
+    let gateway = r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: web-http
+  namespace: istio-system
+  annotations: {internal.istio.io/gateway-service: istio-ingressgateway.istio-system.svc.cluster.local}
+spec:
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: ["*/*"]
+  - port: {number: 8081, name: http-other, protocol: HTTP}
+    hosts: ["*/*"]
+"#;
+    let w = World::new(parse(&(gateway_service("") + gateway), "istio-system"));
+    let push = w.push();
+    let out = generate_listeners(&push, &gateway_pod(&w), &[]);
+    let names: Vec<&str> = out.resources.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["0.0.0.0_8080"], "{:#?}", out.findings);
+    let finding = out
+        .findings
+        .iter()
+        .find(|f| f.path == "spec.servers[1].port.number")
+        .unwrap_or_else(|| panic!("no finding for the undeclared port: {:#?}", out.findings));
+    assert_eq!(finding.severity, Severity::Dropped);
+    assert!(finding.message.contains("port 8081"), "{}", finding.message);
+    // Not an instance of the named service: the Gateway does not apply at all.
+    let stranger = router("istio-system", &[("istio", "ingressgateway")]);
+    assert!(generate_listeners(&push, &stranger, &[]).resources.is_empty());
+}

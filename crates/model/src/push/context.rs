@@ -330,21 +330,40 @@ pub const GATEWAY_SERVICE_ANNOTATION: &str = "internal.istio.io/gateway-service"
 pub const PARENT_NAMESPACE_ANNOTATION: &str = "internal.istio.io/parent-namespace";
 
 fn gateway_applies(g: &IndexedGateway, proxy: &ProxyContext) -> bool {
-    let annotations = &g.config.meta.annotations;
-    match annotations.get(GATEWAY_SERVICE_ANNOTATION) {
-        Some(hosts) => {
-            let namespace = annotations
-                .get(PARENT_NAMESPACE_ANNOTATION)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(&g.config.meta.namespace);
-            hosts.split(',').any(|host| {
-                proxy
-                    .service_instances
-                    .iter()
-                    .any(|i| i.service.hostname == host && &i.service.namespace == namespace)
-            })
-        }
+    match g.config.meta.annotations.get(GATEWAY_SERVICE_ANNOTATION) {
+        Some(_) => g.service_instances(proxy).next().is_some(),
         None => labels_match(&g.spec().selector, &proxy.labels),
+    }
+}
+
+impl IndexedGateway {
+    /// `true` when the gateway selects its proxies by labels (`spec.selector`; Istio's
+    /// `legacyGatewaySelector`), `false` when it names its gateway services
+    /// ([`GATEWAY_SERVICE_ANNOTATION`], Gateways generated from the Gateway API).
+    pub fn selects_by_labels(&self) -> bool {
+        !self.config.meta.annotations.contains_key(GATEWAY_SERVICE_ANNOTATION)
+    }
+
+    /// The service instances of `proxy` through which this gateway applies to it (Istio's
+    /// `gatewayWithInstances.instances`): all of the proxy's instances for a gateway that selects by
+    /// labels; for one naming its gateway services, the instances of those services in the Gateway's
+    /// namespace (or `internal.istio.io/parent-namespace`).
+    pub fn service_instances<'p>(
+        &'p self,
+        proxy: &'p ProxyContext,
+    ) -> impl Iterator<Item = &'p crate::service::ServiceInstance> + 'p {
+        let annotations = &self.config.meta.annotations;
+        let services = annotations.get(GATEWAY_SERVICE_ANNOTATION);
+        let namespace = annotations
+            .get(PARENT_NAMESPACE_ANNOTATION)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&self.config.meta.namespace);
+        proxy.service_instances.iter().filter(move |i| match services {
+            None => true,
+            Some(hosts) => {
+                &i.service.namespace == namespace && hosts.split(',').any(|h| h == i.service.hostname)
+            }
+        })
     }
 }
 
