@@ -6,6 +6,9 @@
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
+#[path = "support/workload.rs"]
+mod workload;
+
 use std::{collections::BTreeMap, hint::black_box, sync::Arc};
 
 use api::{GroupVersionKind, schema, yaml};
@@ -65,29 +68,6 @@ fn service(hostname: String, namespace: &str, port: u32) -> Arc<Service> {
     })
 }
 
-fn generated(routes: usize) -> String {
-    let mut out = String::from(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: istio}\nspec: {controllerName: istio.io/gateway-controller}\n\
-         ---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: istio-system}\n\
-         spec:\n  gatewayClassName: istio\n  listeners:\n  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}\n",
-    );
-    for i in 0..routes {
-        out.push_str(&format!(
-            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: ns{}}}\n\
-             spec:\n  parentRefs: [{{name: gw, namespace: istio-system}}]\n  hostnames: [h{i}.example.com]\n  rules:\n  \
-             - matches: [{{path: {{type: PathPrefix, value: /api}}, headers: [{{name: x-user, value: u{i}}}]}}]\n    \
-             filters: [{{type: RequestHeaderModifier, requestHeaderModifier: {{set: [{{name: x-route, value: r{i}}}]}}}}]\n    \
-             backendRefs: [{{name: svc{}, port: 80, weight: 90}}, {{name: svc{}, port: 80, weight: 10}}]\n  \
-             - backendRefs: [{{name: svc{}, port: 80}}]\n",
-            i % 10,
-            i % 100,
-            (i + 1) % 100,
-            i % 100
-        ));
-    }
-    out
-}
-
 fn bench(c: &mut Criterion) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -122,7 +102,7 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let big = configs(&generated(1000));
+    let big = configs(&workload::generated(1000));
     assert_eq!(big.len(), 1002);
     let services: Vec<Arc<Service>> = (0..100)
         .flat_map(|i| {
