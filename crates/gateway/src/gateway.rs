@@ -227,13 +227,7 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
                     ));
                     continue;
                 }
-                let ref_string = format!(
-                    "{}/{}/{}.{}",
-                    r.group.as_deref().unwrap_or_default(),
-                    r.kind.as_deref().unwrap_or_default(),
-                    r.name,
-                    r.namespace.as_deref().unwrap_or_default()
-                );
+                let ref_string = secret_ref_string(r);
                 if !r.group.as_deref().unwrap_or("").is_empty() || r.kind_or_default() != "Secret" {
                     join(ConfigError::new(
                         "InvalidCertificateRef",
@@ -538,11 +532,63 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
                 });
             }
         }
-        report_gateway(ctx, &gw, spec, &mut status, &services, &servers, error, valid);
+        let backend_tls = backend_client_certificate_error(ctx, &gw.meta.namespace, spec);
+        report_gateway(ctx, &gw, spec, &mut status, &services, &servers, error, backend_tls, valid);
         result.parents.insert((gw.meta.namespace.clone(), gw.meta.name.clone()), parents);
         result.states.push(GatewayState { config: gw.clone(), status, attached: BTreeMap::new() });
     }
     result
+}
+
+/// A secret reference as Istio prints it in messages (`secretObjectReferenceString`):
+/// `GROUP/KIND/NAME.NAMESPACE`, each part as written (empty when left out).
+fn secret_ref_string(r: &api::gateway_api::SecretObjectReference) -> String {
+    format!(
+        "{}/{}/{}.{}",
+        r.group.as_deref().unwrap_or_default(),
+        r.kind.as_deref().unwrap_or_default(),
+        r.name,
+        r.namespace.as_deref().unwrap_or_default()
+    )
+}
+
+/// Why a Gateway's `spec.tls.backend.clientCertificateRef` is refused (Istio's
+/// `validateBackendClientCertificateRef`), reported on the Gateway's `ResolvedRefs`: only a core
+/// Secret (`InvalidClientCertificateRef`), which must exist where Secrets are known
+/// ([`crate::KubeObjects::secrets`]), and in another namespace only with a ReferenceGrant
+/// (`RefNotPermitted`). Istio also parses the key pair ("the certificate is malformed"); the converter
+/// sees Secret names only, so a malformed Secret is accepted here.
+pub(crate) fn backend_client_certificate_error(
+    ctx: &Ctx<'_>,
+    namespace: &str,
+    spec: &GatewaySpec,
+) -> Option<ConfigError> {
+    let r = spec.tls.as_ref()?.backend.as_ref()?.client_certificate_ref.as_ref()?;
+    let invalid = |m: String| {
+        ConfigError::new(
+            "InvalidClientCertificateRef",
+            format!("invalid clientCertificateRef {}, {m}", secret_ref_string(r)),
+        )
+    };
+    if !r.group.as_deref().unwrap_or("").is_empty() || r.kind_or_default() != "Secret" {
+        return Some(invalid("only secret is allowed".into()));
+    }
+    let cred_ns = r.namespace.clone().unwrap_or_else(|| namespace.to_string());
+    if ctx.input.kube.secrets.as_ref().is_some_and(|s| !s.contains(&(cred_ns.clone(), r.name.clone()))) {
+        return Some(invalid(format!("secret {cred_ns}/{} not found", r.name)));
+    }
+    if cred_ns != namespace
+        && !ctx.grant_allows(Kind::KubernetesGateway, namespace, "", "Secret", &r.name, &cred_ns)
+    {
+        return Some(ConfigError::new(
+            "RefNotPermitted",
+            format!(
+                "clientCertificateRef {}/{cred_ns} not accessible to a Gateway in namespace {namespace:?} (missing a ReferenceGrant?)",
+                r.name
+            ),
+        ));
+    }
+    None
 }
 
 /// Why a Gateway's `spec.infrastructure.parametersRef` is refused (Istio's `validateParametersRef`):
@@ -595,6 +641,7 @@ fn report_gateway(
     services: &[String],
     ports: &[i32],
     error: Option<ConfigError>,
+    backend_tls: Option<ConfigError>,
     valid: usize,
 ) {
     let namespace = &gw.meta.namespace;
@@ -645,6 +692,9 @@ fn report_gateway(
         ("Programmed", Wanted::ok("Programmed", "Resource programmed")),
         ("ResolvedRefs", Wanted::ok("ResolvedRefs", "All references resolved")),
     ]);
+    if let Some(e) = backend_tls {
+        wanted.get_mut("ResolvedRefs").expect("set above").error = Some(e);
+    }
     if let Some(e) = error {
         wanted.get_mut("Accepted").expect("set above").error = Some(e);
     } else if !spec.listeners.is_empty() && valid < spec.listeners.len() {
@@ -747,6 +797,59 @@ mod tests {
         assert_eq!(mode(443).as_deref(), Some("AllowValidOnly"));
         assert_eq!(mode(8443).as_deref(), Some("AllowInsecureFallback"));
         assert!(frontend_validation(None, 443).is_none());
+    }
+
+    /// Istio's `validateBackendClientCertificateRef`: kind, existence (where Secrets are known) and the
+    /// ReferenceGrant for another namespace, with Istio's reasons and messages.
+    #[test]
+    fn backend_client_certificate_refs_are_checked_as_istio() {
+        use api::gateway_api::{SecretObjectReference, gateway::GatewayBackendTLS};
+        let store = crate::StaticStore::new(Vec::new());
+        let kube = crate::KubeObjects {
+            secrets: Some([("gw".to_string(), "cert".to_string()), ("other".into(), "cert".into())].into()),
+            ..Default::default()
+        };
+        let input =
+            crate::Input { store: &store, services: &[], kube: &kube, domain_suffix: "cluster.local" };
+        let ctx = Ctx::new(&input);
+        let check = |r: SecretObjectReference| {
+            let spec = GatewaySpec {
+                tls: Some(GatewayTLSConfig {
+                    backend: Some(GatewayBackendTLS { client_certificate_ref: Some(r) }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            backend_client_certificate_error(&ctx, "gw", &spec).map(|e| (e.reason, e.message))
+        };
+        let secret = |name: &str, ns: Option<&str>| SecretObjectReference {
+            name: name.into(),
+            namespace: ns.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(check(secret("cert", None)), None);
+        assert_eq!(
+            check(SecretObjectReference { kind: Some("ConfigMap".into()), ..secret("cm", None) }),
+            Some((
+                "InvalidClientCertificateRef".into(),
+                "invalid clientCertificateRef /ConfigMap/cm., only secret is allowed".into()
+            ))
+        );
+        assert_eq!(
+            check(secret("gone", None)),
+            Some((
+                "InvalidClientCertificateRef".into(),
+                "invalid clientCertificateRef //gone., secret gw/gone not found".into()
+            ))
+        );
+        assert_eq!(
+            check(secret("cert", Some("other"))),
+            Some((
+                "RefNotPermitted".into(),
+                "clientCertificateRef cert/other not accessible to a Gateway in namespace \"gw\" (missing a ReferenceGrant?)"
+                    .into()
+            ))
+        );
     }
 
     #[test]
