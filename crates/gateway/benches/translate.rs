@@ -65,6 +65,8 @@ fn service(hostname: String, namespace: &str, port: u32) -> Arc<Service> {
         service_accounts: vec![],
         creation_time: None,
         passthrough_target_ports: BTreeMap::new(),
+        external_name: None,
+        aliases: Vec::new(),
     })
 }
 

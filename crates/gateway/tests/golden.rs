@@ -240,6 +240,8 @@ fn service(
         service_accounts: vec![],
         creation_time: None,
         passthrough_target_ports: BTreeMap::new(),
+        external_name: None,
+        aliases: Vec::new(),
     }
 }
 

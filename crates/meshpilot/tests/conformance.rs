@@ -94,13 +94,6 @@ const ALLOWED: &[Allowed] = &[
                  object as the Kubernetes API would, istiod's --configDir store takes it",
     },
     Allowed {
-        scenario: "bookinfo",
-        proxy: "sidecar",
-        key: "CDS only-istiod inbound|9080||",
-        reason: "bug: a proxy with no pod in the cluster gets no service targets in meshpilot; istiod matches \
-                 the proxy's labels and namespace against Services' selectors",
-    },
-    Allowed {
         scenario: "jason to v2",
         proxy: "*",
         key: "CDS only-meshpilot outbound|9080|v2|details.default.svc.cluster.local",

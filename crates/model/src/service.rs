@@ -123,6 +123,8 @@ pub struct Port {
 /// From a ServiceEntry's `resolution`: `STATIC` → [`ClientSideLb`](Resolution::ClientSideLb),
 /// `DNS` → [`Dns`](Resolution::Dns), `DNS_ROUND_ROBIN` → [`DnsRoundRobin`](Resolution::DnsRoundRobin),
 /// `NONE` → [`Passthrough`](Resolution::Passthrough), `DYNAMIC_DNS` → [`DynamicDns`](Resolution::DynamicDns).
+/// A Kubernetes `type: ExternalName` Service is an [`Alias`](Resolution::Alias) (Istio's
+/// `ConvertService`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Resolution {
     /// The proxy load-balances over the endpoints it is given (EDS).
@@ -135,10 +137,15 @@ pub enum Resolution {
     DnsRoundRobin,
     /// The proxy resolves the request's host at request time (dynamic forward proxy).
     DynamicDns,
+    /// Another name for the service named by [`Service::external_name`] (Istio's `Alias`, a
+    /// Kubernetes `ExternalName` Service): no cluster, listener or virtual host of its own; its
+    /// hostname is served by the concrete service's ([`Service::aliases`]).
+    Alias,
 }
 
 impl Resolution {
-    /// Istio's name (`ClientSide`, `DNS`, `DNSRoundRobin`, `Passthrough`, `DynamicDNS`).
+    /// Istio's name (`ClientSide`, `DNS`, `DNSRoundRobin`, `Passthrough`, `DynamicDNS`; `4` for
+    /// [`Alias`](Resolution::Alias), which Istio's `String` does not name).
     pub fn as_str(self) -> &'static str {
         match self {
             Resolution::ClientSideLb => "ClientSide",
@@ -146,6 +153,8 @@ impl Resolution {
             Resolution::Passthrough => "Passthrough",
             Resolution::DnsRoundRobin => "DNSRoundRobin",
             Resolution::DynamicDns => "DynamicDNS",
+            // Istio's `Resolution.String` has no name for it and prints the number.
+            Resolution::Alias => "4",
         }
     }
 
@@ -156,6 +165,7 @@ impl Resolution {
             Resolution::Dns => 1,
             Resolution::Passthrough => 2,
             Resolution::DnsRoundRobin => 3,
+            Resolution::Alias => 4,
             Resolution::DynamicDns => 5,
         }
     }
@@ -243,6 +253,23 @@ pub struct Service {
     /// Service port → target port, for `NONE` resolution ServiceEntry ports with a `targetPort`
     /// (Istio's `PassthroughTargetPorts`).
     pub passthrough_target_ports: BTreeMap<u32, u32>,
+    /// `spec.externalName` of a Kubernetes `ExternalName` Service (Istio's
+    /// `K8sAttributes.ExternalName`): the host an [`Alias`](Resolution::Alias) stands for.
+    pub external_name: Option<String>,
+    /// The aliases that resolve to this service, by namespace then hostname (Istio's
+    /// `Attributes.Aliases`). Registries leave it empty; the push context fills it in
+    /// ([`resolve_service_aliases`]).
+    pub aliases: Vec<ServiceAlias>,
+}
+
+/// An alias of a service: the hostname and namespace of an [`Alias`](Resolution::Alias) service
+/// (Istio's `NamespacedHostname`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceAlias {
+    /// The namespace of the alias (ordered first, as Istio sorts them).
+    pub namespace: String,
+    /// The alias' hostname.
+    pub hostname: String,
 }
 
 impl Service {
@@ -304,6 +331,69 @@ impl Service {
             && self.label_selector == other.label_selector
             && self.service_accounts == other.service_accounts
             && self.passthrough_target_ports == other.passthrough_target_ports
+            && self.external_name == other.external_name
+            && self.aliases == other.aliases
+    }
+
+    /// The host whose clusters a route destination naming this service goes to (Istio's
+    /// `GetDestinationCluster`): an alias' external name (one hop only, as Istio), else the hostname.
+    pub fn destination_host(&self) -> &str {
+        self.external_name.as_deref().unwrap_or(&self.hostname)
+    }
+
+    /// `true` for an [`Alias`](Resolution::Alias).
+    pub fn is_alias(&self) -> bool {
+        self.resolution == Resolution::Alias
+    }
+}
+
+/// Sets [`Service::aliases`] on the services that aliases resolve to (Istio's
+/// `resolveServiceAliases`, run when the push context indexes services): each
+/// [`Alias`](Resolution::Alias) points at its [`external_name`](Service::external_name); a chain of
+/// aliases is followed to the first host that is not an alias (external names are not namespaced: an
+/// alias hostname declared in several namespaces counts once); a chain that loops resolves to nothing
+/// (Kubernetes DNS answers NXDOMAIN). Every service with the concrete hostname, in any namespace, gets
+/// the aliases, sorted by namespace then hostname. An alias whose target no service defines is in no
+/// list: it then gets nothing at all. Services are replaced by copies where the list changes.
+pub fn resolve_service_aliases(services: &mut [Arc<Service>]) {
+    let raw: Vec<(ServiceAlias, &str)> = services
+        .iter()
+        .filter(|s| s.is_alias())
+        .filter_map(|s| {
+            let target = s.external_name.as_deref()?;
+            Some((ServiceAlias { namespace: s.namespace.clone(), hostname: s.hostname.clone() }, target))
+        })
+        .collect();
+    if raw.is_empty() {
+        return;
+    }
+    let next: BTreeMap<&str, &str> = raw.iter().map(|(a, t)| (a.hostname.as_str(), *t)).collect();
+    let mut by_concrete: BTreeMap<String, Vec<ServiceAlias>> = BTreeMap::new();
+    for (alias, target) in &raw {
+        let mut concrete = *target;
+        let mut seen: BTreeSet<&str> = BTreeSet::from([alias.hostname.as_str(), concrete]);
+        let resolved = loop {
+            match next.get(concrete) {
+                None => break Some(concrete),
+                Some(n) if !seen.insert(n) => break None,
+                Some(n) => concrete = n,
+            }
+        };
+        if let Some(concrete) = resolved {
+            by_concrete.entry(concrete.to_string()).or_default().push(alias.clone());
+        }
+    }
+    for list in by_concrete.values_mut() {
+        list.sort();
+    }
+    for s in services.iter_mut() {
+        if let Some(aliases) = by_concrete.get(&s.hostname)
+            && &s.aliases != aliases
+        {
+            let mut copy = Service::clone(s);
+            copy.aliases = aliases.clone();
+            *s = Arc::new(copy);
+        }
     }
 }
 
@@ -501,6 +591,21 @@ pub trait ServiceDiscovery: Send + Sync {
     /// in `namespace` when given (Istio's `GetProxyServiceTargets`: a proxy only serves services of
     /// its own namespace).
     fn proxy_instances(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance>;
+
+    /// The service instances of a proxy at `ips` in `namespace` with `labels` (Istio's
+    /// `GetProxyServiceTargets`, which is given the whole proxy). By default
+    /// [`proxy_instances`](ServiceDiscovery::proxy_instances) in the namespace; the Kubernetes registry
+    /// also matches the labels against Service selectors when no pod is at the IPs (Istio's
+    /// `GetProxyServiceTargetsFromMetadata`: a pod not seen yet, a VM).
+    fn proxy_service_targets(
+        &self,
+        ips: &[String],
+        namespace: &str,
+        labels: &Labels,
+    ) -> Vec<ServiceInstance> {
+        let _ = labels;
+        self.proxy_instances(ips, Some(namespace))
+    }
 }
 
 /// A change of a service's definition: the server turns it into a full push with
@@ -678,6 +783,8 @@ mod tests {
             service_accounts: vec![],
             creation_time: created.map(str::to_string),
             passthrough_target_ports: BTreeMap::new(),
+            external_name: None,
+            aliases: Vec::new(),
         }
     }
 
@@ -688,6 +795,60 @@ mod tests {
             service_account: sa.into(),
             ..Endpoint::default()
         })
+    }
+
+    fn alias(ns: &str, hostname: &str, target: &str) -> Arc<Service> {
+        let mut s = svc(ns, ProviderId::Kubernetes, None, &[]);
+        s.hostname = hostname.into();
+        s.resolution = Resolution::Alias;
+        s.external_name = Some(target.into());
+        Arc::new(s)
+    }
+
+    fn concrete(ns: &str, hostname: &str) -> Arc<Service> {
+        let mut s = svc(ns, ProviderId::Kubernetes, None, &[]);
+        s.hostname = hostname.into();
+        Arc::new(s)
+    }
+
+    fn aliases_of(services: &[Arc<Service>], hostname: &str) -> Vec<(String, String)> {
+        let s = services.iter().find(|s| s.hostname == hostname).unwrap();
+        s.aliases.iter().map(|a| (a.namespace.clone(), a.hostname.clone())).collect()
+    }
+
+    #[test]
+    fn aliases_resolve_to_the_concrete_service_through_several_hops() {
+        let mut services = vec![
+            concrete("db", "db.example.com"),
+            alias("b", "z.b.svc", "db.example.com"),
+            alias("a", "y.a.svc", "z.b.svc"),
+            alias("a", "x.a.svc", "db.example.com"),
+        ];
+        resolve_service_aliases(&mut services);
+        let pair = |ns: &str, h: &str| (ns.to_string(), h.to_string());
+        assert_eq!(
+            aliases_of(&services, "db.example.com"),
+            [pair("a", "x.a.svc"), pair("a", "y.a.svc"), pair("b", "z.b.svc")],
+            "both hops land on the concrete service, sorted by namespace then hostname"
+        );
+        assert!(aliases_of(&services, "z.b.svc").is_empty(), "an alias is no alias' target");
+        assert_eq!(services[2].destination_host(), "z.b.svc", "routes follow one hop, as Istio");
+        assert_eq!(services[0].destination_host(), "db.example.com");
+    }
+
+    #[test]
+    fn alias_loops_and_unknown_targets_resolve_to_nothing() {
+        let mut services = vec![
+            concrete("a", "c.a.svc"),
+            alias("a", "l1.a.svc", "l2.a.svc"),
+            alias("a", "l2.a.svc", "l1.a.svc"),
+            alias("a", "self.a.svc", "self.a.svc"),
+            alias("a", "ext.a.svc", "nowhere.example.com"),
+        ];
+        let before = services.clone();
+        resolve_service_aliases(&mut services);
+        assert!(services.iter().all(|s| s.aliases.is_empty()), "{services:?}");
+        assert!(services.iter().zip(&before).all(|(a, b)| Arc::ptr_eq(a, b)), "nothing copied");
     }
 
     #[test]

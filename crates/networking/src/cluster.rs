@@ -396,6 +396,8 @@ fn base_cluster(
             );
             return None;
         }
+        // Never asked for: `outbound_clusters` leaves aliases out.
+        Resolution::Alias => return None,
     };
     // Istio's `applyLoadBalancer`: with unhealthy endpoints sent (`PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS`,
     // default true) the panic threshold is 0 (off) unless outlier detection sets `minHealthPercent`;
@@ -1087,13 +1089,15 @@ fn original_dst_inbound(name: &str) -> Builder {
 }
 
 /// Services whose clusters a proxy gets: the Sidecar scope's (routers: everything exported to their
-/// namespace, Istio's default without `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`).
+/// namespace, Istio's default without `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`), except aliases
+/// (Kubernetes `ExternalName` Services), which have no cluster of their own (Istio's
+/// `buildOutboundClusters`).
 fn outbound_clusters(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Cluster> {
     let scope = push.sidecar_scope(proxy);
     findings.extend(scope.findings().iter().cloned());
     let mut out = Vec::new();
     for service in scope.services() {
-        if proxy.proxyless_grpc && service.resolution != Resolution::ClientSideLb {
+        if service.is_alias() || (proxy.proxyless_grpc && service.resolution != Resolution::ClientSideLb) {
             continue;
         }
         let dr = push.destination_rule(proxy, service);

@@ -189,7 +189,9 @@ fn plan(
     let capture = proxy.interception_mode != InterceptionMode::None;
     let bind = &proxy.bind_address;
     let mut out: BTreeMap<(u32, String), OutboundListener> = BTreeMap::new();
-    for s in scope.services() {
+    // Aliases get no listener (Istio's `buildSidecarOutboundListener`); their names reach the concrete
+    // service's chains and virtual hosts.
+    for s in scope.services().iter().filter(|s| !s.is_alias()) {
         for p in &s.ports {
             let Some(c) = carriage(p.protocol) else { continue };
             if c == Carriage::Http {
@@ -217,6 +219,7 @@ pub fn sidecar_http_ports(push: &Snapshot, proxy: &ProxyContext) -> Vec<u32> {
     let ports: BTreeSet<u32> = scope
         .services()
         .iter()
+        .filter(|s| !s.is_alias())
         .flat_map(|s| s.ports.iter())
         .filter(|p| carriage(p.protocol) == Some(Carriage::Http))
         .map(|p| p.port)
@@ -248,8 +251,9 @@ impl Report<'_> {
     }
 }
 
-/// The cluster a layer-4 route destination goes to: the service the proxy sees, the destination port
-/// (or the service's only port, or `port`).
+/// The cluster a layer-4 route destination goes to: the service the proxy sees (an alias' external
+/// name, as Istio's `GetDestinationCluster`), the destination port (or the service's only port, or
+/// `port`).
 fn l4_cluster(scope: &SidecarScope, suffix: &str, vs_ns: &str, d: &Destination, port: u32) -> Option<String> {
     let hostname = host::resolve_short_name(&d.host.to_ascii_lowercase(), vs_ns, suffix);
     let service = scope.service(&hostname)?;
@@ -258,7 +262,7 @@ fn l4_cluster(scope: &SidecarScope, suffix: &str, vs_ns: &str, d: &Destination, 
         _ if service.ports.len() == 1 => service.ports.first().map_or(port, |p| p.port),
         _ => port,
     };
-    Some(outbound_cluster_name(port, &d.subset, &service.hostname))
+    Some(outbound_cluster_name(port, &d.subset, service.destination_host()))
 }
 
 /// Weighted destinations of a TCP or TLS route (`(cluster, weight)`); `None` when no destination is
@@ -511,7 +515,7 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
             let (names, c) = if e.tls {
                 let mut destinations = vec![(cluster.clone(), 1)];
                 let mut names =
-                    if e.sni { server_names([s.hostname.to_ascii_lowercase()]) } else { Vec::new() };
+                    if e.sni { server_names(sni_hosts(s, &proxy.dns_domain)) } else { Vec::new() };
                 if let Some(vs) = scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
                     let routes =
                         tls_route_destinations(push, proxy, &scope, vs, port, MESH_GATEWAY, &mut report);
@@ -572,6 +576,18 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
             l.bind_to_port = Some(boolv(false));
         }
         out.push(l);
+    }
+    out
+}
+
+/// The SNI names of a TLS service's chain on a shared listener (Istio's
+/// `buildSidecarOutboundTLSFilterChainOpts`): its hostname, and each alias' hostname with the alias'
+/// short forms for the proxy's DNS domain.
+fn sni_hosts(s: &Service, dns_domain: &str) -> Vec<String> {
+    let mut out = vec![s.hostname.to_ascii_lowercase()];
+    for a in &s.aliases {
+        out.push(a.hostname.to_ascii_lowercase());
+        out.extend(crate::rds::alt_virtual_hosts(&a.hostname, 0, dns_domain));
     }
     out
 }
@@ -994,6 +1010,8 @@ mod tests {
             service_accounts: Vec::new(),
             creation_time: None,
             passthrough_target_ports: BTreeMap::new(),
+            external_name: None,
+            aliases: Vec::new(),
         }
     }
 

@@ -182,12 +182,19 @@ pub fn alt_virtual_hosts(hostname: &str, port: u32, proxy_domain: &str) -> Vec<S
 }
 
 /// Domains of a service's virtual host (Istio's `generateVirtualHostDomains`) and the alternative
-/// forms among them. `port` 0: no `:port` variants (Envoy proxies ignore the port in host matching).
+/// forms among them: its hostname and then each of its aliases' (Kubernetes `ExternalName` Services
+/// resolving to it), each with its alternative forms, then its VIPs. `port` 0: no `:port` variants
+/// (Envoy proxies ignore the port in host matching).
 fn service_domains(service: &Service, port: u32, proxy_domain: &str) -> (Vec<String>, Vec<String>) {
     let mut domains = Vec::new();
-    let alt = alt_virtual_hosts(&service.hostname, port, proxy_domain);
-    append_domain_port(&mut domains, &service.hostname, port);
-    domains.extend(alt.iter().cloned());
+    let mut alt = Vec::new();
+    let names = std::iter::once(&service.hostname).chain(service.aliases.iter().map(|a| &a.hostname));
+    for name in names {
+        let forms = alt_virtual_hosts(name, port, proxy_domain);
+        append_domain_port(&mut domains, name, port);
+        domains.extend(forms.iter().cloned());
+        alt.extend(forms);
+    }
     for addr in &service.addresses {
         if let Some(ip) = crate::convert::single_ip(addr).filter(|ip| *ip != model::service::UNSPECIFIED_IP) {
             append_domain_port(&mut domains, ip, port);
@@ -264,7 +271,9 @@ impl<'a> RouteTranslator<'a> {
                 return DestinationCluster::Unnamed;
             };
             match service {
-                Some(s) => DestinationCluster::Service(outbound_cluster_name(port, &d.subset, &s.hostname)),
+                Some(s) => {
+                    DestinationCluster::Service(outbound_cluster_name(port, &d.subset, s.destination_host()))
+                }
                 None => DestinationCluster::Unknown(outbound_cluster_name(port, &d.subset, &hostname)),
             }
         };
@@ -371,6 +380,9 @@ fn sidecar_virtual_hosts(
     for s in &services {
         let routes = match scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
             Some(vs) => translator.routes(vs, port, MESH_GATEWAY).to_vec(),
+            // An alias has no virtual host of its own (Istio's `BuildSidecarVirtualHostWrapper`): its
+            // names are domains of the concrete service's virtual host.
+            None if s.is_alias() => continue,
             // Default routes only for HTTP (or sniffed) ports, as Istio.
             None if s.port_by_number(port).is_some_and(|p| p.protocol.is_http_or_sniffed()) => {
                 let hashed = translator

@@ -73,6 +73,8 @@ fn service(host: &str, ns: &str) -> Arc<Service> {
         service_accounts: vec![],
         creation_time: None,
         passthrough_target_ports: Default::default(),
+        external_name: None,
+        aliases: Vec::new(),
     })
 }
 

@@ -156,6 +156,15 @@ impl ServiceDiscovery for AggregateRegistry {
     fn proxy_instances(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance> {
         self.read().iter().flat_map(|r| r.proxy_instances(ips, namespace)).collect()
     }
+
+    fn proxy_service_targets(
+        &self,
+        ips: &[String],
+        namespace: &str,
+        labels: &Labels,
+    ) -> Vec<ServiceInstance> {
+        self.read().iter().flat_map(|r| r.proxy_service_targets(ips, namespace, labels)).collect()
+    }
 }
 
 impl ServiceController for AggregateRegistry {

@@ -52,7 +52,7 @@ fn service_json(service: &Service, default_address: &str) -> Value {
     attributes.insert("ClusterExternalPorts".into(), Value::Null);
     attributes.insert("PassthroughTargetPorts".into(), passthrough);
     attributes.insert("Type".into(), json!(""));
-    attributes.insert("ExternalName".into(), json!(""));
+    attributes.insert("ExternalName".into(), json!(service.external_name.as_deref().unwrap_or_default()));
     attributes.insert("NodeLocal".into(), json!(false));
     attributes.insert("TrafficDistribution".into(), json!(0));
     attributes.insert("ObjectName".into(), json!(service.object_name));

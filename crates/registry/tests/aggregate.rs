@@ -89,6 +89,8 @@ fn kube_service(hostname: &str, namespace: &str, created: &str) -> Arc<Service> 
         service_accounts: vec![],
         creation_time: Some(created.into()),
         passthrough_target_ports: Default::default(),
+        external_name: None,
+        aliases: Vec::new(),
     })
 }
 

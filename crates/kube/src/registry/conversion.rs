@@ -84,8 +84,6 @@ pub struct ConvertedService {
     pub target_ports: Vec<TargetPort>,
     /// `spec.publishNotReadyAddresses`.
     pub publish_not_ready: bool,
-    /// `spec.externalName` of an `ExternalName` Service.
-    pub external_name: Option<String>,
     /// `spec.clusterIP: None`.
     pub headless: bool,
 }
@@ -97,10 +95,11 @@ pub struct ConvertedService {
 /// - addresses: `spec.clusterIPs` (or `clusterIP`); `clusterIP: None` (headless) has none and
 ///   [`Resolution::Passthrough`] (Istio's passthrough: the proxy forwards to the address the client
 ///   dialled);
-/// - `type: ExternalName` with `externalName`: mesh-external with [`Resolution::Dns`]; its endpoints are
-///   the external name on each port ([`external_name_endpoints`]). Istio today models this as an
-///   alias (`Resolution: Alias`) of the external host; the model has no alias, so the proxy resolves
-///   the name itself, which is what Istio did before it had aliases;
+/// - `type: ExternalName` with `externalName`: mesh-external, [`Resolution::Alias`] of the external
+///   name ([`Service::external_name`]): no cluster of its own, its hostname served by the target's
+///   virtual hosts when the target is a known service (Istio's default `ENABLE_EXTERNAL_NAME_ALIAS`,
+///   now the only behaviour). Its endpoints come from EndpointSlices like any Service's (Kubernetes
+///   writes none for it);
 /// - `exportTo` from the `networking.istio.io/exportTo` annotation, service accounts from the
 ///   `alpha.istio.io/*-serviceaccounts` annotations.
 pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> ConvertedService {
@@ -113,7 +112,7 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
     let headless = cluster_ip == "None";
     let external_name =
         spec.external_name.clone().filter(|n| !n.is_empty() && spec.type_.as_deref() == Some("ExternalName"));
-    let mut resolution = if external_name.is_some() { Resolution::Dns } else { Resolution::ClientSideLb };
+    let mut resolution = if external_name.is_some() { Resolution::Alias } else { Resolution::ClientSideLb };
     let mut addresses = Vec::new();
     if headless {
         resolution = Resolution::Passthrough;
@@ -171,36 +170,15 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
         service_accounts,
         creation_time: meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
         passthrough_target_ports: BTreeMap::new(),
+        external_name,
+        aliases: Vec::new(),
     };
     ConvertedService {
         service: Arc::new(service),
         target_ports,
         publish_not_ready: spec.publish_not_ready_addresses.unwrap_or(false),
-        external_name,
         headless,
     }
-}
-
-/// The endpoints of an `ExternalName` service: the external name on every port (port number as
-/// the endpoint port), healthy, in the service's namespace.
-pub fn external_name_endpoints(converted: &ConvertedService, options: &KubeRegistryOptions) -> Vec<Endpoint> {
-    let Some(external) = &converted.external_name else { return Vec::new() };
-    let service = &converted.service;
-    service
-        .ports
-        .iter()
-        .map(|port| Endpoint {
-            addresses: vec![external.clone()],
-            service_port_name: port.name.clone(),
-            endpoint_port: port.port,
-            labels: Labels::from([(LABEL_TOPOLOGY_CLUSTER.to_string(), options.cluster_id.clone())]),
-            locality: Locality { label: String::new(), cluster_id: options.cluster_id.clone() },
-            tls_mode: TLS_MODE_DISABLED.to_string(),
-            namespace: service.namespace.clone(),
-            workload_name: service.name.clone(),
-            ..Endpoint::default()
-        })
-        .collect()
 }
 
 /// Health of an EndpointSlice endpoint (Istio's `endpointHealthStatus`, plus the Kubernetes

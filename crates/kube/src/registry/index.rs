@@ -18,8 +18,8 @@
 //! namespace change — is endpoint-only: the affected services' endpoint lists are rebuilt and, when
 //! they differ, published as an [`EndpointUpdate`] classified by [`classify_endpoint_update`]
 //! (incremental unless the service is new in this shard or its set of service accounts changed), and
-//! always [`EndpointPush::Full`] for an `ExternalName` service (DNS: endpoints live in CDS) and for a
-//! headless service with a non-HTTP port (Istio pushes those fully: per-endpoint listeners).
+//! always [`EndpointPush::Full`] for a headless service with a non-HTTP port (Istio pushes those fully:
+//! per-endpoint listeners).
 //!
 //! **Duplicates.** An address that appears in several slices of a service (a pod moving between
 //! slices) gives one endpoint per service port name and endpoint port, from the first slice by name.
@@ -54,7 +54,7 @@ use super::{
     KubeRegistryOptions,
     conversion::{
         ConvertedService, LABEL_MCS_SERVICE_NAME, LABEL_SERVICE_NAME, convert_service, endpoint_health,
-        external_name_endpoints, find_target_port, pod_ips, slice_endpoints, target_pod, workload_facts,
+        find_target_port, pod_ips, slice_endpoints, target_pod, workload_facts,
     },
 };
 
@@ -482,11 +482,8 @@ impl KubeIndex {
         Ok(at_ip.and_then(|k| self.pods.get(k)).map(|p| p.object.as_ref()))
     }
 
-    /// Builds the endpoints of a service from its slices (or its external name).
+    /// Builds the endpoints of a service from its slices.
     fn build_endpoints(&self, key: &ObjectKey, converted: &ConvertedService) -> Vec<Arc<Endpoint>> {
-        if converted.external_name.is_some() {
-            return external_name_endpoints(converted, &self.options).into_iter().map(Arc::new).collect();
-        }
         let mut out: Vec<Arc<Endpoint>> = Vec::new();
         let mut seen: HashSet<(String, String, u32)> = HashSet::new();
         let namespace_labels = self.namespaces.get(&key.0).map(|(_, l)| l);
@@ -602,75 +599,127 @@ impl KubeIndex {
             .collect()
     }
 
-    /// The service instances at `ips` (Istio's `GetProxyServiceTargets`): the pod at one of the IPs
-    /// (in `namespace` when given) serves each port of every service of its namespace whose selector
-    /// matches its labels, at the port's `targetPort` on the pod. Without such a pod, the endpoints of
-    /// the namespace's services at those IPs (services without selector, written slices).
+    /// The service instances at `ips` (Istio's `GetProxyServiceTargets`), restricted to `namespace` when
+    /// given: see [`KubeIndex::proxy_service_targets`]; without the proxy's labels, a proxy with no pod
+    /// gets the endpoints at its IPs only.
     pub fn proxy_instances(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance> {
+        self.service_targets(ips, namespace, None)
+    }
+
+    /// The service instances of a proxy at `ips` in `namespace` with `labels` (Istio's
+    /// `GetProxyServiceTargets`):
+    /// 1. the pod at one of the IPs (in the namespace) serves each port of every service of its namespace
+    ///    whose selector matches its labels, at the port's `targetPort` on the pod
+    ///    (`GetProxyServiceTargetsByPod`);
+    /// 2. a pod that no service selects: the endpoints of the namespace's services at those IPs
+    ///    (services without selector, written slices);
+    /// 3. no pod (not created yet, or a VM): the proxy's own labels are matched against the selectors of
+    ///    the namespace's services, as if it were a pod of the namespace
+    ///    (`GetProxyServiceTargetsFromMetadata`); the target port is the `targetPort` number (the service
+    ///    port when unset). Istio reads a named `targetPort` from the `POD_PORTS` metadata, which
+    ///    meshpilot does not read: such ports are left out (Istio without that metadata uses port 0).
+    ///    When that finds nothing, the endpoints at the IPs, as in 2.
+    pub fn proxy_service_targets(
+        &self,
+        ips: &[String],
+        namespace: &str,
+        labels: &Labels,
+    ) -> Vec<ServiceInstance> {
+        self.service_targets(ips, Some(namespace), Some(labels))
+    }
+
+    fn service_targets(
+        &self,
+        ips: &[String],
+        namespace: Option<&str>,
+        labels: Option<&Labels>,
+    ) -> Vec<ServiceInstance> {
         let in_ns = |ns: &str| namespace.is_none_or(|n| n == ns);
         let pod = ips
             .iter()
             .flat_map(|ip| self.pods_by_ip.get(ip).into_iter().flatten())
             .find(|k| in_ns(&k.0))
             .and_then(|k| self.pods.get(k));
-        let mut out = Vec::new();
-        if let Some(pod) = pod {
-            let object = &pod.object;
-            let ns = object.metadata.namespace.clone().unwrap_or_default();
-            let labels = object.metadata.labels.clone().unwrap_or_default();
-            let node = object
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_ref())
-                .and_then(|n| self.nodes.get(n))
-                .map(|(_, l)| l);
-            let facts = workload_facts(
-                Some(object),
-                node,
-                self.namespaces.get(&ns).map(|(_, l)| l),
-                &ns,
-                &self.options,
-            );
-            let ip = ips.iter().find(|ip| pod.ips.contains(ip)).cloned().unwrap_or_default();
-            for name in self.services_by_namespace.get(&ns).into_iter().flatten() {
-                let Some(record) = self.services.get(&(ns.clone(), name.clone())) else { continue };
-                let converted = &record.converted;
-                let Some(selector) = converted.service.label_selector.as_ref().filter(|s| !s.is_empty())
-                else {
-                    continue;
-                };
-                if !labels_match(selector, &labels) {
-                    continue;
-                }
-                let mut targets: Vec<u32> = Vec::new();
-                for (port, target) in converted.service.ports.iter().zip(&converted.target_ports) {
-                    let Some(target) = find_target_port(object, target, port.port) else { continue };
-                    if targets.contains(&target) {
-                        continue;
-                    }
-                    targets.push(target);
-                    let ports = [(port.name.clone(), target)];
-                    let endpoint = slice_endpoints(
-                        &ip,
-                        &ports,
-                        &facts,
-                        model::service::HealthStatus::Healthy,
-                        &self.options.cluster_id,
-                    )
-                    .pop();
-                    if let Some(endpoint) = endpoint {
-                        out.push(ServiceInstance {
-                            service: converted.service.clone(),
-                            service_port: port.clone(),
-                            endpoint: Arc::new(endpoint),
-                        });
-                    }
-                }
+        let out = match (pod, namespace, labels.filter(|l| !l.is_empty())) {
+            (Some(pod), _, _) => {
+                let ip = ips.iter().find(|ip| pod.ips.contains(ip)).cloned().unwrap_or_default();
+                self.pod_targets(&pod.object, &ip)
             }
+            (None, Some(ns), Some(labels)) => {
+                let stand_in = Pod {
+                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        namespace: Some(ns.to_string()),
+                        labels: Some(labels.clone()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                self.pod_targets(&stand_in, ips.first().map_or("", String::as_str))
+            }
+            _ => Vec::new(),
+        };
+        if !out.is_empty() {
             return out;
         }
+        self.endpoint_targets(ips, namespace)
+    }
+
+    /// What `pod` at `ip` serves: each port of every service of its namespace whose selector matches its
+    /// labels, at the port's `targetPort` on the pod (each target port once per service).
+    fn pod_targets(&self, pod: &Pod, ip: &str) -> Vec<ServiceInstance> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.nodes.get(n))
+            .map(|(_, l)| l);
+        let facts =
+            workload_facts(Some(pod), node, self.namespaces.get(&ns).map(|(_, l)| l), &ns, &self.options);
+        let mut out = Vec::new();
+        for name in self.services_by_namespace.get(&ns).into_iter().flatten() {
+            let Some(record) = self.services.get(&(ns.clone(), name.clone())) else { continue };
+            let converted = &record.converted;
+            let Some(selector) = converted.service.label_selector.as_ref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            if !labels_match(selector, &labels) {
+                continue;
+            }
+            let mut targets: Vec<u32> = Vec::new();
+            for (port, target) in converted.service.ports.iter().zip(&converted.target_ports) {
+                let Some(target) = find_target_port(pod, target, port.port) else { continue };
+                if targets.contains(&target) {
+                    continue;
+                }
+                targets.push(target);
+                let ports = [(port.name.clone(), target)];
+                let endpoint = slice_endpoints(
+                    ip,
+                    &ports,
+                    &facts,
+                    model::service::HealthStatus::Healthy,
+                    &self.options.cluster_id,
+                )
+                .pop();
+                if let Some(endpoint) = endpoint {
+                    out.push(ServiceInstance {
+                        service: converted.service.clone(),
+                        service_port: port.clone(),
+                        endpoint: Arc::new(endpoint),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The endpoints at `ips` of the services (of `namespace`, when given), as service instances.
+    fn endpoint_targets(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance> {
+        let mut out = Vec::new();
         for (key, record) in &self.services {
-            if !in_ns(&key.0) {
+            if namespace.is_some_and(|n| n != key.0) {
                 continue;
             }
             let service = &record.converted.service;

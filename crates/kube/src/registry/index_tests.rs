@@ -10,7 +10,7 @@ use k8s_openapi::api::{
 };
 use model::{
     Event,
-    service::{EndpointPush, HealthStatus, RegistryEvent, Resolution},
+    service::{EndpointPush, HealthStatus, RegistryEvent, Resolution, ServiceInstance},
 };
 
 use super::*;
@@ -410,29 +410,75 @@ fn a_headless_service_is_passthrough_and_pushes_fully_for_non_http_ports() {
 }
 
 #[test]
-fn an_external_name_service_is_dns_with_the_name_as_endpoint() {
+fn an_external_name_service_is_an_alias_of_its_external_name() {
     let mut ix = index();
     let ext = service(
         "1",
         serde_json::json!({"type": "ExternalName", "externalName": "db.example.com",
                            "ports": [{"name": "tcp", "port": 5432}]}),
     );
-    // The endpoints live in CDS for a DNS service: always a full push.
-    assert_eq!(
-        show(&ix.apply_service(&ext)),
-        [format!("service add {HOST}"), format!("endpoints full {HOST} [db.example.com:5432 Healthy]")]
-    );
+    assert_eq!(show(&ix.apply_service(&ext)), [format!("service add {HOST}")]);
     let svc = ix.get_service(HOST, NS).unwrap();
-    assert_eq!((svc.resolution, svc.mesh_external), (Resolution::Dns, true));
-    // Slices do not change an ExternalName service's endpoints.
-    assert!(
-        ix.apply_slice(&slice("reviews-a", "1", serde_json::json!([ep("10.1.0.1", true, false, None)])))
-            .is_empty()
-    );
     assert_eq!(
-        ix.endpoints(HOST, NS, 5432, None).iter().map(|e| e.first_address()).collect::<Vec<_>>(),
-        ["db.example.com"]
+        (svc.resolution, svc.mesh_external, svc.external_name.as_deref()),
+        (Resolution::Alias, true, Some("db.example.com"))
     );
+    assert_eq!(svc.destination_host(), "db.example.com");
+    // No endpoints at the external name: an alias has no cluster to put them in.
+    assert!(ix.endpoints(HOST, NS, 5432, None).is_empty());
+    // Switching to a ClusterIP Service makes it concrete again.
+    let plain =
+        service("2", serde_json::json!({"clusterIP": "10.0.0.9", "ports": [{"name": "tcp", "port": 5432}]}));
+    assert_eq!(show(&ix.apply_service(&plain)), [format!("service update {HOST}")]);
+    let svc = ix.get_service(HOST, NS).unwrap();
+    assert_eq!((svc.resolution, svc.external_name.as_deref()), (Resolution::ClientSideLb, None));
+}
+
+#[test]
+fn a_proxy_without_a_pod_is_matched_by_its_labels_and_namespace() {
+    let mut ix = index();
+    ix.apply_service(&reviews("1"));
+    ix.apply_service(&service_meta(
+        serde_json::json!({"name": "named", "namespace": NS, "resourceVersion": "1"}),
+        serde_json::json!({"clusterIP": "10.0.0.11", "selector": {"app": "reviews"},
+            "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}),
+    ));
+    ix.apply_service(&service_meta(
+        serde_json::json!({"name": "reviews", "namespace": "other", "resourceVersion": "1"}),
+        serde_json::json!({"clusterIP": "10.0.0.12", "selector": {"app": "reviews"},
+            "ports": [{"name": "http", "port": 9080}]}),
+    ));
+    let labels = |pairs: &[(&str, &str)]| -> Labels {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let show = |targets: Vec<ServiceInstance>| -> Vec<(String, u32, u32, String)> {
+        targets
+            .iter()
+            .map(|t| {
+                let e = &t.endpoint;
+                (
+                    t.service.hostname.clone(),
+                    t.service_port.port,
+                    e.endpoint_port,
+                    e.first_address().to_string(),
+                )
+            })
+            .collect()
+    };
+    let ips = ["10.1.0.9".to_string()];
+    let proxy_labels = labels(&[("app", "reviews"), ("version", "v1")]);
+    // The selecting Service of the proxy's namespace, at its targetPort; the named targetPort (no pod to
+    // read it from) and the other namespace's Service are left out.
+    assert_eq!(
+        show(ix.proxy_service_targets(&ips, NS, &proxy_labels)),
+        [(HOST.to_string(), 9080, 9080, "10.1.0.9".to_string())]
+    );
+    assert!(ix.proxy_service_targets(&ips, NS, &Labels::new()).is_empty(), "no labels, nothing selected");
+    assert!(ix.proxy_service_targets(&ips, NS, &labels(&[("app", "ratings")])).is_empty());
+    assert!(ix.proxy_instances(&ips, Some(NS)).is_empty(), "without the labels: no pod, no endpoints");
+    // Once a pod is at the IP, its labels decide, not the proxy's.
+    ix.apply_pod(&pod("ratings-1", "1", "10.1.0.9", "n1", serde_json::json!({"app": "ratings"})));
+    assert!(ix.proxy_service_targets(&ips, NS, &proxy_labels).is_empty());
 }
 
 #[test]

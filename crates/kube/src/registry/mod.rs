@@ -499,6 +499,16 @@ impl ServiceDiscovery for KubeRegistry {
     fn proxy_instances(&self, ips: &[String], namespace: Option<&str>) -> Vec<ServiceInstance> {
         self.read().proxy_instances(ips, namespace)
     }
+
+    /// [`KubeIndex::proxy_service_targets`]: also matches the proxy's labels when no pod is at its IPs.
+    fn proxy_service_targets(
+        &self,
+        ips: &[String],
+        namespace: &str,
+        labels: &Labels,
+    ) -> Vec<ServiceInstance> {
+        self.read().proxy_service_targets(ips, namespace, labels)
+    }
 }
 
 impl ServiceController for KubeRegistry {

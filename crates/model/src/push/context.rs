@@ -574,8 +574,11 @@ impl ConfigIndex {
 }
 
 impl ServiceIndex {
+    /// Indexes `discovery`'s services, with the aliases of each concrete service resolved (Istio's
+    /// `initServiceRegistry` → `resolveServiceAliases`).
     fn build(discovery: &dyn ServiceDiscovery) -> ServiceIndex {
-        let all = discovery.services();
+        let mut all = discovery.services();
+        crate::service::resolve_service_aliases(&mut all);
         let mut by_host: BTreeMap<String, Vec<Arc<Service>>> = BTreeMap::new();
         for s in &all {
             by_host.entry(s.hostname.to_ascii_lowercase()).or_default().push(s.clone());

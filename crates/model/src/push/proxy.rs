@@ -147,12 +147,13 @@ impl ProxyContext {
     }
 
     /// Fills [`service_instances`](ProxyContext::service_instances) from `discovery`: the instances at
-    /// the proxy's IPs, in its namespace (Istio's `GetProxyServiceTargets`).
+    /// the proxy's IPs, in its namespace, with its labels for registries that match them when no
+    /// workload is at the IPs (Istio's `GetProxyServiceTargets`; none without IPs, as Istio).
     pub fn set_instances_from(&mut self, discovery: &dyn ServiceDiscovery) {
         self.service_instances = if self.ips.is_empty() {
             Vec::new()
         } else {
-            discovery.proxy_instances(&self.ips, Some(&self.namespace))
+            discovery.proxy_service_targets(&self.ips, &self.namespace, &self.labels)
         };
     }
 

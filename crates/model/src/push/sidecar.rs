@@ -68,6 +68,17 @@ fn scope_dependencies(
     deps
 }
 
+/// `service`, or a copy keeping only the aliases the Sidecar imports (Istio's `matchingAliasService`:
+/// an alias hostname is checked against the hosts imported for the service's namespace).
+fn imported_aliases(service: &Arc<Service>, imports: impl Fn(&str) -> bool) -> Arc<Service> {
+    if service.aliases.iter().all(|a| imports(&a.hostname)) {
+        return service.clone();
+    }
+    let mut copy = Service::clone(service);
+    copy.aliases.retain(|a| imports(&a.hostname));
+    Arc::new(copy)
+}
+
 /// One `namespace/host` entry of a Sidecar's `egress.hosts`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct EgressHost {
@@ -242,8 +253,9 @@ impl SidecarScope {
                 .filter(|s| push.service_visible(s, namespace) && imports(&s.namespace, hostname))
                 .min_by(|a, b| compare_service_precedence(a, b, Some(namespace)));
             if let Some(s) = chosen {
+                let s = imported_aliases(s, |alias| imports(&s.namespace, alias));
                 services.push(s.clone());
-                by_host.insert(hostname.clone(), s.clone());
+                by_host.insert(hostname.clone(), s);
             }
         }
 

@@ -340,6 +340,8 @@ pub(crate) mod tests_support {
             service_accounts: vec![],
             creation_time: None,
             passthrough_target_ports: Default::default(),
+            external_name: None,
+            aliases: Vec::new(),
         })
     }
 }

@@ -19,7 +19,7 @@ use model::{
     Config, ServiceDiscovery,
     parse::{ParseOptions, parse_text},
     push::{InterceptionMode, MeshSettings, ProxyContext, ProxyKind, PushContext},
-    service::{Endpoint, Labels, Service, ServiceInstance},
+    service::{Endpoint, Labels, Port, ProviderId, Resolution, Service, ServiceInstance},
 };
 use registry::{ServiceEntryIndex, ServiceEntryOptions, index_from_configs};
 
@@ -58,15 +58,21 @@ pub fn bookinfo_example(with_traffic: bool) -> Vec<Config> {
     out
 }
 
-/// `ServiceDiscovery` over a ServiceEntry index.
-pub struct IndexDiscovery(pub ServiceEntryIndex);
+/// `ServiceDiscovery` over a ServiceEntry index, plus services given as values (no endpoints), e.g.
+/// Kubernetes ones.
+pub struct IndexDiscovery(pub ServiceEntryIndex, pub Vec<Arc<Service>>);
 
 impl ServiceDiscovery for IndexDiscovery {
     fn services(&self) -> Vec<Arc<Service>> {
-        self.0.services()
+        let mut all = self.0.services();
+        all.extend(self.1.iter().cloned());
+        all.sort_by(|a, b| (&a.hostname, &a.namespace).cmp(&(&b.hostname, &b.namespace)));
+        all
     }
     fn get_service(&self, hostname: &str, namespace: &str) -> Option<Arc<Service>> {
-        self.0.get_service(hostname, namespace)
+        self.0
+            .get_service(hostname, namespace)
+            .or_else(|| self.1.iter().find(|s| s.hostname == hostname && s.namespace == namespace).cloned())
     }
     fn endpoints(
         &self,
@@ -90,10 +96,15 @@ pub struct World {
 
 impl World {
     pub fn new(configs: Vec<Config>) -> World {
+        World::with_services(configs, Vec::new())
+    }
+
+    /// A world of `configs` and the `services` given as values.
+    pub fn with_services(configs: Vec<Config>, services: Vec<Service>) -> World {
         let store = MemoryStore::new("test", Kind::ALL, QueueOptions::default());
         let (index, _) = index_from_configs(configs.iter(), ServiceEntryOptions::default());
         store.apply(configs.into_iter().map(|c| Change::Upsert(Arc::new(c))));
-        World { store, discovery: IndexDiscovery(index) }
+        World { store, discovery: IndexDiscovery(index, services.into_iter().map(Arc::new).collect()) }
     }
 
     /// A snapshot of the world with the default mesh settings and a generation cache of its own.
@@ -124,6 +135,38 @@ spec:
 ---
 "#
     )
+}
+
+/// A Kubernetes `type: ExternalName` Service `name.namespace.svc.cluster.local` pointing at `external`,
+/// with `ports` (`(name, number)`, protocol from the name), as the Kubernetes registry converts it: an
+/// alias.
+pub fn external_name_service(name: &str, namespace: &str, external: &str, ports: &[(&str, u32)]) -> Service {
+    Service {
+        hostname: format!("{name}.{namespace}.svc.cluster.local"),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        object_name: name.to_string(),
+        registry: ProviderId::Kubernetes,
+        ports: ports
+            .iter()
+            .map(|(n, p)| Port {
+                name: n.to_string(),
+                port: *p,
+                protocol: model::service::convert_protocol(*p as i32, n, "TCP", None),
+            })
+            .collect(),
+        addresses: Vec::new(),
+        resolution: Resolution::Alias,
+        mesh_external: true,
+        export_to: Default::default(),
+        labels: Labels::new(),
+        label_selector: None,
+        service_accounts: Vec::new(),
+        creation_time: None,
+        passthrough_target_ports: BTreeMap::new(),
+        external_name: Some(external.to_string()),
+        aliases: Vec::new(),
+    }
 }
 
 /// A sidecar in `namespace` with `labels`.

@@ -264,6 +264,8 @@ pub fn convert_service_entry(config: &Config, options: &ServiceEntryOptions) -> 
             service_accounts: se.subject_alt_names.clone(),
             creation_time: config.meta.creation_timestamp.clone(),
             passthrough_target_ports: passthrough_target_ports.clone(),
+            external_name: None,
+            aliases: Vec::new(),
         }));
     }
 
