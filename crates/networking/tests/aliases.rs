@@ -8,9 +8,6 @@
 
 mod support;
 
-use envoy_types::pb::envoy::config::route::v3::{
-    RouteConfiguration, VirtualHost, route::Action, route_action::ClusterSpecifier,
-};
 use meshpilot_networking::{cluster::generate_clusters, listener::generate_listeners, rds::generate_routes};
 use support::*;
 
@@ -64,28 +61,6 @@ fn world(extra: &str) -> World {
             external_name_service("secure", "ns1", "secure.example.com", &[("tls", 443)]),
         ],
     )
-}
-
-fn vhost<'a>(rc: &'a RouteConfiguration, name: &str) -> &'a VirtualHost {
-    rc.virtual_hosts.iter().find(|v| v.name == name).unwrap_or_else(|| {
-        panic!(
-            "no virtual host {name}; have {:?}",
-            rc.virtual_hosts.iter().map(|v| &v.name).collect::<Vec<_>>()
-        )
-    })
-}
-
-fn route_clusters(v: &VirtualHost) -> Vec<String> {
-    v.routes
-        .iter()
-        .map(|r| match &r.action {
-            Some(Action::Route(a)) => match &a.cluster_specifier {
-                Some(ClusterSpecifier::Cluster(c)) => c.clone(),
-                other => panic!("not one cluster: {other:?}"),
-            },
-            other => panic!("not a route action: {other:?}"),
-        })
-        .collect()
 }
 
 #[test]

@@ -6,9 +6,7 @@
 
 mod support;
 
-use envoy_types::pb::envoy::config::route::v3::{
-    RouteConfiguration, route::Action, route_action::ClusterSpecifier,
-};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use meshpilot_networking::rds::generate_routes;
 use model::Severity;
 use support::*;
@@ -91,23 +89,8 @@ spec:
 "#;
 
 /// The cluster of every route of virtual host `vhost` in `rc`, in order.
-fn clusters(rc: &RouteConfiguration, vhost: &str) -> Vec<String> {
-    let v = rc.virtual_hosts.iter().find(|v| v.name == vhost).unwrap_or_else(|| {
-        panic!(
-            "no virtual host {vhost}; have {:?}",
-            rc.virtual_hosts.iter().map(|v| &v.name).collect::<Vec<_>>()
-        )
-    });
-    v.routes
-        .iter()
-        .map(|r| match &r.action {
-            Some(Action::Route(a)) => match &a.cluster_specifier {
-                Some(ClusterSpecifier::Cluster(c)) => c.clone(),
-                other => panic!("not one cluster: {other:?}"),
-            },
-            other => panic!("not a route action: {other:?}"),
-        })
-        .collect()
+fn clusters(rc: &RouteConfiguration, name: &str) -> Vec<String> {
+    route_clusters(vhost(rc, name))
 }
 
 #[test]

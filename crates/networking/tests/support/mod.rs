@@ -14,6 +14,9 @@ use config::{
     memory::{Change, MemoryStore},
     queue::QueueOptions,
 };
+use envoy_types::pb::envoy::config::route::v3::{
+    RouteConfiguration, VirtualHost, route::Action, route_action::ClusterSpecifier,
+};
 use meshpilot_networking::Snapshot;
 use model::{
     Config, ServiceDiscovery,
@@ -196,4 +199,28 @@ pub fn proxyless(namespace: &str) -> ProxyContext {
     let mut p = sidecar(namespace, &[]);
     p.proxyless_grpc = true;
     p
+}
+
+/// The virtual host named `name` in `rc`; panics listing the names there are.
+pub fn vhost<'a>(rc: &'a RouteConfiguration, name: &str) -> &'a VirtualHost {
+    rc.virtual_hosts.iter().find(|v| v.name == name).unwrap_or_else(|| {
+        panic!(
+            "no virtual host {name}; have {:?}",
+            rc.virtual_hosts.iter().map(|v| &v.name).collect::<Vec<_>>()
+        )
+    })
+}
+
+/// The cluster of every route of `v`, in order; panics on a route that is not to one cluster.
+pub fn route_clusters(v: &VirtualHost) -> Vec<String> {
+    v.routes
+        .iter()
+        .map(|r| match &r.action {
+            Some(Action::Route(a)) => match &a.cluster_specifier {
+                Some(ClusterSpecifier::Cluster(c)) => c.clone(),
+                other => panic!("not one cluster: {other:?}"),
+            },
+            other => panic!("not a route action: {other:?}"),
+        })
+        .collect()
 }
