@@ -46,6 +46,8 @@ pub(crate) type SharedRoute = Arc<(Vec<u8>, Vec<Finding>)>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SidecarRouteKey {
     pub port: u32,
+    /// The service of a `HOST:PORT` table (a sniffed listener of its own); `None` for `PORT`.
+    pub host: Option<String>,
     pub scope: ScopeKey,
     pub dns_domain: String,
     pub proxyless: bool,

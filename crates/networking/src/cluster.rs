@@ -461,6 +461,10 @@ fn base_cluster(
     let mut builder = Builder { cluster, http: None };
     if port.protocol.is_http2() {
         builder.set_h2();
+    } else if port.protocol.is_unsupported() && proxy.kind == ProxyKind::Sidecar && !proxy.proxyless_grpc {
+        // A sniffed port carries what the client spoke: HTTP/1.1 upstream for HTTP/1.1, HTTP/2 for h2c
+        // (Istio's `setUpstreamProtocol`, sidecars only).
+        builder.http().upstream_protocol_options = Some(use_downstream_protocol());
     }
     Some(builder)
 }
@@ -568,12 +572,7 @@ fn apply_connection_pool(
         }
     }
     if pool.http.as_ref().is_some_and(|h| h.use_client_protocol) && (port.protocol.is_http() || !outbound) {
-        b.http().upstream_protocol_options =
-            Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(UseDownstreamHttpConfig {
-                http_protocol_options: Some(Http1ProtocolOptions::default()),
-                http2_protocol_options: Some(Http2ProtocolOptions::default()),
-                ..Default::default()
-            }));
+        b.http().upstream_protocol_options = Some(use_downstream_protocol());
     }
 }
 
@@ -903,15 +902,18 @@ fn black_hole(push: &Snapshot) -> Cluster {
     }
 }
 
+/// Upstream HTTP/1.1 or HTTP/2 as the downstream connection was (`use_downstream_protocol_config`).
+fn use_downstream_protocol() -> UpstreamProtocolOptions {
+    UpstreamProtocolOptions::UseDownstreamProtocolConfig(UseDownstreamHttpConfig {
+        http_protocol_options: Some(Http1ProtocolOptions::default()),
+        http2_protocol_options: Some(Http2ProtocolOptions::default()),
+        ..Default::default()
+    })
+}
+
 fn passthrough(push: &Snapshot, name: &str, bind: Option<&str>) -> Cluster {
     let http = HttpProtocolOptions {
-        upstream_protocol_options: Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
-            UseDownstreamHttpConfig {
-                http_protocol_options: Some(Http1ProtocolOptions::default()),
-                http2_protocol_options: Some(Http2ProtocolOptions::default()),
-                ..Default::default()
-            },
-        )),
+        upstream_protocol_options: Some(use_downstream_protocol()),
         ..Default::default()
     };
     Cluster {

@@ -13,7 +13,9 @@ use envoy_types::pb::envoy::{
     },
     extensions::filters::{
         http::{cors::v3::Cors, fault::v3::HttpFault, router::v3::Router},
-        listener::{original_dst::v3::OriginalDst, tls_inspector::v3::TlsInspector},
+        listener::{
+            http_inspector::v3::HttpInspector, original_dst::v3::OriginalDst, tls_inspector::v3::TlsInspector,
+        },
         network::{
             http_connection_manager::v3::{
                 HttpConnectionManager, HttpFilter, Rds,
@@ -44,6 +46,8 @@ pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection
 pub const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 /// Name of the TLS inspector listener filter.
 pub const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
+/// Name of the HTTP inspector listener filter.
+pub const HTTP_INSPECTOR: &str = "envoy.filters.listener.http_inspector";
 /// Name of the original destination listener filter.
 pub const ORIGINAL_DST: &str = "envoy.filters.listener.original_dst";
 /// Name of the TLS transport socket.
@@ -156,6 +160,17 @@ pub fn tls_inspector() -> ListenerFilter {
             initial_read_buffer_size: Some(crate::convert::u32v(512)),
             ..Default::default()
         }))),
+        ..Default::default()
+    }
+}
+
+/// The HTTP inspector listener filter: reports `http/1.1` or `h2c` as the application protocol of a
+/// plaintext HTTP connection, for the `application_protocols` match of a sniffed listener's HTTP chain
+/// (Envoy's `envoy.filters.listener.http_inspector`, as istiod configures it: no settings).
+pub fn http_inspector() -> ListenerFilter {
+    ListenerFilter {
+        name: HTTP_INSPECTOR.to_string(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(&HttpInspector::default()))),
         ..Default::default()
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! | proxy | listeners |
 //! |---|---|
-//! | sidecar | HTTP ports (HTTP, HTTP2, gRPC, HTTP_PROXY) share `BIND_PORT` (`0.0.0.0_9080`) → connection manager with RDS `PORT`. Every other port (TCP, TLS, HTTPS, Mongo, Redis, MySQL, unknown) is placed by the service's address ([`placements`], Istio's rule): a VIP (a Kubernetes ClusterIP of the proxy's IP family, a ServiceEntry's first address) → a listener of its own `VIP_PORT` (`10.0.0.1_443`, `240.240.0.7_7070`) whose chain matches every connection; a CIDR → `BIND_PORT` with a `prefix_ranges` match; no address → `BIND_PORT`, TLS/HTTPS chains matching the hostname as SNI; `resolution: NONE` / headless TCP ports without address → one `ENDPOINTIP_PORT` listener per endpoint. Chains go to a TCP proxy to the port's cluster (VirtualService TCP/TLS routes when bound to `mesh`); of two chains matching the same connections the first service keeps it (reported). Without capture (`INTERCEPTION_MODE=NONE`) every non-HTTP port stays on `BIND_PORT` too. With interception (default) these do not bind (`bind_to_port: false`) and `virtualOutbound` (15001, original destination, unknown traffic → `PassthroughCluster`/`BlackHoleCluster`) and `virtualInbound` (15006, the chains of [`crate::inbound`] per target port of the proxy's instances, or per Sidecar `ingress` entry → `inbound\|PORT\|\|`) capture the traffic; with `INTERCEPTION_MODE=NONE` they bind their ports and there are no virtual listeners (as Istio); Sidecar `ingress` entries then bind `BIND_PORT` listeners of their own. |
+//! | sidecar | HTTP ports (HTTP, HTTP2, gRPC, HTTP_PROXY) share `BIND_PORT` (`0.0.0.0_9080`) → connection manager with RDS `PORT`. Every other port (TCP, TLS, HTTPS, Mongo, Redis, MySQL, unknown) is placed by the service's address ([`placements`], Istio's rule): a VIP (a Kubernetes ClusterIP of the proxy's IP family, a ServiceEntry's first address) → a listener of its own `VIP_PORT` (`10.0.0.1_443`, `240.240.0.7_7070`) whose chain matches every connection; a CIDR → `BIND_PORT` with a `prefix_ranges` match; no address → `BIND_PORT`, TLS/HTTPS chains matching the hostname as SNI; `resolution: NONE` / headless TCP ports without address → one `ENDPOINTIP_PORT` listener per endpoint. Chains go to a TCP proxy to the port's cluster (VirtualService TCP/TLS routes when bound to `mesh`); of two chains matching the same connections the first service keeps it (reported). Ports without a declared protocol are placed like TCP ports and sniffed (Istio's protocol detection): Envoy's HTTP inspector sends plaintext HTTP/1.1 and h2c to a connection manager (RDS `PORT` on `BIND_PORT`, `HOST:PORT` on a listener of its own) and everything else to the TCP chains; HTTP and TCP services sharing `BIND_PORT` are sniffed the same way. Without capture (`INTERCEPTION_MODE=NONE`) every non-HTTP port stays on `BIND_PORT` too. With interception (default) these do not bind (`bind_to_port: false`) and `virtualOutbound` (15001, original destination, unknown traffic → `PassthroughCluster`/`BlackHoleCluster`) and `virtualInbound` (15006, the chains of [`crate::inbound`] per target port of the proxy's instances, or per Sidecar `ingress` entry → `inbound\|PORT\|\|`) capture the traffic; with `INTERCEPTION_MODE=NONE` they bind their ports and there are no virtual listeners (as Istio); Sidecar `ingress` entries then bind `BIND_PORT` listeners of their own. |
 //! | router | `BIND_PORT` per Gateway server port: HTTP → RDS `http.PORT`; HTTPS terminated with files → SNI filter chain with the server's TLS context and RDS `https.PORT.PORTNAME.GATEWAY.NAMESPACE`; TLS passthrough → SNI filter chains from VirtualService TLS routes → TCP proxy; TCP → TCP proxy from TCP routes. |
 //! | proxyless gRPC | API listeners named exactly as asked (`HOST:PORT`, short names resolved in the proxy's namespace) with a connection manager on RDS `outbound\|PORT\|\|FQDN`; server listeners `xds.istio.io/grpc/lds/inbound/IP:PORT` for the proxy's instances. |
 
@@ -28,10 +28,10 @@ use model::{Protocol, service::Service};
 
 use crate::{
     Snapshot,
-    convert::{address, any, boolv, transport_socket},
+    convert::{address, any, boolv, std_duration, transport_socket},
     filters::{
-        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, tcp_proxy_filter,
-        tls_inspector,
+        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, http_inspector,
+        tcp_proxy_filter, tls_inspector,
     },
     gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
@@ -57,6 +57,9 @@ enum Carriage {
     Http,
     Tls,
     Tcp,
+    /// No declared protocol: placed as TCP, sniffed for HTTP on the listener (Istio's
+    /// `ListenerProtocolAuto`).
+    Auto,
 }
 
 fn carriage(protocol: Protocol) -> Option<Carriage> {
@@ -64,9 +67,19 @@ fn carriage(protocol: Protocol) -> Option<Carriage> {
         Protocol::Udp => None,
         p if p.is_http() || p == Protocol::HttpProxy => Some(Carriage::Http),
         Protocol::Https | Protocol::Tls => Some(Carriage::Tls),
+        Protocol::Unsupported => Some(Carriage::Auto),
         _ => Some(Carriage::Tcp),
     }
 }
+
+/// The application protocols Envoy's HTTP inspector reports for plaintext HTTP/1.1 and HTTP/2 (prior
+/// knowledge), which a sniffed listener's HTTP filter chain matches (Istio's `plaintextHTTPALPNs`
+/// without `PILOT_HTTP10`).
+pub const PLAINTEXT_HTTP_ALPNS: [&str; 2] = ["http/1.1", "h2c"];
+
+/// The transport protocol Envoy reports for a connection that is not TLS (`raw_buffer`), matched by a
+/// sniffed listener's HTTP filter chain.
+pub const RAW_BUFFER: &str = "raw_buffer";
 
 /// Where one service port's outbound listener goes (Istio's listener address selection in
 /// `buildSidecarOutboundListeners` / `buildSidecarOutboundListener`, `pilot/pkg/networking/core/listener.go`).
@@ -169,6 +182,8 @@ pub fn placements(
 struct L4Service {
     service: Arc<Service>,
     tls: bool,
+    /// The port declares no protocol: its TCP chain shares the listener with a sniffed HTTP chain.
+    auto: bool,
     cidr: Option<String>,
     sni: bool,
 }
@@ -178,6 +193,31 @@ struct L4Service {
 struct OutboundListener {
     http: Vec<Arc<Service>>,
     l4: Vec<L4Service>,
+}
+
+impl OutboundListener {
+    /// `true` when the listener must tell HTTP from other traffic with Envoy's HTTP inspector (Istio's
+    /// protocol sniffing): a port without a declared protocol, or HTTP services sharing the port with
+    /// TCP/TLS ones (Istio's `HTTPOverTCP` / `TCPOverHTTP` / `AutoOverTCP` merges).
+    fn sniffed(&self) -> bool {
+        self.l4.iter().any(|e| e.auto) || (!self.http.is_empty() && !self.l4.is_empty())
+    }
+
+    /// The RDS name of the listener's HTTP filter chain (Istio's `buildSidecarOutboundHTTPListenerOpts`),
+    /// `None` without one: `PORT`, shared by every service of the port on the proxy's bind address;
+    /// `HOST:PORT` for a port without a declared protocol on a listener of its own (a VIP or an endpoint
+    /// address), whose route table holds that service only.
+    fn route_name(&self, port: u32, bind: &str, wildcard: &str) -> Option<String> {
+        let auto = self.l4.iter().find(|e| e.auto);
+        match auto {
+            Some(e) if self.http.is_empty() && bind != wildcard => {
+                Some(format!("{}:{port}", e.service.hostname))
+            }
+            Some(_) => Some(port.to_string()),
+            None if !self.http.is_empty() => Some(port.to_string()),
+            None => None,
+        }
+    }
 }
 
 /// The sidecar's outbound listeners by `(port, bind address)`.
@@ -204,6 +244,7 @@ fn plan(
                 out.entry(key).or_default().l4.push(L4Service {
                     service: s.clone(),
                     tls: c == Carriage::Tls,
+                    auto: c == Carriage::Auto,
                     cidr: placement.cidr,
                     sni: placement.sni,
                 });
@@ -213,18 +254,16 @@ fn plan(
     out
 }
 
-/// Ports on which a sidecar gets an HTTP connection manager with RDS `PORT`.
-pub fn sidecar_http_ports(push: &Snapshot, proxy: &ProxyContext) -> Vec<u32> {
+/// The RDS names of a sidecar's outbound HTTP connection managers, sorted: `PORT` for the ports with
+/// HTTP services or sniffed on the proxy's bind address, `HOST:PORT` for sniffed ports on listeners of
+/// their own (see [`OutboundListener::route_name`]).
+pub fn sidecar_route_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
     let scope = push.sidecar_scope(proxy);
-    let ports: BTreeSet<u32> = scope
-        .services()
+    let names: BTreeSet<String> = plan(push, proxy, &scope)
         .iter()
-        .filter(|s| !s.is_alias())
-        .flat_map(|s| s.ports.iter())
-        .filter(|p| carriage(p.protocol) == Some(Carriage::Http))
-        .map(|p| p.port)
+        .filter_map(|((port, bind), l)| l.route_name(*port, bind, &proxy.bind_address))
         .collect();
-    ports.into_iter().collect()
+    names.into_iter().collect()
 }
 
 /// Reports findings against one resource.
@@ -479,35 +518,33 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
     let mut out = Vec::new();
     for ((port, bind), services) in plan(push, proxy, &scope) {
         let name = listener_name(&bind, port);
-        for e in services.l4.iter().filter(|e| !e.tls) {
-            if e.service.port_by_number(port).is_some_and(|p| p.protocol == Protocol::Unsupported) {
-                report.push(
-                    Severity::Unsupported,
-                    None,
-                    "",
-                    &name,
-                    format!(
-                        "port {port} of {} declares no known protocol; protocol sniffing is not implemented, the port is \
-                         treated as TCP",
-                        e.service.hostname
-                    ),
-                );
-            }
-        }
+        let sniffed = services.sniffed();
         // Filter chains by what they match (SNI names, destination CIDR) → the service that owns it; the
         // match-all chain (no names, no CIDR) goes last.
         let mut owners: BTreeMap<(Vec<String>, Option<String>), String> = BTreeMap::new();
         let mut chains = Vec::new();
         let mut match_all = None;
-        if !services.http.is_empty() {
-            owners.insert((Vec::new(), None), "HTTP services".to_string());
+        if let Some(rds) = services.route_name(port, &bind, &proxy.bind_address) {
             let hcm = http_connection_manager(
                 &format!("outbound_{bind}_{port}"),
-                Routes::Rds(port.to_string()),
+                Routes::Rds(rds),
                 FilterTarget::Envoy,
                 false,
             );
-            match_all = Some(chain(&format!("{bind}_{port}"), None, vec![hcm_filter(&hcm)]));
+            let http = vec![hcm_filter(&hcm)];
+            if sniffed {
+                // Envoy's HTTP inspector tells plaintext HTTP/1.1 and h2c from other bytes; everything
+                // else falls to the TCP chains (Istio's sniffed outbound listener).
+                let m = FilterChainMatch {
+                    application_protocols: PLAINTEXT_HTTP_ALPNS.map(String::from).to_vec(),
+                    transport_protocol: RAW_BUFFER.to_string(),
+                    ..Default::default()
+                };
+                chains.push(chain(&format!("{bind}_{port}"), Some(m), http));
+            } else {
+                owners.insert((Vec::new(), None), "HTTP services".to_string());
+                match_all = Some(chain(&format!("{bind}_{port}"), None, http));
+            }
         }
         for e in &services.l4 {
             let s = &e.service;
@@ -535,11 +572,6 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
             let key = (names, e.cidr.clone());
             if let Some(owner) = owners.get(&key) {
                 let message = match (&key.0[..], &key.1) {
-                    ([], None) if !services.http.is_empty() => format!(
-                        "{} shares port {port} with HTTP services and has no VIP of its own; protocol sniffing is \
-                         not implemented, so it is not reachable",
-                        s.hostname
-                    ),
                     ([], None) => format!(
                         "every connection to {name} already goes to {owner}; {} has no VIP of its own and is left out",
                         s.hostname
@@ -572,6 +604,13 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
         if needs_tls_inspector {
             l.listener_filters.push(tls_inspector());
         }
+        if sniffed {
+            l.listener_filters.push(http_inspector());
+        }
+        // As istiod: listener filters wait for data without a deadline (mesh `protocolDetectionTimeout`,
+        // default 0s) and a connection whose inspection ends early still gets a chain.
+        l.listener_filters_timeout = Some(std_duration(std::time::Duration::ZERO));
+        l.continue_on_listener_filters_timeout = true;
         if capture {
             l.bind_to_port = Some(boolv(false));
         }
@@ -647,6 +686,7 @@ fn sidecar_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
 /// built.
 fn server_tls(
     server: &GatewayServer,
+    proxy: &ProxyContext,
     alpn: &[&str],
     listener: &str,
     report: &mut Report<'_>,
@@ -662,7 +702,7 @@ fn server_tls(
         );
         return None;
     };
-    let translated = tls::downstream(settings, alpn);
+    let translated = tls::downstream(settings, alpn, proxy.has_workload_certificates());
     for (field, message) in translated.unsupported {
         let severity = if translated.context.is_some() { Severity::Unsupported } else { Severity::Dropped };
         report.push(severity, Some(&key), &format!("{}.tls.{field}", server.path()), listener, message);
@@ -718,7 +758,8 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                     let sni = server_names(server.hosts().into_iter().map(|(_, h)| h));
                     match server.kind {
                         ServerKind::HttpsTerminated => {
-                            let Some(ctx) = server_tls(server, &["h2", "http/1.1"], &name, &mut report)
+                            let Some(ctx) =
+                                server_tls(server, proxy, &["h2", "http/1.1"], &name, &mut report)
                             else {
                                 continue;
                             };
@@ -785,7 +826,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                         }
                         ServerKind::TlsTerminatedTcp | ServerKind::Tcp => {
                             let ctx = if server.kind == ServerKind::TlsTerminatedTcp {
-                                match server_tls(server, &[], &name, &mut report) {
+                                match server_tls(server, proxy, &[], &name, &mut report) {
                                     Some(c) => Some(c),
                                     None => continue,
                                 }

@@ -471,17 +471,34 @@ fn sidecar_virtual_hosts(
     out
 }
 
-/// The sidecar route configuration named `PORT`, generated once per snapshot for every proxy with
-/// the same scope, DNS domain and (when they matter) labels.
+/// A sidecar route configuration name read as Istio's `extractListenerPort` reads it: `PORT` → `(PORT,
+/// None)`; `HOST:PORT` (a sniffed listener of its own) → `(PORT, Some(HOST))`; anything else (port 0,
+/// no number) → `None`.
+pub fn sidecar_route_name(name: &str) -> Option<(u32, Option<&str>)> {
+    let (host, port) = match name.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() => (Some(host), port),
+        Some(_) => return None,
+        None => (None, name),
+    };
+    match port.parse::<u32>() {
+        Ok(port) if port > 0 => Some((port, host)),
+        _ => None,
+    }
+}
+
+/// The sidecar route configuration named `PORT` (or `HOST:PORT`), generated once per snapshot for
+/// every proxy with the same scope, DNS domain and (when they matter) labels.
 fn shared_sidecar_route(
     push: &Snapshot,
     proxy: &ProxyContext,
     port: u32,
+    host: Option<&str>,
     findings: &mut Vec<Finding>,
 ) -> Vec<u8> {
     let scope = push.sidecar_scope(proxy);
     let key = SidecarRouteKey {
         port,
+        host: host.map(str::to_string),
         scope: push.scope_key(proxy),
         dns_domain: proxy.dns_domain.clone(),
         proxyless: proxy.proxyless_grpc,
@@ -489,7 +506,10 @@ fn shared_sidecar_route(
     };
     let shared = push.sidecar_route(key, || {
         let mut found = Vec::new();
-        let route = sidecar_route(push, proxy, port, &mut found);
+        let route = match host {
+            None => sidecar_route(push, proxy, port, &mut found),
+            Some(host) => sniffed_service_route(push, proxy, port, host, &mut found),
+        };
         (encode_route_configuration(route), found)
     });
     findings.extend(shared.1.iter().cloned());
@@ -508,6 +528,26 @@ fn sidecar_route(
     let vhosts = sidecar_virtual_hosts(proxy, &scope, port, None, &mut translator);
     findings.append(&mut translator.findings);
     route_configuration(&port.to_string(), vhosts, true)
+}
+
+/// The route configuration `HOST:PORT` of a sniffed listener of its own (Istio's
+/// `getVirtualHostsForSniffedServicePort`): the virtual host of service `host` on `port` only, matching
+/// every domain (`*`: the listener already chose the service), and no catch-all virtual host.
+fn sniffed_service_route(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    port: u32,
+    host: &str,
+    findings: &mut Vec<Finding>,
+) -> RouteConfiguration {
+    let scope = push.sidecar_scope(proxy);
+    let mut translator = RouteTranslator::new(push, proxy, &scope);
+    let mut vhosts = sidecar_virtual_hosts(proxy, &scope, port, Some(host), &mut translator);
+    findings.append(&mut translator.findings);
+    if let [only] = vhosts.as_mut_slice() {
+        only.domains = vec!["*".to_string()];
+    }
+    route_configuration(&format!("{host}:{port}"), vhosts, true)
 }
 
 /// The proxyless route configuration `outbound|PORT||HOST`.
@@ -786,13 +826,15 @@ pub fn route_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
     } else if proxy.kind == ProxyKind::Router {
         for (port, merged) in push.gateway_servers(proxy).0.iter() {
             for s in &merged.servers {
-                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated) && s.servable() {
+                if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated)
+                    && s.servable(proxy.has_workload_certificates())
+                {
                     names.insert(s.route_name(*port));
                 }
             }
         }
     } else {
-        names.extend(crate::listener::sidecar_http_ports(push, proxy).into_iter().map(|p| p.to_string()));
+        names.extend(crate::listener::sidecar_route_names(push, proxy));
     }
     names.into_iter().collect()
 }
@@ -855,9 +897,9 @@ pub fn generate_routes_encoded(
             }
             found.unwrap_or_else(|| empty(name))
         } else {
-            match name.parse::<u32>() {
-                Ok(port) if port > 0 => shared_sidecar_route(push, proxy, port, &mut findings),
-                _ => empty(name),
+            match sidecar_route_name(name) {
+                Some((port, host)) => shared_sidecar_route(push, proxy, port, host, &mut findings),
+                None => empty(name),
             }
         };
         out.push(EncodedRouteConfiguration { name: name.clone(), bytes });

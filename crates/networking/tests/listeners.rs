@@ -5,7 +5,10 @@ mod support;
 
 use envoy_types::pb::envoy::{
     config::{core::v3::transport_socket::ConfigType, route::v3::virtual_host::TlsRequirementType},
-    extensions::transport_sockets::tls::v3::DownstreamTlsContext,
+    extensions::{
+        transport_sockets::tls::v3::DownstreamTlsContext,
+        upstreams::http::v3::{HttpProtocolOptions, http_protocol_options::UpstreamProtocolOptions},
+    },
 };
 use meshpilot_networking::{
     cluster::generate_clusters, debug::listener_summary, listener::generate_listeners, rds::generate_routes,
@@ -125,6 +128,7 @@ fn by_name<'a>(ls: &'a [Value], name: &str) -> &'a Value {
 fn sidecar_tcp_tls_and_vip_listeners() {
     let (ls, findings) = listeners(&sidecar("ns1", &[]));
     let db = by_name(&ls, "0.0.0.0_3306");
+    assert_eq!(db["listener_filters"].as_array().map(Vec::len), Some(0), "nothing to sniff on a TCP port");
     assert_eq!(db["bind_to_port"], false);
     // The CIDR service shares the wildcard listener with a destination match; the service without
     // address takes every other connection (its chain last).
@@ -165,14 +169,18 @@ fn sidecar_tcp_tls_and_vip_listeners() {
         );
     }
     assert!(!ls.iter().any(|l| l["name"] == "0.0.0.0_27017"));
-    // HTTP wins port 80; the TCP service without VIP there is reported.
+    // HTTP and a TCP service without VIP share port 80: the listener sniffs (Istio's `HTTPOverTCP`
+    // merge): plaintext HTTP goes to RDS `80`, everything else to the TCP service.
     let p80 = by_name(&ls, "0.0.0.0_80");
+    assert_eq!(p80["listener_filters"], serde_json::json!(["envoy.filters.listener.http_inspector"]));
     assert_eq!(p80["filter_chains"][0]["filters"][0]["routes"]["rds"], "80");
-    assert!(
-        findings
-            .iter()
-            .any(|f| f.severity == Severity::Dropped && f.message.contains("tcp-on-80.example.com"))
+    assert_eq!(p80["filter_chains"][0]["application_protocols"], serde_json::json!(["http/1.1", "h2c"]));
+    assert_eq!(p80["filter_chains"][0]["transport_protocol"], "raw_buffer");
+    assert_eq!(
+        p80["filter_chains"][1]["filters"][0]["target"]["cluster"],
+        "outbound|80||tcp-on-80.example.com"
     );
+    assert!(!findings.iter().any(|f| f.message.contains("tcp-on-80.example.com")), "{findings:#?}");
     assert!(ls.iter().any(|l| l["name"] == "virtualOutbound" && l["use_original_dst"] == true));
 }
 
@@ -471,4 +479,107 @@ spec:
     // Not an instance of the named service: the Gateway does not apply at all.
     let stranger = router("istio-system", &[("istio", "ingressgateway")]);
     assert!(generate_listeners(&push, &stranger, &[]).resources.is_empty());
+}
+
+/// Ports without a declared protocol (Istio's auto-detection): services with a VIP
+/// get a listener of their own with a TCP chain and a sniffed HTTP chain on RDS `HOST:PORT`, whose
+/// table holds that service only, for every domain; services without an address share `0.0.0.0_PORT`
+/// and RDS `PORT`. Their clusters carry the client's HTTP version upstream.
+#[test]
+fn ports_without_a_protocol_are_sniffed() {
+    let w = World::new(parse(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: vip, namespace: ns1}
+spec:
+  hosts: [vip.example.com]
+  addresses: [240.240.0.1]
+  ports: [{number: 7070, name: auto, protocol: ""}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: other, namespace: ns1}
+spec:
+  hosts: [other.example.com]
+  addresses: [240.240.0.2]
+  ports: [{number: 7070, name: auto, protocol: ""}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: noaddr, namespace: ns1}
+spec:
+  hosts: [noaddr.example.com]
+  ports: [{number: 9090, name: auto}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.3}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vip, namespace: ns1}
+spec:
+  hosts: [vip.example.com]
+  http:
+  - match: [{uri: {prefix: /v2}}]
+    route: [{destination: {host: other.example.com}}]
+  - route: [{destination: {host: vip.example.com}}]
+"#,
+        "ns1",
+    ));
+    let push = w.push();
+    let proxy = sidecar("ns1", &[]);
+    let ls: Vec<Value> =
+        generate_listeners(&push, &proxy, &[]).resources.iter().map(listener_summary).collect();
+    let vip = by_name(&ls, "240.240.0.1_7070");
+    assert_eq!(vip["listener_filters"], serde_json::json!(["envoy.filters.listener.http_inspector"]));
+    let chains = vip["filter_chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 2, "{vip:#}");
+    assert_eq!(chains[0]["application_protocols"], serde_json::json!(["http/1.1", "h2c"]));
+    assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "vip.example.com:7070");
+    assert_eq!(chains[1]["application_protocols"].as_array().map(Vec::len), Some(0));
+    assert_eq!(chains[1]["filters"][0]["target"]["cluster"], "outbound|7070||vip.example.com");
+    let shared = by_name(&ls, "0.0.0.0_9090");
+    assert_eq!(shared["filter_chains"][0]["filters"][0]["routes"]["rds"], "9090");
+    assert_eq!(
+        shared["filter_chains"][1]["filters"][0]["target"]["cluster"],
+        "outbound|9090||noaddr.example.com"
+    );
+
+    let names = meshpilot_networking::rds::route_names(&push, &proxy);
+    for n in ["9090", "other.example.com:7070", "vip.example.com:7070"] {
+        assert!(names.iter().any(|x| x == n), "{n} in {names:?}");
+    }
+    assert!(!names.iter().any(|x| x == "7070"), "no shared table for VIP-bound sniffed ports: {names:?}");
+    let routes = generate_routes(&push, &proxy, &["vip.example.com:7070".to_string(), "9090".to_string()]);
+    let vip_table = &routes.resources[0];
+    assert_eq!(vip_table.name, "vip.example.com:7070");
+    assert_eq!(vip_table.virtual_hosts.len(), 1, "that service only, no catch-all: {vip_table:#?}");
+    assert_eq!(vip_table.virtual_hosts[0].domains, ["*"]);
+    assert_eq!(
+        route_clusters(&vip_table.virtual_hosts[0]),
+        ["outbound|7070||other.example.com", "outbound|7070||vip.example.com"]
+    );
+    let port_table = &routes.resources[1];
+    assert!(
+        port_table.virtual_hosts.iter().any(|v| v.domains.iter().any(|d| d == "noaddr.example.com")),
+        "{port_table:#?}"
+    );
+
+    let clusters = generate_clusters(&push, &proxy, &[]).resources;
+    let vip_cluster = clusters.iter().find(|c| c.name == "outbound|7070||vip.example.com").unwrap();
+    let options = vip_cluster
+        .typed_extension_protocol_options
+        .get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions")
+        .map(|any| <HttpProtocolOptions as prost::Message>::decode(any.value.as_slice()).unwrap());
+    assert!(
+        matches!(
+            options.and_then(|o| o.upstream_protocol_options),
+            Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(_))
+        ),
+        "{vip_cluster:#?}"
+    );
 }
