@@ -442,6 +442,10 @@ pub enum HealthStatus {
     /// Ready for traffic.
     #[default]
     Healthy,
+    /// No health reported: ServiceEntry and WorkloadEntry endpoints (Istio leaves their status unset,
+    /// 0). Served like [`HealthStatus::Healthy`]; sent to Envoy as `UNKNOWN`, which Envoy also routes
+    /// to, as istiod sends it.
+    Unknown,
     /// Not ready.
     Unhealthy,
     /// Shutting down but still serving sticky sessions.
@@ -451,9 +455,10 @@ pub enum HealthStatus {
 }
 
 impl HealthStatus {
-    /// The number Istio's Go enum has (1–4).
+    /// The number Istio's Go enum has (1–4; 0 when unset).
     pub fn istio_number(self) -> u32 {
         match self {
+            HealthStatus::Unknown => 0,
             HealthStatus::Healthy => 1,
             HealthStatus::Unhealthy => 2,
             HealthStatus::Draining => 3,

@@ -51,6 +51,7 @@ pub(crate) fn locality_lb_endpoints<'a>(
     for ep in endpoints {
         let health = match ep.health_status {
             HealthStatus::Healthy => EnvoyHealth::Healthy,
+            HealthStatus::Unknown => EnvoyHealth::Unknown,
             HealthStatus::Draining => EnvoyHealth::Draining,
             HealthStatus::Unhealthy | HealthStatus::Terminating => continue,
         };

@@ -112,7 +112,7 @@ fn endpointz_groups_by_hostname_namespace_and_shard() {
                             "WorkloadName": "vm-1",
                             "HostName": "",
                             "SubDomain": "",
-                            "HealthStatus": 1,
+                            "HealthStatus": 0, // unset for WorkloadEntry endpoints, as in istiod
                             "SendUnhealthyEndpoints": false,
                             "NodeName": ""
                         }]

@@ -457,7 +457,8 @@ pub fn workload_instance(
             tls_mode,
             namespace: namespace.to_string(),
             workload_name,
-            health_status: HealthStatus::Healthy,
+            // Istio sets no health for ServiceEntry / WorkloadEntry endpoints.
+            health_status: HealthStatus::Unknown,
         },
         port_map: we.ports.clone(),
         dns_service_entry_only,
