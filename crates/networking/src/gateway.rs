@@ -96,13 +96,16 @@ impl GatewayServer {
         }
     }
 
-    /// `false` for a terminating server whose TLS context cannot be built (it gets no listener filter
+    /// `false` for a terminating server whose TLS context cannot be built for a router that holds
+    /// (`workload_certificates`) or lacks an Istio workload certificate (it gets no listener filter
     /// chain, so its routes are not asked for either).
-    pub fn servable(&self) -> bool {
+    pub fn servable(&self, workload_certificates: bool) -> bool {
         match self.kind {
-            ServerKind::HttpsTerminated | ServerKind::TlsTerminatedTcp => {
-                self.server().tls.as_ref().is_some_and(|t| crate::tls::downstream(t, &[]).context.is_some())
-            }
+            ServerKind::HttpsTerminated | ServerKind::TlsTerminatedTcp => self
+                .server()
+                .tls
+                .as_ref()
+                .is_some_and(|t| crate::tls::downstream(t, &[], workload_certificates).context.is_some()),
             _ => true,
         }
     }

@@ -177,6 +177,19 @@ pub fn inbound_tls_context(mesh: &MeshSettings) -> DownstreamTlsContext {
     }
 }
 
+/// The downstream context of a gateway server in `ISTIO_MUTUAL` mode (Istio's
+/// `BuildListenerTLSContext` with `ApplyToCommonTLSContext`): the router's workload certificate, a
+/// client certificate required and verified against `ROOTCA` and, when given, the server's
+/// `subjectAltNames` (exact URI matches).
+pub fn istio_mutual_downstream(alpn: &[&str], subject_alt_names: &[String]) -> DownstreamTlsContext {
+    let sans = subject_alt_names.iter().map(|s| uri_san(MatchPattern::Exact(s.clone()))).collect();
+    DownstreamTlsContext {
+        common_tls_context: Some(common(alpn, sans)),
+        require_client_certificate: Some(boolv(true)),
+        ..Default::default()
+    }
+}
+
 /// Istio's SNI for `ISTIO_MUTUAL` (`BuildDNSSrvSubsetKey`): `outbound_.PORT_.SUBSET_.HOST`, the
 /// subset empty for the service's default cluster (`outbound_.9080_._.reviews.ns.svc.cluster.local`).
 pub fn istio_mutual_sni(port: u32, subset: &str, host: &str) -> String {

@@ -2,7 +2,8 @@
 //! (Gateway server `tls`, termination). Certificate files are referenced as SDS secrets with Istio's
 //! names (`file-cert:CERT~KEY`, `file-root:CA`, see [`crate::sds`]); the paths never reach CDS/LDS
 //! as file data sources, so a missing file cannot make Envoy reject a whole update. `credentialName(s)`
-//! become SDS secrets of Kubernetes Secrets ([`crate::credentials`]); `ISTIO_MUTUAL` is reported.
+//! become SDS secrets of Kubernetes Secrets ([`crate::credentials`]); `ISTIO_MUTUAL` uses the workload
+//! certificate of a proxy that holds one (see [`crate::mtls`]) and is reported for others.
 //!
 //! Follows `pilot/pkg/networking/core/cluster_tls.go` (`constructUpstreamTLS`) and
 //! `pilot/pkg/security/model/authentication.go` (`ApplyToCommonTLSContext`): the CA comes through a
@@ -153,16 +154,28 @@ pub(crate) fn upstream(tls: &ClientTlsSettings, gateway: bool) -> Translated<Ups
 
 /// Downstream TLS for a gateway server terminating TLS (`SIMPLE`, `MUTUAL`, `OPTIONAL_MUTUAL`) with
 /// certificate files, each key pair as the SDS secret `file-cert:CERT~KEY` and the client CA as
-/// `file-root:CA`. `None` context (with the reason in `unsupported`) when the server's certificate
-/// cannot be served: then the server is left out, as Envoy would reject a TLS context without one.
-pub(crate) fn downstream(tls: &ServerTlsSettings, alpn: &[&str]) -> Translated<DownstreamTlsContext> {
+/// `file-root:CA`; `ISTIO_MUTUAL` with the router's workload certificate (Istio's
+/// `BuildListenerTLSContext`: SDS `default`, client certificate required and verified against
+/// `ROOTCA` and the server's `subjectAltNames`) when the router holds one (`workload_certificates`:
+/// started by pilot-agent). `None` context (with the reason in `unsupported`) when the server's
+/// certificate cannot be served: then the server is left out, as Envoy would reject a TLS context
+/// without one.
+pub(crate) fn downstream(
+    tls: &ServerTlsSettings,
+    alpn: &[&str],
+    workload_certificates: bool,
+) -> Translated<DownstreamTlsContext> {
     let mut unsupported = Vec::new();
     let mode = tls.mode;
     if mode == ServerMode::IstioMutual as i32 {
+        if workload_certificates {
+            let context = crate::mtls::istio_mutual_downstream(alpn, &tls.subject_alt_names);
+            return Translated { context: Some(context), unsupported };
+        }
         unsupported.push((
             "mode".to_string(),
-            "Istio workload certificates are not served by meshpilot (only certificate files and credentialName \
-             secrets are); the server is not built"
+            "ISTIO_MUTUAL needs an Istio workload certificate, which only routers started by pilot-agent hold \
+             (node metadata PROXY_CONFIG); the server is not built"
                 .to_string(),
         ));
         return Translated { context: None, unsupported };

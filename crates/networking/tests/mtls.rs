@@ -360,3 +360,58 @@ spec:
     assert_eq!(http.filter_chains.len(), 2);
     assert_eq!(http.listener_filters.len(), 1, "TLS inspector");
 }
+
+/// A Gateway server in `ISTIO_MUTUAL` mode (Istio's `BuildListenerTLSContext`): a router started by
+/// pilot-agent terminates it with its workload certificate, requires a client certificate verified
+/// against `ROOTCA` and the server's `subjectAltNames`, and routes it through its own route table; a
+/// router without workload certificates cannot, so the server is left out with a finding.
+#[test]
+fn istio_mutual_gateway_servers_use_the_routers_workload_certificate() {
+    let w = World::new(parse(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: [web.example.com]
+    tls: {mode: ISTIO_MUTUAL, subjectAltNames: ["spiffe://cluster.local/ns/ns/sa/client"]}
+"#,
+        "ns",
+    ));
+    let push = w.push();
+    let mut gw = router("ns", &[("istio", "ingressgateway")]);
+    gw.workload_certificates = true;
+    let listeners = generate_listeners(&push, &gw, &[]).resources;
+    let l = listener(&listeners, "0.0.0.0_443");
+    assert_eq!(l.filter_chains.len(), 1, "{l:#?}");
+    let Some(ConfigType::TypedConfig(any)) =
+        l.filter_chains[0].transport_socket.as_ref().and_then(|t| t.config_type.as_ref())
+    else {
+        panic!("no TLS on the chain: {l:#?}")
+    };
+    let tls = DownstreamTlsContext::decode(any.value.as_slice()).unwrap();
+    assert_eq!(tls.require_client_certificate.map(|b| b.value), Some(true));
+    let common = tls.common_tls_context.unwrap();
+    assert_eq!(common.alpn_protocols, ["h2", "http/1.1"]);
+    assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "default");
+    let text = format!("{:?}", common.validation_context_type);
+    assert!(text.contains("ROOTCA") && text.contains("spiffe://cluster.local/ns/ns/sa/client"), "{text}");
+    let routes = meshpilot_networking::rds::route_names(&push, &gw);
+    assert_eq!(routes, ["https.443.https.gw.ns"]);
+
+    let plain = router("ns", &[("istio", "ingressgateway")]);
+    let out = generate_listeners(&push, &plain, &[]);
+    assert!(out.resources.iter().all(|l| l.name != "0.0.0.0_443"), "{:#?}", out.resources);
+    assert!(
+        out.findings
+            .iter()
+            .any(|f| f.severity == Severity::Dropped
+                && f.message.contains("ISTIO_MUTUAL needs an Istio workload")),
+        "{:#?}",
+        out.findings
+    );
+    assert!(meshpilot_networking::rds::route_names(&push, &plain).is_empty());
+}
