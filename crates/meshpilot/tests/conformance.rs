@@ -489,6 +489,14 @@ fn kube_objects(env: &TestEnv, dir: &Path, kube: &[Value], delete: bool) -> Resu
         return Ok(());
     }
     if !delete {
+        // Gateway API objects (the waypoint benchmark's Gateway) need the CRDs; installed once, left for
+        // the scenarios after (both sides watch them from then on).
+        if kube
+            .iter()
+            .any(|d| d["apiVersion"].as_str().is_some_and(|v| v.starts_with("gateway.networking.k8s.io/")))
+        {
+            env.install_gateway_api_crds().map_err(|e| format!("Gateway API CRDs: {e}"))?;
+        }
         let namespaces: BTreeSet<&str> =
             kube.iter().filter_map(|d| d["metadata"]["namespace"].as_str()).collect();
         for ns in namespaces {

@@ -60,6 +60,27 @@ pub const ROUTER: ProxySpec = ProxySpec {
     metadata: &[],
 };
 
+/// The proxy of Istio's xDS benchmarks (`pilot/pkg/xds/bench_test.go`, `_derived/xds/benchmarks/params.yaml`):
+/// `1.1.1.1`, labels `istio.io/benchmark: "true"`, namespace `default`. The workloads' services and
+/// gateways are written for it (`proxy-service-instance` endpoints at its IP, gateway selectors on its
+/// label), so it is both a service instance and the gateway's workload.
+const BENCHMARK_LABELS: &[(&str, &str)] = &[("istio.io/benchmark", "true")];
+
+/// [`BENCHMARK_LABELS`]' proxy as a sidecar.
+pub const BENCHMARK_SIDECAR: ProxySpec = ProxySpec {
+    label: "sidecar",
+    node_type: "sidecar",
+    name: "v0",
+    namespace: "default",
+    ip: "1.1.1.1",
+    labels: BENCHMARK_LABELS,
+    metadata: &[],
+};
+
+/// [`BENCHMARK_LABELS`]' proxy as a router (the benchmarks' `router` cases), another pod at the same IP.
+pub const BENCHMARK_ROUTER: ProxySpec =
+    ProxySpec { label: "router", node_type: "router", name: "v0-gateway", ..BENCHMARK_SIDECAR };
+
 const fn sidecar(
     name: &'static str,
     namespace: &'static str,
@@ -214,7 +235,7 @@ pub fn all() -> Vec<Scenario> {
             out.push(Scenario {
                 name,
                 files,
-                proxies: vec![sidecar("bench-0", "default", "10.70.0.1", &[("app", "bench")]), ROUTER],
+                proxies: vec![BENCHMARK_SIDECAR, BENCHMARK_ROUTER],
                 large: true,
             });
         }
@@ -282,9 +303,14 @@ fn read_docs(f: &Path) -> Result<Vec<Value>, String> {
         Ok(())
     };
     for line in text.lines() {
-        if line.trim_end() == "---" {
+        // A document separator; or a top-level `apiVersion:` in a document that already has one (some
+        // documents of the rendered knative benchmark have no `---` between them).
+        let starts_another =
+            line.starts_with("apiVersion:") && chunk.lines().any(|l| l.starts_with("apiVersion:"));
+        if line.trim_end() == "---" || starts_another {
             flush(&mut chunk, &mut out)?;
-        } else {
+        }
+        if line.trim_end() != "---" {
             chunk.push_str(line);
             chunk.push('\n');
         }
