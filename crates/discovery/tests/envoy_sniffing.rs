@@ -94,7 +94,8 @@ async fn an_unnamed_port_carries_routed_http_and_raw_tcp() {
     })
     .await;
     if let Err(e) = echoed {
-        panic!("{e}\n{}", envoy.log_tail(40));
+        let stats = envoy.admin_get("/stats?filter=inspector|no_filter_chain").await.map(|(_, b)| b);
+        panic!("{e}\n{stats:?}\n{}", envoy.log_tail(40));
     }
 
     let dump = envoy.config_dump(false).await.unwrap().to_string();

@@ -596,11 +596,22 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
         }
         let needs_tls_inspector =
             chains.iter().any(|c| c.filter_chain_match.as_ref().is_some_and(|m| !m.server_names.is_empty()));
-        chains.extend(match_all);
-        if chains.is_empty() {
+        if chains.is_empty() && match_all.is_none() {
             continue;
         }
+        // The match-all chain is the listener's default when other chains match on something (Istio's
+        // `buildListenerFromEntry`, istio/istio#26079): Envoy narrows the candidates one criterion at a
+        // time and never steps back, so a connection that enters the `raw_buffer` chains and then
+        // carries no HTTP application protocol would match nothing, even with a match-all chain in
+        // the list.
+        let default_chain = if chains.is_empty() {
+            chains.extend(match_all);
+            None
+        } else {
+            match_all
+        };
         let mut l = listener(name, &bind, port, EnvoyDirection::Outbound, chains);
+        l.default_filter_chain = default_chain;
         if needs_tls_inspector {
             l.listener_filters.push(tls_inspector());
         }

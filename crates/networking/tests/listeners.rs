@@ -131,11 +131,12 @@ fn sidecar_tcp_tls_and_vip_listeners() {
     assert_eq!(db["listener_filters"].as_array().map(Vec::len), Some(0), "nothing to sniff on a TCP port");
     assert_eq!(db["bind_to_port"], false);
     // The CIDR service shares the wildcard listener with a destination match; the service without
-    // address takes every other connection (its chain last).
+    // address takes every other connection (the listener's default chain, as istiod).
+    assert_eq!(db["filter_chains"].as_array().map(Vec::len), Some(1));
     assert_eq!(db["filter_chains"][0]["prefix_ranges"][0], "10.8.0.0/16");
     assert_eq!(db["filter_chains"][0]["filters"][0]["target"]["cluster"], "outbound|3306||range.example.com");
-    assert_eq!(db["filter_chains"][1]["prefix_ranges"].as_array().map(Vec::len), Some(0));
-    let weighted = &db["filter_chains"][1]["filters"][0]["target"]["weighted_clusters"];
+    assert_eq!(db["default_filter_chain"]["prefix_ranges"].as_array().map(Vec::len), Some(0));
+    let weighted = &db["default_filter_chain"]["filters"][0]["target"]["weighted_clusters"];
     assert_eq!(weighted[0]["name"], "outbound|3306|a|db.ns1.svc.cluster.local", "VirtualService TCP route");
     assert_eq!(weighted[1]["weight"], 20);
     let pg = by_name(&ls, "10.1.1.1_5432");
@@ -177,7 +178,7 @@ fn sidecar_tcp_tls_and_vip_listeners() {
     assert_eq!(p80["filter_chains"][0]["application_protocols"], serde_json::json!(["http/1.1", "h2c"]));
     assert_eq!(p80["filter_chains"][0]["transport_protocol"], "raw_buffer");
     assert_eq!(
-        p80["filter_chains"][1]["filters"][0]["target"]["cluster"],
+        p80["default_filter_chain"]["filters"][0]["target"]["cluster"],
         "outbound|80||tcp-on-80.example.com"
     );
     assert!(!findings.iter().any(|f| f.message.contains("tcp-on-80.example.com")), "{findings:#?}");
@@ -537,15 +538,18 @@ spec:
     let vip = by_name(&ls, "240.240.0.1_7070");
     assert_eq!(vip["listener_filters"], serde_json::json!(["envoy.filters.listener.http_inspector"]));
     let chains = vip["filter_chains"].as_array().unwrap();
-    assert_eq!(chains.len(), 2, "{vip:#}");
+    assert_eq!(chains.len(), 1, "{vip:#}");
     assert_eq!(chains[0]["application_protocols"], serde_json::json!(["http/1.1", "h2c"]));
     assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "vip.example.com:7070");
-    assert_eq!(chains[1]["application_protocols"].as_array().map(Vec::len), Some(0));
-    assert_eq!(chains[1]["filters"][0]["target"]["cluster"], "outbound|7070||vip.example.com");
+    // Everything else: the default chain (a match-all chain in the list would never be reached by a
+    // plaintext connection that is not HTTP).
+    let tcp = &vip["default_filter_chain"];
+    assert_eq!(tcp["application_protocols"].as_array().map(Vec::len), Some(0));
+    assert_eq!(tcp["filters"][0]["target"]["cluster"], "outbound|7070||vip.example.com");
     let shared = by_name(&ls, "0.0.0.0_9090");
     assert_eq!(shared["filter_chains"][0]["filters"][0]["routes"]["rds"], "9090");
     assert_eq!(
-        shared["filter_chains"][1]["filters"][0]["target"]["cluster"],
+        shared["default_filter_chain"]["filters"][0]["target"]["cluster"],
         "outbound|9090||noaddr.example.com"
     );
 
