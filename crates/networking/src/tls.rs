@@ -519,7 +519,7 @@ mod tests {
             verify_certificate_hash: vec!["hash".into()],
             ..Default::default()
         };
-        let t = downstream(&tls, &["h2", "http/1.1"]);
+        let t = downstream(&tls, &["h2", "http/1.1"], false);
         assert!(t.unsupported.is_empty(), "{:?}", t.unsupported);
         let ctx = t.context.unwrap();
         assert_eq!(ctx.require_client_certificate, Some(boolv(true)));
@@ -551,11 +551,11 @@ mod tests {
             private_key: "/k.pem".into(),
             ..Default::default()
         };
-        let common = downstream(&tls, &[]).context.unwrap().common_tls_context.unwrap();
+        let common = downstream(&tls, &[], false).context.unwrap().common_tls_context.unwrap();
         assert_eq!(common.validation_context_type, None);
         assert_eq!(names(&common.tls_certificate_sds_secret_configs), ["file-cert:/c.pem~/k.pem"]);
         tls.private_key = "/a~b.pem".into();
-        let t = downstream(&tls, &[]);
+        let t = downstream(&tls, &[], false);
         assert!(t.context.is_none());
         assert_eq!(t.unsupported[0].0, "privateKey");
     }
@@ -568,7 +568,7 @@ mod tests {
             server_certificate: "/ignored.pem".into(),
             ..Default::default()
         };
-        let t = downstream(&tls, &["h2"]);
+        let t = downstream(&tls, &["h2"], false);
         assert!(t.unsupported.is_empty(), "{:?}", t.unsupported);
         let ctx = t.context.unwrap();
         assert_eq!(ctx.require_client_certificate, Some(boolv(false)));
@@ -586,7 +586,7 @@ mod tests {
             subject_alt_names: vec!["client.example".into()],
             ..Default::default()
         };
-        let ctx = downstream(&tls, &[]).context.unwrap();
+        let ctx = downstream(&tls, &[], false).context.unwrap();
         assert_eq!(ctx.require_client_certificate, Some(boolv(true)));
         let common = ctx.common_tls_context.unwrap();
         assert_eq!(
@@ -608,7 +608,7 @@ mod tests {
             insecure_skip_verify: Some(true),
             ..Default::default()
         };
-        let ctx = downstream(&tls, &[]).context.unwrap();
+        let ctx = downstream(&tls, &[], false).context.unwrap();
         assert_eq!(ctx.require_client_certificate, Some(boolv(false)));
         let common = ctx.common_tls_context.unwrap();
         let c = combined(&common);
@@ -626,7 +626,7 @@ mod tests {
             credential_name: "builtin://".into(),
             ..Default::default()
         };
-        let t = downstream(&tls, &[]);
+        let t = downstream(&tls, &[], false);
         assert!(t.context.is_none());
         assert_eq!(t.unsupported[0].0, "credentialName");
         assert!(t.unsupported[0].1.contains("pilot-agent"), "{}", t.unsupported[0].1);
