@@ -19,7 +19,9 @@ use envoy_types::pb::envoy::{
         network::{
             http_connection_manager::v3::{
                 HttpConnectionManager, HttpFilter, Rds,
-                http_connection_manager::{CodecType, RouteSpecifier, UpgradeConfig},
+                http_connection_manager::{
+                    CodecType, PathWithEscapedSlashesAction, RouteSpecifier, UpgradeConfig,
+                },
                 http_filter,
             },
             tcp_proxy::v3::{
@@ -42,6 +44,8 @@ pub const CORS_FILTER: &str = crate::route::CORS_FILTER;
 pub const ROUTER_FILTER: &str = "envoy.filters.http.router";
 /// Name of the HTTP connection manager network filter.
 pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
+/// The `server` response header Istio's proxies send (`EnvoyServerName`).
+pub const ISTIO_SERVER_NAME: &str = "istio-envoy";
 /// Name of the TCP proxy network filter.
 pub const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 /// Name of the TLS inspector listener filter.
@@ -108,6 +112,19 @@ pub fn http_connection_manager(
     HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: if envoy { stat_prefix.to_string() } else { String::new() },
+        // Istio's connection manager defaults for Envoy (what istiod sends with the default mesh
+        // config): paths normalised (mesh `pathNormalization: BASE`) with escaped slashes kept, no
+        // stream idle timeout (Envoy's default of 5 min would reset idle long-lived streams), `100
+        // Continue` proxied, and `server: istio-envoy` on responses.
+        normalize_path: envoy.then(|| boolv(true)),
+        path_with_escaped_slashes_action: if envoy {
+            PathWithEscapedSlashesAction::KeepUnchanged as i32
+        } else {
+            0
+        },
+        stream_idle_timeout: envoy.then(|| crate::convert::std_duration(std::time::Duration::ZERO)),
+        proxy_100_continue: envoy,
+        server_name: if envoy { ISTIO_SERVER_NAME.to_string() } else { String::new() },
         http_filters: http_filters(target),
         use_remote_address: (envoy && use_remote_address).then(|| boolv(true)),
         upgrade_configs: if envoy {
