@@ -1,0 +1,78 @@
+//! Proxyless gRPC clients (`GENERATOR: grpc`) as istiod's `grpcgen` serves them, where the conformance
+//! harness (docs/CONFORMANCE.md, the `grpc` proxy) found meshpilot different. Sources:
+//! `pilot/pkg/networking/grpcgen/rds.go` (`BuildHTTPRoutes` over `BuildSidecarOutboundVirtualHosts`) and
+//! `pilot/pkg/networking/core/route/route.go` (`setTimeout` for a proxyless node).
+
+mod support;
+
+use envoy_types::pb::{
+    envoy::config::route::v3::{RouteAction, RouteConfiguration, route::Action},
+    google::protobuf::Duration,
+};
+use meshpilot_networking::rds::generate_routes;
+use support::*;
+
+const CONFIG: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: ns1}
+spec:
+  hosts: [web.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: ns1}
+spec:
+  hosts: [web.ns1.svc.cluster.local]
+  http:
+  - match: [{uri: {prefix: /slow}}]
+    timeout: 3s
+    route: [{destination: {host: web}}]
+  - route: [{destination: {host: web}}]
+"#;
+
+const WEB: &str = "web.ns1.svc.cluster.local";
+
+/// The route actions of the virtual host `name` in `rc`, in order.
+fn actions<'a>(rc: &'a RouteConfiguration, name: &str) -> Vec<&'a RouteAction> {
+    vhost(rc, name)
+        .routes
+        .iter()
+        .map(|r| match &r.action {
+            Some(Action::Route(a)) => a,
+            other => panic!("not a route action: {other:?}"),
+        })
+        .collect()
+}
+
+fn seconds(s: i64) -> Option<Duration> {
+    Some(Duration { seconds: s, nanos: 0 })
+}
+
+#[test]
+fn virtual_service_timeouts_are_the_stream_duration_for_grpc() {
+    let world = World::new(parse(CONFIG, "ns1"));
+    let push = world.push();
+    let out = generate_routes(&push, &proxyless("ns1"), &[format!("outbound|80||{WEB}")]);
+    let routes = actions(&out.resources[0], &format!("{WEB}:80"));
+    // gRPC reads the timeout from `max_stream_duration` only: the VirtualService's 3 s there, no timeout
+    // (0) on the route without one; the deprecated `max_grpc_timeout` is not sent.
+    let stream = |a: &RouteAction| a.max_stream_duration.as_ref().and_then(|m| m.max_stream_duration);
+    assert_eq!(routes.iter().map(|a| stream(a)).collect::<Vec<_>>(), [seconds(3), seconds(0)]);
+    assert_eq!(routes.iter().map(|a| a.timeout).collect::<Vec<_>>(), [seconds(3), seconds(0)]);
+    #[allow(deprecated)]
+    let grpc_timeouts: Vec<_> = routes.iter().map(|a| a.max_grpc_timeout).collect();
+    assert_eq!(grpc_timeouts, [None, None]);
+
+    // Envoy keeps the timeout header cap in `max_grpc_timeout` and no stream duration.
+    let out = generate_routes(&push, &sidecar("ns1", &[]), &["80".to_string()]);
+    let routes = actions(&out.resources[0], &format!("{WEB}:80"));
+    #[allow(deprecated)]
+    let grpc_timeouts: Vec<_> = routes.iter().map(|a| a.max_grpc_timeout).collect();
+    assert_eq!(grpc_timeouts, [seconds(3), seconds(0)]);
+    assert!(routes.iter().all(|a| a.max_stream_duration.is_none()));
+}
