@@ -65,7 +65,8 @@ fn no_timeout_action(cluster: &str) -> RouteAction {
 
 /// The route a host gets without VirtualService (Istio's `BuildDefaultHTTPOutboundRoute`): prefix
 /// `/`, no timeout, the default retry policy (without the previous-hosts predicate when the
-/// destination hashes consistently), decorator `HOST:PORT/*`.
+/// destination hashes consistently; proxyless gRPC clients get it too, as from istiod, and retry
+/// `unavailable` and `cancelled` calls), decorator `HOST:PORT/*`.
 pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, consistent_hash: bool) -> Route {
     let mut action = no_timeout_action(cluster);
     if proxyless {
@@ -76,9 +77,8 @@ pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, cons
         }
         action.max_stream_duration =
             Some(MaxStreamDuration { max_stream_duration: Some(zero_duration()), ..Default::default() });
-    } else {
-        action.retry_policy = Some(crate::route::default_retry_policy(consistent_hash));
     }
+    action.retry_policy = Some(crate::route::default_retry_policy(consistent_hash));
     Route {
         name: DEFAULT_ROUTE_NAME.to_string(),
         r#match: Some(prefix_match()),

@@ -1,7 +1,8 @@
 //! Proxyless gRPC clients (`GENERATOR: grpc`) as istiod's `grpcgen` serves them, where the conformance
 //! harness (docs/CONFORMANCE.md, the `grpc` proxy) found meshpilot different. Sources:
 //! `pilot/pkg/networking/grpcgen/rds.go` (`BuildHTTPRoutes` over `BuildSidecarOutboundVirtualHosts`) and
-//! `pilot/pkg/networking/core/route/route.go` (`setTimeout` for a proxyless node).
+//! `pilot/pkg/networking/core/route/route.go` (`setTimeout` for a proxyless node,
+//! `BuildDefaultHTTPOutboundRoute`).
 
 mod support;
 
@@ -9,7 +10,7 @@ use envoy_types::pb::{
     envoy::config::route::v3::{RouteAction, RouteConfiguration, route::Action},
     google::protobuf::Duration,
 };
-use meshpilot_networking::rds::generate_routes;
+use meshpilot_networking::{rds::generate_routes, route::default_retry_policy};
 use support::*;
 
 const CONFIG: &str = r#"
@@ -33,6 +34,16 @@ spec:
     timeout: 3s
     route: [{destination: {host: web}}]
   - route: [{destination: {host: web}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: plain, namespace: ns1}
+spec:
+  hosts: [plain.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.2}]
 "#;
 
 const WEB: &str = "web.ns1.svc.cluster.local";
@@ -75,4 +86,24 @@ fn virtual_service_timeouts_are_the_stream_duration_for_grpc() {
     let grpc_timeouts: Vec<_> = routes.iter().map(|a| a.max_grpc_timeout).collect();
     assert_eq!(grpc_timeouts, [seconds(3), seconds(0)]);
     assert!(routes.iter().all(|a| a.max_stream_duration.is_none()));
+}
+
+#[test]
+fn default_routes_retry_for_grpc_as_for_envoy() {
+    let world = World::new(parse(CONFIG, "ns1"));
+    let push = world.push();
+    let plain = "plain.ns1.svc.cluster.local";
+    let out = generate_routes(&push, &proxyless("ns1"), &[format!("outbound|80||{plain}")]);
+    let grpc = actions(&out.resources[0], &format!("{plain}:80"));
+    let out = generate_routes(&push, &sidecar("ns1", &[]), &["80".to_string()]);
+    let envoy = actions(&out.resources[0], &format!("{plain}:80"));
+    // istiod's default route is the same for both: two retries on connect failure, refused stream,
+    // unavailable and cancelled (gRPC acts on the last two), away from the previous host.
+    assert_eq!(grpc.len(), 1);
+    assert_eq!(grpc[0].retry_policy, Some(default_retry_policy(false)));
+    assert_eq!(grpc[0].retry_policy, envoy[0].retry_policy);
+    assert_eq!(grpc[0].retry_policy.as_ref().and_then(|r| r.num_retries).map(|n| n.value), Some(2));
+    // No timeout either way: 0 in `max_stream_duration` for gRPC.
+    let stream = grpc[0].max_stream_duration.as_ref().and_then(|m| m.max_stream_duration);
+    assert_eq!(stream, seconds(0));
 }
