@@ -1,6 +1,7 @@
 //! Proxyless gRPC clients (`GENERATOR: grpc`) as istiod's `grpcgen` serves them, where the conformance
 //! harness (docs/CONFORMANCE.md, the `grpc` proxy) found meshpilot different. Sources:
-//! `pilot/pkg/networking/grpcgen/rds.go` (`BuildHTTPRoutes` over `BuildSidecarOutboundVirtualHosts`) and
+//! `pilot/pkg/networking/grpcgen/rds.go` (`BuildHTTPRoutes` over `BuildSidecarOutboundVirtualHosts`),
+//! `grpcgen/cds.go` (`applyCircuitBreakers`) and
 //! `pilot/pkg/networking/core/route/route.go` (`setTimeout` for a proxyless node,
 //! `BuildDefaultHTTPOutboundRoute`).
 
@@ -10,7 +11,7 @@ use envoy_types::pb::{
     envoy::config::route::v3::{RouteAction, RouteConfiguration, route::Action},
     google::protobuf::Duration,
 };
-use meshpilot_networking::{rds::generate_routes, route::default_retry_policy};
+use meshpilot_networking::{cluster::generate_clusters, rds::generate_routes, route::default_retry_policy};
 use support::*;
 
 const CONFIG: &str = r#"
@@ -44,6 +45,14 @@ spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: STATIC
   endpoints: [{address: 10.0.0.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: web, namespace: ns1}
+spec:
+  host: web.ns1.svc.cluster.local
+  trafficPolicy:
+    connectionPool: {http: {http2MaxRequests: 100, http1MaxPendingRequests: 7}, tcp: {maxConnections: 5}}
 "#;
 
 const WEB: &str = "web.ns1.svc.cluster.local";
@@ -106,4 +115,24 @@ fn default_routes_retry_for_grpc_as_for_envoy() {
     // No timeout either way: 0 in `max_stream_duration` for gRPC.
     let stream = grpc[0].max_stream_duration.as_ref().and_then(|m| m.max_stream_duration);
     assert_eq!(stream, seconds(0));
+}
+
+#[test]
+fn grpc_clusters_limit_requests_only_as_the_destination_rule_says() {
+    let world = World::new(parse(CONFIG, "ns1"));
+    let push = world.push();
+    let names = [format!("outbound|80||{WEB}"), "outbound|80||plain.ns1.svc.cluster.local".to_string()];
+    let cds = generate_clusters(&push, &proxyless("ns1"), &names);
+    let by_name = |n: &str| cds.resources.iter().find(|c| c.name == n).unwrap_or_else(|| panic!("no {n}"));
+    // The rule's http2MaxRequests, and nothing else gRPC would not read.
+    let web = by_name(&names[0]).circuit_breakers.as_ref().expect("web has the rule's limit");
+    assert_eq!(web.thresholds.len(), 1);
+    assert_eq!(web.thresholds[0].max_requests.map(|v| v.value), Some(100));
+    assert_eq!(web.thresholds[0].max_connections, None);
+    assert_eq!(web.thresholds[0].max_pending_requests, None);
+    // Without a rule: no circuit breaker, so gRPC keeps its own limit (Envoy gets unlimited thresholds).
+    assert_eq!(by_name(&names[1]).circuit_breakers, None);
+    let envoy = generate_clusters(&push, &sidecar("ns1", &[]), &names[1..]);
+    let max = envoy.resources[0].circuit_breakers.as_ref().and_then(|c| c.thresholds[0].max_requests);
+    assert_eq!(max.map(|v| v.value), Some(u32::MAX));
 }
