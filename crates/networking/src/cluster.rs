@@ -1142,7 +1142,21 @@ fn grpc_compatible(mut c: Cluster, findings: &mut Vec<Finding>) -> Option<Cluste
     }
     c.typed_extension_protocol_options.clear();
     c.upstream_connection_options = None;
+    c.circuit_breakers = c.circuit_breakers.take().and_then(grpc_circuit_breakers);
     Some(c)
+}
+
+/// The circuit breaker a proxyless gRPC client gets (Istio's grpcgen `applyCircuitBreakers`): only a
+/// DestinationRule's `http2MaxRequests`, as `max_requests` of the default priority. gRPC reads nothing
+/// else there (gRFC A32) and allows 1024 concurrent requests without it; Envoy's unlimited default
+/// (`u32::MAX`) would lift that limit, so it is not sent.
+fn grpc_circuit_breakers(cb: CircuitBreakers) -> Option<CircuitBreakers> {
+    // Priority 0 is DEFAULT (envoy.config.core.v3.RoutingPriority).
+    let max = cb.thresholds.iter().find(|t| t.priority == 0).and_then(|t| t.max_requests)?;
+    (max.value != u32::MAX).then(|| CircuitBreakers {
+        thresholds: vec![Thresholds { max_requests: Some(max), ..Default::default() }],
+        ..Default::default()
+    })
 }
 
 /// CDS for `proxy`: clusters sorted by name; with `names` non-empty, only those (proxyless gRPC asks

@@ -65,7 +65,8 @@ fn no_timeout_action(cluster: &str) -> RouteAction {
 
 /// The route a host gets without VirtualService (Istio's `BuildDefaultHTTPOutboundRoute`): prefix
 /// `/`, no timeout, the default retry policy (without the previous-hosts predicate when the
-/// destination hashes consistently), decorator `HOST:PORT/*`.
+/// destination hashes consistently; proxyless gRPC clients get it too, as from istiod, and retry
+/// `unavailable` and `cancelled` calls), decorator `HOST:PORT/*`.
 pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, consistent_hash: bool) -> Route {
     let mut action = no_timeout_action(cluster);
     if proxyless {
@@ -76,9 +77,8 @@ pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, cons
         }
         action.max_stream_duration =
             Some(MaxStreamDuration { max_stream_duration: Some(zero_duration()), ..Default::default() });
-    } else {
-        action.retry_policy = Some(crate::route::default_retry_policy(consistent_hash));
     }
+    action.retry_policy = Some(crate::route::default_retry_policy(consistent_hash));
     Route {
         name: DEFAULT_ROUTE_NAME.to_string(),
         r#match: Some(prefix_match()),
@@ -559,14 +559,30 @@ fn grpc_route(
 ) -> RouteConfiguration {
     let scope = push.sidecar_scope(proxy);
     let mut translator = RouteTranslator::new(push, proxy, &scope);
-    let vhosts = match parse_cluster_name(name) {
+    let mut vhosts = match parse_cluster_name(name) {
         Some(key) if key.direction == TrafficDirection::Outbound => {
             sidecar_virtual_hosts(proxy, &scope, key.port, Some(key.host), &mut translator)
         }
         _ => Vec::new(),
     };
+    for route in vhosts.iter_mut().flat_map(|v| v.routes.iter_mut()) {
+        grpc_stream_timeout(route);
+    }
     findings.append(&mut translator.findings);
     RouteConfiguration { name: name.to_string(), virtual_hosts: vhosts, ..Default::default() }
+}
+
+/// A VirtualService route's timeout as a proxyless gRPC client reads it (Istio's `setTimeout` for a
+/// proxyless node): `max_stream_duration` holds the timeout, and the deprecated `max_grpc_timeout`, which
+/// gRPC does not read, is left out. Without this a VirtualService `timeout` would not apply to gRPC calls.
+fn grpc_stream_timeout(route: &mut Route) {
+    let Some(Action::Route(action)) = &mut route.action else { return };
+    #[allow(deprecated)]
+    let timeout = action.max_grpc_timeout.take();
+    if let Some(timeout) = timeout {
+        action.max_stream_duration =
+            Some(MaxStreamDuration { max_stream_duration: Some(timeout), ..Default::default() });
+    }
 }
 
 /// Protobuf field number of `RouteConfiguration.virtual_hosts` (envoy/config/route/v3/route.proto).

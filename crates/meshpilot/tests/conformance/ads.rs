@@ -1,6 +1,8 @@
-//! A small SotW ADS client that fetches what one proxy gets, as Envoy asks for it: CDS (wildcard), EDS
-//! for the EDS clusters, LDS (wildcard), RDS for the route names of the HTTP connection managers; every
-//! response ACKed. Resources are kept as type URL + bytes; nothing is decoded beyond the names it needs.
+//! A small SotW ADS client that fetches what one proxy gets, asking as the proxy would ([`Client`]):
+//! as Envoy (CDS wildcard, EDS for the EDS clusters, LDS wildcard, RDS for the route names of the HTTP
+//! connection managers) or as a proxyless gRPC client (LDS by its dial targets, RDS by the API
+//! listeners' route names, CDS by the routes' clusters, EDS for the EDS clusters); every response
+//! ACKed. Resources are kept as type URL + bytes; nothing is decoded beyond the names it needs.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -129,114 +131,187 @@ fn rds_names(listeners: &BTreeMap<String, Any>) -> BTreeSet<String> {
     out
 }
 
-/// The listener names a proxyless gRPC client asks for: `HOST:PORT` of every `outbound|PORT||HOST`
-/// cluster (one per `xds:///HOST:PORT` target it would dial).
-fn grpc_listener_names(clusters: &BTreeMap<String, Any>) -> BTreeSet<String> {
-    clusters
-        .keys()
-        .filter_map(|c| {
-            let mut parts = c.split('|');
-            match (parts.next(), parts.next(), parts.next(), parts.next()) {
-                (Some("outbound"), Some(port), Some(""), Some(host)) => Some(format!("{host}:{port}")),
-                _ => None,
+/// The cluster names the routes of an RDS response send requests to: each route's cluster and the
+/// clusters of its weighted set (what a proxyless gRPC client subscribes to by CDS).
+fn route_cluster_names(routes: &BTreeMap<String, Any>) -> BTreeSet<String> {
+    use envoy_types::pb::envoy::config::route::v3::{
+        RouteConfiguration, route::Action, route_action::ClusterSpecifier,
+    };
+    let mut out = BTreeSet::new();
+    for rc in routes.values().filter_map(|a| RouteConfiguration::decode(a.value.as_slice()).ok()) {
+        for route in rc.virtual_hosts.iter().flat_map(|v| v.routes.iter()) {
+            let Some(Action::Route(action)) = &route.action else { continue };
+            match &action.cluster_specifier {
+                Some(ClusterSpecifier::Cluster(c)) => {
+                    out.insert(c.clone());
+                }
+                Some(ClusterSpecifier::WeightedClusters(w)) => {
+                    out.extend(w.clusters.iter().map(|c| c.name.clone()));
+                }
+                _ => {}
             }
-        })
-        .collect()
+        }
+    }
+    out
 }
 
-/// Fetches CDS, EDS, LDS and RDS for `node` from the ADS server at `addr` (plaintext), waiting at most
-/// `limit` in all. A type the server answers with nothing stays empty. `grpc`: ask for listeners by name
-/// as a proxyless gRPC client does ([`grpc_listener_names`]) instead of the wildcard.
-pub async fn fetch(addr: SocketAddr, node: Node, limit: Duration, grpc: bool) -> Result<Fetched, String> {
-    tokio::time::timeout(limit, fetch_inner(addr, node, grpc))
+/// How the client asks for resources.
+#[derive(Clone, Debug)]
+pub enum Client {
+    /// As Envoy: CDS wildcard; its answer brings EDS (the EDS clusters) and LDS wildcard; the LDS
+    /// answer brings RDS (the connection managers' route names).
+    Envoy,
+    /// As a proxyless gRPC client dialing `xds:///TARGET` for each target (`HOST:PORT`): LDS by the
+    /// targets; the answer brings RDS by the route names of the API listeners' connection managers,
+    /// that answer CDS by the clusters the routes use (single and weighted), that answer EDS by the EDS
+    /// clusters. The targets come from the caller, never from a server's answer.
+    Proxyless(BTreeSet<String>),
+}
+
+/// One request: the type, and the names asked for (`None`: wildcard).
+struct Ask {
+    t: XdsType,
+    names: Option<BTreeSet<String>>,
+}
+
+impl Client {
+    /// The first request.
+    fn first(&self) -> Ask {
+        match self {
+            Client::Envoy => Ask { t: XdsType::Cds, names: None },
+            Client::Proxyless(targets) => Ask { t: XdsType::Lds, names: Some(targets.clone()) },
+        }
+    }
+
+    /// The requests the first answer of type `t` brings, from what has been received so far.
+    fn next(&self, t: XdsType, got: &Fetched) -> Vec<Ask> {
+        let empty = BTreeMap::new();
+        let of = |t: XdsType| got.resources.get(&t).unwrap_or(&empty);
+        match (self, t) {
+            (Client::Envoy, XdsType::Cds) => vec![
+                Ask { t: XdsType::Eds, names: Some(eds_names(of(XdsType::Cds))) },
+                Ask { t: XdsType::Lds, names: None },
+            ],
+            (_, XdsType::Lds) => {
+                vec![Ask { t: XdsType::Rds, names: Some(rds_names(of(XdsType::Lds))) }]
+            }
+            (Client::Proxyless(_), XdsType::Rds) => {
+                vec![Ask { t: XdsType::Cds, names: Some(route_cluster_names(of(XdsType::Rds))) }]
+            }
+            (Client::Proxyless(_), XdsType::Cds) => {
+                vec![Ask { t: XdsType::Eds, names: Some(eds_names(of(XdsType::Cds))) }]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// The types only asked for after an answer of type `t` (they stay empty when `t` is never asked).
+    fn behind(&self, t: XdsType) -> &'static [XdsType] {
+        match (self, t) {
+            (Client::Envoy, XdsType::Lds) => &[XdsType::Rds],
+            (Client::Proxyless(_), XdsType::Lds) => &[XdsType::Rds, XdsType::Cds, XdsType::Eds],
+            (Client::Proxyless(_), XdsType::Rds) => &[XdsType::Cds, XdsType::Eds],
+            (Client::Proxyless(_), XdsType::Cds) => &[XdsType::Eds],
+            _ => &[],
+        }
+    }
+}
+
+/// Fetches CDS, EDS, LDS and RDS for `node` from the ADS server at `addr` (plaintext) in the order
+/// `client` asks, waiting at most `limit` in all. A type the server answers with nothing, or that is
+/// never asked for (nothing to ask), stays empty.
+pub async fn fetch(addr: SocketAddr, node: Node, limit: Duration, client: Client) -> Result<Fetched, String> {
+    tokio::time::timeout(limit, fetch_inner(addr, node, client))
         .await
         .map_err(|_| format!("no complete CDS/EDS/LDS/RDS from {addr} within {limit:?}"))?
 }
 
-async fn fetch_inner(addr: SocketAddr, node: Node, grpc: bool) -> Result<Fetched, String> {
+/// The request for `ask` (with the node on the stream's first request), or `None` when it names nothing:
+/// a client sends no request then, so the type and what waits on it are marked answered (empty).
+fn issue(
+    client: &Client,
+    ask: Ask,
+    asked: &mut BTreeMap<XdsType, BTreeSet<String>>,
+    answered: &mut BTreeSet<XdsType>,
+    node: &mut Option<Node>,
+) -> Option<DiscoveryRequest> {
+    asked.insert(ask.t, ask.names.clone().unwrap_or_default());
+    if ask.names.as_ref().is_some_and(|n| n.is_empty()) {
+        answered.insert(ask.t);
+        answered.extend(client.behind(ask.t).iter().copied());
+        return None;
+    }
+    Some(DiscoveryRequest {
+        node: node.take(),
+        type_url: ask.t.url().into(),
+        resource_names: ask.names.unwrap_or_default().into_iter().collect(),
+        ..Default::default()
+    })
+}
+
+async fn fetch_inner(addr: SocketAddr, node: Node, client: Client) -> Result<Fetched, String> {
+    let mut out = Fetched::default();
+    for t in XdsType::ALL {
+        out.resources.insert(t, BTreeMap::new());
+    }
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .map_err(|e| e.to_string())?
         .connect()
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
-    let send = |req: DiscoveryRequest| {
-        let tx = tx.clone();
-        async move { tx.send(req).await.map_err(|_| "request channel closed".to_string()) }
+    // Which types have been answered (or will never be asked); which names were asked for.
+    let mut answered = BTreeSet::new();
+    let mut asked: BTreeMap<XdsType, BTreeSet<String>> = BTreeMap::new();
+    let mut node = Some(node);
+    let Some(first) = issue(&client, client.first(), &mut asked, &mut answered, &mut node) else {
+        // Nothing to ask for at all (a proxyless client without targets).
+        return Ok(out);
     };
-    send(DiscoveryRequest { node: Some(node), type_url: XdsType::Cds.url().into(), ..Default::default() })
-        .await?;
-    let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
-    let mut responses = client
+    tx.send(first).await.map_err(|_| "request channel closed".to_string())?;
+    let mut grpc = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let mut responses = grpc
         .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|m| (m, rx))
         }))
         .await
         .map_err(|s| format!("{addr}: {s}"))?
         .into_inner();
-    let mut out = Fetched::default();
-    // Which types have been answered; which names were asked for.
-    let mut answered = BTreeSet::new();
-    let mut asked: BTreeMap<XdsType, BTreeSet<String>> = BTreeMap::new();
+    let mut followed = BTreeSet::new();
     loop {
         let resp = match responses.message().await {
             Ok(Some(r)) => r,
             Ok(None) => return Err(format!("{addr} closed the stream")),
             Err(s) => return Err(format!("{addr}: {s}")),
         };
-        // ACK whatever it is.
-        send(DiscoveryRequest {
+        let t = XdsType::from_url(&resp.type_url);
+        // ACK whatever it is, with the names asked for.
+        let ack = DiscoveryRequest {
             type_url: resp.type_url.clone(),
             version_info: resp.version_info.clone(),
             response_nonce: resp.nonce.clone(),
-            resource_names: XdsType::from_url(&resp.type_url)
+            resource_names: t
                 .and_then(|t| asked.get(&t))
                 .map(|n| n.iter().cloned().collect())
                 .unwrap_or_default(),
             ..Default::default()
-        })
-        .await?;
-        let Some(t) = XdsType::from_url(&resp.type_url) else { continue };
+        };
+        tx.send(ack).await.map_err(|_| "request channel closed".to_string())?;
+        let Some(t) = t else { continue };
         let map = out.resources.entry(t).or_default();
         for any in resp.resources {
             map.insert(name_of(t, &any), any);
         }
         answered.insert(t);
-        // Envoy's order: the first CDS answer brings EDS (its EDS clusters) and LDS; the first LDS answer
-        // brings RDS (the connection managers' route names). Later pushes are only ACKed.
-        let follow: Vec<(XdsType, BTreeSet<String>)> = match t {
-            XdsType::Cds if !asked.contains_key(&XdsType::Lds) => {
-                let clusters = &out.resources[&XdsType::Cds];
-                let lds = if grpc { grpc_listener_names(clusters) } else { BTreeSet::new() };
-                vec![(XdsType::Eds, eds_names(clusters)), (XdsType::Lds, lds)]
-            }
-            XdsType::Lds if !asked.contains_key(&XdsType::Rds) => {
-                vec![(XdsType::Rds, rds_names(&out.resources[&XdsType::Lds]))]
-            }
-            _ => vec![],
-        };
-        for (t, names) in follow {
-            asked.insert(t, names.clone());
-            if names.is_empty() && (t != XdsType::Lds || grpc) {
-                // Nothing to ask for: Envoy sends no request, the type stays empty (no listeners: no
-                // routes either).
-                answered.insert(t);
-                if t == XdsType::Lds {
-                    answered.insert(XdsType::Rds);
+        // The first answer of a type brings the requests that depend on it; later pushes are only ACKed.
+        if followed.insert(t) {
+            for ask in client.next(t, &out) {
+                if let Some(req) = issue(&client, ask, &mut asked, &mut answered, &mut node) {
+                    tx.send(req).await.map_err(|_| "request channel closed".to_string())?;
                 }
-                continue;
             }
-            send(DiscoveryRequest {
-                type_url: t.url().into(),
-                resource_names: names.into_iter().collect(),
-                ..Default::default()
-            })
-            .await?;
         }
         if XdsType::ALL.iter().all(|t| answered.contains(t)) {
-            for t in XdsType::ALL {
-                out.resources.entry(t).or_default();
-            }
             return Ok(out);
         }
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 /// A proxy identity connected to both sides.
 #[derive(Clone, Debug)]
 pub struct ProxySpec {
-    /// Short label in the report (`sidecar`, `router`; `grpc` makes the client ask for listeners by name).
+    /// Short label in the report (`sidecar`, `router`, `grpc`).
     pub label: &'static str,
     /// `sidecar` or `router`.
     pub node_type: &'static str,
@@ -21,7 +21,8 @@ pub struct ProxySpec {
     pub ip: &'static str,
     /// Workload labels.
     pub labels: &'static [(&'static str, &'static str)],
-    /// Extra string metadata (`INTERCEPTION_MODE`, `GENERATOR`, …).
+    /// Extra string metadata (`INTERCEPTION_MODE`, `GENERATOR`, …). `GENERATOR: grpc` makes the client ask
+    /// as a proxyless gRPC client does (by name, LDS first).
     pub metadata: &'static [(&'static str, &'static str)],
 }
 
@@ -93,10 +94,22 @@ const fn sidecar(
 const BOOKINFO_PRODUCTPAGE: ProxySpec =
     sidecar("productpage-v1-0", "default", "10.60.0.10", &[("app", "productpage"), ("version", "v1")]);
 
+/// A proxyless gRPC productpage (`GENERATOR: grpc`) next to the sidecar one: it dials every service of
+/// the scenario as `xds:///HOST:PORT`.
+const BOOKINFO_GRPC: ProxySpec = ProxySpec {
+    label: "grpc",
+    metadata: &[("GENERATOR", "grpc")],
+    ..sidecar("productpage-grpc-0", "default", "10.60.0.11", &[("app", "productpage"), ("version", "v1")])
+};
+
 /// Every scenario; the CI set is those with `large: false`.
 pub fn all() -> Vec<Scenario> {
-    let bookinfo =
-        |name, files| Scenario { name, files, proxies: vec![BOOKINFO_PRODUCTPAGE, ROUTER], large: false };
+    let bookinfo = |name, files| Scenario {
+        name,
+        files,
+        proxies: vec![BOOKINFO_PRODUCTPAGE, ROUTER, BOOKINFO_GRPC],
+        large: false,
+    };
     let mut out = vec![
         Scenario {
             name: "xds: sidecar_none (tests/testdata/config)",
