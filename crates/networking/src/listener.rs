@@ -77,10 +77,6 @@ fn carriage(protocol: Protocol) -> Option<Carriage> {
 /// without `PILOT_HTTP10`).
 pub const PLAINTEXT_HTTP_ALPNS: [&str; 2] = ["http/1.1", "h2c"];
 
-/// The transport protocol Envoy reports for a connection that is not TLS (`raw_buffer`), matched by a
-/// sniffed listener's HTTP filter chain.
-pub const RAW_BUFFER: &str = "raw_buffer";
-
 /// Where one service port's outbound listener goes (Istio's listener address selection in
 /// `buildSidecarOutboundListeners` / `buildSidecarOutboundListener`, `pilot/pkg/networking/core/listener.go`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -520,7 +516,7 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
         let name = listener_name(&bind, port);
         let sniffed = services.sniffed();
         // Filter chains by what they match (SNI names, destination CIDR) → the service that owns it; the
-        // match-all chain (no names, no CIDR) goes last.
+        // match-all chain (no names, no CIDR) becomes the default chain below.
         let mut owners: BTreeMap<(Vec<String>, Option<String>), String> = BTreeMap::new();
         let mut chains = Vec::new();
         let mut match_all = None;
@@ -537,7 +533,7 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
                 // else falls to the TCP chains (Istio's sniffed outbound listener).
                 let m = FilterChainMatch {
                     application_protocols: PLAINTEXT_HTTP_ALPNS.map(String::from).to_vec(),
-                    transport_protocol: RAW_BUFFER.to_string(),
+                    transport_protocol: crate::mtls::RAW_BUFFER_TRANSPORT_PROTOCOL.to_string(),
                     ..Default::default()
                 };
                 chains.push(chain(&format!("{bind}_{port}"), Some(m), http));

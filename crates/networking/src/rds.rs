@@ -506,48 +506,38 @@ fn shared_sidecar_route(
     };
     let shared = push.sidecar_route(key, || {
         let mut found = Vec::new();
-        let route = match host {
-            None => sidecar_route(push, proxy, port, &mut found),
-            Some(host) => sniffed_service_route(push, proxy, port, host, &mut found),
-        };
+        let route = sidecar_route(push, proxy, port, host, &mut found);
         (encode_route_configuration(route), found)
     });
     findings.extend(shared.1.iter().cloned());
     shared.0.clone()
 }
 
-/// The sidecar route configuration named `PORT`.
+/// The sidecar route configuration named `PORT`, or `HOST:PORT` for a sniffed listener of its own
+/// (`host`; Istio's `getVirtualHostsForSniffedServicePort`): then only the virtual host of service
+/// `host` on `port`, matching every domain (`*`: the listener already chose the service), and no
+/// catch-all virtual host.
 fn sidecar_route(
     push: &Snapshot,
     proxy: &ProxyContext,
     port: u32,
+    host: Option<&str>,
     findings: &mut Vec<Finding>,
 ) -> RouteConfiguration {
     let scope = push.sidecar_scope(proxy);
     let mut translator = RouteTranslator::new(push, proxy, &scope);
-    let vhosts = sidecar_virtual_hosts(proxy, &scope, port, None, &mut translator);
+    let mut vhosts = sidecar_virtual_hosts(proxy, &scope, port, host, &mut translator);
     findings.append(&mut translator.findings);
-    route_configuration(&port.to_string(), vhosts, true)
-}
-
-/// The route configuration `HOST:PORT` of a sniffed listener of its own (Istio's
-/// `getVirtualHostsForSniffedServicePort`): the virtual host of service `host` on `port` only, matching
-/// every domain (`*`: the listener already chose the service), and no catch-all virtual host.
-fn sniffed_service_route(
-    push: &Snapshot,
-    proxy: &ProxyContext,
-    port: u32,
-    host: &str,
-    findings: &mut Vec<Finding>,
-) -> RouteConfiguration {
-    let scope = push.sidecar_scope(proxy);
-    let mut translator = RouteTranslator::new(push, proxy, &scope);
-    let mut vhosts = sidecar_virtual_hosts(proxy, &scope, port, Some(host), &mut translator);
-    findings.append(&mut translator.findings);
-    if let [only] = vhosts.as_mut_slice() {
-        only.domains = vec!["*".to_string()];
-    }
-    route_configuration(&format!("{host}:{port}"), vhosts, true)
+    let name = match host {
+        None => port.to_string(),
+        Some(host) => {
+            if let [only] = vhosts.as_mut_slice() {
+                only.domains = vec!["*".to_string()];
+            }
+            format!("{host}:{port}")
+        }
+    };
+    route_configuration(&name, vhosts, true)
 }
 
 /// The proxyless route configuration `outbound|PORT||HOST`.
