@@ -26,7 +26,7 @@ use model::{
     ServiceDiscovery,
     push::{ProxyContext, PushContext, PushRequest, SidecarScope},
 };
-use networking::{GenerationCache, Snapshot, naming::parse_cluster_name};
+use networking::{GenerationCache, Snapshot, cache::EncodedResource, naming::parse_cluster_name};
 use prost::Name;
 use tracing::debug;
 use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url};
@@ -257,8 +257,18 @@ impl ResourceSource for NetworkingSource {
         if !request.watch.wildcard && names.is_empty() {
             return Ok(Some(Generated::full(push.version(), Vec::new())));
         }
+        // A push (or the EDS that follows CDS) leaves out endpoint names that are no cluster of the
+        // proxy: they were answered (empty) when requested, and a client watching many unknown names
+        // must not cost work on every push (docs/RELIABILITY.md, nonce flood).
+        let known_only = request.type_url == type_url::ENDPOINT
+            && !request.watch.wildcard
+            && !matches!(request.trigger, Trigger::Request);
         let proxy = &ctx.proxy;
-        let (resources, findings) = generate_type(&push, proxy, request.type_url, &names)?;
+        let (resources, findings) = generate_type(&push, proxy, request.type_url, &names, known_only)?;
+        if known_only && resources.is_empty() {
+            return Ok(None);
+        }
+        let incremental = incremental || (known_only && resources.len() < names.len());
         if !findings.is_empty() {
             debug!(proxy = %proxy.id, type_url = request.type_url, findings = findings.len(), "generation findings");
             for f in self.cache.record_findings(&push, &proxy.id, &findings) {
@@ -330,8 +340,18 @@ impl NetworkingSource {
     }
 }
 
+/// A resource of type `M` from an encoded one the generators may share between proxies: the bytes
+/// are copied into the response, the content-hash version ([`xds::content_version`]) is computed once
+/// per shared resource.
+fn shared_resource<M: Name>(e: &EncodedResource) -> Resource {
+    let body = Any { type_url: M::type_url(), value: e.bytes().to_vec() };
+    let version = e.encoded.version(|| xds::content_version(&body)).to_string();
+    Resource { name: e.name.clone(), version, body }
+}
+
 /// Calls the `networking` generator for `type_url` (CDS, EDS, LDS, RDS); other types get an empty
-/// set. `names` empty means everything the proxy gets.
+/// set. `names` empty means everything the proxy gets. `known_only` (EDS): names that are not
+/// clusters of a service the proxy sees are left out instead of answered with an empty assignment.
 ///
 /// # Errors
 /// Never for known types; kept for generators that can fail.
@@ -340,6 +360,7 @@ pub fn generate_type(
     proxy: &ProxyContext,
     type_url: &str,
     names: &[String],
+    known_only: bool,
 ) -> Result<(Vec<Resource>, Vec<model::Finding>), SourceError> {
     Ok(match type_url {
         type_url::CLUSTER => {
@@ -347,12 +368,9 @@ pub fn generate_type(
             (g.resources.iter().map(|c: &Cluster| Resource::new(c.name.clone(), c)).collect(), g.findings)
         }
         type_url::ENDPOINT => {
-            let g = networking::endpoint::generate_endpoints(push, proxy, names);
+            let g = networking::endpoint::generate_endpoints_encoded(push, proxy, names, known_only);
             (
-                g.resources
-                    .iter()
-                    .map(|c: &ClusterLoadAssignment| Resource::new(c.cluster_name.clone(), c))
-                    .collect(),
+                g.resources.into_iter().map(|e| shared_resource::<ClusterLoadAssignment>(&e)).collect(),
                 g.findings,
             )
         }
@@ -362,18 +380,7 @@ pub fn generate_type(
         }
         type_url::ROUTE => {
             let g = networking::rds::generate_routes_encoded(push, proxy, names);
-            (
-                g.resources
-                    .into_iter()
-                    .map(|r| {
-                        Resource::from_any(
-                            r.name,
-                            Any { type_url: RouteConfiguration::type_url(), value: r.bytes },
-                        )
-                    })
-                    .collect(),
-                g.findings,
-            )
+            (g.resources.into_iter().map(|r| shared_resource::<RouteConfiguration>(&r)).collect(), g.findings)
         }
         _ => (Vec::new(), Vec::new()),
     })

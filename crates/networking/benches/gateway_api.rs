@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
     let names = route_names(&push, &proxy);
     assert_eq!(names, ["http.80"], "the router serves the Gateway's one HTTP listener");
     let rds = generate_routes_encoded(&push, &proxy, &names);
-    let table = rds.resources[0].bytes.len();
+    let table = rds.resources[0].bytes().len();
     let vhosts =
         meshpilot_networking::rds::generate_routes(&push, &proxy, &names).resources[0].virtual_hosts.len();
     assert_eq!(vhosts, ROUTES, "one virtual host per HTTPRoute hostname");

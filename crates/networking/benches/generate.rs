@@ -146,7 +146,7 @@ fn generate(
         }
         Type::Rds => {
             let g = generate_routes_encoded(push, proxy, rds);
-            (g.resources.len(), g.resources.iter().map(|r| r.bytes.len()).sum())
+            (g.resources.len(), g.resources.iter().map(|r| r.bytes().len()).sum())
         }
     }
 }

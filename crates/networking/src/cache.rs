@@ -17,13 +17,13 @@
 use std::{
     collections::{BTreeMap, HashMap},
     ops::Deref,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
 };
 
 use model::{
     Finding,
     push::{ProxyContext, ProxyKind, PushContext, ScopeKey, SidecarScope},
-    service::Labels,
+    service::{Endpoint, Labels},
 };
 
 use crate::{
@@ -35,9 +35,97 @@ use crate::{
 /// (Istio's `MergedGateway`), shared by every router with the same labels.
 pub(crate) type SharedGatewayServers = Arc<(BTreeMap<u32, MergedPort>, Vec<Finding>)>;
 
-/// A generated route configuration (encoded) and the findings met making it, shared by every proxy with
-/// the same [`SidecarRouteKey`].
-pub(crate) type SharedRoute = Arc<(Vec<u8>, Vec<Finding>)>;
+/// A resource encoded once and shared by the responses of every proxy that gets it (route tables and
+/// ClusterLoadAssignments from this cache): its protobuf bytes, and a version the server derives from
+/// them the first time it needs one ([`Encoded::version`]), so a push to many proxies neither encodes
+/// nor hashes the same resource again.
+#[derive(Debug, Default)]
+pub struct Encoded {
+    bytes: Vec<u8>,
+    version: OnceLock<String>,
+}
+
+impl Encoded {
+    /// Wraps encoded protobuf bytes.
+    pub fn new(bytes: Vec<u8>) -> Encoded {
+        Encoded { bytes, version: OnceLock::new() }
+    }
+
+    /// The encoded message.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The resource's version: made by `derive` the first time (e.g. the xDS server's content hash of
+    /// these bytes), then the same string for every caller.
+    pub fn version(&self, derive: impl FnOnce() -> String) -> &str {
+        self.version.get_or_init(derive)
+    }
+}
+
+impl PartialEq for Encoded {
+    fn eq(&self, other: &Encoded) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for Encoded {}
+
+/// A named encoded resource (a route configuration, a ClusterLoadAssignment) as the encoded generators
+/// return it; cloning shares the bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedResource {
+    /// The resource name (route configuration name, cluster name).
+    pub name: String,
+    /// The encoded message, possibly shared with other proxies' responses.
+    pub encoded: Arc<Encoded>,
+}
+
+impl EncodedResource {
+    /// The encoded message.
+    pub fn bytes(&self) -> &[u8] {
+        self.encoded.bytes()
+    }
+}
+
+/// An encoded resource made once per cache key and the findings met making it, shared by every proxy
+/// with that key.
+pub(crate) type SharedEncoded = Arc<(Arc<Encoded>, Vec<Finding>)>;
+
+/// What a ClusterLoadAssignment depends on within one config generation: its cluster name, the
+/// snapshot's endpoint list of the service port (by address: endpoint-only snapshots keep the list of
+/// every service they did not re-read, [`PushContext::endpoint_list`]), the subset's labels, whether
+/// host names are allowed (DNS clusters) and whether endpoints carry the auto-mTLS match metadata.
+#[derive(Clone, Debug)]
+pub(crate) struct AssignmentKey {
+    pub name: String,
+    pub endpoints: Arc<[Arc<Endpoint>]>,
+    pub subset: Option<Labels>,
+    pub dns: bool,
+    pub tls_metadata: bool,
+}
+
+impl PartialEq for AssignmentKey {
+    fn eq(&self, other: &AssignmentKey) -> bool {
+        Arc::ptr_eq(&self.endpoints, &other.endpoints)
+            && self.name == other.name
+            && self.subset == other.subset
+            && self.dns == other.dns
+            && self.tls_metadata == other.tls_metadata
+    }
+}
+
+impl Eq for AssignmentKey {}
+
+impl std::hash::Hash for AssignmentKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        std::ptr::hash(Arc::as_ptr(&self.endpoints).cast::<()>(), state);
+        self.subset.hash(state);
+        self.dns.hash(state);
+        self.tls_metadata.hash(state);
+    }
+}
 
 /// What a sidecar's outbound route configuration `PORT` depends on besides the snapshot's config and
 /// services (never endpoints): the scope, the DNS domain (short virtual-host domains), proxyless, and
@@ -87,7 +175,10 @@ impl JwksSource for NoJwksResolver {
 struct CacheState {
     generation: u64,
     scopes: HashMap<ScopeKey, Arc<SidecarScope>>,
-    routes: HashMap<SidecarRouteKey, SharedRoute>,
+    routes: HashMap<SidecarRouteKey, SharedEncoded>,
+    assignments: HashMap<AssignmentKey, SharedEncoded>,
+    /// `assignments.len()` after its last pruning ([`GenerationCache::assignment`]).
+    assignments_pruned_at: usize,
     gateways: HashMap<GatewayKey, SharedGatewayServers>,
     security: HashMap<SecurityKey, Arc<crate::policy::SecurityFilters>>,
     findings: BTreeMap<Finding, ProxiesReporting>,
@@ -185,6 +276,11 @@ impl GenerationCache {
         (s.scopes.len(), s.routes.len(), s.gateways.len())
     }
 
+    /// ClusterLoadAssignments currently held ([`GenerationCache::assignment`]), for tests and debugging.
+    pub fn assignments(&self) -> usize {
+        self.lock().assignments.len()
+    }
+
     /// Records what generating for `proxy` from `push` met (findings of generators that run per
     /// proxy, such as security policies that cannot be translated), so `/debug/configstatusz` can show
     /// them; kept until a newer config generation is generated for. Returns the findings not seen
@@ -275,8 +371,29 @@ impl GenerationCache {
         push: &PushContext,
         key: SidecarRouteKey,
         make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
-    ) -> SharedRoute {
-        self.get_or_make(push, key, |s| &mut s.routes, || Arc::new(make()))
+    ) -> SharedEncoded {
+        self.get_or_make(push, key, |s| &mut s.routes, || shared(make()))
+    }
+
+    /// The ClusterLoadAssignment for `key`, made by `make` once per generation and key, then shared.
+    /// Endpoint changes within a generation make new keys (a new endpoint list); entries whose list
+    /// no snapshot holds any more are dropped when the map has doubled since its last pruning, so a
+    /// stream of endpoint changes does not grow it without bound.
+    pub(crate) fn assignment(
+        &self,
+        push: &PushContext,
+        key: AssignmentKey,
+        make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
+    ) -> SharedEncoded {
+        let made = self.get_or_make(push, key, |s| &mut s.assignments, || shared(make()));
+        if let Slot::Current(mut state) = self.slot(push.config_generation())
+            && state.assignments.len() > 2 * state.assignments_pruned_at + 256
+        {
+            // The cache's own key holds one reference: a list nothing else holds is gone.
+            state.assignments.retain(|k, _| Arc::strong_count(&k.endpoints) > 1);
+            state.assignments_pruned_at = state.assignments.len();
+        }
+        made
     }
 
     /// The servers of the gateways selecting `proxy` merged by listener port (Istio's
@@ -293,6 +410,10 @@ impl GenerationCache {
             },
         )
     }
+}
+
+fn shared((bytes, findings): (Vec<u8>, Vec<Finding>)) -> SharedEncoded {
+    Arc::new((Arc::new(Encoded::new(bytes)), findings))
 }
 
 /// What the generators read: a [`PushContext`] (through `Deref`) and the [`GenerationCache`] it shares
@@ -349,8 +470,16 @@ impl Snapshot {
         &self,
         key: SidecarRouteKey,
         make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
-    ) -> SharedRoute {
+    ) -> SharedEncoded {
         self.cache.sidecar_route(&self.push, key, make)
+    }
+
+    pub(crate) fn assignment(
+        &self,
+        key: AssignmentKey,
+        make: impl FnOnce() -> (Vec<u8>, Vec<Finding>),
+    ) -> SharedEncoded {
+        self.cache.assignment(&self.push, key, make)
     }
 
     pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {

@@ -8,7 +8,7 @@
 //! `DRAINING` (Istio's `EndpointBuilder`). An unknown cluster name gets an empty assignment, so the
 //! proxy does not wait for it.
 
-use std::collections::BTreeMap;
+use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
 use envoy_types::pb::envoy::config::{
     core::v3::{HealthStatus as EnvoyHealth, Locality},
@@ -18,8 +18,11 @@ use envoy_types::pb::envoy::config::{
 };
 use model::service::{Endpoint, HealthStatus, Labels, Resolution, labels_match};
 
+use prost::Message;
+
 use crate::{
     Snapshot,
+    cache::{AssignmentKey, Encoded, EncodedResource},
     convert::{address, is_ip, u32v},
     generated::Generated,
     naming::{TrafficDirection, parse_cluster_name},
@@ -99,33 +102,45 @@ pub(crate) fn locality_lb_endpoints<'a>(
         .collect()
 }
 
-/// The endpoints of a cluster: `(service endpoints for the port, subset labels)`, or `None` for a name
-/// that is not an outbound cluster of a service the proxy sees.
-fn cluster_endpoints<'p>(
-    push: &'p Snapshot,
-    proxy: &ProxyContext,
-    name: &str,
-) -> Option<(Vec<&'p Endpoint>, Resolution)> {
+/// What a cluster's assignment is made of: the snapshot's endpoint list of the service port (`None`:
+/// the port has none), the subset's labels and the service's resolution.
+struct ClusterSource<'p> {
+    endpoints: Option<&'p Arc<[Arc<Endpoint>]>>,
+    subset: Option<Labels>,
+    resolution: Resolution,
+}
+
+impl ClusterSource<'_> {
+    fn endpoints(&self) -> impl Iterator<Item = &Endpoint> {
+        self.endpoints
+            .into_iter()
+            .flat_map(|l| l.iter())
+            .filter(|e| self.subset.as_ref().is_none_or(|l| labels_match(l, &e.labels)))
+            .map(AsRef::as_ref)
+    }
+}
+
+/// The source of a cluster's endpoints, or `None` for a name that is not an outbound cluster of a
+/// service the proxy sees.
+fn cluster_source<'p>(push: &'p Snapshot, proxy: &ProxyContext, name: &str) -> Option<ClusterSource<'p>> {
     let key = parse_cluster_name(name)?;
     if key.direction != TrafficDirection::Outbound {
         return None;
     }
     let scope = push.sidecar_scope(proxy);
-    let service = scope.service(key.host)?.clone();
+    let service = scope.service(key.host)?;
     service.port_by_number(key.port)?;
-    let subset_labels: Option<Labels> = if key.subset.is_empty() {
+    let subset: Option<Labels> = if key.subset.is_empty() {
         None
     } else {
-        let dr = push.destination_rule(proxy, &service)?;
+        let dr = push.destination_rule(proxy, service)?;
         Some(dr.rule.subsets.iter().find(|s| s.name == key.subset)?.labels.clone())
     };
-    let eps = push
-        .endpoints(&service.hostname, &service.namespace, key.port)
-        .iter()
-        .filter(|e| subset_labels.as_ref().is_none_or(|l| labels_match(l, &e.labels)))
-        .map(|e| e.as_ref())
-        .collect();
-    Some((eps, service.resolution))
+    Some(ClusterSource {
+        endpoints: push.endpoint_list(&service.hostname, &service.namespace, key.port),
+        subset,
+        resolution: service.resolution,
+    })
 }
 
 /// Whether an endpoint's own workload accepts mutual TLS on its port: its effective
@@ -138,6 +153,36 @@ pub(crate) fn endpoint_accepts_mtls(push: &Snapshot, ep: &Endpoint) -> bool {
             != model::push::authn::MtlsMode::Disable
 }
 
+/// Whether `proxy` gets the auto-mTLS match metadata on endpoints (sidecars and routers with
+/// workload certificates; never proxyless gRPC).
+fn wants_tls_metadata(proxy: &ProxyContext) -> bool {
+    proxy.has_workload_certificates() && !proxy.proxyless_grpc
+}
+
+fn assignment_of(
+    push: &Snapshot,
+    name: &str,
+    source: Option<&ClusterSource<'_>>,
+    tls_metadata: bool,
+    findings: &mut Vec<Finding>,
+) -> ClusterLoadAssignment {
+    let endpoints = match source {
+        Some(source) => {
+            let accepts_mtls = |ep: &Endpoint| endpoint_accepts_mtls(push, ep);
+            let tls_metadata = tls_metadata.then_some(&accepts_mtls as &dyn Fn(&Endpoint) -> bool);
+            locality_lb_endpoints(
+                source.endpoints(),
+                source.resolution.is_dns(),
+                tls_metadata,
+                name,
+                findings,
+            )
+        }
+        None => Vec::new(),
+    };
+    ClusterLoadAssignment { cluster_name: name.to_string(), endpoints, ..Default::default() }
+}
+
 /// The assignment for one cluster name (empty for an unknown name).
 pub fn load_assignment(
     push: &Snapshot,
@@ -145,16 +190,18 @@ pub fn load_assignment(
     name: &str,
     findings: &mut Vec<Finding>,
 ) -> ClusterLoadAssignment {
-    let endpoints = match cluster_endpoints(push, proxy, name) {
-        Some((eps, resolution)) => {
-            let accepts_mtls = |ep: &Endpoint| endpoint_accepts_mtls(push, ep);
-            let tls_metadata = (proxy.has_workload_certificates() && !proxy.proxyless_grpc)
-                .then_some(&accepts_mtls as &dyn Fn(&Endpoint) -> bool);
-            locality_lb_endpoints(eps, resolution.is_dns(), tls_metadata, name, findings)
-        }
-        None => Vec::new(),
-    };
-    ClusterLoadAssignment { cluster_name: name.to_string(), endpoints, ..Default::default() }
+    let source = cluster_source(push, proxy, name);
+    assignment_of(push, name, source.as_ref(), wants_tls_metadata(proxy), findings)
+}
+
+/// The names EDS answers for `proxy`: `names`, or with none, one per EDS cluster the CDS generator
+/// makes for the proxy.
+fn requested_names<'n>(push: &Snapshot, proxy: &ProxyContext, names: &'n [String]) -> Cow<'n, [String]> {
+    if names.is_empty() {
+        Cow::Owned(crate::cluster::eds_cluster_names(push, proxy))
+    } else {
+        Cow::Borrowed(names)
+    }
 }
 
 /// EDS for `proxy`: one assignment per name in `names`, in that order; with no names, one per EDS
@@ -165,15 +212,57 @@ pub fn generate_endpoints(
     names: &[String],
 ) -> Generated<ClusterLoadAssignment> {
     let mut findings = Vec::new();
-    let owned;
-    let names = if names.is_empty() {
-        owned = crate::cluster::eds_cluster_names(push, proxy);
-        &owned
-    } else {
-        names
-    };
-    let resources = names.iter().map(|n| load_assignment(push, proxy, n, &mut findings)).collect();
+    let resources = requested_names(push, proxy, names)
+        .iter()
+        .map(|n| load_assignment(push, proxy, n, &mut findings))
+        .collect();
     Generated::new(resources, findings)
+}
+
+/// EDS for `proxy`, encoded ([`generate_endpoints`]'s assignments in protobuf wire format). The
+/// assignment of a cluster the proxy sees is made once per config generation and endpoint list
+/// ([`crate::cache::GenerationCache`]) and shared by every proxy that gets the same one, so a push to
+/// many proxies encodes each assignment once (Istio's EDS cache, `pilot/pkg/xds/endpoints`). With
+/// `known_only`, names that are not outbound clusters of a service the proxy sees are left out
+/// instead of answered empty (a push: the proxy already had its answer for them, and a client watching
+/// many unknown names must not cost work on every push).
+pub fn generate_endpoints_encoded(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    names: &[String],
+    known_only: bool,
+) -> Generated<EncodedResource> {
+    let mut findings = Vec::new();
+    let tls_metadata = wants_tls_metadata(proxy);
+    let mut out = Vec::new();
+    for name in requested_names(push, proxy, names).iter() {
+        let source = cluster_source(push, proxy, name);
+        let encoded = match &source {
+            Some(source @ ClusterSource { endpoints: Some(list), .. }) => {
+                let key = AssignmentKey {
+                    name: name.clone(),
+                    endpoints: Arc::clone(list),
+                    subset: source.subset.clone(),
+                    dns: source.resolution.is_dns(),
+                    tls_metadata,
+                };
+                let shared = push.assignment(key, || {
+                    let mut found = Vec::new();
+                    let cla = assignment_of(push, name, Some(source), tls_metadata, &mut found);
+                    (cla.encode_to_vec(), found)
+                });
+                findings.extend(shared.1.iter().cloned());
+                Arc::clone(&shared.0)
+            }
+            None if known_only => continue,
+            source => {
+                let cla = assignment_of(push, name, source.as_ref(), tls_metadata, &mut findings);
+                Arc::new(Encoded::new(cla.encode_to_vec()))
+            }
+        };
+        out.push(EncodedResource { name: name.clone(), encoded });
+    }
+    Generated::new(out, findings)
 }
 
 #[cfg(test)]

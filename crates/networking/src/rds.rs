@@ -31,7 +31,7 @@ use prost::Message;
 
 use crate::{
     Snapshot,
-    cache::SidecarRouteKey,
+    cache::{Encoded, SidecarRouteKey},
     convert::{boolv, zero_duration},
     gateway::{GatewayServer, PortKind, ServerKind},
     generated::Generated,
@@ -494,7 +494,7 @@ fn shared_sidecar_route(
     port: u32,
     host: Option<&str>,
     findings: &mut Vec<Finding>,
-) -> Vec<u8> {
+) -> Arc<Encoded> {
     let scope = push.sidecar_scope(proxy);
     let key = SidecarRouteKey {
         port,
@@ -847,14 +847,10 @@ pub fn route_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
 
 /// A route configuration in protobuf wire format (`envoy.config.route.v3.RouteConfiguration`), as
 /// RDS sends it: gateway tables are assembled from encoded pieces and sidecar tables are encoded
-/// once per snapshot and scope, so the server never re-encodes them per proxy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EncodedRouteConfiguration {
-    /// The route configuration name (`9080`, `http.80`, `outbound|80||reviews.default.svc.cluster.local`).
-    pub name: String,
-    /// The encoded message.
-    pub bytes: Vec<u8>,
-}
+/// once per snapshot and scope (and shared, [`crate::cache::Encoded`]), so the server never re-encodes
+/// them per proxy. The name is the route configuration name (`9080`, `http.80`,
+/// `outbound|80||reviews.default.svc.cluster.local`).
+pub type EncodedRouteConfiguration = crate::cache::EncodedResource;
 
 /// RDS for `proxy`, encoded: one route configuration per name in `names` (all the proxy's listeners
 /// use when empty), in that order. A name the proxy's config does not produce gets an empty
@@ -880,8 +876,9 @@ pub fn generate_routes_encoded(
     let empty = |name: &str| encode_route_configuration(route_configuration(name, Vec::new(), true));
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let bytes = if proxy.proxyless_grpc && name.starts_with("outbound|") {
-            encode_route_configuration(grpc_route(push, proxy, name, &mut findings))
+        let fresh = |bytes: Vec<u8>| Arc::new(Encoded::new(bytes));
+        let encoded = if proxy.proxyless_grpc && name.starts_with("outbound|") {
+            fresh(encode_route_configuration(grpc_route(push, proxy, name, &mut findings)))
         } else if let Some(merged) = &merged {
             let mut found = None;
             for (port, m) in &merged.0 {
@@ -897,18 +894,18 @@ pub fn generate_routes_encoded(
                     })
                     .collect();
                 if !servers.is_empty() {
-                    found = Some(gateway_route(push, proxy, name, &servers, &mut findings));
+                    found = Some(fresh(gateway_route(push, proxy, name, &servers, &mut findings)));
                     break;
                 }
             }
-            found.unwrap_or_else(|| empty(name))
+            found.unwrap_or_else(|| fresh(empty(name)))
         } else {
             match sidecar_route_name(name) {
                 Some((port, host)) => shared_sidecar_route(push, proxy, port, host, &mut findings),
-                None => empty(name),
+                None => fresh(empty(name)),
             }
         };
-        out.push(EncodedRouteConfiguration { name: name.clone(), bytes });
+        out.push(EncodedRouteConfiguration { name: name.clone(), encoded });
     }
     Generated::new(out, findings)
 }
@@ -927,7 +924,7 @@ pub fn generate_routes(
         .resources
         .into_iter()
         .map(|e| {
-            RouteConfiguration::decode(e.bytes.as_slice()).unwrap_or_else(|err| {
+            RouteConfiguration::decode(e.bytes()).unwrap_or_else(|err| {
                 findings.push(Finding {
                     severity: Severity::Dropped,
                     config: None,

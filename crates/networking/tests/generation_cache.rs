@@ -6,6 +6,7 @@ mod support;
 
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use meshpilot_networking::{GenerationCache, Snapshot, listener::generate_listeners, rds::generate_routes};
 use model::push::{MeshSettings, PushContext};
 use support::*;
@@ -133,4 +134,92 @@ fn findings_are_recorded_per_generation_with_the_proxies_that_met_them() {
     // A stale snapshot records nothing.
     assert!(cache.record_findings(&push, "sidecar-c", &[finding]).is_empty());
     assert_eq!(cache.generation_findings()[0].1.proxies, ["sidecar-a"]);
+}
+
+fn outbound(host: &str) -> String {
+    format!("outbound|80||{host}")
+}
+
+/// ClusterLoadAssignments are encoded once per generation and endpoint list and shared by every proxy
+/// that gets the same one; an endpoint-only snapshot makes a new one only for the service it re-read;
+/// the encoded form decodes to what the message generator makes.
+#[test]
+fn assignments_are_shared_until_their_endpoints_change() {
+    use meshpilot_networking::endpoint::{generate_endpoints, generate_endpoints_encoded};
+    use prost::Message;
+
+    let (a, b) = ("a.ns1.svc.cluster.local", "b.ns1.svc.cluster.local");
+    let text = http_service_entry("b", "ns1", "10.0.0.2") + &mesh();
+    let world = World::new(parse(&text, "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let push = build(&world);
+    let first = Snapshot::with_cache(push.clone(), cache.clone());
+    let names = [outbound(a), outbound(b)];
+    let (one, two) = (sidecar("ns1", &[("app", "one")]), sidecar("ns1", &[("app", "two")]));
+    let e1 = generate_endpoints_encoded(&first, &one, &names, false).resources;
+    let e2 = generate_endpoints_encoded(&first, &two, &names, false).resources;
+    assert_eq!(e1.len(), 2);
+    for (x, y) in e1.iter().zip(&e2) {
+        assert!(Arc::ptr_eq(&x.encoded, &y.encoded), "{} is encoded once for both sidecars", x.name);
+    }
+    assert_eq!(cache.assignments(), 2);
+    let decoded: Vec<ClusterLoadAssignment> =
+        e1.iter().map(|e| ClusterLoadAssignment::decode(e.bytes()).expect("decodes")).collect();
+    assert_eq!(decoded, generate_endpoints(&first, &one, &names).resources);
+    assert!(format!("{:?}", decoded[0]).contains("10.0.0.1"));
+
+    // Service a moves to 10.0.0.9: an endpoint-only snapshot of the same generation re-reads it.
+    let moved = World::new(parse(&text.replace("10.0.0.1", "10.0.0.9"), "default"));
+    let next = Snapshot::with_cache(
+        Arc::new(push.with_endpoints(&moved.discovery, &[(a.into(), "ns1".into())], "v2")),
+        cache.clone(),
+    );
+    let e3 = generate_endpoints_encoded(&next, &one, &names, false).resources;
+    assert!(!Arc::ptr_eq(&e3[0].encoded, &e1[0].encoded), "a's endpoints changed");
+    let a_now = ClusterLoadAssignment::decode(e3[0].bytes()).expect("decodes");
+    assert!(format!("{a_now:?}").contains("10.0.0.9"), "{a_now:?}");
+    assert!(Arc::ptr_eq(&e3[1].encoded, &e1[1].encoded), "b's list is the same: still shared");
+}
+
+/// A name that is no cluster of the proxy is answered with an empty assignment on request and left
+/// out with `known_only` (pushes).
+#[test]
+fn unknown_names_are_answered_empty_or_left_out() {
+    use meshpilot_networking::endpoint::generate_endpoints_encoded;
+    use prost::Message;
+
+    let world = World::new(parse(&mesh(), "default"));
+    let push = world.push();
+    let proxy = sidecar("ns1", &[]);
+    let names = [outbound("a.ns1.svc.cluster.local"), outbound("nowhere.example"), "garbage".to_string()];
+    let all = generate_endpoints_encoded(&push, &proxy, &names, false).resources;
+    assert_eq!(all.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), names);
+    let empty = ClusterLoadAssignment::decode(all[1].bytes()).expect("decodes");
+    assert_eq!(empty.cluster_name, names[1]);
+    assert!(empty.endpoints.is_empty());
+    let known = generate_endpoints_encoded(&push, &proxy, &names, true).resources;
+    assert_eq!(known.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), [names[0].as_str()]);
+}
+
+/// Endpoint changes within one generation make new assignments; those of lists no snapshot holds any
+/// more are pruned, so a long stream of endpoint changes keeps the cache bounded.
+#[test]
+fn assignments_of_dropped_endpoint_lists_are_pruned() {
+    use meshpilot_networking::endpoint::generate_endpoints_encoded;
+
+    let a = "a.ns1.svc.cluster.local";
+    let world = World::new(parse(&mesh(), "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let push = build(&world);
+    let proxy = sidecar("ns1", &[]);
+    for i in 0..1_000 {
+        let next = Snapshot::with_cache(
+            Arc::new(push.with_endpoints(&world.discovery, &[(a.into(), "ns1".into())], format!("v{i}"))),
+            cache.clone(),
+        );
+        assert_eq!(generate_endpoints_encoded(&next, &proxy, &[outbound(a)], false).resources.len(), 1);
+    }
+    assert_eq!(cache.generation(), push.config_generation());
+    let held = cache.assignments();
+    assert!(held <= 300, "1,000 endpoint changes left {held} assignments in the cache");
 }

@@ -54,5 +54,6 @@ pub use server::{
 };
 pub use source::{
     GenerateRequest, Generated, Protocol, PushEvent, Resource, ResourceSource, SourceError, Trigger, Watch,
+    content_version,
 };
 pub use state::SyncState;

@@ -703,9 +703,14 @@ pub(crate) fn next_nonce() -> String {
     format!("{salt:08x}-{}", COUNTER.fetch_add(1, Ordering::Relaxed) + 1)
 }
 
-/// Hash of a response's resources (names and bytes): recognises a rejected config if it comes again.
+/// Hash of a response's resources by names and versions (a resource's version changes whenever its
+/// content does, [`Resource::version`]; filled in before this is called): recognises a rejected config
+/// if it comes again, and a push that would repeat the last response. Hashing versions rather than
+/// bytes keeps a push to many proxies from re-reading every shared resource per stream.
 pub(crate) fn content_hash(resources: &[Resource]) -> u64 {
-    resources.iter().fold(FNV_OFFSET, |h, r| fnv1a(fnv1a(fnv1a(h, r.name.as_bytes()), &[0]), &r.body.value))
+    resources
+        .iter()
+        .fold(FNV_OFFSET, |h, r| fnv1a(fnv1a(fnv1a(h, r.name.as_bytes()), &[0]), r.version.as_bytes()))
 }
 
 /// Drops resources whose `Any` type differs from the response type (a client would reject the whole
@@ -1019,10 +1024,13 @@ mod tests {
     }
 
     #[test]
-    fn nonces_are_unique_and_content_hash_depends_on_names_and_bytes() {
+    fn nonces_are_unique_and_content_hash_depends_on_names_and_versions() {
         assert_ne!(next_nonce(), next_nonce());
         let a = content_hash(&[res("a", CLUSTER, "1")]);
-        assert_eq!(a, content_hash(&[res("a", CLUSTER, "2")]), "the version is not content");
+        assert_ne!(a, content_hash(&[res("a", CLUSTER, "2")]), "a new version is new content");
+        let mut same_version = res("a", CLUSTER, "1");
+        same_version.body.value = vec![2];
+        assert_eq!(a, content_hash(&[same_version]), "the version stands for the bytes");
         assert_ne!(a, content_hash(&[res("b", CLUSTER, "1")]));
         assert_ne!(a, content_hash(&[]));
     }

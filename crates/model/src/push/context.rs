@@ -712,7 +712,15 @@ impl PushContext {
     /// Endpoints of the service `(hostname, namespace)` serving `port` (all labels; filter subsets with
     /// [`labels_match`]).
     pub fn endpoints(&self, hostname: &str, namespace: &str, port: u32) -> &[Arc<Endpoint>] {
-        self.endpoints.get(&(hostname.to_string(), namespace.to_string(), port)).map_or(&[], |e| e)
+        self.endpoint_list(hostname, namespace, port).map_or(&[], |e| e)
+    }
+
+    /// The shared list behind [`PushContext::endpoints`] (`None` when the service has no entry for
+    /// `port`). Snapshots made by [`PushContext::with_endpoints`] keep the very same list (`Arc`) for
+    /// every service they did not re-read, so its address identifies its content across the snapshots
+    /// of one config generation: caches of derived EDS output key by it.
+    pub fn endpoint_list(&self, hostname: &str, namespace: &str, port: u32) -> Option<&Arc<[Arc<Endpoint>]>> {
+        self.endpoints.get(&(hostname.to_string(), namespace.to_string(), port))
     }
 
     /// Problems found while indexing config (delegate VirtualServices, DestinationRule merge
