@@ -9,7 +9,8 @@
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //! | `PILOT_MAX_REQUESTS_PER_SECOND` | `0` (auto: `max(min(15 + 5 × CPUs, 100), 500 × CPUs)`; Istio: the first term) | new ADS streams per second ([`AdsOptions`]) |
 //! | `PILOT_XDS_SEND_TIMEOUT` | `10s` (Istio's former variable, default 0 = none) | a stream whose client reads nothing for this long is closed |
-//! | `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES` | `262144` (not in Istio) | encoded response bytes queued per stream before its task waits for the client |
+//! | `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES` | `65536` (not in Istio) | encoded response bytes queued per stream before its task waits for the client |
+//! | `MESHPILOT_XDS_SEND_BUFFER_BYTES` | `65536` (not in Istio; hyper's default 409600) | HTTP/2 send buffer per stream beyond the peer's flow-control window |
 //! | `MESHPILOT_XDS_MAX_RESOURCE_NAMES` | `50000` (not in Istio: no limit) | resource names one stream may watch per type; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_MAX_TYPES_PER_STREAM` | `64` (not in Istio: no limit) | type URLs one stream may watch; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` | `10s` (grpc-go's `ConnectionTimeout`: 120 s, handshake only) | time for a new ADS connection's HTTP/2 preface and first request; `0`: none |
@@ -314,6 +315,8 @@ pub struct AdsOptions {
     pub send_timeout: std::time::Duration,
     /// `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES`: [`xds::AdsConfig::response_buffer_bytes`].
     pub response_buffer_bytes: usize,
+    /// `MESHPILOT_XDS_SEND_BUFFER_BYTES`: [`xds::AdsConfig::send_buffer_bytes`].
+    pub send_buffer_bytes: usize,
     /// `MESHPILOT_XDS_MAX_RESOURCE_NAMES`: [`xds::StreamLimits::max_resource_names`].
     pub max_resource_names: usize,
     /// `MESHPILOT_XDS_MAX_TYPES_PER_STREAM`: [`xds::StreamLimits::max_types`].
@@ -328,6 +331,7 @@ impl Default for AdsOptions {
             max_requests_per_second: xds::default_max_requests_per_second(),
             send_timeout: Duration::from_secs(10),
             response_buffer_bytes: xds::DEFAULT_RESPONSE_BUFFER_BYTES,
+            send_buffer_bytes: xds::http2::DEFAULT_SEND_BUFFER_BYTES,
             max_resource_names: xds::StreamLimits::DEFAULT_MAX_RESOURCE_NAMES,
             max_types: xds::StreamLimits::DEFAULT_MAX_TYPES,
             handshake_timeout: xds::DEFAULT_HANDSHAKE_TIMEOUT,
@@ -368,6 +372,9 @@ impl AdsOptions {
         if let Some(v) = lookup("MESHPILOT_XDS_RESPONSE_BUFFER_BYTES") {
             out.response_buffer_bytes = count_var("MESHPILOT_XDS_RESPONSE_BUFFER_BYTES", &v)?;
         }
+        if let Some(v) = lookup("MESHPILOT_XDS_SEND_BUFFER_BYTES") {
+            out.send_buffer_bytes = count_var("MESHPILOT_XDS_SEND_BUFFER_BYTES", &v)?;
+        }
         if let Some(v) = lookup("MESHPILOT_XDS_MAX_RESOURCE_NAMES") {
             out.max_resource_names = count_var("MESHPILOT_XDS_MAX_RESOURCE_NAMES", &v)?;
         }
@@ -390,6 +397,7 @@ impl AdsOptions {
             request_limiter: limiter.clone(),
             send_timeout: self.send_timeout,
             response_buffer_bytes: self.response_buffer_bytes,
+            send_buffer_bytes: self.send_buffer_bytes,
             limits: xds::StreamLimits {
                 max_resource_names: self.max_resource_names,
                 max_types: self.max_types,
@@ -431,9 +439,11 @@ mod ads_tests {
     fn stream_limits_and_handshake_timeout_from_the_environment() {
         let d = AdsOptions::from_lookup(|_| None).unwrap();
         assert_eq!((d.max_resource_names, d.max_types), (50_000, 64));
-        assert_eq!((d.response_buffer_bytes, d.handshake_timeout), (256 << 10, Duration::from_secs(10)));
+        assert_eq!((d.response_buffer_bytes, d.handshake_timeout), (64 << 10, Duration::from_secs(10)));
+        assert_eq!(d.send_buffer_bytes, 64 << 10);
         let o = AdsOptions::from_lookup(|n| match n {
             "MESHPILOT_XDS_RESPONSE_BUFFER_BYTES" => Some("65536".into()),
+            "MESHPILOT_XDS_SEND_BUFFER_BYTES" => Some("32768".into()),
             "MESHPILOT_XDS_MAX_RESOURCE_NAMES" => Some("100".into()),
             "MESHPILOT_XDS_MAX_TYPES_PER_STREAM" => Some(" 8 ".into()),
             "MESHPILOT_XDS_HANDSHAKE_TIMEOUT" => Some("1m".into()),
@@ -445,8 +455,8 @@ mod ads_tests {
         let config = o.apply(xds::AdsConfig::default(), &std::sync::Arc::new(xds::RequestLimiter::new(1.0)));
         assert_eq!(config.limits, xds::StreamLimits { max_resource_names: 100, max_types: 8 });
         assert_eq!(
-            (config.response_buffer_bytes, config.handshake_timeout),
-            (65_536, Duration::from_secs(60))
+            (config.response_buffer_bytes, config.send_buffer_bytes, config.handshake_timeout),
+            (65_536, 32_768, Duration::from_secs(60))
         );
         for (name, bad) in
             [("MESHPILOT_XDS_MAX_RESOURCE_NAMES", "0"), ("MESHPILOT_XDS_MAX_TYPES_PER_STREAM", "many")]

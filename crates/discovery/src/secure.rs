@@ -89,19 +89,15 @@ impl DiscoveryServer {
             port.xds_auth.then(|| Arc::new(XdsAuth(Arc::clone(&port.authenticator))) as _);
         let config = AdsConfig { authenticator, ..config };
         let ads: AdsServer<NetworkingSource> = self.ads_server(secrets, config);
-        let (interval, timeout) = (ads.config().keepalive_interval, ads.config().keepalive_timeout);
+        let settings = ads.config().http2_settings();
         // After the TLS handshake (bounded by `security::tls`), the HTTP/2 one.
         let handshake = ads.config().handshake_timeout;
         let incoming = tokio_stream::StreamExt::map(security::tls::incoming(listener, tls), move |c| {
             c.map(|c| xds::handshake::HandshakeDeadline::new(c, handshake))
         });
-        tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(interval))
-            .http2_keepalive_timeout(Some(timeout))
-            .add_service(ads.into_service())
-            .add_service(CertificateService::new(port.ca, port.authenticator))
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await
-            .map_err(|e| format!("secure port: {e}"))
+        let routes = tonic::service::Routes::new(ads.into_service())
+            .add_service(CertificateService::new(port.ca, port.authenticator));
+        xds::http2::serve(incoming, routes, &settings, shutdown).await;
+        Ok(())
     }
 }

@@ -28,6 +28,12 @@ mod webhook;
 
 use std::process::ExitCode;
 
+/// With the `mimalloc` feature the process allocates with mimalloc instead of the system allocator
+/// (BENCHMARKS.md, "Allocator": the A/B it was chosen by).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// meshpilot: an Istio-compatible service-mesh control plane.

@@ -34,6 +34,7 @@ pub mod debug;
 pub mod delta;
 pub mod framing;
 pub mod handshake;
+pub mod http2;
 pub mod metrics;
 pub mod node;
 pub mod registry;

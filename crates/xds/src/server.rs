@@ -61,6 +61,11 @@ pub struct AdsConfig {
     /// in the server besides HTTP/2's own send buffer. `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES`; default
     /// [`DEFAULT_RESPONSE_BUFFER_BYTES`].
     pub response_buffer_bytes: usize,
+    /// hyper's HTTP/2 send buffer per stream in bytes: what h2 holds for a stream beyond the peer's
+    /// flow-control window, the other half of what a client that stops reading pins
+    /// ([`crate::http2`]). `MESHPILOT_XDS_SEND_BUFFER_BYTES`; default
+    /// [`crate::http2::DEFAULT_SEND_BUFFER_BYTES`] (hyper's own: 400 KiB).
+    pub send_buffer_bytes: usize,
     /// What one stream may make the server hold ([`StreamLimits`]).
     pub limits: StreamLimits,
     /// Longest time a new connection on [`AdsServer::serve`]'s port may take to send the HTTP/2
@@ -100,8 +105,8 @@ pub struct AdsConfig {
     pub send_timeout: Duration,
 }
 
-/// Default of [`AdsConfig::response_buffer_bytes`]: 256 KiB (a larger response still goes alone).
-pub const DEFAULT_RESPONSE_BUFFER_BYTES: usize = 256 * 1024;
+/// Default of [`AdsConfig::response_buffer_bytes`]: 64 KiB (a larger response still goes alone).
+pub const DEFAULT_RESPONSE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Default of [`AdsConfig::handshake_timeout`]: 10 s, as the TLS handshake bound of the secure port.
 /// A real client (Envoy, grpc) sends the preface, its settings and its first request in its first
@@ -231,6 +236,7 @@ impl Default for AdsConfig {
         AdsConfig {
             response_buffer: 16,
             response_buffer_bytes: DEFAULT_RESPONSE_BUFFER_BYTES,
+            send_buffer_bytes: crate::http2::DEFAULT_SEND_BUFFER_BYTES,
             limits: StreamLimits::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_decoding_message_size: 4 * 1024 * 1024,
@@ -242,6 +248,17 @@ impl Default for AdsConfig {
             identity_check: true,
             request_limiter: Arc::new(RequestLimiter::default()),
             send_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl AdsConfig {
+    /// The HTTP/2 settings of a port serving this config ([`crate::http2::serve`]).
+    pub fn http2_settings(&self) -> crate::http2::Http2Settings {
+        crate::http2::Http2Settings {
+            keepalive_interval: self.keepalive_interval,
+            keepalive_timeout: self.keepalive_timeout,
+            max_send_buf_size: self.send_buffer_bytes,
         }
     }
 }
@@ -315,16 +332,12 @@ impl<S: ResourceSource> AdsServer<S> {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
         use tokio_stream::StreamExt as _;
-        let (interval, timeout) = (self.config.keepalive_interval, self.config.keepalive_timeout);
+        let settings = self.config.http2_settings();
         let handshake = self.config.handshake_timeout;
         let incoming = TcpListenerStream::new(listener)
             .map(move |tcp| tcp.map(|tcp| crate::handshake::HandshakeDeadline::new(tcp, handshake)));
-        tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(interval))
-            .http2_keepalive_timeout(Some(timeout))
-            .add_service(self.into_service())
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await?;
+        let routes = tonic::service::Routes::new(self.into_service());
+        crate::http2::serve(incoming, routes, &settings, shutdown).await;
         Ok(())
     }
 

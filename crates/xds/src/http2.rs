@@ -1,0 +1,106 @@
+//! Serving the ADS ports' gRPC services over HTTP/2 with hyper directly ([`serve`]).
+//!
+//! tonic's `Server` runs each connection on hyper's HTTP/2 server and has no setting for hyper's
+//! per-stream send buffer (`max_send_buf_size`, 400 KiB by default): what h2 holds for a stream whose
+//! peer stopped reading, on top of the stream's own response queue. [`serve`] makes the connections
+//! with the same HTTP/2 settings tonic uses (HTTP/2 only, no stream limit, hyper's timer, the keepalive
+//! pings) plus that bound ([`Http2Settings::max_send_buf_size`]), hands every request the connection's
+//! info as tonic does (`TcpConnectInfo` for `Request::remote_addr`, or the TLS port's own), and shuts
+//! down as tonic's `serve_with_incoming_shutdown`: stop accepting, HTTP/2 `GOAWAY` on every connection,
+//! wait for their streams to end.
+
+use std::{convert::Infallible, fmt::Display, future::Future, time::Duration};
+
+use futures::{Stream, StreamExt as _};
+use hyper::{body::Incoming, service::service_fn};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tonic::{service::Routes, transport::server::Connected};
+use tower_service::Service as _;
+use tracing::debug;
+
+/// hyper's per-stream HTTP/2 send buffer on the ADS ports (`MESHPILOT_XDS_SEND_BUFFER_BYTES`): what h2
+/// buffers for one stream beyond the peer's flow-control window, so with the response queue
+/// ([`crate::DEFAULT_RESPONSE_BUFFER_BYTES`]) the bound of what a client that never reads holds.
+/// hyper's default is 400 KiB; a response larger than it is still sent, in pieces, as the peer reads.
+pub const DEFAULT_SEND_BUFFER_BYTES: usize = 64 << 10;
+
+/// The HTTP/2 settings of an ADS port.
+#[derive(Clone, Debug)]
+pub struct Http2Settings {
+    /// Interval of the server's keepalive pings (Istio's `KeepaliveMaxServerConnectionAge` family;
+    /// [`crate::AdsConfig::keepalive_interval`]).
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection is closed.
+    pub keepalive_timeout: Duration,
+    /// hyper's per-stream send buffer in bytes ([`DEFAULT_SEND_BUFFER_BYTES`]).
+    pub max_send_buf_size: usize,
+}
+
+/// Serves `routes` over HTTP/2 on the connections `incoming` yields until `shutdown` completes, then
+/// sends `GOAWAY` on every connection and returns once all of them have closed. Connections that fail
+/// (handshake, protocol errors, an HTTP/1 client) are logged at debug and dropped; an `Err` from
+/// `incoming` (a failed accept or TLS handshake) is logged and skipped.
+pub async fn serve<I, IO, E>(
+    incoming: I,
+    routes: Routes,
+    settings: &Http2Settings,
+    shutdown: impl Future<Output = ()>,
+) where
+    I: Stream<Item = Result<IO, E>>,
+    IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    E: Display,
+{
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(None)
+        .max_pending_accept_reset_streams(None)
+        .max_local_error_reset_streams(None)
+        .keep_alive_interval(settings.keepalive_interval)
+        .keep_alive_timeout(settings.keepalive_timeout)
+        .max_send_buf_size(settings.max_send_buf_size);
+    // Every connection task holds a receiver: `closed()` resolves when the last one has ended.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    let mut incoming = std::pin::pin!(incoming);
+    loop {
+        let io = tokio::select! {
+            () = &mut shutdown => break,
+            next = incoming.next() => match next {
+                Some(Ok(io)) => io,
+                Some(Err(err)) => {
+                    debug!("ADS: connection not accepted: {err}");
+                    continue;
+                }
+                None => break,
+            },
+        };
+        let info = io.connect_info();
+        let routes = routes.clone();
+        let service = service_fn(move |mut request: http::Request<Incoming>| {
+            request.extensions_mut().insert(info.clone());
+            let mut routes = routes.clone();
+            async move { Ok::<_, Infallible>(routes.call(request).await.unwrap_or_else(|e| match e {})) }
+        });
+        let connection = builder.serve_connection(TokioIo::new(io), service);
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = async { drop(stop.wait_for(|s| *s).await) } => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(err) = ended {
+                debug!("ADS: HTTP/2 connection ended with an error: {err}");
+            }
+            drop(stop);
+        });
+    }
+    drop(stop_rx);
+    let _ = stop_tx.send(true);
+    stop_tx.closed().await;
+}
