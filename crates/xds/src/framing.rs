@@ -91,16 +91,11 @@ impl<S: ResourceSource> tower_service::Service<http::Request<Body>> for AdsServi
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let config = this.server.config();
-            let (max_in, max_out) =
-                (Some(config.max_decoding_message_size), config.max_encoding_message_size);
+            let max_in = Some(config.max_decoding_message_size);
             let server = &this.server;
             let response = match parts.uri.path() {
-                SOTW_PATH => {
-                    one_stream(parts, body, max_in, max_out, |r| server.stream_aggregated_resources(r)).await
-                }
-                DELTA_PATH => {
-                    one_stream(parts, body, max_in, max_out, |r| server.delta_aggregated_resources(r)).await
-                }
+                SOTW_PATH => one_stream(parts, body, max_in, |r| server.stream_aggregated_resources(r)).await,
+                DELTA_PATH => one_stream(parts, body, max_in, |r| server.delta_aggregated_resources(r)).await,
                 other => Status::unimplemented(format!("unknown method {other}")).into_http(),
             };
             Ok(response)
@@ -114,7 +109,6 @@ async fn one_stream<Req, Resp, F, Fut>(
     parts: http::request::Parts,
     body: Body,
     max_in: Option<usize>,
-    max_out: usize,
     method: F,
 ) -> http::Response<Body>
 where
@@ -125,7 +119,7 @@ where
 {
     let inbound = Streaming::new_request(ProstDecoder::<Req>::new(request_buffer()), body, None, max_in);
     match method(tonic::Request::from_http(http::Request::from_parts(parts, inbound))).await {
-        Ok(response) => streaming_response(response.into_inner().into_inner(), max_out),
+        Ok(response) => streaming_response(response.into_inner().into_inner()),
         Err(status) => status.into_http(),
     }
 }
@@ -137,28 +131,26 @@ fn request_buffer() -> BufferSettings {
     BufferSettings::new(1024, 32 * 1024)
 }
 
-/// A `200 application/grpc` response whose body frames the messages of `queue`.
-fn streaming_response<M: Message + 'static>(
-    queue: Queue<M>,
-    max_message_size: usize,
-) -> http::Response<Body> {
-    let mut response =
-        http::Response::new(Body::new(FramedMessages { queue: Some(queue), max_message_size }));
+/// A `200 application/grpc` response whose body sends the frames of `queue`.
+fn streaming_response<M: Message + 'static>(queue: Queue<M>) -> http::Response<Body> {
+    let mut response = http::Response::new(Body::new(FramedMessages { queue: Some(queue) }));
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     response
 }
 
-/// Response body: each message of the queue as one gRPC frame in its own buffer, then the trailers
-/// (the first error ends the stream with its status; the end of the channel ends it with `OK`; a
-/// queue the stream's task abandoned ends it with `DEADLINE_EXCEEDED`).
+/// Response body: each response of the queue as the gRPC frame it was queued as (in its own buffer,
+/// [`frame`]), then the trailers (the first error ends the stream with its status; the end of the
+/// channel ends it with `OK`; a queue the stream's task abandoned ends it with `DEADLINE_EXCEEDED`).
 struct FramedMessages<M> {
     /// `None` once the trailers were sent.
     queue: Option<Queue<M>>,
-    max_message_size: usize,
 }
 
 /// One message as a gRPC frame: prefix and protobuf bytes, in a buffer of exactly that size.
-fn frame<M: Message>(message: &M, max_message_size: usize) -> Result<Bytes, Status> {
+///
+/// # Errors
+/// `RESOURCE_EXHAUSTED` when the message is larger than `max_message_size` bytes.
+pub(crate) fn frame<M: Message>(message: &M, max_message_size: usize) -> Result<Bytes, Status> {
     let len = message.encoded_len();
     if len > max_message_size {
         return Err(Status::resource_exhausted(format!(
@@ -171,6 +163,17 @@ fn frame<M: Message>(message: &M, max_message_size: usize) -> Result<Bytes, Stat
     buf.extend_from_slice(&prefix.to_be_bytes());
     message.encode_raw(&mut buf);
     Ok(Bytes::from(buf))
+}
+
+/// The message of a frame made by [`frame`].
+///
+/// # Errors
+/// `INTERNAL` when the frame does not decode (never for frames made here).
+pub(crate) fn unframe<M: Message + Default>(frame: &Bytes) -> Result<M, Status> {
+    frame
+        .get(PREFIX_LEN..)
+        .and_then(|body| M::decode(body).ok())
+        .ok_or_else(|| Status::internal("a queued response does not decode"))
 }
 
 /// The trailers ending a stream with `status`.
@@ -190,15 +193,11 @@ impl<M: Message> http_body::Body for FramedMessages<M> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let max = self.max_message_size;
         let Some(queue) = self.queue.as_ref() else { return Poll::Ready(None) };
         let end = match queue.poll_next(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Dequeued::Abandoned) => abandoned(),
-            Poll::Ready(Dequeued::Item(Ok(message))) => match frame(&message, max) {
-                Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
-                Err(status) => status,
-            },
+            Poll::Ready(Dequeued::Item(Ok(frame))) => return Poll::Ready(Some(Ok(Frame::data(frame)))),
             Poll::Ready(Dequeued::Item(Err(status))) => status,
             Poll::Ready(Dequeued::End) => Status::ok(""),
         };

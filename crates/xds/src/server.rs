@@ -13,6 +13,7 @@
 //! Responses go out through a bounded channel; when the client reads slowly the task waits
 //! (back-pressure) rather than buffering. `tonic::Status` appears only here.
 
+use bytes::Bytes;
 use std::{
     future::Future,
     net::SocketAddr,
@@ -465,16 +466,17 @@ fn source_status(e: &SourceError) -> Status {
     }
 }
 
-/// One queued item: a response (or the status ending the stream) and its encoded size in bytes.
-pub(crate) struct Queued<M> {
+/// One queued item: a response as its gRPC frame ([`crate::framing`]; encoded when it is queued, so
+/// the queue holds exactly the bytes it counts) or the status ending the stream, and its size in bytes.
+pub(crate) struct Queued {
     size: usize,
-    item: Result<M, Status>,
+    item: Result<Bytes, Status>,
 }
 
 /// What the reader of a [`SharedQueue`] got.
-pub(crate) enum Dequeued<M> {
-    /// The next response, or the status ending the stream.
-    Item(Result<M, Status>),
+pub(crate) enum Dequeued {
+    /// The next response's gRPC frame, or the status ending the stream.
+    Item(Result<Bytes, Status>),
     /// The stream's task ended without an error: end the stream with `OK`.
     End,
     /// The stream's task abandoned the client (it stopped reading): end with [`abandoned`].
@@ -487,7 +489,8 @@ pub(crate) enum Dequeued<M> {
 /// (`AdsConfig::response_buffer_bytes`), so a client that stops reading pins at most that much of the
 /// server's memory besides what HTTP/2 buffers.
 pub(crate) struct SharedQueue<M> {
-    rx: std::sync::Mutex<Option<mpsc::Receiver<Box<Queued<M>>>>>,
+    rx: std::sync::Mutex<Option<mpsc::Receiver<Box<Queued>>>>,
+    _message: std::marker::PhantomData<fn() -> M>,
     /// Encoded bytes of the responses in the queue.
     bytes: AtomicUsize,
     /// Signalled whenever the reader takes an item (room for the sender).
@@ -496,7 +499,7 @@ pub(crate) struct SharedQueue<M> {
 
 impl<M> SharedQueue<M> {
     /// Polls the next item; taking one makes room for the sender.
-    pub(crate) fn poll_next(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Dequeued<M>> {
+    pub(crate) fn poll_next(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Dequeued> {
         let mut rx = self.rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(rx) = rx.as_mut() else { return std::task::Poll::Ready(Dequeued::Abandoned) };
         rx.poll_recv(cx).map(|item| match item {
@@ -535,7 +538,9 @@ impl<M> ResponseStream<M> {
     }
 }
 
-impl<M> tokio_stream::Stream for ResponseStream<M> {
+/// The responses as messages (what tonic's generated server would encode again; meshpilot's own
+/// framing reads the frames, [`ResponseStream::into_inner`]).
+impl<M: prost::Message + Default> tokio_stream::Stream for ResponseStream<M> {
     type Item = Result<M, Status>;
 
     fn poll_next(
@@ -543,7 +548,7 @@ impl<M> tokio_stream::Stream for ResponseStream<M> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         self.queue.poll_next(cx).map(|d| match d {
-            Dequeued::Item(item) => Some(item),
+            Dequeued::Item(item) => Some(item.and_then(|frame| crate::framing::unframe(&frame))),
             Dequeued::End => None,
             Dequeued::Abandoned => Some(Err(abandoned())),
         })
@@ -556,9 +561,9 @@ pub(crate) fn abandoned() -> Status {
 }
 
 /// Why an item could not be queued now.
-enum Refused<M> {
-    /// No room (count or bytes): the response comes back.
-    Full(M),
+enum Refused {
+    /// No room (count or bytes): the frame comes back.
+    Full(Bytes),
     /// The reader is gone.
     Closed,
 }
@@ -566,22 +571,30 @@ enum Refused<M> {
 /// The sending half of a stream's responses: a bounded channel (`AdsConfig::response_buffer`
 /// responses, `AdsConfig::response_buffer_bytes` bytes).
 pub(crate) struct Outbox<M> {
-    tx: mpsc::Sender<Box<Queued<M>>>,
+    tx: mpsc::Sender<Box<Queued>>,
     queue: Queue<M>,
     max_bytes: usize,
+    /// Largest response sent (`AdsConfig::max_encoding_message_size`).
+    max_message_size: usize,
 }
 
 impl<M: prost::Message> Outbox<M> {
     /// A queue of `capacity` responses and `max_bytes` encoded bytes (a response larger than that is
-    /// still queued when the queue is empty), and the stream that reads it.
-    pub(crate) fn new(capacity: usize, max_bytes: usize) -> (Self, ResponseStream<M>) {
+    /// still queued when the queue is empty) of responses up to `max_message_size` bytes, and the
+    /// stream that reads it.
+    pub(crate) fn new(
+        capacity: usize,
+        max_bytes: usize,
+        max_message_size: usize,
+    ) -> (Self, ResponseStream<M>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let queue = Arc::new(SharedQueue {
             rx: std::sync::Mutex::new(Some(rx)),
+            _message: std::marker::PhantomData,
             bytes: AtomicUsize::new(0),
             room: Notify::new(),
         });
-        (Outbox { tx, queue: Arc::clone(&queue), max_bytes }, ResponseStream { queue })
+        (Outbox { tx, queue: Arc::clone(&queue), max_bytes, max_message_size }, ResponseStream { queue })
     }
 
     /// Ends the stream with `status` when its queue has room (else the client, which stopped
@@ -590,19 +603,20 @@ impl<M: prost::Message> Outbox<M> {
         let _ = self.tx.try_send(Box::new(Queued { size: 0, item: Err(status) }));
     }
 
-    /// Queues `response` of `size` bytes if there is room now.
-    fn try_queue(&self, response: M, size: usize) -> Result<(), Refused<M>> {
+    /// Queues the frame `frame` if there is room now.
+    fn try_queue(&self, frame: Bytes) -> Result<(), Refused> {
+        let size = frame.len();
         let queued = self.queue.bytes.load(Ordering::Acquire);
         if queued > 0 && queued.saturating_add(size) > self.max_bytes {
-            return Err(Refused::Full(response));
+            return Err(Refused::Full(frame));
         }
-        match self.tx.try_send(Box::new(Queued { size, item: Ok(response) })) {
+        match self.tx.try_send(Box::new(Queued { size, item: Ok(frame) })) {
             Ok(()) => {
                 self.queue.bytes.fetch_add(size, Ordering::AcqRel);
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Full(q)) => match q.item {
-                Ok(response) => Err(Refused::Full(response)),
+                Ok(frame) => Err(Refused::Full(frame)),
                 Err(_) => Err(Refused::Closed),
             },
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Closed),
@@ -624,19 +638,21 @@ impl<M: prost::Message> Outbox<M> {
         permit: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<(), End> {
         let t0 = Instant::now();
-        let size = response.encoded_len();
+        // Encoded now: the message is freed at once and the queue holds exactly the bytes it counts.
+        // A response over the size limit ends the stream with RESOURCE_EXHAUSTED.
+        let mut frame = crate::framing::frame(&response, self.max_message_size).map_err(End::Refused)?;
+        drop(response);
         let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::from_std(t0) + timeout);
-        let mut response = response;
         loop {
             // Register for the reader's signal before looking, so a wake-up between is not lost.
             let room = self.queue.room.notified();
-            match self.try_queue(response, size) {
+            match self.try_queue(frame) {
                 Ok(()) => break,
                 Err(Refused::Closed) => {
                     metrics::record_send_error(type_url);
                     return Err(End::ClientGone);
                 }
-                Err(Refused::Full(back)) => response = back,
+                Err(Refused::Full(back)) => frame = back,
             }
             if permit.take().is_some() {
                 debug!(connection, "ADS: response queue full: push throttle slot released while waiting");
@@ -683,7 +699,11 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         let mut inbound = request.into_inner();
         let first = self.first_request(&mut inbound, peer).await?;
         let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw, caller.as_ref())?;
-        let (tx, responses) = Outbox::new(self.config.response_buffer, self.config.response_buffer_bytes);
+        let (tx, responses) = Outbox::new(
+            self.config.response_buffer,
+            self.config.response_buffer_bytes,
+            self.config.max_encoding_message_size,
+        );
         tokio::spawn(conn.run(SotwWire { session: SotwSession::new(), tx }, first, inbound));
         Ok(Response::new(responses))
     }
@@ -698,7 +718,11 @@ impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
         let mut inbound = request.into_inner();
         let first = self.first_request(&mut inbound, peer).await?;
         let conn = self.start(first.node.as_ref(), peer, Protocol::Delta, caller.as_ref())?;
-        let (tx, responses) = Outbox::new(self.config.response_buffer, self.config.response_buffer_bytes);
+        let (tx, responses) = Outbox::new(
+            self.config.response_buffer,
+            self.config.response_buffer_bytes,
+            self.config.max_encoding_message_size,
+        );
         tokio::spawn(conn.run(DeltaWire { session: DeltaSession::new(), tx }, first, inbound));
         Ok(Response::new(responses))
     }
@@ -1057,7 +1081,7 @@ mod tests {
     /// abandons the stream (queued responses dropped, `DEADLINE_EXCEEDED` for the reader).
     #[tokio::test]
     async fn the_queue_is_bounded_by_bytes_and_a_waiting_send_releases_its_slot() {
-        let (outbox, stream) = Outbox::new(16, 1_000);
+        let (outbox, stream) = Outbox::<DiscoveryResponse>::new(16, 1_000, 1 << 20);
         let queue = stream.into_inner();
         let throttle = Arc::new(Semaphore::new(1));
         let mut permit = Some(Arc::clone(&throttle).acquire_owned().await.unwrap());
@@ -1074,9 +1098,11 @@ mod tests {
         };
         let (sent, read) = tokio::join!(outbox.send(response(10), CLUSTER, wait, "c", &mut permit), reader);
         sent.unwrap();
-        assert!(matches!(read, Dequeued::Item(Ok(r)) if r.version_info.len() == 1_500));
+        let Dequeued::Item(Ok(frame)) = read else { panic!("a response") };
+        assert_eq!(crate::framing::unframe::<DiscoveryResponse>(&frame).unwrap().version_info.len(), 1_500);
         assert!(permit.is_none());
-        assert_eq!(queue.bytes.load(Ordering::Acquire), prost::Message::encoded_len(&response(10)));
+        // The queue counts the frame it holds: the gRPC prefix and the message.
+        assert_eq!(queue.bytes.load(Ordering::Acquire), 5 + prost::Message::encoded_len(&response(10)));
         // 995 more bytes do not fit next to the queued response; nobody reads: the stream is abandoned.
         let end = outbox.send(response(995), CLUSTER, Duration::from_millis(50), "c", &mut permit).await;
         assert!(matches!(end, Err(End::SendTimeout)), "{end:?}");
