@@ -39,7 +39,7 @@ pub(crate) type SharedGatewayServers = Arc<(BTreeMap<u32, MergedPort>, Vec<Findi
 /// ClusterLoadAssignments from this cache): its protobuf bytes, and a version the server derives from
 /// them the first time it needs one ([`Encoded::version`]), so a push to many proxies neither encodes
 /// nor hashes the same resource again.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Encoded {
     bytes: Vec<u8>,
     version: OnceLock<String>,

@@ -874,9 +874,9 @@ pub fn generate_routes_encoded(
         None
     };
     let empty = |name: &str| encode_route_configuration(route_configuration(name, Vec::new(), true));
+    let fresh = |bytes: Vec<u8>| Arc::new(Encoded::new(bytes));
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let fresh = |bytes: Vec<u8>| Arc::new(Encoded::new(bytes));
         let encoded = if proxy.proxyless_grpc && name.starts_with("outbound|") {
             fresh(encode_route_configuration(grpc_route(push, proxy, name, &mut findings)))
         } else if let Some(merged) = &merged {

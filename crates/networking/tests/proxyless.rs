@@ -14,17 +14,12 @@ use envoy_types::pb::{
 use meshpilot_networking::{cluster::generate_clusters, rds::generate_routes, route::default_retry_policy};
 use support::*;
 
-const CONFIG: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: web, namespace: ns1}
-spec:
-  hosts: [web.ns1.svc.cluster.local]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
----
+/// Services `web` (10.0.0.1) and `plain` (10.0.0.2) in `ns1` on HTTP port 80; `web` with a 3 s
+/// timeout on `/slow` and a DestinationRule with connection-pool limits.
+fn config() -> String {
+    http_service_entry("web", "ns1", "10.0.0.1")
+        + &http_service_entry("plain", "ns1", "10.0.0.2")
+        + r#"
 apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: ns1}
@@ -37,23 +32,14 @@ spec:
   - route: [{destination: {host: web}}]
 ---
 apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: plain, namespace: ns1}
-spec:
-  hosts: [plain.ns1.svc.cluster.local]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.2}]
----
-apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: web, namespace: ns1}
 spec:
   host: web.ns1.svc.cluster.local
   trafficPolicy:
     connectionPool: {http: {http2MaxRequests: 100, http1MaxPendingRequests: 7}, tcp: {maxConnections: 5}}
-"#;
+"#
+}
 
 const WEB: &str = "web.ns1.svc.cluster.local";
 
@@ -75,7 +61,7 @@ fn seconds(s: i64) -> Option<Duration> {
 
 #[test]
 fn virtual_service_timeouts_are_the_stream_duration_for_grpc() {
-    let world = World::new(parse(CONFIG, "ns1"));
+    let world = World::new(parse(&config(), "ns1"));
     let push = world.push();
     let out = generate_routes(&push, &proxyless("ns1"), &[format!("outbound|80||{WEB}")]);
     let routes = actions(&out.resources[0], &format!("{WEB}:80"));
@@ -99,7 +85,7 @@ fn virtual_service_timeouts_are_the_stream_duration_for_grpc() {
 
 #[test]
 fn default_routes_retry_for_grpc_as_for_envoy() {
-    let world = World::new(parse(CONFIG, "ns1"));
+    let world = World::new(parse(&config(), "ns1"));
     let push = world.push();
     let plain = "plain.ns1.svc.cluster.local";
     let out = generate_routes(&push, &proxyless("ns1"), &[format!("outbound|80||{plain}")]);
@@ -119,7 +105,7 @@ fn default_routes_retry_for_grpc_as_for_envoy() {
 
 #[test]
 fn grpc_clusters_limit_requests_only_as_the_destination_rule_says() {
-    let world = World::new(parse(CONFIG, "ns1"));
+    let world = World::new(parse(&config(), "ns1"));
     let push = world.push();
     let names = [format!("outbound|80||{WEB}"), "outbound|80||plain.ns1.svc.cluster.local".to_string()];
     let cds = generate_clusters(&push, &proxyless("ns1"), &names);

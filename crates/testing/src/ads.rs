@@ -28,11 +28,7 @@ impl<S: ResourceSource> RunningAds<S> {
         let addr = listener.local_addr().map_err(io("ADS local address"))?;
         let registry = server.registry().clone();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            if let Err(e) = server.serve(listener, async { drop(rx.await) }).await {
-                tracing::error!("test ADS server failed: {e}");
-            }
-        });
+        let task = tokio::spawn(server.serve(listener, async { drop(rx.await) }));
         Ok(RunningAds { addr, registry, shutdown: Some(tx), task })
     }
 

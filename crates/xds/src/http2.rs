@@ -28,10 +28,11 @@ pub const DEFAULT_SEND_BUFFER_BYTES: usize = 64 << 10;
 /// The HTTP/2 settings of an ADS port.
 #[derive(Clone, Debug)]
 pub struct Http2Settings {
-    /// Interval of the server's keepalive pings (Istio's `KeepaliveMaxServerConnectionAge` family;
+    /// Interval of the server's HTTP/2 keepalive pings (Istio's `GRPC_KEEPALIVE_INTERVAL`,
     /// [`crate::AdsConfig::keepalive_interval`]).
     pub keepalive_interval: Duration,
-    /// How long a ping may go unanswered before the connection is closed.
+    /// How long a ping may go unanswered before the connection is closed (Istio's
+    /// `GRPC_KEEPALIVE_TIMEOUT`).
     pub keepalive_timeout: Duration,
     /// hyper's per-stream send buffer in bytes ([`DEFAULT_SEND_BUFFER_BYTES`]).
     pub max_send_buf_size: usize,

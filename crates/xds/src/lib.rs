@@ -50,7 +50,7 @@ pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
 pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};
 pub use server::{
-    AdsConfig, AdsServer, BoxFuture, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_RESPONSE_BUFFER_BYTES, ServeError,
+    AdsConfig, AdsServer, BoxFuture, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_RESPONSE_BUFFER_BYTES,
     StreamAuthenticator, StreamCaller, StreamLimits, check_identity, default_push_throttle,
 };
 pub use source::{

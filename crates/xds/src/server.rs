@@ -264,14 +264,6 @@ impl AdsConfig {
     }
 }
 
-/// Errors of [`AdsServer::serve`].
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The gRPC server failed (listener or HTTP/2 error).
-    #[error("xDS gRPC server failed: {0}")]
-    Transport(#[from] tonic::transport::Error),
-}
-
 /// The ADS server: implements `AggregatedDiscoveryService` for any [`ResourceSource`].
 pub struct AdsServer<S: ResourceSource> {
     source: Arc<S>,
@@ -323,15 +315,9 @@ impl<S: ResourceSource> AdsServer<S> {
 
     /// Serves ADS (plaintext HTTP/2, as on Istio's port 15010) on `listener` until `shutdown`
     /// completes. Each connection must send the HTTP/2 preface and its first request headers within
-    /// [`AdsConfig::handshake_timeout`] ([`crate::handshake`]).
-    ///
-    /// # Errors
-    /// [`ServeError`] if the gRPC server fails.
-    pub async fn serve(
-        self,
-        listener: TcpListener,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), ServeError> {
+    /// [`AdsConfig::handshake_timeout`] ([`crate::handshake`]). Failed accepts and connections are
+    /// logged and skipped ([`crate::http2::serve`]): nothing ends the server but `shutdown`.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) {
         use tokio_stream::StreamExt as _;
         let settings = self.config.http2_settings();
         let handshake = self.config.handshake_timeout;
@@ -339,7 +325,6 @@ impl<S: ResourceSource> AdsServer<S> {
             .map(move |tcp| tcp.map(|tcp| crate::handshake::HandshakeDeadline::new(tcp, handshake)));
         let routes = tonic::service::Routes::new(self.into_service());
         crate::http2::serve(incoming, routes, &settings, shutdown).await;
-        Ok(())
     }
 
     /// The peer's address: tonic records it for plain TCP connections; an authenticator knows it
