@@ -35,7 +35,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use crate::{
     source::{Generated, Resource, Watch},
-    state::{Rejection, Respond, SyncState},
+    state::{Rejection, Respond, SyncState, TypeMap},
     type_url,
 };
 
@@ -205,7 +205,7 @@ impl DeltaType {
 /// The Delta state of one stream.
 #[derive(Debug, Clone, Default)]
 pub struct DeltaSession {
-    types: BTreeMap<String, DeltaType>,
+    types: TypeMap<DeltaType>,
 }
 
 impl DeltaSession {
@@ -217,7 +217,7 @@ impl DeltaSession {
     /// Applies one request: first the nonce (ACK, NACK or stale), then the subscription changes.
     pub fn on_request(&mut self, req: &DeltaRequest<'_>) -> Outcome {
         let first = !self.types.contains_key(req.type_url);
-        let t = self.types.entry(req.type_url.to_owned()).or_insert_with(DeltaType::new);
+        let t = self.types.get_or_insert_with(req.type_url, DeltaType::new);
         let verdict = if first {
             t.acked.extend(req.initial_resource_versions.iter().map(|(k, v)| (k.clone(), v.clone())));
             Verdict::Initial { known: req.initial_resource_versions.len() }

@@ -19,13 +19,13 @@ use std::{
     time::{Instant, SystemTime},
 };
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::{
     metrics,
     node::Proxy,
     source::{Protocol, PushEvent, Watch},
-    state::SyncState,
+    state::{SyncState, TypeMap},
 };
 
 /// The sync status of one type on one connection (one row of `/debug/syncz`).
@@ -113,9 +113,11 @@ pub(crate) struct Entry<P> {
     connected_at: SystemTime,
     protocol: Protocol,
     pending: Mutex<Option<PendingPush<P>>>,
-    wake: mpsc::Sender<()>,
+    /// Signalled when a push is pending; one stored wake-up at most (a `Notify` permit), like a
+    /// channel of one `()` but without a channel's allocation per stream.
+    pub(crate) wake: Notify,
     pub(crate) stop: Notify,
-    status: Mutex<BTreeMap<String, TypeStatus>>,
+    status: Mutex<TypeMap<TypeStatus>>,
 }
 
 impl<P: PushEvent> Entry<P> {
@@ -127,8 +129,8 @@ impl<P: PushEvent> Entry<P> {
                 None => *slot = Some(PendingPush { event, enqueued: Instant::now() }),
             }
         }
-        // Full means a wake-up is already queued; closed means the connection is ending.
-        let _ = self.wake.try_send(());
+        // At most one wake-up is stored; after the connection ended nobody waits for it.
+        self.wake.notify_one();
     }
 
     pub(crate) fn take_pending(&self) -> Option<PendingPush<P>> {
@@ -139,7 +141,7 @@ impl<P: PushEvent> Entry<P> {
 impl<P> Entry<P> {
     pub(crate) fn update_type(&self, type_url: &str, f: impl FnOnce(&mut TypeStatus)) {
         let mut status = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(status.entry(type_url.to_owned()).or_default());
+        f(status.get_or_insert_with(type_url, TypeStatus::default));
     }
 
     pub(crate) fn remove_type(&self, type_url: &str) {
@@ -153,7 +155,9 @@ impl<P> Entry<P> {
             peer: self.peer,
             connected_at: self.connected_at,
             protocol: self.protocol,
-            types: self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+            types: (self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
     }
 }
@@ -327,7 +331,6 @@ impl<P: PushEvent> ConnectionRegistry<P> {
     ) -> Registration<P> {
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}-{n}", proxy.id);
-        let (wake, wake_rx) = mpsc::channel(1);
         let entry = Arc::new(Entry {
             id: id.clone(),
             proxy,
@@ -335,9 +338,9 @@ impl<P: PushEvent> ConnectionRegistry<P> {
             connected_at: SystemTime::now(),
             protocol,
             pending: Mutex::new(None),
-            wake,
+            wake: Notify::new(),
             stop: Notify::new(),
-            status: Mutex::new(BTreeMap::new()),
+            status: Mutex::new(TypeMap::default()),
         });
         self.inner
             .connections
@@ -345,7 +348,7 @@ impl<P: PushEvent> ConnectionRegistry<P> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(id, Arc::clone(&entry));
         count_version(&entry.proxy.metadata.istio_version, true);
-        Registration { registry: self.clone(), entry, wake: wake_rx }
+        Registration { registry: self.clone(), entry }
     }
 }
 
@@ -353,7 +356,6 @@ impl<P: PushEvent> ConnectionRegistry<P> {
 pub(crate) struct Registration<P: PushEvent> {
     registry: ConnectionRegistry<P>,
     pub(crate) entry: Arc<Entry<P>>,
-    pub(crate) wake: mpsc::Receiver<()>,
 }
 
 impl<P: PushEvent> Drop for Registration<P> {
@@ -375,6 +377,7 @@ impl<P: PushEvent> Drop for Registration<P> {
 mod tests {
     use super::*;
     use crate::node::NodeMetadata;
+    use futures::FutureExt as _;
 
     #[derive(Debug, Clone, PartialEq)]
     struct Keys(Vec<&'static str>);
@@ -398,7 +401,7 @@ mod tests {
     #[tokio::test]
     async fn pushes_merge_into_one_pending_event() {
         let reg = ConnectionRegistry::<Keys>::new();
-        let mut r = reg.register(proxy("a.default"), None, Protocol::Sotw);
+        let r = reg.register(proxy("a.default"), None, Protocol::Sotw);
         assert_eq!(r.entry.id, "a.default-1");
         let r2 = reg.register(proxy("a.default"), None, Protocol::Delta);
         assert_eq!(r2.entry.id, "a.default-2", "same proxy, new connection id");
@@ -406,8 +409,8 @@ mod tests {
         assert_eq!(reg.push_where(|p| p.id == "a.default", Keys(vec!["dr"])), 2);
         reg.handle("a.default-1").unwrap().push(Keys(vec!["se"]));
         // One wake-up queued, one merged event pending.
-        assert!(r.wake.try_recv().is_ok());
-        assert!(r.wake.try_recv().is_err());
+        assert!(r.entry.wake.notified().now_or_never().is_some());
+        assert!(r.entry.wake.notified().now_or_never().is_none());
         let p = r.entry.take_pending().unwrap();
         assert_eq!(p.event, Keys(vec!["vs", "dr", "se"]));
         assert!(r.entry.take_pending().is_none());

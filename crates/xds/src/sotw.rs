@@ -27,16 +27,13 @@
 //!   empty names on a named type: the type's state is dropped (unsubscribe)
 //! ```
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-};
+use std::{collections::BTreeSet, sync::Arc};
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
 use crate::{
     source::Watch,
-    state::{Rejection, Respond, SyncState},
+    state::{Rejection, Respond, SyncState, TypeMap},
     type_url,
 };
 
@@ -159,7 +156,7 @@ impl SotwType {
 /// The SotW state of one stream: a [`SotwType`] per watched type URL.
 #[derive(Debug, Clone, Default)]
 pub struct SotwSession {
-    types: BTreeMap<String, SotwType>,
+    types: TypeMap<SotwType>,
 }
 
 /// The watch a SotW name list means for `type_url`: for wildcard-capable types an empty list (or
@@ -188,7 +185,7 @@ impl SotwSession {
         }
         let watch = watch_from_names(type_url, req.resource_names);
         let Some(t) = self.types.get_mut(type_url).filter(|_| !req.response_nonce.is_empty()) else {
-            self.types.insert(type_url.to_owned(), SotwType::new(Arc::new(watch.clone())));
+            self.types.insert(type_url, SotwType::new(Arc::new(watch.clone())));
             return Outcome { verdict: Verdict::Initial, respond: Some(Respond { watch, full: true }) };
         };
         if t.sent.as_ref().is_none_or(|s| s.nonce != req.response_nonce) {
