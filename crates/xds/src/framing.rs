@@ -1,12 +1,13 @@
-//! The ADS gRPC endpoint with meshpilot's own response framing.
+//! The ADS gRPC endpoint: meshpilot's own gRPC framing of requests and responses over hyper's HTTP/2.
 //!
 //! tonic's generated server encodes every response into one buffer per stream that grows to the
 //! largest message the stream has carried and is kept for the stream's lifetime (`EncodeBody`'s
-//! `BytesMut`); with thousands of long-lived xDS streams that is the largest item of the control
-//! plane's memory (≈ 125 MiB at 2,000 sidecars, see BENCHMARKS.md). [`AdsService`] serves the same two
-//! methods through the same [`AggregatedDiscoveryService`] implementation, decoding requests with
-//! tonic's [`Streaming`], but frames each response into its own exactly sized buffer that is freed
-//! once HTTP/2 has written it.
+//! `BytesMut`), and its request decoder (`Streaming`) likewise keeps a buffer the size of the largest
+//! request; with thousands of long-lived xDS streams the first was the largest item of the control
+//! plane's memory (≈ 125 MiB at 2,000 sidecars, see BENCHMARKS.md). [`AdsService`] serves the two ADS
+//! methods of an [`AdsServer`]: each response is framed into its own exactly sized buffer that is
+//! freed once HTTP/2 has written it, and requests are decoded by [`Requests`], which holds a buffer
+//! only while a message is split over DATA frames.
 //!
 //! The wire format is gRPC's (`grpc/PROTOCOL-HTTP2.md`): response headers `:status 200` and
 //! `content-type: application/grpc`, each message as a 5-byte prefix (compressed flag 0, big-endian
@@ -17,27 +18,21 @@
 use std::{
     convert::Infallible,
     future::Future,
+    marker::PhantomData,
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
 
-use bytes::Bytes;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
+use bytes::{Buf as _, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
-use http_body::Frame;
+use http_body::{Body as _, Frame};
 use prost::Message;
-use tonic::{
-    Code, Status,
-    body::Body,
-    codec::{BufferSettings, Streaming},
-    server::NamedService,
-};
-use tonic_prost::ProstDecoder;
+use tonic::{Code, Status, body::Body, server::NamedService};
 
 use crate::{
     AdsServer,
-    server::{Dequeued, Queue, ResponseStream, abandoned},
+    server::{Dequeued, Queue, abandoned},
     source::ResourceSource,
 };
 
@@ -91,7 +86,7 @@ impl<S: ResourceSource> tower_service::Service<http::Request<Body>> for AdsServi
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             let config = this.server.config();
-            let max_in = Some(config.max_decoding_message_size);
+            let max_in = config.max_decoding_message_size;
             let server = &this.server;
             let response = match parts.uri.path() {
                 SOTW_PATH => one_stream(parts, body, max_in, |r| server.stream_aggregated_resources(r)).await,
@@ -103,32 +98,139 @@ impl<S: ResourceSource> tower_service::Service<http::Request<Body>> for AdsServi
     }
 }
 
-/// Runs one ADS method: decodes the request stream of `Req` from `body`, calls `method`, and frames
-/// what it answers (an error before the first response is a trailers-only response).
+/// Runs one ADS method: hands it the requests decoded from `body` ([`Requests`]) and frames what it
+/// answers (an error before the first response is a trailers-only response).
 async fn one_stream<Req, Resp, F, Fut>(
     parts: http::request::Parts,
     body: Body,
-    max_in: Option<usize>,
+    max_in: usize,
     method: F,
 ) -> http::Response<Body>
 where
     Req: Message + Default + Send + 'static,
     Resp: Message + 'static,
-    F: FnOnce(tonic::Request<Streaming<Req>>) -> Fut,
-    Fut: Future<Output = Result<tonic::Response<ResponseStream<Resp>>, Status>>,
+    F: FnOnce(tonic::Request<Requests<Req>>) -> Fut,
+    Fut: Future<Output = Result<Queue<Resp>, Status>>,
 {
-    let inbound = Streaming::new_request(ProstDecoder::<Req>::new(request_buffer()), body, None, max_in);
+    let inbound = Requests::new(body, max_in);
     match method(tonic::Request::from_http(http::Request::from_parts(parts, inbound))).await {
-        Ok(response) => streaming_response(response.into_inner().into_inner()),
+        Ok(queue) => streaming_response(queue),
         Err(status) => status.into_http(),
     }
 }
 
-/// The request decoder's buffer: 1 KiB to start (it grows to the largest request the stream carries),
-/// instead of tonic's 8 KiB per stream; Envoy's requests after the first are a few hundred bytes. The
-/// yield threshold stays tonic's default (32 KiB).
-fn request_buffer() -> BufferSettings {
-    BufferSettings::new(1024, 32 * 1024)
+/// The request messages of one ADS call, decoded from the HTTP/2 request body as gRPC frames
+/// (`grpc/PROTOCOL-HTTP2.md`: a 5-byte prefix, compressed flag and big-endian length, then the
+/// message).
+///
+/// A message split over DATA frames is collected in a buffer that is released as soon as the
+/// message is decoded: between requests a stream holds no buffer at all. (tonic's `Streaming`
+/// keeps its buffer at the size of the largest request the stream carried: the first one, with the
+/// node metadata, ≈ 4 KiB per stream with `xds-load`'s metadata and more with pilot-agent's, for
+/// the stream's lifetime.)
+///
+/// Errors are gRPC's own (grpc-go's codes and texts, what istiod answers): a message over the limit
+/// is `RESOURCE_EXHAUSTED`, a compressed message (never negotiated on ADS) or one that does not
+/// decode is `INTERNAL`, a body ending inside a message is `INTERNAL`. The first error ends the
+/// stream.
+pub(crate) struct Requests<T> {
+    body: Body,
+    /// Bytes of the message being collected; unallocated between messages.
+    partial: BytesMut,
+    /// Largest request message in bytes (`AdsConfig::max_decoding_message_size`).
+    max_message_size: usize,
+    /// The body ended or failed: nothing more comes.
+    done: bool,
+    _message: PhantomData<fn() -> T>,
+}
+
+impl<T: Message + Default> Requests<T> {
+    /// The messages of `body`, each at most `max_message_size` bytes.
+    pub(crate) fn new(body: Body, max_message_size: usize) -> Self {
+        Requests { body, partial: BytesMut::new(), max_message_size, done: false, _message: PhantomData }
+    }
+
+    /// The next message; `Ok(None)` when the client half-closed the stream.
+    ///
+    /// # Errors
+    /// The status ending the stream (see the type's docs), or the transport's error.
+    pub(crate) async fn message(&mut self) -> Result<Option<T>, Status> {
+        std::future::poll_fn(|cx| self.poll_message(cx)).await
+    }
+
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<T>, Status>> {
+        loop {
+            if self.done {
+                return Poll::Ready(Ok(None));
+            }
+            match self.decode_one() {
+                Ok(Some(message)) => return Poll::Ready(Ok(Some(message))),
+                Ok(None) => {}
+                Err(status) => {
+                    self.done = true;
+                    return Poll::Ready(Err(status));
+                }
+            }
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => {
+                    // Trailers from a client carry nothing for ADS.
+                    if let Ok(data) = frame.into_data() {
+                        self.partial.extend_from_slice(&data);
+                    }
+                }
+                Poll::Ready(Some(Err(status))) => {
+                    self.done = true;
+                    return Poll::Ready(Err(status));
+                }
+                Poll::Ready(None) => {
+                    self.done = true;
+                    if self.partial.is_empty() {
+                        return Poll::Ready(Ok(None));
+                    }
+                    let status = Status::internal(format!(
+                        "grpc: the request stream ended inside a message ({} bytes received)",
+                        self.partial.len()
+                    ));
+                    self.partial = BytesMut::new();
+                    return Poll::Ready(Err(status));
+                }
+            }
+        }
+    }
+
+    /// Decodes the first message of `partial` if it is complete.
+    fn decode_one(&mut self) -> Result<Option<T>, Status> {
+        let Some(prefix) = self.partial.get(..PREFIX_LEN) else { return Ok(None) };
+        match prefix[0] {
+            0 => {}
+            1 => return Err(Status::internal("grpc: compressed flag set with identity or empty encoding")),
+            other => {
+                return Err(Status::internal(format!("grpc: received unexpected payload format {other}")));
+            }
+        }
+        let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+        if len > self.max_message_size {
+            return Err(Status::resource_exhausted(format!(
+                "grpc: received message larger than max ({len} vs. {})",
+                self.max_message_size
+            )));
+        }
+        let Some(body) = self.partial.get(PREFIX_LEN..PREFIX_LEN + len) else {
+            // Room for the whole message at once, not doubling steps.
+            self.partial.reserve(PREFIX_LEN + len - self.partial.len());
+            return Ok(None);
+        };
+        let message = T::decode(body)
+            .map_err(|e| Status::internal(format!("grpc: failed to unmarshal the received message: {e}")))?;
+        if self.partial.len() == PREFIX_LEN + len {
+            // Released, not kept for the next request.
+            self.partial = BytesMut::new();
+        } else {
+            self.partial.advance(PREFIX_LEN + len);
+        }
+        Ok(Some(message))
+    }
 }
 
 /// A `200 application/grpc` response whose body sends the frames of `queue`.
@@ -163,17 +265,6 @@ pub(crate) fn frame<M: Message>(message: &M, max_message_size: usize) -> Result<
     buf.extend_from_slice(&prefix.to_be_bytes());
     message.encode_raw(&mut buf);
     Ok(Bytes::from(buf))
-}
-
-/// The message of a frame made by [`frame`].
-///
-/// # Errors
-/// `INTERNAL` when the frame does not decode (never for frames made here).
-pub(crate) fn unframe<M: Message + Default>(frame: &Bytes) -> Result<M, Status> {
-    frame
-        .get(PREFIX_LEN..)
-        .and_then(|body| M::decode(body).ok())
-        .ok_or_else(|| Status::internal("a queued response does not decode"))
 }
 
 /// The trailers ending a stream with `status`.
@@ -212,9 +303,80 @@ impl<M: Message> http_body::Body for FramedMessages<M> {
 
 #[cfg(test)]
 mod tests {
-    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+    use std::collections::VecDeque;
+
+    use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 
     use super::*;
+
+    /// A request body that yields the given DATA frames, then ends.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl http_body::Body for Chunks {
+        type Data = Bytes;
+        type Error = Status;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn requests(chunks: Vec<Vec<u8>>, max: usize) -> Requests<DiscoveryRequest> {
+        Requests::new(Body::new(Chunks(chunks.into_iter().map(Bytes::from).collect())), max)
+    }
+
+    fn request(type_url: &str) -> DiscoveryRequest {
+        DiscoveryRequest { type_url: type_url.into(), ..Default::default() }
+    }
+
+    fn framed(m: &DiscoveryRequest) -> Vec<u8> {
+        frame(m, usize::MAX).unwrap().to_vec()
+    }
+
+    /// Messages split over DATA frames, and several in one frame, come out whole and in order; the
+    /// collecting buffer is released once a message is decoded.
+    #[tokio::test]
+    async fn requests_are_reassembled_across_data_frames_and_the_buffer_released() {
+        let (a, b, c) = (framed(&request("a")), framed(&request("bb")), framed(&request("ccc")));
+        // `a` in three pieces (the prefix itself split), then the end of `a` with `b` and the start of `c`.
+        let mut second = a[7..].to_vec();
+        second.extend_from_slice(&b);
+        second.extend_from_slice(&c[..4]);
+        let mut r = requests(vec![a[..3].to_vec(), a[3..7].to_vec(), second, c[4..].to_vec()], 1 << 20);
+        assert_eq!(r.message().await.unwrap().unwrap().type_url, "a");
+        assert_eq!(r.message().await.unwrap().unwrap().type_url, "bb");
+        assert_eq!(r.message().await.unwrap().unwrap().type_url, "ccc");
+        assert_eq!(r.partial.capacity(), 0, "no buffer kept between requests");
+        assert_eq!(r.message().await.unwrap(), None, "the client half-closed the stream");
+    }
+
+    /// The limit, compression and broken bodies end the stream with gRPC's codes.
+    #[tokio::test]
+    async fn bad_requests_end_the_stream_with_grpc_codes() {
+        let big = framed(&DiscoveryRequest { type_url: "x".repeat(200), ..Default::default() });
+        let err = requests(vec![big[..5].to_vec()], 100).message().await.unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        assert!(err.message().starts_with("grpc: received message larger than max ("), "{}", err.message());
+
+        let mut compressed = framed(&request("a"));
+        compressed[0] = 1;
+        assert_eq!(requests(vec![compressed], 100).message().await.unwrap_err().code(), Code::Internal);
+
+        let a = framed(&request("a"));
+        let mut r = requests(vec![a[..a.len() - 1].to_vec()], 100);
+        let err = r.message().await.unwrap_err();
+        assert_eq!(err.code(), Code::Internal);
+        assert!(err.message().contains("ended inside a message"), "{}", err.message());
+        assert_eq!(r.message().await.unwrap(), None, "nothing after the error");
+
+        let garbage = vec![0, 0, 0, 0, 3, 0xff, 0xff, 0xff];
+        let err = requests(vec![garbage], 100).message().await.unwrap_err();
+        assert_eq!(err.code(), Code::Internal);
+        assert!(err.message().contains("failed to unmarshal"), "{}", err.message());
+    }
 
     /// A frame is the 5-byte gRPC prefix (uncompressed, big-endian length) and the message, nothing more.
     #[test]

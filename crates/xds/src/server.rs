@@ -1,4 +1,5 @@
-//! The RPC edge: a tonic `AggregatedDiscoveryService` (SotW and Delta) over a [`ResourceSource`].
+//! The RPC edge: Envoy's `AggregatedDiscoveryService` (SotW and Delta) over a [`ResourceSource`],
+//! served through [`crate::framing`].
 //!
 //! Each stream runs as one task:
 //!
@@ -26,20 +27,19 @@ use std::{
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    aggregated_discovery_service_server::AggregatedDiscoveryService,
 };
 use tokio::{
     net::TcpListener,
     sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
 };
 use tokio_stream::wrappers::TcpListenerStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Status};
 use tracing::{debug, info, warn};
 
 use crate::{
     admission::RequestLimiter,
     delta::DeltaSession,
-    framing::AdsService,
+    framing::{AdsService, Requests},
     metrics,
     node::{NodeError, Proxy},
     registry::{ConnectionRegistry, Entry, PendingPush, Registration},
@@ -264,7 +264,7 @@ impl AdsConfig {
     }
 }
 
-/// The ADS server: implements `AggregatedDiscoveryService` for any [`ResourceSource`].
+/// The ADS server: Envoy's `AggregatedDiscoveryService` (both methods) for any [`ResourceSource`].
 pub struct AdsServer<S: ResourceSource> {
     source: Arc<S>,
     registry: ConnectionRegistry<S::Push>,
@@ -336,13 +336,14 @@ impl<S: ResourceSource> AdsServer<S> {
     }
 
     /// The stream's caller when the server authenticates (see [`AdsConfig::authenticator`]).
-    async fn authenticate<T>(
+    async fn authenticate(
         &self,
-        request: &Request<T>,
+        metadata: &tonic::metadata::MetadataMap,
+        extensions: &http::Extensions,
         peer: Option<SocketAddr>,
     ) -> Result<Option<StreamCaller>, Status> {
         let Some(authn) = &self.config.authenticator else { return Ok(None) };
-        match authn.authenticate(request.metadata(), request.extensions()).await {
+        match authn.authenticate(metadata, extensions).await {
             Ok(caller) => Ok(Some(caller)),
             Err(reason) => {
                 warn!(peer = ?peer, reason = %reason, "ADS: rejecting stream: caller not authenticated");
@@ -355,7 +356,7 @@ impl<S: ResourceSource> AdsServer<S> {
     /// The stream's first request, within [`AdsConfig::handshake_timeout`].
     async fn first_request<T: prost::Message + Default>(
         &self,
-        inbound: &mut Streaming<T>,
+        inbound: &mut Requests<T>,
         peer: Option<SocketAddr>,
     ) -> Result<T, Status> {
         let timeout = self.config.handshake_timeout;
@@ -372,7 +373,7 @@ impl<S: ResourceSource> AdsServer<S> {
             )));
         };
         first
-            .map_err(|s| request_status(&s))?
+            .map_err(|s| Status::new(s.code(), s.message()))?
             .ok_or_else(|| Status::cancelled("stream closed before its first request"))
     }
 
@@ -424,18 +425,6 @@ impl<S: ResourceSource> AdsServer<S> {
             limits: self.config.limits.clone(),
         })
     }
-}
-
-/// The status a client gets for a request the transport could not read. tonic says `OUT_OF_RANGE`
-/// ("decoded message length too large") for a request above `max_decoding_message_size`; gRPC's own
-/// servers (istiod's grpc-go) say `RESOURCE_EXHAUSTED`, which is what the gRPC spec gives and what is
-/// answered here, with grpc-go's text.
-pub(crate) fn request_status(status: &Status) -> Status {
-    let message = status.message();
-    if status.code() == tonic::Code::OutOfRange && message.contains("message length too large") {
-        return Status::resource_exhausted(format!("grpc: received message larger than max ({message})"));
-    }
-    Status::new(status.code(), message.to_owned())
 }
 
 fn node_status(e: &NodeError) -> Status {
@@ -508,38 +497,6 @@ impl<M> SharedQueue<M> {
 /// Shared handle on a stream's [`SharedQueue`].
 pub(crate) type Queue<M> = Arc<SharedQueue<M>>;
 
-/// The responses of one ADS stream. Each is boxed in the channel: tokio's bounded channel allocates
-/// its slots in blocks of 32 when it is made, so an unboxed `Result<DiscoveryResponse, Status>`
-/// (≈ 150 bytes) cost ≈ 5 KiB per connected proxy before anything was sent (issue 22 part 3,
-/// measured with heaptrack: BENCHMARKS.md).
-pub struct ResponseStream<M> {
-    queue: Queue<M>,
-}
-
-impl<M> ResponseStream<M> {
-    /// The queue behind the stream (the response framing reads it directly).
-    pub(crate) fn into_inner(self) -> Queue<M> {
-        self.queue
-    }
-}
-
-/// The responses as messages (what tonic's generated server would encode again; meshpilot's own
-/// framing reads the frames, [`ResponseStream::into_inner`]).
-impl<M: prost::Message + Default> tokio_stream::Stream for ResponseStream<M> {
-    type Item = Result<M, Status>;
-
-    fn poll_next(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        self.queue.poll_next(cx).map(|d| match d {
-            Dequeued::Item(item) => Some(item.and_then(|frame| crate::framing::unframe(&frame))),
-            Dequeued::End => None,
-            Dequeued::Abandoned => Some(Err(abandoned())),
-        })
-    }
-}
-
 /// The status a stream ends with after the server abandoned it (its client stopped reading).
 pub(crate) fn abandoned() -> Status {
     Status::deadline_exceeded("client did not read responses within PILOT_XDS_SEND_TIMEOUT: stream closed")
@@ -567,11 +524,7 @@ impl<M: prost::Message> Outbox<M> {
     /// A queue of `capacity` responses and `max_bytes` encoded bytes (a response larger than that is
     /// still queued when the queue is empty) of responses up to `max_message_size` bytes, and the
     /// stream that reads it.
-    pub(crate) fn new(
-        capacity: usize,
-        max_bytes: usize,
-        max_message_size: usize,
-    ) -> (Self, ResponseStream<M>) {
+    pub(crate) fn new(capacity: usize, max_bytes: usize, max_message_size: usize) -> (Self, Queue<M>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let queue = Arc::new(SharedQueue {
             rx: std::sync::Mutex::new(Some(rx)),
@@ -579,7 +532,7 @@ impl<M: prost::Message> Outbox<M> {
             bytes: AtomicUsize::new(0),
             room: Notify::new(),
         });
-        (Outbox { tx, queue: Arc::clone(&queue), max_bytes, max_message_size }, ResponseStream { queue })
+        (Outbox { tx, queue: Arc::clone(&queue), max_bytes, max_message_size }, queue)
     }
 
     /// Ends the stream with `status` when its queue has room (else the client, which stopped
@@ -669,47 +622,78 @@ impl<M: prost::Message> Outbox<M> {
     }
 }
 
-#[tonic::async_trait]
-impl<S: ResourceSource> AggregatedDiscoveryService for AdsServer<S> {
-    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
+impl<S: ResourceSource> AdsServer<S> {
+    /// A new stream up to its first request: admission, authentication, the first request, the
+    /// proxy's registration.
+    async fn open<T: prost::Message + Default + HasNode>(
         &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        request: Request<Requests<T>>,
+        protocol: Protocol,
+    ) -> Result<(Connection<S>, T, Requests<T>), Status> {
         let peer = self.peer_addr(&request);
         self.config.request_limiter.admit(peer).await?;
-        let caller = self.authenticate(&request, peer).await?;
-        let mut inbound = request.into_inner();
+        let (metadata, extensions, mut inbound) = request.into_parts();
+        let caller = self.authenticate(&metadata, &extensions, peer).await?;
         let first = self.first_request(&mut inbound, peer).await?;
-        let conn = self.start(first.node.as_ref(), peer, Protocol::Sotw, caller.as_ref())?;
+        let conn = self.start(first.node(), peer, protocol, caller.as_ref())?;
+        Ok((conn, first, inbound))
+    }
+
+    /// The SotW method (`StreamAggregatedResources`): admits, authenticates and reads the first
+    /// request, then runs the stream as its own task and returns the queue of its responses (the
+    /// stream's body, [`crate::framing`]).
+    ///
+    /// # Errors
+    /// The status the stream ends with before any response: admission (`RESOURCE_EXHAUSTED`),
+    /// authentication, the first request (missing, late, malformed node), or the source refusing it.
+    pub(crate) async fn stream_aggregated_resources(
+        &self,
+        request: Request<Requests<DiscoveryRequest>>,
+    ) -> Result<Queue<DiscoveryResponse>, Status> {
+        let (conn, first, inbound) = self.open(request, Protocol::Sotw).await?;
         let (tx, responses) = Outbox::new(
             self.config.response_buffer,
             self.config.response_buffer_bytes,
             self.config.max_encoding_message_size,
         );
         tokio::spawn(conn.run(SotwWire { session: SotwSession::new(), tx }, Box::new(first), inbound));
-        Ok(Response::new(responses))
+        Ok(responses)
     }
 
-    async fn delta_aggregated_resources(
+    /// The Delta method (`DeltaAggregatedResources`), as [`AdsServer::stream_aggregated_resources`].
+    ///
+    /// # Errors
+    /// As [`AdsServer::stream_aggregated_resources`].
+    pub(crate) async fn delta_aggregated_resources(
         &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let peer = self.peer_addr(&request);
-        self.config.request_limiter.admit(peer).await?;
-        let caller = self.authenticate(&request, peer).await?;
-        let mut inbound = request.into_inner();
-        let first = self.first_request(&mut inbound, peer).await?;
-        let conn = self.start(first.node.as_ref(), peer, Protocol::Delta, caller.as_ref())?;
+        request: Request<Requests<DeltaDiscoveryRequest>>,
+    ) -> Result<Queue<DeltaDiscoveryResponse>, Status> {
+        let (conn, first, inbound) = self.open(request, Protocol::Delta).await?;
         let (tx, responses) = Outbox::new(
             self.config.response_buffer,
             self.config.response_buffer_bytes,
             self.config.max_encoding_message_size,
         );
         tokio::spawn(conn.run(DeltaWire { session: DeltaSession::new(), tx }, Box::new(first), inbound));
-        Ok(Response::new(responses))
+        Ok(responses)
+    }
+}
+
+/// The requests of both protocols carry the client's `node` (read from the first one).
+pub(crate) trait HasNode {
+    /// The request's `node`.
+    fn node(&self) -> Option<&envoy_types::pb::envoy::config::core::v3::Node>;
+}
+
+impl HasNode for DiscoveryRequest {
+    fn node(&self) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        self.node.as_ref()
+    }
+}
+
+impl HasNode for DeltaDiscoveryRequest {
+    fn node(&self) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        self.node.as_ref()
     }
 }
 
@@ -875,7 +859,7 @@ impl<S: ResourceSource> Connection<S> {
         self.convergence.answered(type_url, nonce, accepted);
     }
 
-    async fn next_event<T: prost::Message + Default>(&mut self, inbound: &mut Streaming<T>) -> Event<T> {
+    async fn next_event<T: prost::Message + Default>(&mut self, inbound: &mut Requests<T>) -> Event<T> {
         let stop = self.reg.entry.stop.notified();
         let wake = self.reg.entry.wake.notified();
         let permit = Arc::clone(&self.throttle).acquire_owned();
@@ -898,7 +882,7 @@ impl<S: ResourceSource> Connection<S> {
         mut self,
         mut wire: W,
         first: Box<W::Request>,
-        mut inbound: Streaming<W::Request>,
+        mut inbound: Requests<W::Request>,
     ) {
         let end = async {
             Box::pin(self.on_event(&mut wire, Event::Request(Ok(Some(*first))))).await?;
@@ -914,7 +898,7 @@ impl<S: ResourceSource> Connection<S> {
         };
         match &end {
             // A broken request (too large, undecodable) ends the stream with its status, not OK.
-            End::Transport(status) => wire.close_with(request_status(status)),
+            End::Transport(status) => wire.close_with(Status::new(status.code(), status.message())),
             End::Refused(status) => wire.close_with(status.clone()),
             _ => {}
         }
@@ -1086,8 +1070,7 @@ mod tests {
     /// abandons the stream (queued responses dropped, `DEADLINE_EXCEEDED` for the reader).
     #[tokio::test]
     async fn the_queue_is_bounded_by_bytes_and_a_waiting_send_releases_its_slot() {
-        let (outbox, stream) = Outbox::<DiscoveryResponse>::new(16, 1_000, 1 << 20);
-        let queue = stream.into_inner();
+        let (outbox, queue) = Outbox::<DiscoveryResponse>::new(16, 1_000, 1 << 20);
         let throttle = Arc::new(Semaphore::new(1));
         let mut permit = Some(Arc::clone(&throttle).acquire_owned().await.unwrap());
         let wait = Duration::from_secs(30);
@@ -1104,7 +1087,10 @@ mod tests {
         let (sent, read) = tokio::join!(outbox.send(response(10), CLUSTER, wait, "c", &mut permit), reader);
         sent.unwrap();
         let Dequeued::Item(Ok(frame)) = read else { panic!("a response") };
-        assert_eq!(crate::framing::unframe::<DiscoveryResponse>(&frame).unwrap().version_info.len(), 1_500);
+        assert_eq!(
+            <DiscoveryResponse as prost::Message>::decode(&frame[5..]).unwrap().version_info.len(),
+            1_500
+        );
         assert!(permit.is_none());
         // The queue counts the frame it holds: the gRPC prefix and the message.
         assert_eq!(queue.bytes.load(Ordering::Acquire), 5 + prost::Message::encoded_len(&response(10)));

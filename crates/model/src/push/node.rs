@@ -155,9 +155,13 @@ pub struct NodeMetadata {
     pub interception_mode: String,
     /// `GENERATOR`: a custom generator the client asks for (`grpc` for proxyless gRPC).
     pub generator: String,
-    /// The whole metadata struct as JSON, for keys not modelled above.
+    /// The keys not modelled above, as JSON (the modelled ones are kept once, in their fields: a
+    /// proxy's metadata lives as long as its stream, once per connected proxy).
     pub raw: Map<String, Json>,
 }
+
+/// The keys modelled besides [`STRING_KEYS`].
+const MODELLED_KEYS: [&str; 3] = ["LABELS", "ANNOTATIONS", "INSTANCE_IPS"];
 
 /// The string-valued keys: (JSON key, accessor).
 const STRING_KEYS: [&str; 10] = [
@@ -189,6 +193,8 @@ impl NodeMetadata {
         let ips = string_key(&raw, "INSTANCE_IPS")?;
         m.instance_ips =
             if ips.is_empty() { Vec::new() } else { ips.split(',').map(str::to_owned).collect() };
+        let mut raw = raw;
+        raw.retain(|key, _| !MODELLED_KEYS.contains(&key.as_str()) && !STRING_KEYS.contains(&key.as_str()));
         m.raw = raw;
         Ok(m)
     }
@@ -417,6 +423,8 @@ mod tests {
         assert_eq!(p.metadata.cluster_id, "Kubernetes");
         assert!(p.is_proxyless_grpc());
         assert_eq!(p.metadata.raw["ENVOY_STATUS_PORT"], json!(15021));
+        assert!(!p.metadata.raw.contains_key("LABELS"), "a modelled key is kept once, in its field");
+        assert!(!p.metadata.raw.contains_key("NAMESPACE"));
     }
 
     #[test]
