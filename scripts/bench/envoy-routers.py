@@ -101,15 +101,19 @@ class Envoys:
                  "--component-log-level", "upstream:debug", "--log-format", "%E.%e %v"],
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
             self.procs.append((p, path))
-        for p, path in self.procs:
-            deadline = time.time() + 30
-            while not (os.path.exists(path) and open(path).read().strip()):
-                if p.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"envoy did not start; see {workdir}")
-                time.sleep(0.05)
-            host, port = open(path).read().strip().rsplit(":", 1)
-            self.admin.append((host, int(port)))
-            self.conns.append(http.client.HTTPConnection(host, int(port), timeout=10))
+        try:
+            for p, path in self.procs:
+                deadline = time.time() + 30
+                while not (os.path.exists(path) and open(path).read().strip()):
+                    if p.poll() is not None or time.time() > deadline:
+                        raise RuntimeError(f"envoy did not start; see {workdir}")
+                    time.sleep(0.05)
+                host, port = open(path).read().strip().rsplit(":", 1)
+                self.admin.append((host, int(port)))
+                self.conns.append(http.client.HTTPConnection(host, int(port), timeout=10))
+        except BaseException:
+            self.stop()
+            raise
 
     def stats(self, i, pattern):
         """The admin /stats counters and gauges whose name matches `pattern` (a regex), as a dict."""
@@ -300,6 +304,8 @@ def main():
     ap.add_argument("--xds-load", default=os.path.join(ROOT, "target/release/xds-load"))
     ap.add_argument("--no-istiod", action="store_true", help="meshpilot only (no API server, no istiod)")
     args = ap.parse_args()
+    # A TERM (timeout, kill) unwinds like an error, so the Envoys and control planes are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not (os.access(args.meshpilot, os.X_OK) and os.access(args.xds_load, os.X_OK)):
         subprocess.run(["cargo", "build", "--release", "-p", "meshpilot", "-p", "xds-load"], cwd=ROOT, check=True)
     envoy_bin = subprocess.run([os.path.join(ROOT, "scripts/install-envoy.sh")], check=True,
