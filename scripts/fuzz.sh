@@ -7,7 +7,7 @@
 #                                              optimized build with debug assertions and overflow
 #                                              checks; -O drops those, as the release binary does)
 #
-# Targets: yaml_config, validate, ads_requests, node_id (fuzz/fuzz_targets/; bodies in crates/fuzzing).
+# Targets: yaml_config, validate, ads_requests, node_id, grpc_frames (fuzz/fuzz_targets/; bodies in crates/fuzzing).
 # Each run starts from the checked-in corpus (fuzz/corpus/TARGET) plus the local one
 # (fuzz/target/corpus/TARGET, kept between runs, not in git), fuzzes into a scratch directory
 # (fuzz/target/work/TARGET), then merges only the inputs that add coverage (libFuzzer -merge=1) into
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-TARGETS=(yaml_config validate ads_requests node_id)
+TARGETS=(yaml_config validate ads_requests node_id grpc_frames)
 target="${1:-all}"
 seconds="${2:-60}"
 read -r -a build <<<"${FUZZ_BUILD:-}"

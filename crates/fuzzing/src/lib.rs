@@ -18,6 +18,7 @@
 //! | `validate`      | [`fuzz_validate`]         | any kind's spec (first byte picks the kind) → decode → `validation::validate` |
 //! | `ads_requests`  | [`fuzz_ads_requests`]     | DiscoveryRequest / DeltaDiscoveryRequest sequences → `xds::sotw`, `xds::delta`, `xds::node` |
 //! | `node_id`       | [`fuzz_node_id`]          | node id + metadata → `model::push::node::Proxy`, `ProxyContext` |
+//! | `grpc_frames`   | [`fuzz_grpc_frames`]      | an ADS request body → `xds::framing` (gRPC frames → requests) |
 
 mod ads;
 
@@ -30,7 +31,11 @@ use api::{
     schema::Kind,
     yaml::{self, Node},
 };
-use envoy_types::pb::envoy::config::core::v3::Node as XdsNode;
+use bytes::Bytes;
+use envoy_types::pb::envoy::{
+    config::core::v3::Node as XdsNode,
+    service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest},
+};
 use model::{
     parse::{ParseOptions, parse_json, parse_text},
     push::{
@@ -51,6 +56,7 @@ pub const TARGETS: &[(&str, EntryPoint)] = &[
     ("validate", fuzz_validate),
     ("ads_requests", fuzz_ads_requests),
     ("node_id", fuzz_node_id),
+    ("grpc_frames", fuzz_grpc_frames),
 ];
 
 /// `yaml_config`: the bytes as a config file (YAML stream, as the file source reads it: split into
@@ -140,5 +146,39 @@ pub fn fuzz_node_id(data: &[u8]) {
         && let Ok(proxy) = xds::node::proxy_from_node(Some(&node))
     {
         let _ = ProxyContext::from_proxy(&proxy);
+    }
+}
+
+/// `grpc_frames`: the request side of an ADS stream's gRPC framing
+/// (`xds::framing::decode_request_frames`, what `framing::Requests` does with a request body). First
+/// byte: the message size limit (`64 << (b % 12)` bytes); second: the DATA frame size (`b + 1`
+/// bytes); the rest: the request body, cut into frames of that size, decoded as SotW and as Delta
+/// requests. Invariants: the result does not depend on how the body is cut into DATA frames (the
+/// same bytes as one frame give the same messages and the same error), and no decoded message is
+/// larger than the limit.
+pub fn fuzz_grpc_frames(data: &[u8]) {
+    let [limit, size, body @ ..] = data else { return };
+    let max = 64usize << (limit % 12);
+    let cut: Vec<Bytes> = body.chunks(usize::from(*size) + 1).map(Bytes::copy_from_slice).collect();
+    let whole = vec![Bytes::copy_from_slice(body)];
+    same_decoding::<DiscoveryRequest>(&cut, &whole, max);
+    same_decoding::<DeltaDiscoveryRequest>(&cut, &whole, max);
+}
+
+fn same_decoding<T: Message + Default + PartialEq + std::fmt::Debug>(
+    cut: &[Bytes],
+    whole: &[Bytes],
+    max: usize,
+) {
+    let decode = |frames: &[Bytes]| -> Vec<_> {
+        xds::framing::decode_request_frames::<T>(frames.to_vec(), max)
+            .into_iter()
+            .map(|r| r.map_err(|status| (status.code(), status.message().to_owned())))
+            .collect()
+    };
+    let (split, one) = (decode(cut), decode(whole));
+    assert_eq!(split, one, "decoding depends on how the body is cut into DATA frames");
+    for message in split.iter().flatten() {
+        assert!(message.encoded_len() <= max, "a decoded request is larger than the limit of {max} bytes");
     }
 }

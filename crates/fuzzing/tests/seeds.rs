@@ -1,4 +1,4 @@
-//! Hand-made seeds for the protobuf-shaped targets (`ads_requests`, `node_id`), written into
+//! Hand-made seeds for the protobuf-shaped targets (`ads_requests`, `node_id`, `grpc_frames`), written into
 //! `fuzz/corpus/<target>/seed-<name>` by `cargo test -p meshpilot-fuzzing --test seeds -- --ignored`.
 //! The YAML corpora come from Istio's test inputs instead (`scripts/fuzz-seeds.py`).
 //!
@@ -245,9 +245,66 @@ fn node_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// One gRPC frame (uncompressed flag, big-endian length, the message).
+fn grpc_frame(message: &[u8]) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+/// `grpc_frames` inputs: limit byte, DATA frame size byte, then a request body (no maps in the
+/// messages, so the encoding is stable byte for byte).
+fn grpc_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let with_id = |type_url: &str, names: &[&str], nonce: &str| DiscoveryRequest {
+        node: Some(Node {
+            id: "sidecar~10.1.0.7~a.default~default.svc.cluster.local".into(),
+            ..Default::default()
+        }),
+        type_url: type_url.into(),
+        resource_names: names.iter().map(|n| (*n).to_owned()).collect(),
+        response_nonce: nonce.into(),
+        ..Default::default()
+    };
+    let cds = grpc_frame(&with_id(CLUSTER, &[], "").encode_to_vec());
+    let eds =
+        grpc_frame(&with_id(ENDPOINT, &["outbound|80||a.default.svc.cluster.local"], "").encode_to_vec());
+    let ack = grpc_frame(
+        &DiscoveryRequest {
+            type_url: CLUSTER.into(),
+            response_nonce: "n0".into(),
+            version_info: "v1".into(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let delta = grpc_frame(
+        &DeltaDiscoveryRequest {
+            type_url: ENDPOINT.into(),
+            resource_names_subscribe: vec!["outbound|80||a.default.svc.cluster.local".into()],
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let stream = [cds.clone(), eds.clone(), ack].concat();
+    let mut compressed = cds.clone();
+    compressed[0] = 1;
+    let with = |limit: u8, size: u8, body: &[u8]| [&[limit, size][..], body].concat();
+    vec![
+        ("envoy-start-small-frames", with(8, 6, &stream)),
+        ("envoy-start-one-frame", with(8, 255, &stream)),
+        ("over-the-limit", with(0, 16, &cds)),
+        ("compressed-flag", with(8, 255, &compressed)),
+        ("ends-inside-a-message", with(8, 3, &eds[..eds.len() - 2])),
+        ("delta-subscribe", with(8, 9, &delta)),
+        ("not-a-message", with(8, 255, &grpc_frame(&[0xff, 0xff, 0xff, 0x0f]))),
+    ]
+}
+
 fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let ads = ads_seeds().into_iter().map(|(n, d)| ("ads_requests", n, d));
-    ads.chain(node_seeds().into_iter().map(|(n, d)| ("node_id", n, d))).collect()
+    let grpc = grpc_seeds().into_iter().map(|(n, d)| ("grpc_frames", n, d));
+    ads.chain(node_seeds().into_iter().map(|(n, d)| ("node_id", n, d))).chain(grpc).collect()
 }
 
 #[test]
@@ -317,5 +374,8 @@ fn seeds_run_through_their_entry_points() {
     }
     for (_, data) in node_seeds() {
         meshpilot_fuzzing::fuzz_node_id(&data);
+    }
+    for (_, data) in grpc_seeds() {
+        meshpilot_fuzzing::fuzz_grpc_frames(&data);
     }
 }

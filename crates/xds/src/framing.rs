@@ -233,6 +233,45 @@ impl<T: Message + Default> Requests<T> {
     }
 }
 
+/// Decodes the request messages in `chunks` (each one DATA frame of a request body, in order) as
+/// [`Requests`] does on an ADS stream, each at most `max_message_size` bytes: every message up to the
+/// first error, then that error, if any. For the fuzz target `grpc_frames` (`crates/fuzzing`) and tests.
+pub fn decode_request_frames<T: Message + Default>(
+    chunks: Vec<Bytes>,
+    max_message_size: usize,
+) -> Vec<Result<T, Status>> {
+    let mut requests = Requests::<T>::new(Body::new(Chunks(chunks.into())), max_message_size);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    // `Chunks` is always ready, so the decoder never waits.
+    while let Poll::Ready(next) = requests.poll_message(&mut cx) {
+        match next {
+            Ok(Some(message)) => out.push(Ok(message)),
+            Ok(None) => break,
+            Err(status) => {
+                out.push(Err(status));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// A request body made of the given DATA frames, each ready at once, then its end.
+struct Chunks(std::collections::VecDeque<Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+}
+
 /// A `200 application/grpc` response whose body sends the frames of `queue`.
 fn streaming_response<M: Message + 'static>(queue: Queue<M>) -> http::Response<Body> {
     let mut response = http::Response::new(Body::new(FramedMessages { queue: Some(queue) }));
@@ -303,26 +342,9 @@ impl<M: Message> http_body::Body for FramedMessages<M> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
-
     use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 
     use super::*;
-
-    /// A request body that yields the given DATA frames, then ends.
-    struct Chunks(VecDeque<Bytes>);
-
-    impl http_body::Body for Chunks {
-        type Data = Bytes;
-        type Error = Status;
-
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
-        }
-    }
 
     fn requests(chunks: Vec<Vec<u8>>, max: usize) -> Requests<DiscoveryRequest> {
         Requests::new(Body::new(Chunks(chunks.into_iter().map(Bytes::from).collect())), max)

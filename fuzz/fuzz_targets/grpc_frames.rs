@@ -1,0 +1,7 @@
+//! `grpc_frames`: the body is `meshpilot_fuzzing::fuzz_grpc_frames`, which `crates/fuzzing/tests/replay.rs` also
+//! runs over this target's corpus (`fuzz/corpus/grpc_frames`) with stable `cargo test`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| meshpilot_fuzzing::fuzz_grpc_frames(data));
