@@ -317,12 +317,20 @@ impl<S: ResourceSource> AdsServer<S> {
     /// completes. Each connection must send the HTTP/2 preface and its first request headers within
     /// [`AdsConfig::handshake_timeout`] ([`crate::handshake`]). Failed accepts and connections are
     /// logged and skipped ([`crate::http2::serve`]): nothing ends the server but `shutdown`.
+    /// Connections are `TCP_NODELAY`, as Go's (so istiod's) and tonic's server sockets are: without it
+    /// a small response waits for the peer's delayed ACK (≈ 40 ms on Linux) behind an unacknowledged one.
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) {
         use tokio_stream::StreamExt as _;
         let settings = self.config.http2_settings();
         let handshake = self.config.handshake_timeout;
-        let incoming = TcpListenerStream::new(listener)
-            .map(move |tcp| tcp.map(|tcp| crate::handshake::HandshakeDeadline::new(tcp, handshake)));
+        let incoming = TcpListenerStream::new(listener).map(move |tcp| {
+            tcp.map(|tcp| {
+                if let Err(err) = tcp.set_nodelay(true) {
+                    debug!("ADS: TCP_NODELAY not set: {err}");
+                }
+                crate::handshake::HandshakeDeadline::new(tcp, handshake)
+            })
+        });
         let routes = tonic::service::Routes::new(self.into_service());
         crate::http2::serve(incoming, routes, &settings, shutdown).await;
     }
