@@ -216,11 +216,9 @@ impl<T: Message + Default> Requests<T> {
                 self.max_message_size
             )));
         }
-        let Some(body) = self.partial.get(PREFIX_LEN..PREFIX_LEN + len) else {
-            // Room for the whole message at once, not doubling steps.
-            self.partial.reserve(PREFIX_LEN + len - self.partial.len());
-            return Ok(None);
-        };
+        // Incomplete: wait for more DATA. The buffer grows with what arrives, not with the length
+        // the client announced (which could claim the limit and send nothing).
+        let Some(body) = self.partial.get(PREFIX_LEN..PREFIX_LEN + len) else { return Ok(None) };
         let message = T::decode(body)
             .map_err(|e| Status::internal(format!("grpc: failed to unmarshal the received message: {e}")))?;
         if self.partial.len() == PREFIX_LEN + len {

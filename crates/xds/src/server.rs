@@ -380,9 +380,7 @@ impl<S: ResourceSource> AdsServer<S> {
                 "no first request within {timeout:?} (MESHPILOT_XDS_HANDSHAKE_TIMEOUT)"
             )));
         };
-        first
-            .map_err(|s| Status::new(s.code(), s.message()))?
-            .ok_or_else(|| Status::cancelled("stream closed before its first request"))
+        first?.ok_or_else(|| Status::cancelled("stream closed before its first request"))
     }
 
     fn start(
@@ -906,8 +904,7 @@ impl<S: ResourceSource> Connection<S> {
         };
         match &end {
             // A broken request (too large, undecodable) ends the stream with its status, not OK.
-            End::Transport(status) => wire.close_with(Status::new(status.code(), status.message())),
-            End::Refused(status) => wire.close_with(status.clone()),
+            End::Transport(status) | End::Refused(status) => wire.close_with(status.clone()),
             _ => {}
         }
         self.finish(&end);
