@@ -364,8 +364,8 @@ pub fn generate_type(
 ) -> Result<(Vec<Resource>, Vec<model::Finding>), SourceError> {
     Ok(match type_url {
         type_url::CLUSTER => {
-            let g = networking::cluster::generate_clusters(push, proxy, names);
-            (g.resources.iter().map(|c: &Cluster| Resource::new(c.name.clone(), c)).collect(), g.findings)
+            let g = networking::cluster::generate_clusters_encoded(push, proxy, names);
+            (g.resources.into_iter().map(|c| shared_resource::<Cluster>(&c)).collect(), g.findings)
         }
         type_url::ENDPOINT => {
             let g = networking::endpoint::generate_endpoints_encoded(push, proxy, names, known_only);

@@ -142,6 +142,26 @@ pub(crate) struct SidecarRouteKey {
     pub labels: Option<Labels>,
 }
 
+/// What a proxy's outbound clusters depend on besides the snapshot (config, services and endpoints):
+/// the scope (services imported, DestinationRules visible from the namespace), the workload labels
+/// only when a DestinationRule of the namespace selects workloads (as [`SidecarRouteKey`]), the proxy
+/// kind (routers keep their own TLS rules; sniffed ports are sidecar-only), proxyless gRPC (its
+/// translation), workload certificates (ISTIO_MUTUAL and auto mTLS) and an IPv6-only proxy (the
+/// DNS lookup family of DNS clusters).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct OutboundClustersKey {
+    pub scope: ScopeKey,
+    pub labels: Option<Labels>,
+    pub kind: ProxyKind,
+    pub proxyless: bool,
+    pub workload_certificates: bool,
+    pub ipv6_only: bool,
+}
+
+/// A proxy's outbound clusters, encoded in name order of generation, and the findings met making them,
+/// shared by every proxy with the same [`OutboundClustersKey`] in one snapshot.
+pub(crate) type SharedClusters = Arc<(Vec<EncodedResource>, Vec<Finding>)>;
+
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per
 /// control plane (the DiscoveryServer's source owns it); cheap to share in an `Arc`. Its lock is held
 /// only for map lookups and inserts, never while a value is computed.
@@ -181,6 +201,10 @@ struct CacheState {
     assignments_pruned_at: usize,
     gateways: HashMap<GatewayKey, SharedGatewayServers>,
     security: HashMap<SecurityKey, Arc<crate::policy::SecurityFilters>>,
+    /// The snapshot ([`PushContext::snapshot_id`]) `clusters` holds entries for: outbound clusters
+    /// depend on endpoints, so within a generation they are kept per snapshot.
+    clusters_snapshot: u64,
+    clusters: HashMap<OutboundClustersKey, SharedClusters>,
     findings: BTreeMap<Finding, ProxiesReporting>,
 }
 
@@ -274,6 +298,12 @@ impl GenerationCache {
     pub fn len(&self) -> (usize, usize, usize) {
         let s = self.lock();
         (s.scopes.len(), s.routes.len(), s.gateways.len())
+    }
+
+    /// Outbound cluster sets currently held ([`GenerationCache::outbound_clusters`]: one per key of the
+    /// latest snapshot), for tests and debugging.
+    pub fn outbound_cluster_sets(&self) -> usize {
+        self.lock().clusters.len()
     }
 
     /// ClusterLoadAssignments currently held ([`GenerationCache::assignment`]), for tests and debugging.
@@ -396,6 +426,38 @@ impl GenerationCache {
         made
     }
 
+    /// The outbound clusters for `key`, made by `make` once per snapshot ([`PushContext::snapshot_id`])
+    /// and key, then shared. The first lookup from a newer snapshot drops the older snapshot's entries;
+    /// a lookup from an older one computes without storing (as for generations).
+    pub(crate) fn outbound_clusters(
+        &self,
+        push: &PushContext,
+        key: OutboundClustersKey,
+        make: impl FnOnce() -> (Vec<EncodedResource>, Vec<Finding>),
+    ) -> SharedClusters {
+        let id = push.snapshot_id();
+        let current = |state: &mut CacheState| {
+            if id > state.clusters_snapshot {
+                state.clusters.clear();
+                state.clusters_snapshot = id;
+            }
+            id == state.clusters_snapshot
+        };
+        if let Slot::Current(mut state) = self.slot(push.config_generation())
+            && current(&mut state)
+            && let Some(hit) = state.clusters.get(&key)
+        {
+            return hit.clone();
+        }
+        let made = Arc::new(make());
+        if let Slot::Current(mut state) = self.slot(push.config_generation())
+            && current(&mut state)
+        {
+            return state.clusters.entry(key).or_insert(made).clone();
+        }
+        made
+    }
+
     /// The servers of the gateways selecting `proxy` merged by listener port (Istio's
     /// `SetGatewaysForProxy`), computed once per generation and [`GatewayKey`] (labels and service
     /// instances), then shared by the listener and route generators of every such router.
@@ -484,6 +546,14 @@ impl Snapshot {
 
     pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
         self.cache.gateway_servers(&self.push, proxy)
+    }
+
+    pub(crate) fn outbound_clusters(
+        &self,
+        key: OutboundClustersKey,
+        make: impl FnOnce() -> (Vec<EncodedResource>, Vec<Finding>),
+    ) -> SharedClusters {
+        self.cache.outbound_clusters(&self.push, key, make)
     }
 
     /// The security filters for `key`, made by `make` once per generation, then shared by every

@@ -20,7 +20,7 @@
 //! auto mTLS (`transport_socket_matches` on the endpoints' `tlsMode`) to mesh-internal EDS and DNS
 //! clusters when the mesh enables it. Everything else is reported.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use api::networking::destination_rule::{
     ClientTlsSettings, ConnectionPoolSettings, DestinationRule, LoadBalancerSettings, OutlierDetection,
@@ -61,8 +61,11 @@ use model::{
     service::{Labels, Port, Resolution, Service, labels_match},
 };
 
+use prost::Message as _;
+
 use crate::{
     Snapshot,
+    cache::{Encoded, EncodedResource, OutboundClustersKey},
     convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
     endpoint::locality_lb_endpoints,
     filters::TLS_TRANSPORT_SOCKET,
@@ -1159,33 +1162,50 @@ fn grpc_circuit_breakers(cb: CircuitBreakers) -> Option<CircuitBreakers> {
     })
 }
 
-/// CDS for `proxy`: clusters sorted by name; with `names` non-empty, only those (proxyless gRPC asks
-/// by name).
-pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Cluster> {
-    let mut findings = Vec::new();
-    let mut clusters = outbound_clusters(push, proxy, &mut findings);
+/// The proxy's outbound clusters in generation order, after the proxyless gRPC translation for
+/// proxyless clients.
+fn outbound_for(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Cluster> {
+    let clusters = outbound_clusters(push, proxy, findings);
     if proxy.proxyless_grpc {
-        clusters = clusters.into_iter().filter_map(|c| grpc_compatible(c, &mut findings)).collect();
+        clusters.into_iter().filter_map(|c| grpc_compatible(c, findings)).collect()
     } else {
-        clusters.push(black_hole(push));
-        clusters.push(passthrough(push, PASSTHROUGH_CLUSTER, None));
-        let scope = (proxy.kind == ProxyKind::Sidecar).then(|| push.sidecar_scope(proxy));
-        if let Some(scope) = scope.as_ref().filter(|s| !s.ingress.is_empty()) {
-            clusters.extend(ingress_clusters(push, proxy, scope, &mut findings));
-        } else if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
-            clusters.extend(inbound_clusters(push, proxy));
-        }
-        if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
-            clusters.push(passthrough(
-                push,
-                INBOUND_PASSTHROUGH_CLUSTER,
-                Some(INBOUND_PASSTHROUGH_BIND_IPV4),
-            ));
-        }
+        clusters
     }
-    clusters.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+/// The clusters of a proxy that are its own rather than its scope's (none for proxyless gRPC):
+/// BlackHoleCluster, PassthroughCluster, and for a capturing sidecar its inbound clusters (or its
+/// Sidecar's `ingress` ones) and InboundPassthroughClusterIpv4.
+fn own_clusters(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Cluster> {
+    let mut clusters = Vec::new();
+    if proxy.proxyless_grpc {
+        return clusters;
+    }
+    clusters.push(black_hole(push));
+    clusters.push(passthrough(push, PASSTHROUGH_CLUSTER, None));
+    let scope = (proxy.kind == ProxyKind::Sidecar).then(|| push.sidecar_scope(proxy));
+    if let Some(scope) = scope.as_ref().filter(|s| !s.ingress.is_empty()) {
+        clusters.extend(ingress_clusters(push, proxy, scope, findings));
+    } else if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
+        clusters.extend(inbound_clusters(push, proxy));
+    }
+    if proxy.kind == ProxyKind::Sidecar && proxy.interception_mode != InterceptionMode::None {
+        clusters.push(passthrough(push, INBOUND_PASSTHROUGH_CLUSTER, Some(INBOUND_PASSTHROUGH_BIND_IPV4)));
+    }
+    clusters
+}
+
+/// Sorts `clusters` by name (stable: of equal names the first generated is kept, the others dropped and
+/// reported) and, with `names` non-empty, keeps only those.
+fn finish<T>(
+    mut clusters: Vec<T>,
+    name: fn(&T) -> &str,
+    names: &[String],
+    findings: &mut Vec<Finding>,
+) -> Vec<T> {
+    clusters.sort_by(|a, b| name(a).cmp(name(b)));
     let before = clusters.len();
-    clusters.dedup_by(|a, b| a.name == b.name);
+    clusters.dedup_by(|a, b| name(a) == name(b));
     if clusters.len() != before {
         findings.push(Finding {
             severity: Severity::Dropped,
@@ -1196,9 +1216,55 @@ pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]
         });
     }
     if !names.is_empty() {
-        clusters.retain(|c| names.iter().any(|n| n == &c.name));
+        clusters.retain(|c| names.iter().any(|n| n == name(c)));
     }
+    clusters
+}
+
+/// CDS for `proxy`: clusters sorted by name; with `names` non-empty, only those (proxyless gRPC asks
+/// by name).
+pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Cluster> {
+    let mut findings = Vec::new();
+    let mut clusters = outbound_for(push, proxy, &mut findings);
+    clusters.extend(own_clusters(push, proxy, &mut findings));
+    let clusters = finish(clusters, |c: &Cluster| &c.name, names, &mut findings);
     Generated::new(clusters, findings)
+}
+
+/// CDS for `proxy`, encoded: [`generate_clusters`]'s clusters in protobuf wire format. The outbound
+/// clusters are made once per snapshot for every proxy with the same [`OutboundClustersKey`] (scope,
+/// and the few proxy properties they read) and shared, so a push to many proxies of one namespace
+/// builds and encodes them once (Istio caches CDS per cluster, `pilot/pkg/networking/core/cluster_cache.go`);
+/// the proxy's own clusters (inbound, passthrough) are made per proxy.
+pub fn generate_clusters_encoded(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    names: &[String],
+) -> Generated<EncodedResource> {
+    let mut findings = Vec::new();
+    let scope = push.sidecar_scope(proxy);
+    let key = OutboundClustersKey {
+        scope: push.scope_key(proxy),
+        labels: push.routes_depend_on_labels(&scope).then(|| proxy.labels.clone()),
+        kind: proxy.kind,
+        proxyless: proxy.proxyless_grpc,
+        workload_certificates: proxy.has_workload_certificates(),
+        ipv6_only: dns_lookup_family(proxy) == DnsLookupFamily::V6Only,
+    };
+    let shared = push.outbound_clusters(key, || {
+        let mut found = Vec::new();
+        let encoded = outbound_for(push, proxy, &mut found).iter().map(encode).collect();
+        (encoded, found)
+    });
+    findings.extend(shared.1.iter().cloned());
+    let mut clusters = shared.0.clone();
+    clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(encode));
+    let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
+    Generated::new(clusters, findings)
+}
+
+fn encode(cluster: &Cluster) -> EncodedResource {
+    EncodedResource { name: cluster.name.clone(), encoded: Arc::new(Encoded::new(cluster.encode_to_vec())) }
 }
 
 /// Names of the EDS clusters [`generate_clusters`] makes for `proxy` (what EDS serves).

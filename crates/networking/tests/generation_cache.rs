@@ -223,3 +223,140 @@ fn assignments_of_dropped_endpoint_lists_are_pruned() {
     let held = cache.assignments();
     assert!(held <= 300, "1,000 endpoint changes left {held} assignments in the cache");
 }
+
+/// Service `a` of [`mesh`] plus a DNS-resolved ServiceEntry whose endpoint is the host `endpoint`.
+fn with_dns(endpoint: &str) -> String {
+    mesh()
+        + &format!(
+            r#"
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: dns, namespace: ns1}}
+spec:
+  hosts: [dns.example.com]
+  location: MESH_EXTERNAL
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  resolution: DNS
+  endpoints: [{{address: {endpoint}}}]
+"#
+        )
+}
+
+/// `generate_clusters_encoded`, decoded.
+fn decoded_clusters(
+    push: &Snapshot,
+    proxy: &model::push::ProxyContext,
+    names: &[String],
+) -> Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster> {
+    use prost::Message;
+    meshpilot_networking::cluster::generate_clusters_encoded(push, proxy, names)
+        .resources
+        .iter()
+        .map(|c| {
+            let cluster =
+                envoy_types::pb::envoy::config::cluster::v3::Cluster::decode(c.bytes()).expect("decodes");
+            assert_eq!(cluster.name, c.name);
+            cluster
+        })
+        .collect()
+}
+
+/// The encoded CDS of sidecars, routers and proxyless clients decodes to what the message generator
+/// makes (names filter included); the outbound clusters are built once per snapshot and key and shared
+/// by the sidecars of a namespace, while each sidecar keeps its own inbound clusters.
+#[test]
+fn outbound_clusters_are_shared_and_encode_what_the_generator_makes() {
+    use meshpilot_networking::cluster::{generate_clusters, generate_clusters_encoded};
+
+    let world = World::new(parse(&with_dns("dns1.example.com"), "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let snap = Snapshot::with_cache(build(&world), cache.clone());
+    let (one, two) = (sidecar("ns1", &[("app", "one")]), sidecar("ns1", &[("app", "two")]));
+    let proxies = [one.clone(), two.clone(), router("ns1", &[("istio", "ingressgateway")]), proxyless("ns1")];
+    for proxy in &proxies {
+        let expected = generate_clusters(&snap, proxy, &[]).resources;
+        assert!(!expected.is_empty(), "{:?} gets clusters", proxy.kind);
+        assert_eq!(decoded_clusters(&snap, proxy, &[]), expected, "{:?}", proxy.kind);
+        let names = [outbound("a.ns1.svc.cluster.local"), "nowhere".to_string()];
+        assert_eq!(decoded_clusters(&snap, proxy, &names), generate_clusters(&snap, proxy, &names).resources);
+    }
+    let a = outbound("a.ns1.svc.cluster.local");
+    let find = |proxy| {
+        let all = generate_clusters_encoded(&snap, proxy, &[]).resources;
+        all.into_iter().find(|c| c.name == a).expect("cluster of service a")
+    };
+    assert!(Arc::ptr_eq(&find(&one).encoded, &find(&two).encoded), "one outbound cluster for both sidecars");
+    assert_eq!(
+        cache.outbound_cluster_sets(),
+        3,
+        "sidecars share one set; the router and proxyless have theirs"
+    );
+}
+
+/// Outbound clusters depend on endpoints (a DNS cluster carries its hosts), so an endpoint-only
+/// snapshot of the same generation gets new ones; an older snapshot is still answered with its own
+/// endpoints, without replacing the newer entries.
+#[test]
+fn outbound_clusters_follow_endpoint_only_snapshots() {
+    use meshpilot_networking::cluster::generate_clusters_encoded;
+
+    let world = World::new(parse(&with_dns("dns1.example.com"), "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let push = build(&world);
+    let first = Snapshot::with_cache(push.clone(), cache.clone());
+    let proxy = sidecar("ns1", &[]);
+    let dns = outbound("dns.example.com");
+    let dns_cluster = |snap: &Snapshot| {
+        let found = decoded_clusters(snap, &proxy, &[]).into_iter().find(|c| c.name == dns);
+        format!("{:?}", found.expect("the DNS cluster"))
+    };
+    assert!(dns_cluster(&first).contains("dns1.example.com"));
+
+    let moved = World::new(parse(&with_dns("dns2.example.com"), "default"));
+    let next = Snapshot::with_cache(
+        Arc::new(push.with_endpoints(&moved.discovery, &[("dns.example.com".into(), "ns1".into())], "v2")),
+        cache.clone(),
+    );
+    assert_eq!(next.config_generation(), first.config_generation());
+    let now = dns_cluster(&next);
+    assert!(now.contains("dns2.example.com") && !now.contains("dns1.example.com"), "{now}");
+    let held = generate_clusters_encoded(&next, &proxy, &[]).resources;
+
+    assert!(dns_cluster(&first).contains("dns1.example.com"), "the older snapshot keeps its endpoints");
+    let again = generate_clusters_encoded(&next, &proxy, &[]).resources;
+    for (x, y) in held.iter().zip(&again) {
+        if x.name.starts_with("outbound|") {
+            assert!(Arc::ptr_eq(&x.encoded, &y.encoded), "{} still shared after the older lookup", x.name);
+        }
+    }
+}
+
+/// A DestinationRule that selects workloads makes the outbound clusters depend on the sidecar's labels.
+#[test]
+fn a_workload_selecting_destination_rule_splits_the_shared_clusters() {
+    let text = mesh()
+        + r#"
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: a-one, namespace: ns1}
+spec:
+  host: a.ns1.svc.cluster.local
+  workloadSelector: {matchLabels: {app: one}}
+  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+"#;
+    let world = World::new(parse(&text, "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let snap = Snapshot::with_cache(build(&world), cache.clone());
+    let a = outbound("a.ns1.svc.cluster.local");
+    let policy = |labels: &[(&str, &str)]| {
+        let all = decoded_clusters(&snap, &sidecar("ns1", labels), &[]);
+        all.into_iter().find(|c| c.name == a).expect("cluster of service a").lb_policy
+    };
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
+    // Istio's default is LEAST_REQUEST; the rule selects only `app: one`.
+    assert_eq!(policy(&[("app", "one")]), LbPolicy::RoundRobin as i32);
+    assert_eq!(policy(&[("app", "two")]), LbPolicy::LeastRequest as i32);
+    assert_eq!(cache.outbound_cluster_sets(), 2);
+}

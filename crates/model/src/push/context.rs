@@ -283,6 +283,10 @@ pub type ScopeKey = (String, Option<ConfigKey>);
 /// Source of [`PushContext::config_generation`]: one number per config build, process-wide.
 static CONFIG_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// Source of [`PushContext::snapshot_id`]: one number per snapshot (config build or endpoint update),
+/// process-wide.
+static SNAPSHOT_ID: AtomicU64 = AtomicU64::new(0);
+
 /// An immutable snapshot of config and services with the indexes the generators use (Istio's
 /// `PushContext`). Plain data: any thread reads it without locks. Cheap to share: hold it in an `Arc`;
 /// every part is itself shared. What is derived per proxy (sidecar scopes, route tables, merged gateway
@@ -296,6 +300,7 @@ pub struct PushContext {
     pub(crate) services: Arc<ServiceIndex>,
     endpoints: Arc<EndpointIndex>,
     config_generation: u64,
+    snapshot_id: u64,
     generated: Arc<GeneratedConfig>,
 }
 
@@ -644,6 +649,7 @@ impl PushContext {
             services: Arc::new(services),
             endpoints: Arc::new(endpoints),
             config_generation: CONFIG_GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
+            snapshot_id: SNAPSHOT_ID.fetch_add(1, Ordering::Relaxed) + 1,
             generated: Arc::new(generated),
         }
     }
@@ -682,6 +688,7 @@ impl PushContext {
             endpoints: Arc::new(endpoints),
             // Scopes, route configurations and gateway servers do not depend on endpoints.
             config_generation: self.config_generation,
+            snapshot_id: SNAPSHOT_ID.fetch_add(1, Ordering::Relaxed) + 1,
             generated: self.generated.clone(),
         }
     }
@@ -697,6 +704,14 @@ impl PushContext {
     /// generation, so caches key by it.
     pub fn config_generation(&self) -> u64 {
         self.config_generation
+    }
+
+    /// The snapshot's number: unique to each snapshot, [`PushContext::new`] and
+    /// [`PushContext::with_endpoints`] alike (increasing in build order, process-wide). What depends on
+    /// endpoints as well as config (outbound clusters: DNS clusters carry their endpoints, mTLS
+    /// settings name the endpoints' identities) is cached by it.
+    pub fn snapshot_id(&self) -> u64 {
+        self.snapshot_id
     }
 
     /// Mesh settings.
