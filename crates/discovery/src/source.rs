@@ -375,8 +375,8 @@ pub fn generate_type(
             )
         }
         type_url::LISTENER => {
-            let g = networking::listener::generate_listeners(push, proxy, names);
-            (g.resources.iter().map(|l: &Listener| Resource::new(l.name.clone(), l)).collect(), g.findings)
+            let g = networking::listener::generate_listeners_encoded(push, proxy, names);
+            (g.resources.into_iter().map(|l| shared_resource::<Listener>(&l)).collect(), g.findings)
         }
         type_url::ROUTE => {
             let g = networking::rds::generate_routes_encoded(push, proxy, names);

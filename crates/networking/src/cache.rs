@@ -162,6 +162,20 @@ pub(crate) struct OutboundClustersKey {
 /// shared by every proxy with the same [`OutboundClustersKey`] in one snapshot.
 pub(crate) type SharedClusters = Arc<(Vec<EncodedResource>, Vec<Finding>)>;
 
+/// What a sidecar's `virtualInbound` listener depends on within one generation when it has no Sidecar
+/// `ingress` entries (its ports are then its service instances' target ports): each port with its
+/// protocol and mTLS mode, the passthrough chains' mode, whether it has workload certificates (client
+/// certificate forwarding), the policies selected for it ([`SecurityKey`]; `None`: none) and its bind
+/// address. Not its own IP: replicas of a workload share one listener.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct VirtualInboundKey {
+    pub ports: Vec<(u32, crate::inbound::InboundProtocol, Option<model::push::MtlsMode>)>,
+    pub passthrough: Option<model::push::MtlsMode>,
+    pub certified: bool,
+    pub security: Option<SecurityKey>,
+    pub bind_address: String,
+}
+
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per
 /// control plane (the DiscoveryServer's source owns it); cheap to share in an `Arc`. Its lock is held
 /// only for map lookups and inserts, never while a value is computed.
@@ -201,6 +215,7 @@ struct CacheState {
     assignments_pruned_at: usize,
     gateways: HashMap<GatewayKey, SharedGatewayServers>,
     security: HashMap<SecurityKey, Arc<crate::policy::SecurityFilters>>,
+    inbound: HashMap<VirtualInboundKey, Arc<Encoded>>,
     /// The snapshot ([`PushContext::snapshot_id`]) `clusters` holds entries for: outbound clusters
     /// depend on endpoints, so within a generation they are kept per snapshot.
     clusters_snapshot: u64,
@@ -304,6 +319,11 @@ impl GenerationCache {
     /// latest snapshot), for tests and debugging.
     pub fn outbound_cluster_sets(&self) -> usize {
         self.lock().clusters.len()
+    }
+
+    /// Shared `virtualInbound` listeners currently held ([`VirtualInboundKey`]), for tests and debugging.
+    pub fn virtual_inbound_listeners(&self) -> usize {
+        self.lock().inbound.len()
     }
 
     /// ClusterLoadAssignments currently held ([`GenerationCache::assignment`]), for tests and debugging.
@@ -546,6 +566,15 @@ impl Snapshot {
 
     pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
         self.cache.gateway_servers(&self.push, proxy)
+    }
+
+    /// The encoded `virtualInbound` listener for `key`, made by `make` once per generation, then shared.
+    pub(crate) fn virtual_inbound(
+        &self,
+        key: VirtualInboundKey,
+        make: impl FnOnce() -> Arc<Encoded>,
+    ) -> Arc<Encoded> {
+        self.cache.get_or_make(&self.push, key, |s| &mut s.inbound, make)
     }
 
     pub(crate) fn outbound_clusters(

@@ -19,6 +19,8 @@
 //! `x-forwarded-client-cert` handled as Istio's sidecar inbound: `APPEND_FORWARD` with the client
 //! certificate's subject, URI and DNS SANs (so the application sees the caller's SPIFFE id).
 
+use std::sync::Arc;
+
 use envoy_types::pb::envoy::{
     config::{
         core::v3::TrafficDirection as EnvoyDirection,
@@ -43,8 +45,11 @@ use model::{
     },
 };
 
+use prost::Message as _;
+
 use crate::{
     Snapshot,
+    cache::{Encoded, SecurityKey, VirtualInboundKey},
     convert::{address, boolv, transport_socket, u32v, zero_duration},
     filters::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
@@ -59,7 +64,7 @@ use crate::{
 };
 
 /// How an inbound port is served.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InboundProtocol {
     /// HTTP connection manager with an inline route to the inbound cluster.
     Http,
@@ -399,6 +404,34 @@ pub(crate) fn virtual_inbound(
         chains,
         true,
     )
+}
+
+/// [`virtual_inbound`], encoded. Without Sidecar `ingress` entries it is made once per generation and
+/// [`VirtualInboundKey`] and shared by every sidecar with the same ports, modes and policies (the
+/// listener names ports, not addresses, so the replicas of a workload get the same bytes).
+pub(crate) fn virtual_inbound_encoded(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+    security_key: Option<SecurityKey>,
+    security: &SecurityFilters,
+) -> Arc<Encoded> {
+    let make = || Arc::new(Encoded::new(virtual_inbound(push, proxy, scope, security).encode_to_vec()));
+    if !scope.ingress.is_empty() {
+        return make();
+    }
+    let policy = peer_authentication(push, proxy);
+    let key = VirtualInboundKey {
+        ports: inbound_ports(scope, proxy)
+            .iter()
+            .map(|(p, _)| (p.port, p.protocol, mode_for(&policy, p.port)))
+            .collect(),
+        passthrough: mode_for(&policy, 0),
+        certified: proxy.has_workload_certificates(),
+        security: security_key,
+        bind_address: proxy.bind_address.clone(),
+    };
+    push.virtual_inbound(key, make)
 }
 
 /// The listeners of Sidecar `ingress` entries that bind their port (`captureMode: NONE`, or the proxy

@@ -26,8 +26,11 @@ use envoy_types::pb::envoy::{
 };
 use model::{Protocol, service::Service};
 
+use prost::Message as _;
+
 use crate::{
     Snapshot,
+    cache::{Encoded, EncodedResource, SecurityKey},
     convert::{address, any, boolv, std_duration, transport_socket},
     filters::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, http_inspector,
@@ -37,8 +40,10 @@ use crate::{
     generated::Generated,
     naming::{
         BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
-        VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, listener_name, outbound_cluster_name,
+        VIRTUAL_INBOUND_LISTENER, VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, listener_name,
+        outbound_cluster_name,
     },
+    policy::SecurityFilters,
     tls,
 };
 use model::{
@@ -676,15 +681,75 @@ fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
     l
 }
 
-fn sidecar_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
-    let mut out = sidecar_outbound(push, proxy, findings);
+/// How a generator hands out its listeners: as messages, or encoded with `virtualInbound` shared.
+trait ListenerForm: Sized {
+    fn name(&self) -> &str;
+    /// A listener built for this proxy.
+    fn own(listener: Listener) -> Self;
+    /// The sidecar's `virtualInbound`.
+    fn virtual_inbound(
+        push: &Snapshot,
+        proxy: &ProxyContext,
+        scope: &SidecarScope,
+        security: (Option<SecurityKey>, &SecurityFilters),
+    ) -> Self;
+}
+
+impl ListenerForm for Listener {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn own(listener: Listener) -> Self {
+        listener
+    }
+
+    fn virtual_inbound(
+        push: &Snapshot,
+        proxy: &ProxyContext,
+        scope: &SidecarScope,
+        (_, security): (Option<SecurityKey>, &SecurityFilters),
+    ) -> Self {
+        crate::inbound::virtual_inbound(push, proxy, scope, security)
+    }
+}
+
+impl ListenerForm for EncodedResource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn own(listener: Listener) -> Self {
+        let encoded = Arc::new(Encoded::new(listener.encode_to_vec()));
+        EncodedResource { name: listener.name, encoded }
+    }
+
+    fn virtual_inbound(
+        push: &Snapshot,
+        proxy: &ProxyContext,
+        scope: &SidecarScope,
+        (key, security): (Option<SecurityKey>, &SecurityFilters),
+    ) -> Self {
+        EncodedResource {
+            name: VIRTUAL_INBOUND_LISTENER.to_string(),
+            encoded: crate::inbound::virtual_inbound_encoded(push, proxy, scope, key, security),
+        }
+    }
+}
+
+fn sidecar_listeners<T: ListenerForm>(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    findings: &mut Vec<Finding>,
+) -> Vec<T> {
+    let mut out: Vec<T> = sidecar_outbound(push, proxy, findings).into_iter().map(T::own).collect();
     let scope = push.sidecar_scope(proxy);
-    let security = crate::policy::security_filters(push, proxy);
+    let (key, security) = crate::policy::security_for(push, proxy);
     findings.extend(security.findings.iter().cloned());
-    out.extend(crate::inbound::ingress_listeners(push, proxy, &scope, &security));
+    out.extend(crate::inbound::ingress_listeners(push, proxy, &scope, &security).into_iter().map(T::own));
     if proxy.interception_mode != InterceptionMode::None {
-        out.push(virtual_outbound(push, proxy));
-        out.push(crate::inbound::virtual_inbound(push, proxy, &scope, &security));
+        out.push(T::own(virtual_outbound(push, proxy)));
+        out.push(T::virtual_inbound(push, proxy, &scope, (key, &security)));
     }
     out
 }
@@ -1001,22 +1066,40 @@ fn grpc_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Ve
 /// LDS for `proxy`, sorted by name; with `names` non-empty, only those (proxyless gRPC asks by name
 /// and gets listeners named exactly as asked).
 pub fn generate_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Listener> {
+    listeners_as(push, proxy, names)
+}
+
+/// LDS for `proxy`, encoded: [`generate_listeners`]'s listeners in protobuf wire format, where a
+/// sidecar's `virtualInbound` is made once per generation for every sidecar with the same inbound
+/// ports, modes and policies and shared (`cache::VirtualInboundKey`); the other listeners are made per
+/// proxy.
+pub fn generate_listeners_encoded(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    names: &[String],
+) -> Generated<EncodedResource> {
+    listeners_as(push, proxy, names)
+}
+
+fn listeners_as<T: ListenerForm>(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<T> {
     let mut findings = Vec::new();
-    let mut listeners = if proxy.proxyless_grpc {
-        grpc_listeners(push, proxy, names)
+    let mut listeners: Vec<T> = if proxy.proxyless_grpc {
+        grpc_listeners(push, proxy, names).into_iter().map(T::own).collect()
     } else {
         let mut all = match proxy.kind {
             ProxyKind::Sidecar => sidecar_listeners(push, proxy, &mut findings),
-            ProxyKind::Router => gateway_listeners(push, proxy, &mut findings),
+            ProxyKind::Router => {
+                gateway_listeners(push, proxy, &mut findings).into_iter().map(T::own).collect()
+            }
         };
         if !names.is_empty() {
-            all.retain(|l| names.iter().any(|n| n == &l.name));
+            all.retain(|l| names.iter().any(|n| n == l.name()));
         }
         all
     };
-    listeners.sort_by(|a, b| a.name.cmp(&b.name));
+    listeners.sort_by(|a, b| a.name().cmp(b.name()));
     let before = listeners.len();
-    listeners.dedup_by(|a, b| a.name == b.name);
+    listeners.dedup_by(|a, b| a.name() == b.name());
     if before != listeners.len() {
         findings.push(Finding {
             severity: Severity::Dropped,

@@ -61,13 +61,22 @@ fn is_custom(config: &Arc<Config>) -> bool {
 /// The security filters of `proxy` under `push` (the table in the module documentation); computed
 /// once per config generation and set of selected policies, then shared.
 pub fn security_filters(push: &Snapshot, proxy: &ProxyContext) -> Arc<SecurityFilters> {
+    security_for(push, proxy).1
+}
+
+/// [`security_filters`] with the key they are shared under (`None`: no policy selects the proxy, and
+/// the filters are empty).
+pub(crate) fn security_for(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+) -> (Option<SecurityKey>, Arc<SecurityFilters>) {
     if !push.has_security_policies() {
-        return Arc::default();
+        return (None, Arc::default());
     }
     let authz = push.authorization_policies(proxy);
     let authn = push.request_authentications(proxy);
     if authz.is_empty() && authn.is_empty() {
-        return Arc::default();
+        return (None, Arc::default());
     }
     let gateway = proxy.kind == model::push::ProxyKind::Router;
     let key = SecurityKey {
@@ -75,7 +84,8 @@ pub fn security_filters(push: &Snapshot, proxy: &ProxyContext) -> Arc<SecurityFi
         authorization: authz.iter().map(|c| c.key()).collect(),
         authentication: authn.iter().map(|c| c.key()).collect(),
     };
-    push.security_filters(key, || build(push, &authz, &authn, gateway))
+    let filters = push.security_filters(key.clone(), || build(push, &authz, &authn, gateway));
+    (Some(key), filters)
 }
 
 fn build(push: &Snapshot, authz: &[Arc<Config>], authn: &[Arc<Config>], gateway: bool) -> SecurityFilters {

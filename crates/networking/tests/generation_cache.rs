@@ -360,3 +360,137 @@ spec:
     assert_eq!(policy(&[("app", "two")]), LbPolicy::LeastRequest as i32);
     assert_eq!(cache.outbound_cluster_sets(), 2);
 }
+
+/// Two replicas of `web` (10.0.1.1, 10.0.1.2; HTTP 80 and TCP 9000), `db` (10.0.2.1; HTTP 80), and
+/// `policies` appended (PeerAuthentication, AuthorizationPolicy documents).
+fn workloads(policies: &str) -> String {
+    mesh()
+        + r#"
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: ns1}
+spec:
+  hosts: [web.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.1.1, labels: {app: web}}, {address: 10.0.1.2, labels: {app: web}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: ns1}
+spec:
+  hosts: [db.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.2.1, labels: {app: db}}]
+---
+"# + policies
+}
+
+/// A sidecar of `app` at `ip` with its service instances, with workload certificates when `certified`.
+fn replica(world: &World, app: &str, ip: &str, certified: bool) -> model::push::ProxyContext {
+    let mut p = sidecar("ns1", &[("app", app)]);
+    p.ips = vec![ip.to_string()];
+    p.set_instances_from(&world.discovery);
+    assert!(!p.service_instances.is_empty(), "{ip} is an endpoint");
+    p.workload_certificates = certified;
+    p
+}
+
+/// `generate_listeners_encoded`, decoded, with the shared `virtualInbound` of the result.
+fn decoded_listeners(
+    push: &Snapshot,
+    proxy: &model::push::ProxyContext,
+) -> (
+    Vec<envoy_types::pb::envoy::config::listener::v3::Listener>,
+    Option<Arc<meshpilot_networking::cache::Encoded>>,
+) {
+    use prost::Message;
+    let encoded = meshpilot_networking::listener::generate_listeners_encoded(push, proxy, &[]).resources;
+    let inbound = encoded.iter().find(|l| l.name == "virtualInbound").map(|l| l.encoded.clone());
+    let listeners = encoded
+        .iter()
+        .map(|l| envoy_types::pb::envoy::config::listener::v3::Listener::decode(l.bytes()).expect("decodes"))
+        .collect();
+    (listeners, inbound)
+}
+
+/// The encoded LDS decodes to what the message generator makes, for replicas, other workloads, routers
+/// and proxyless clients, with and without workload certificates and policies; replicas of one workload
+/// share one `virtualInbound`, and what tells sidecars apart (ports, certificates, the mTLS mode and
+/// the policies selecting them) gives them their own.
+#[test]
+fn virtual_inbound_is_shared_by_replicas_and_encodes_what_the_generator_makes() {
+    use meshpilot_networking::listener::generate_listeners;
+
+    let policies = r#"
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: db-strict, namespace: ns1}
+spec:
+  selector: {matchLabels: {app: db}}
+  mtls: {mode: STRICT}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: web-deny, namespace: ns1}
+spec:
+  selector: {matchLabels: {app: web}}
+  action: DENY
+  rules: [{to: [{operation: {paths: ["/admin"]}}]}]
+"#;
+    for text in [workloads(""), workloads(policies)] {
+        let world = World::new(parse(&text, "default"));
+        let cache = Arc::new(GenerationCache::new());
+        let snap = Snapshot::with_cache(build(&world), cache.clone());
+        let web1 = replica(&world, "web", "10.0.1.1", true);
+        let web2 = replica(&world, "web", "10.0.1.2", true);
+        let web_plain = replica(&world, "web", "10.0.1.2", false);
+        let db = replica(&world, "db", "10.0.2.1", true);
+        let others = [router("ns1", &[("istio", "ingressgateway")]), proxyless("ns1")];
+        let mut inbound = Vec::new();
+        for proxy in [&web1, &web2, &web_plain, &db].into_iter().chain(&others) {
+            let (decoded, shared) = decoded_listeners(&snap, proxy);
+            assert_eq!(decoded, generate_listeners(&snap, proxy, &[]).resources, "{:?}", proxy.ips);
+            inbound.push(shared);
+        }
+        let [w1, w2, plain, d, router, grpc] = &inbound[..] else { unreachable!() };
+        let (w1, w2, plain, d) =
+            (w1.as_ref().unwrap(), w2.as_ref().unwrap(), plain.as_ref().unwrap(), d.as_ref().unwrap());
+        assert!(Arc::ptr_eq(w1, w2), "replicas of web share virtualInbound");
+        assert!(!Arc::ptr_eq(w1, plain), "without certificates: plaintext chains of its own");
+        assert!(!Arc::ptr_eq(w1, d), "db has other ports");
+        assert!(router.is_none() && grpc.is_none(), "no virtualInbound for routers and proxyless clients");
+        assert_eq!(cache.virtual_inbound_listeners(), 3);
+    }
+}
+
+/// A policy change is a new generation: the shared `virtualInbound` is made again from it.
+#[test]
+fn virtual_inbound_follows_a_new_generation() {
+    let deny = r#"
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: web-deny, namespace: ns1}
+spec:
+  selector: {matchLabels: {app: web}}
+  action: DENY
+  rules: [{to: [{operation: {paths: ["/admin"]}}]}]
+"#;
+    let cache = Arc::new(GenerationCache::new());
+    let before = World::new(parse(&workloads(""), "default"));
+    let first = Snapshot::with_cache(build(&before), cache.clone());
+    let (_, open) = decoded_listeners(&first, &replica(&before, "web", "10.0.1.1", true));
+    let after = World::new(parse(&workloads(deny), "default"));
+    let second = Snapshot::with_cache(build(&after), cache.clone());
+    let (_, denied) = decoded_listeners(&second, &replica(&after, "web", "10.0.1.2", true));
+    let has_rule = |bytes: &[u8]| bytes.windows(6).any(|w| w == b"/admin");
+    assert!(!has_rule(open.unwrap().bytes()), "no policy before");
+    assert!(
+        has_rule(denied.unwrap().bytes()),
+        "the RBAC rule (in the filters' Any) reaches the shared listener"
+    );
+}
