@@ -51,6 +51,11 @@ impl Encoded {
         Encoded { bytes, version: OnceLock::new() }
     }
 
+    /// `message` in protobuf wire format, ready to share.
+    pub fn of(message: &impl prost::Message) -> Arc<Encoded> {
+        Arc::new(Encoded::new(message.encode_to_vec()))
+    }
+
     /// The encoded message.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
@@ -144,7 +149,8 @@ pub(crate) struct SidecarRouteKey {
 
 /// What a proxy's outbound clusters depend on besides the snapshot (config, services and endpoints):
 /// the scope (services imported, DestinationRules visible from the namespace), the workload labels
-/// only when a DestinationRule of the namespace selects workloads (as [`SidecarRouteKey`]), the proxy
+/// only when the scope can tell workloads apart (the rule of [`SidecarRouteKey`]: a DestinationRule of
+/// the namespace selects workloads, or an imported VirtualService matches `sourceLabels`), the proxy
 /// kind (routers keep their own TLS rules; sniffed ports are sidecar-only), proxyless gRPC (its
 /// translation), workload certificates (ISTIO_MUTUAL and auto mTLS) and an IPv6-only proxy (the
 /// DNS lookup family of DNS clusters).

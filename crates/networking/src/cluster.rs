@@ -20,7 +20,7 @@
 //! auto mTLS (`transport_socket_matches` on the endpoints' `tlsMode`) to mesh-internal EDS and DNS
 //! clusters when the mesh enables it. Everything else is reported.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use api::networking::destination_rule::{
     ClientTlsSettings, ConnectionPoolSettings, DestinationRule, LoadBalancerSettings, OutlierDetection,
@@ -60,8 +60,6 @@ use model::{
     ConfigKey, Protocol,
     service::{Labels, Port, Resolution, Service, labels_match},
 };
-
-use prost::Message as _;
 
 use crate::{
     Snapshot,
@@ -1253,18 +1251,18 @@ pub fn generate_clusters_encoded(
     };
     let shared = push.outbound_clusters(key, || {
         let mut found = Vec::new();
-        let encoded = outbound_for(push, proxy, &mut found).iter().map(encode).collect();
+        let encoded = outbound_for(push, proxy, &mut found).iter().map(shared_form).collect();
         (encoded, found)
     });
     findings.extend(shared.1.iter().cloned());
     let mut clusters = shared.0.clone();
-    clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(encode));
+    clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(shared_form));
     let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
     Generated::new(clusters, findings)
 }
 
-fn encode(cluster: &Cluster) -> EncodedResource {
-    EncodedResource { name: cluster.name.clone(), encoded: Arc::new(Encoded::new(cluster.encode_to_vec())) }
+fn shared_form(cluster: &Cluster) -> EncodedResource {
+    EncodedResource { name: cluster.name.clone(), encoded: Encoded::of(cluster) }
 }
 
 /// Names of the EDS clusters [`generate_clusters`] makes for `proxy` (what EDS serves).

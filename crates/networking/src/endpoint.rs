@@ -257,7 +257,7 @@ pub fn generate_endpoints_encoded(
             None if known_only => continue,
             source => {
                 let cla = assignment_of(push, name, source.as_ref(), tls_metadata, &mut findings);
-                Arc::new(Encoded::new(cla.encode_to_vec()))
+                Encoded::of(&cla)
             }
         };
         out.push(EncodedResource { name: name.clone(), encoded });

@@ -45,8 +45,6 @@ use model::{
     },
 };
 
-use prost::Message as _;
-
 use crate::{
     Snapshot,
     cache::{Encoded, SecurityKey, VirtualInboundKey},
@@ -416,7 +414,7 @@ pub(crate) fn virtual_inbound_encoded(
     security_key: Option<SecurityKey>,
     security: &SecurityFilters,
 ) -> Arc<Encoded> {
-    let make = || Arc::new(Encoded::new(virtual_inbound(push, proxy, scope, security).encode_to_vec()));
+    let make = || Encoded::of(&virtual_inbound(push, proxy, scope, security));
     if !scope.ingress.is_empty() {
         return make();
     }

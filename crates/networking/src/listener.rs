@@ -26,8 +26,6 @@ use envoy_types::pb::envoy::{
 };
 use model::{Protocol, service::Service};
 
-use prost::Message as _;
-
 use crate::{
     Snapshot,
     cache::{Encoded, EncodedResource, SecurityKey},
@@ -720,7 +718,7 @@ impl ListenerForm for EncodedResource {
     }
 
     fn own(listener: Listener) -> Self {
-        let encoded = Arc::new(Encoded::new(listener.encode_to_vec()));
+        let encoded = Encoded::of(&listener);
         EncodedResource { name: listener.name, encoded }
     }
 

@@ -400,6 +400,17 @@ fn replica(world: &World, app: &str, ip: &str, certified: bool) -> model::push::
     p
 }
 
+/// An AuthorizationPolicy denying `/admin` on the `web` workload.
+const WEB_DENY: &str = r#"
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: web-deny, namespace: ns1}
+spec:
+  selector: {matchLabels: {app: web}}
+  action: DENY
+  rules: [{to: [{operation: {paths: ["/admin"]}}]}]
+"#;
+
 /// `generate_listeners_encoded`, decoded, with the shared `virtualInbound` of the result.
 fn decoded_listeners(
     push: &Snapshot,
@@ -434,15 +445,10 @@ spec:
   selector: {matchLabels: {app: db}}
   mtls: {mode: STRICT}
 ---
-apiVersion: security.istio.io/v1
-kind: AuthorizationPolicy
-metadata: {name: web-deny, namespace: ns1}
-spec:
-  selector: {matchLabels: {app: web}}
-  action: DENY
-  rules: [{to: [{operation: {paths: ["/admin"]}}]}]
-"#;
-    for text in [workloads(""), workloads(policies)] {
+"#
+    .to_string()
+        + WEB_DENY;
+    for text in [workloads(""), workloads(&policies)] {
         let world = World::new(parse(&text, "default"));
         let cache = Arc::new(GenerationCache::new());
         let snap = Snapshot::with_cache(build(&world), cache.clone());
@@ -471,20 +477,11 @@ spec:
 /// A policy change is a new generation: the shared `virtualInbound` is made again from it.
 #[test]
 fn virtual_inbound_follows_a_new_generation() {
-    let deny = r#"
-apiVersion: security.istio.io/v1
-kind: AuthorizationPolicy
-metadata: {name: web-deny, namespace: ns1}
-spec:
-  selector: {matchLabels: {app: web}}
-  action: DENY
-  rules: [{to: [{operation: {paths: ["/admin"]}}]}]
-"#;
     let cache = Arc::new(GenerationCache::new());
     let before = World::new(parse(&workloads(""), "default"));
     let first = Snapshot::with_cache(build(&before), cache.clone());
     let (_, open) = decoded_listeners(&first, &replica(&before, "web", "10.0.1.1", true));
-    let after = World::new(parse(&workloads(deny), "default"));
+    let after = World::new(parse(&workloads(WEB_DENY), "default"));
     let second = Snapshot::with_cache(build(&after), cache.clone());
     let (_, denied) = decoded_listeners(&second, &replica(&after, "web", "10.0.1.2", true));
     let has_rule = |bytes: &[u8]| bytes.windows(6).any(|w| w == b"/admin");
