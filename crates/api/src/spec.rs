@@ -74,12 +74,16 @@ struct_codec!(
 macro_rules! specs {
     ($( $kind:ident => $ty:ty ),+ $(,)?) => {
         /// The typed spec of one config object. One variant per [`Kind`].
+        ///
+        /// Every variant is boxed, so a `Spec` is two words whatever the kind: the specs differ
+        /// in size from 48 bytes to 1,200 (a DestinationRule's inline traffic policy), and an
+        /// unboxed enum made every WorkloadEntry as large as the largest (BENCHMARKS.md, "Idle memory
+        /// per object").
         #[derive(Clone, Debug, PartialEq)]
-        #[allow(clippy::large_enum_variant)] // held once per object; boxing would add an indirection on every read
         pub enum Spec {
             $(
                 #[doc = concat!("A ", stringify!($kind), " spec.")]
-                $kind($ty),
+                $kind(Box<$ty>),
             )+
         }
 
@@ -98,8 +102,8 @@ macro_rules! specs {
                 match kind {
                     $(
                         Kind::$kind => match node {
-                            Some(node) => from_node::<$ty>(node, "spec").map(|(s, u)| (Spec::$kind(s), u)),
-                            None => Ok((Spec::$kind(<$ty>::default()), Vec::new())),
+                            Some(node) => from_node::<$ty>(node, "spec").map(|(s, u)| (Spec::$kind(Box::new(s)), u)),
+                            None => Ok((Spec::$kind(Box::default()), Vec::new())),
                         },
                     )+
                 }
@@ -114,7 +118,7 @@ macro_rules! specs {
             /// The spec as protobuf bytes: the spec message of [`crate::Schema::proto`] for Istio's
             /// kinds, a `google.protobuf.Struct` of the spec's JSON for the Gateway API kinds.
             pub fn encode_proto(&self) -> Vec<u8> {
-                match self { $( Spec::$kind(s) => ProtoCodec::encode_proto(s), )+ }
+                match self { $( Spec::$kind(s) => ProtoCodec::encode_proto(&**s), )+ }
             }
 
             /// Decodes protobuf bytes of kind `kind` (as [`Spec::encode_proto`] writes them).
@@ -122,7 +126,7 @@ macro_rules! specs {
             /// # Errors
             /// Malformed protobuf, or a Gateway API Struct that does not fit the kind.
             pub fn decode_proto(kind: Kind, bytes: &[u8]) -> Result<Spec, ProtoDecodeError> {
-                Ok(match kind { $( Kind::$kind => Spec::$kind(<$ty as ProtoCodec>::decode_proto(bytes)?), )+ })
+                Ok(match kind { $( Kind::$kind => Spec::$kind(Box::new(<$ty as ProtoCodec>::decode_proto(bytes)?)), )+ })
             }
         }
     };

@@ -93,7 +93,7 @@ impl LatencyRig {
         let (tx, rx) = mpsc::channel();
         source.register_event_handler(
             Kind::VirtualService,
-            Arc::new(move |_, new: &model::Config, _| {
+            Arc::new(move |_, new: &Arc<model::Config>, _| {
                 if new.meta.namespace == "bench" {
                     let _ = tx.send(Instant::now());
                 }

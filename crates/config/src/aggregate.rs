@@ -96,7 +96,7 @@ impl Aggregate {
                 let weak: Weak<Inner> = Arc::downgrade(&inner);
                 source.register_event_handler(
                     *kind,
-                    Arc::new(move |_old: Option<&Config>, new: &Config, _event| {
+                    Arc::new(move |_old: Option<&Arc<Config>>, new: &Arc<Config>, _event| {
                         if let Some(inner) = weak.upgrade() {
                             inner.source_changed(index, new.key());
                         }

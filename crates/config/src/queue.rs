@@ -88,6 +88,9 @@ pub struct HandlerId(u64);
 
 type EntryId = (HandlerId, ConfigKey);
 
+/// Entries the queue keeps room for once drained (a full load can reserve hundreds of thousands).
+const IDLE_CAPACITY: usize = 64;
+
 /// A coalescing, retrying event queue with one worker. Cheap to clone (a handle).
 #[derive(Clone)]
 pub struct Queue {
@@ -370,8 +373,8 @@ impl Queue {
     }
 }
 
-fn derive_event(entry: &Entry) -> Option<(Option<&Config>, &Config, Event)> {
-    match (entry.before.as_deref(), entry.latest.as_deref()) {
+fn derive_event(entry: &Entry) -> Option<(Option<&Arc<Config>>, &Arc<Config>, Event)> {
+    match (entry.before.as_ref(), entry.latest.as_ref()) {
         (None, Some(new)) => Some((None, new, Event::Add)),
         (Some(old), Some(new)) => (!is_noop(entry.before.as_ref(), entry.latest.as_ref())).then_some((
             Some(old),
@@ -457,6 +460,10 @@ impl State {
                 .map(|(_, f)| f.clone());
             return Next::Task(Task { id, entry, handler });
         }
+        // Drained: give back what a burst (a full load queues an entry per object and handler)
+        // made the queue reserve, instead of holding its peak for the life of the process.
+        self.ready.shrink_to(IDLE_CAPACITY);
+        self.entries.shrink_to(IDLE_CAPACITY);
         Next::Wait(self.delayed.peek().map(|Reverse((due, _, _))| *due))
     }
 
@@ -488,7 +495,7 @@ mod tests {
         spec.selector.insert("app".into(), selector.into());
         Arc::new(Config {
             meta: ConfigMeta { name: name.into(), namespace: "default".into(), ..ConfigMeta::default() },
-            spec: Spec::Gateway(spec),
+            spec: Spec::Gateway(Box::new(spec)),
             status: None,
         })
     }
@@ -497,7 +504,7 @@ mod tests {
 
     fn recorder(log: &Log) -> EventHandler {
         let log = log.clone();
-        Arc::new(move |_old: Option<&Config>, new: &Config, event| {
+        Arc::new(move |_old: Option<&Arc<Config>>, new: &Arc<Config>, event| {
             let Spec::Gateway(g) = &new.spec else { unreachable!() };
             log.lock().unwrap().push((event, new.meta.name.clone(), g.selector["app"].clone()));
             Ok(())
@@ -527,7 +534,7 @@ mod tests {
             let fail_first = fail_first.clone();
             queue.register(
                 Kind::Gateway,
-                Arc::new(move |_, new: &Config, event| {
+                Arc::new(move |_, new: &Arc<Config>, event| {
                     let Spec::Gateway(g) = &new.spec else { unreachable!() };
                     calls.lock().unwrap().push((Instant::now(), event, g.selector["app"].clone()));
                     if fail_first.load(Ordering::SeqCst) > 0 {

@@ -238,10 +238,10 @@ mod tests {
                 creation_timestamp: None,
                 domain_suffix: "cluster.local".into(),
             },
-            spec: api::Spec::VirtualService(api::networking::VirtualService {
+            spec: api::Spec::VirtualService(Box::new(api::networking::VirtualService {
                 hosts: vec![host.into()],
                 ..Default::default()
-            }),
+            })),
             status: None,
         }
     }

@@ -186,7 +186,7 @@ fn gateway(
     let spec = Gateway { servers, selector: settings.gateway_selector() };
     Config {
         meta: meta(Kind::Gateway, gateway_name(name, namespace), settings.namespace.clone(), domain_suffix),
-        spec: Spec::Gateway(spec),
+        spec: Spec::Gateway(Box::new(spec)),
         status: None,
     }
 }
@@ -234,7 +234,7 @@ fn virtual_service(
         http,
         ..VirtualService::default()
     };
-    Config { meta, spec: Spec::VirtualService(spec), status: None }
+    Config { meta, spec: Spec::VirtualService(Box::new(spec)), status: None }
 }
 
 /// Length of the route's URI match and whether it is exact (Istio's `getMatchURILength`; no match: 0).

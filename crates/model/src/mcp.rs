@@ -79,10 +79,10 @@ mod tests {
                 creation_timestamp: Some("2026-11-21T05:00:00Z".into()),
                 domain_suffix: "cluster.local".into(),
             },
-            spec: Spec::VirtualService(VirtualService {
+            spec: Spec::VirtualService(Box::new(VirtualService {
                 hosts: hosts.iter().map(|h| h.to_string()).collect(),
                 ..Default::default()
-            }),
+            })),
             status: None,
         }
     }

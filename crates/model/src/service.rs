@@ -492,7 +492,8 @@ pub struct Endpoint {
     /// Port on the workload (0 for Unix sockets).
     pub endpoint_port: u32,
     /// Workload labels plus the topology labels Istio adds (region, zone, subzone, cluster, network).
-    pub labels: Labels,
+    /// Shared: a workload's endpoints (one per service port, per selecting service) hold one map.
+    pub labels: Arc<Labels>,
     /// SPIFFE identity (`spiffe://<trust domain>/ns/<ns>/sa/<account>`), or empty.
     pub service_account: String,
     /// Network the endpoint is on; empty for the default network.

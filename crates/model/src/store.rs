@@ -63,8 +63,11 @@ pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 /// Returning `Err` asks the source to deliver the event again after a delay (merged with any later
 /// change of the same object). Handlers are called from the source's worker, one at a time: keep them
 /// short and never block on the source itself.
+///
+/// The objects are passed as the source's shared `Arc`s, so a handler that keeps an object (a
+/// registry's index) holds the source's copy instead of cloning it.
 pub type EventHandler =
-    Arc<dyn Fn(Option<&Config>, &Config, Event) -> Result<(), HandlerError> + Send + Sync>;
+    Arc<dyn Fn(Option<&Arc<Config>>, &Arc<Config>, Event) -> Result<(), HandlerError> + Send + Sync>;
 
 /// A boxed future returned by [`ConfigStoreController::run`].
 pub type RunFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

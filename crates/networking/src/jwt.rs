@@ -173,7 +173,7 @@ fn build(policies: &[Arc<Config>], jwks: &dyn JwksSource, clear_route_cache: boo
     let mut rules: Vec<SourcedRule<'_>> = policies
         .iter()
         .filter_map(|config| match &config.spec {
-            api::spec::Spec::RequestAuthentication(spec) => Some((config.as_ref(), spec)),
+            api::spec::Spec::RequestAuthentication(spec) => Some((config.as_ref(), &**spec)),
             _ => None,
         })
         .flat_map(|(config, spec): (&Config, &RequestAuthentication)| {

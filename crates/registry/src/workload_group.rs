@@ -103,7 +103,7 @@ pub fn workload_entry_from_group(group: &Config, proxy: &AutoRegistration) -> Op
             domain_suffix: group.meta.domain_suffix.clone(),
             ..ConfigMeta::default()
         },
-        spec: Spec::WorkloadEntry(entry),
+        spec: Spec::WorkloadEntry(Box::new(entry)),
         status: None,
     })
 }

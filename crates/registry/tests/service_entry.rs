@@ -80,7 +80,7 @@ fn static_endpoints_serve_every_port_with_their_port_mapping() {
     assert_eq!(first.workload_name, "payments-0");
     assert_eq!(first.namespace, "shop");
     assert_eq!(
-        first.labels,
+        *first.labels,
         labels(&[
             ("version", "v1"),
             ("topology.kubernetes.io/region", "eu-west"),

@@ -68,7 +68,7 @@ fn selector_picks_workload_entries_of_its_namespace_with_their_ports_weights_and
     assert_eq!(vm1.service_account, "spiffe://cluster.local/ns/vms/sa/vm-app");
     assert_eq!(vm1.tls_mode, TLS_MODE_ISTIO);
     assert_eq!(
-        vm1.labels,
+        *vm1.labels,
         labels(&[
             ("app", "vm-app"),
             ("version", "v1"),

@@ -20,7 +20,7 @@ use crate::{
 
 fn gateways<'a>(ctx: &'a Context<'_>) -> impl Iterator<Item = (&'a IstioResource, &'a Gateway)> {
     ctx.istio(Kind::Gateway).filter_map(|r| match r.spec() {
-        Spec::Gateway(g) => Some((r, g)),
+        Spec::Gateway(g) => Some((r, &**g)),
         _ => None,
     })
 }

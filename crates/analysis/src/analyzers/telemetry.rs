@@ -27,7 +27,7 @@ fn telemetries<'a>(
     ctx: &Context<'a>,
 ) -> impl Iterator<Item = (&'a IstioResource, &'a api::telemetry::Telemetry)> + 'a {
     ctx.resources().istio(api::Kind::Telemetry).filter_map(|c| match c.spec() {
-        api::Spec::Telemetry(t) => Some((c, t)),
+        api::Spec::Telemetry(t) => Some((c, &**t)),
         _ => None,
     })
 }

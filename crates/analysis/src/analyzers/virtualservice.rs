@@ -85,7 +85,7 @@ fn virtual_services<'a>(
     ctx: &'a Context<'_>,
 ) -> impl Iterator<Item = (&'a IstioResource, &'a VirtualService)> {
     ctx.istio(Kind::VirtualService).filter_map(|r| match r.spec() {
-        Spec::VirtualService(vs) => Some((r, vs)),
+        Spec::VirtualService(vs) => Some((r, &**vs)),
         _ => None,
     })
 }

@@ -29,7 +29,7 @@ pub fn mk_gateway(namespace: &str, name: &str, selector: &str) -> Config {
     spec.selector.insert("app".into(), selector.into());
     Config {
         meta: ConfigMeta { name: name.into(), namespace: namespace.into(), ..ConfigMeta::default() },
-        spec: Spec::Gateway(spec),
+        spec: Spec::Gateway(Box::new(spec)),
         status: None,
     }
 }
@@ -81,8 +81,8 @@ impl Recorder {
 
     pub fn handler(self: &Arc<Self>) -> EventHandler {
         let me = self.clone();
-        Arc::new(move |old: Option<&Config>, new: &Config, event| {
-            me.record(old, new, event);
+        Arc::new(move |old: Option<&Arc<Config>>, new: &Arc<Config>, event| {
+            me.record(old.map(|c| &**c), new, event);
             Ok(())
         })
     }

@@ -214,8 +214,9 @@ pub fn endpoint_health(conditions: Option<&EndpointConditions>, service: &Conver
 /// What an endpoint takes from its Pod, Node and Namespace (Istio's `EndpointBuilder`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WorkloadFacts {
-    /// Pod labels plus the topology labels (region, zone, subzone, cluster, node, network).
-    pub labels: Labels,
+    /// Pod labels plus the topology labels (region, zone, subzone, cluster, node, network); shared by
+    /// the pod's endpoints.
+    pub labels: Arc<Labels>,
     /// SPIFFE identity of the pod's service account, or empty without a pod.
     pub service_account: String,
     /// `region/zone/subzone`, or empty.
@@ -318,7 +319,7 @@ pub fn workload_facts(
     };
     WorkloadFacts {
         tls_mode: pod_labels.get(TLS_MODE_LABEL).cloned().unwrap_or_else(|| TLS_MODE_DISABLED.to_string()),
-        labels,
+        labels: Arc::new(labels),
         service_account,
         locality,
         network,

@@ -628,7 +628,7 @@ mod tests {
         let l = log.clone();
         source.register_event_handler(
             Kind::DestinationRule,
-            Arc::new(move |_, new: &Config, event| {
+            Arc::new(move |_, new: &Arc<Config>, event| {
                 l.lock().unwrap().push((event, new.meta.name.clone()));
                 Ok(())
             }),

@@ -48,7 +48,7 @@ pub async fn start_with(env: &TestEnv, options: KubeSourceOptions, kinds: &[Kind
         let log = log.clone();
         source.register_event_handler(
             *kind,
-            Arc::new(move |_old: Option<&Config>, new: &Config, event| {
+            Arc::new(move |_old: Option<&Arc<Config>>, new: &Arc<Config>, event| {
                 log.lock().unwrap().push((
                     event,
                     format!("{}/{}", new.meta.namespace, new.meta.name),

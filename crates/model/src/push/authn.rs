@@ -81,7 +81,7 @@ impl PeerAuthenticationPolicy {
             key: config.key(),
             creation_timestamp: config.meta.creation_timestamp.clone(),
             selector: spec.selector.as_ref().map(|s| s.match_labels.clone()),
-            spec: spec.clone(),
+            spec: (**spec).clone(),
         })
     }
 

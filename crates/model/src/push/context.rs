@@ -563,7 +563,7 @@ impl ConfigIndex {
                 keys: vec![config.key()],
                 namespace: ns,
                 host,
-                rule: dr.clone(),
+                rule: (**dr).clone(),
                 selector,
                 visibility,
             });

@@ -143,7 +143,7 @@ mod tests {
         };
         Config {
             meta: ConfigMeta { namespace: ns.into(), name: name.into(), ..Default::default() },
-            spec: Spec::AuthorizationPolicy(spec),
+            spec: Spec::AuthorizationPolicy(Box::new(spec)),
             status: None,
         }
     }
@@ -227,10 +227,10 @@ mod tests {
         let l = labels(&[("app", "a")]);
         let m = PolicyMatcher { namespace: "foo", labels: &l, gateways: &[], root_namespace: "istio-system" };
         let mut c = policy("foo", "jwt", None, &[]);
-        c.spec = Spec::RequestAuthentication(RequestAuthentication {
+        c.spec = Spec::RequestAuthentication(Box::new(RequestAuthentication {
             selector: Some(WorkloadSelector { match_labels: labels(&[("app", "b")]) }),
             ..Default::default()
-        });
+        }));
         assert!(!m.should_attach(&c));
     }
 }

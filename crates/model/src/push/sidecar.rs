@@ -148,7 +148,7 @@ impl SidecarScope {
     pub(crate) fn build(push: &PushContext, namespace: &str, sidecar: Option<&Config>) -> SidecarScope {
         let mut findings = Vec::new();
         let spec: Option<&Sidecar> = sidecar.and_then(|c| match &c.spec {
-            Spec::Sidecar(s) => Some(s),
+            Spec::Sidecar(s) => Some(&**s),
             _ => None,
         });
         let key = sidecar.map(|c| c.key());

@@ -22,7 +22,10 @@ const FOO_KEYS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","x":"axfR8uEsQkf4vO
 fn policy(namespace: &str, name: &str, rules: Vec<JwtRule>) -> Arc<Config> {
     Arc::new(Config {
         meta: ConfigMeta { name: name.into(), namespace: namespace.into(), ..Default::default() },
-        spec: Spec::RequestAuthentication(RequestAuthentication { jwt_rules: rules, ..Default::default() }),
+        spec: Spec::RequestAuthentication(Box::new(RequestAuthentication {
+            jwt_rules: rules,
+            ..Default::default()
+        })),
         status: None,
     })
 }

@@ -138,7 +138,7 @@ fn corpus_virtual_services() -> Vec<(ConfigKey, VirtualService, String)> {
             if let Some(config) = doc.config
                 && let api::Spec::VirtualService(vs) = &config.spec
             {
-                out.push((config.key(), vs.clone(), name.clone()));
+                out.push((config.key(), (**vs).clone(), name.clone()));
             }
         }
     }

@@ -449,7 +449,7 @@ pub fn workload_instance(
             service_port_name: String::new(),
             legacy_cluster_port_key: 0,
             endpoint_port: 0,
-            labels,
+            labels: Arc::new(labels),
             service_account,
             network: we.network.clone(),
             locality: Locality { label: locality, cluster_id: options.cluster_id.clone() },

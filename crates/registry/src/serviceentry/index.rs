@@ -168,8 +168,9 @@ pub struct ServiceEntryIndex {
     workload_labels: LabelIndex,
     /// Namespace → WorkloadEntries that are endpoints.
     workloads_by_namespace: HashMap<String, BTreeSet<String>>,
-    /// First endpoint address → services with an endpoint there.
-    hosts_by_ip: HashMap<String, BTreeSet<HostKey>>,
+    /// First endpoint address → services with an endpoint there, sorted. A `Vec`, not a set: an
+    /// address almost always has one service, and a B-tree set's first node is ≈ 0.5 KiB.
+    hosts_by_ip: HashMap<String, Vec<HostKey>>,
 }
 
 impl std::fmt::Debug for ServiceEntryIndex {
@@ -229,19 +230,27 @@ impl ServiceEntryIndex {
     /// object, or for a Delete the object as last seen), and returns the notifications it causes, in
     /// order. Kinds other than ServiceEntry, WorkloadEntry and WorkloadGroup are ignored. An Add of an
     /// object already known is an update; a Delete of an unknown object does nothing.
+    ///
+    /// Keeps a copy of `config`; [`ServiceEntryIndex::apply_shared`] keeps the caller's instead.
     pub fn apply(&mut self, event: Event, config: &Config) -> Vec<RegistryEvent> {
+        self.apply_shared(event, &Arc::new(config.clone()))
+    }
+
+    /// [`ServiceEntryIndex::apply`] for an object the caller already shares (a store's event): the
+    /// index keeps this `Arc`, so the object is held once in the process, not once per consumer.
+    pub fn apply_shared(&mut self, event: Event, config: &Arc<Config>) -> Vec<RegistryEvent> {
         let mut out = Vec::new();
         let (namespace, name) = (config.meta.namespace.as_str(), config.meta.name.as_str());
         match (config.kind(), event) {
             (Kind::ServiceEntry, Event::Delete) => self.remove_service_entry(namespace, name, &mut out),
-            (Kind::ServiceEntry, _) => self.upsert_service_entry(Arc::new(config.clone()), &mut out),
+            (Kind::ServiceEntry, _) => self.upsert_service_entry(config.clone(), &mut out),
             (Kind::WorkloadEntry, Event::Delete) => self.remove_workload_entry(namespace, name, &mut out),
-            (Kind::WorkloadEntry, _) => self.upsert_workload_entry(Arc::new(config.clone()), &mut out),
+            (Kind::WorkloadEntry, _) => self.upsert_workload_entry(config.clone(), &mut out),
             (Kind::WorkloadGroup, Event::Delete) => {
                 self.groups.remove(&(namespace.to_string(), name.to_string()));
             }
             (Kind::WorkloadGroup, _) => {
-                self.groups.insert((namespace.to_string(), name.to_string()), Arc::new(config.clone()));
+                self.groups.insert((namespace.to_string(), name.to_string()), config.clone());
             }
             _ => {}
         }
@@ -318,7 +327,7 @@ impl ServiceEntryIndex {
         let mut affected = self.detach_workload_entry(&namespace, &name);
         if let Ok(instance) = &instance {
             affected.extend(self.hosts_selecting(&namespace, &instance.endpoint.labels));
-            for (key, value) in &instance.endpoint.labels {
+            for (key, value) in instance.endpoint.labels.iter() {
                 label_index_insert(&mut self.workload_labels, &namespace, key, value, &name);
             }
             self.workloads_by_namespace.entry(namespace.clone()).or_default().insert(name.clone());
@@ -344,7 +353,7 @@ impl ServiceEntryIndex {
         };
         let labels = old.endpoint.labels.clone();
         let affected = self.hosts_selecting(namespace, &labels);
-        for (key, value) in &labels {
+        for (key, value) in labels.iter() {
             label_index_remove(&mut self.workload_labels, namespace, key, value, name);
         }
         if let Some(names) = self.workloads_by_namespace.get_mut(namespace) {
@@ -607,7 +616,10 @@ impl ServiceEntryIndex {
             let key = host_key();
             unindex_ips(&mut self.hosts_by_ip, old_ips.difference(&new_ips).copied(), &key);
             for ip in new_ips.difference(&old_ips) {
-                self.hosts_by_ip.entry((*ip).to_string()).or_default().insert(key.clone());
+                let hosts = self.hosts_by_ip.entry((*ip).to_string()).or_default();
+                if let Err(at) = hosts.binary_search(&key) {
+                    hosts.insert(at, key.clone());
+                }
             }
         }
         out.push(RegistryEvent::Endpoints(EndpointUpdate {
@@ -879,13 +891,15 @@ fn first_addresses<'a>(endpoints: impl Iterator<Item = &'a Arc<Endpoint>>) -> BT
 
 /// Removes `key` from the IP index entries of `ips`.
 fn unindex_ips<'a>(
-    hosts_by_ip: &mut HashMap<String, BTreeSet<HostKey>>,
+    hosts_by_ip: &mut HashMap<String, Vec<HostKey>>,
     ips: impl IntoIterator<Item = &'a str>,
     key: &HostKey,
 ) {
     for ip in ips {
         if let Some(hosts) = hosts_by_ip.get_mut(ip) {
-            hosts.remove(key);
+            if let Ok(at) = hosts.binary_search(key) {
+                hosts.remove(at);
+            }
             if hosts.is_empty() {
                 hosts_by_ip.remove(ip);
             }

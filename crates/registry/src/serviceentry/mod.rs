@@ -76,7 +76,7 @@ impl ServiceEntryRegistry {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
             store.register_event_handler(
                 kind,
-                Arc::new(move |_old: Option<&Config>, config: &Config, event: Event| {
+                Arc::new(move |_old: Option<&Arc<Config>>, config: &Arc<Config>, event: Event| {
                     if let Some(inner) = weak.upgrade() {
                         inner.handle(event, config);
                     }
@@ -105,13 +105,13 @@ impl Inner {
     }
 
     /// Applies one store event and notifies the handlers. Never fails: bad input becomes warnings.
-    fn handle(&self, event: Event, config: &Config) {
+    fn handle(&self, event: Event, config: &Arc<Config>) {
         let (events, before, after) = {
             let mut index = self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             let kind = config.kind();
             let (ns, name) = (&config.meta.namespace, &config.meta.name);
             let before = index.object_warnings(kind, ns, name);
-            let events = index.apply(event, config);
+            let events = index.apply_shared(event, config);
             let after =
                 if event == Event::Delete { Vec::new() } else { index.object_warnings(kind, ns, name) };
             (events, before, after)

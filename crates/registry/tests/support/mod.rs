@@ -71,7 +71,11 @@ pub fn mk_service_entry(
         ..Default::default()
     };
     edit(&mut se);
-    Config { meta: meta(Kind::ServiceEntry, namespace, name), spec: Spec::ServiceEntry(se), status: None }
+    Config {
+        meta: meta(Kind::ServiceEntry, namespace, name),
+        spec: Spec::ServiceEntry(Box::new(se)),
+        status: None,
+    }
 }
 
 /// A ServiceEntry selecting workloads with `selector`.
@@ -91,7 +95,11 @@ pub fn mk_workload_entry(
 ) -> Config {
     let mut we = WorkloadEntry { address: address.into(), labels: labels(spec_labels), ..Default::default() };
     edit(&mut we);
-    Config { meta: meta(Kind::WorkloadEntry, namespace, name), spec: Spec::WorkloadEntry(we), status: None }
+    Config {
+        meta: meta(Kind::WorkloadEntry, namespace, name),
+        spec: Spec::WorkloadEntry(Box::new(we)),
+        status: None,
+    }
 }
 
 /// A WorkloadGroup `namespace/name` whose generated entries carry `metadata_labels`; `edit` changes
@@ -109,7 +117,11 @@ pub fn mk_workload_group(
         template: Some(template),
         probe: None,
     };
-    Config { meta: meta(Kind::WorkloadGroup, namespace, name), spec: Spec::WorkloadGroup(wg), status: None }
+    Config {
+        meta: meta(Kind::WorkloadGroup, namespace, name),
+        spec: Spec::WorkloadGroup(Box::new(wg)),
+        status: None,
+    }
 }
 
 /// `config` with its creation time set (RFC 3339).
