@@ -373,7 +373,10 @@ impl Queue {
     }
 }
 
-fn derive_event(entry: &Entry) -> Option<(Option<&Arc<Config>>, &Arc<Config>, Event)> {
+/// What a handler is called with: `(old, new, event)`.
+type Delivery<'a> = (Option<&'a Arc<Config>>, &'a Arc<Config>, Event);
+
+fn derive_event(entry: &Entry) -> Option<Delivery<'_>> {
     match (entry.before.as_ref(), entry.latest.as_ref()) {
         (None, Some(new)) => Some((None, new, Event::Add)),
         (Some(old), Some(new)) => (!is_noop(entry.before.as_ref(), entry.latest.as_ref())).then_some((
