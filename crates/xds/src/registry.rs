@@ -108,6 +108,8 @@ pub struct PendingPush<P> {
 
 pub(crate) struct Entry<P> {
     pub(crate) id: String,
+    /// Registration order (the counter in the id): pushes go out oldest connection first.
+    seq: u64,
     pub(crate) proxy: Arc<Proxy>,
     peer: Option<SocketAddr>,
     connected_at: SystemTime,
@@ -301,16 +303,28 @@ impl<P: PushEvent> ConnectionRegistry<P> {
     }
 
     /// Pushes `event` to the connections whose proxy matches; returns how many.
-    pub fn push_where(&self, mut matches: impl FnMut(&Proxy) -> bool, event: P) -> usize
+    ///
+    /// Connections are woken oldest first, and the push throttle (a fair semaphore) serves them in
+    /// that order: a stream that connected recently has just been sent the current config in its
+    /// first responses (in a reconnect storm, the new streams), while the long-lived ones only get
+    /// the change from this push. Istio's push queue has no order (map iteration).
+    pub fn push_where(&self, matches: impl FnMut(&Proxy) -> bool, event: P) -> usize
     where
         P: Clone,
     {
-        let targets: Vec<Arc<Entry<P>>> =
-            self.read().values().filter(|e| matches(&e.proxy)).cloned().collect();
+        let targets = self.push_targets(matches);
         for e in &targets {
             e.push(event.clone());
         }
         targets.len()
+    }
+
+    /// The connections whose proxy matches, in push order: oldest registration first.
+    fn push_targets(&self, mut matches: impl FnMut(&Proxy) -> bool) -> Vec<Arc<Entry<P>>> {
+        let mut targets: Vec<Arc<Entry<P>>> =
+            self.read().values().filter(|e| matches(&e.proxy)).cloned().collect();
+        targets.sort_unstable_by_key(|e| e.seq);
+        targets
     }
 
     /// A push handle for one connection.
@@ -333,6 +347,7 @@ impl<P: PushEvent> ConnectionRegistry<P> {
         let id = format!("{}-{n}", proxy.id);
         let entry = Arc::new(Entry {
             id: id.clone(),
+            seq: n,
             proxy,
             peer,
             connected_at: SystemTime::now(),
@@ -419,6 +434,21 @@ mod tests {
         assert!(reg.handle("a.default-1").is_none());
         drop(r2);
         assert!(reg.is_empty());
+    }
+
+    #[test]
+    fn pushes_go_to_the_oldest_connections_first() {
+        let reg = ConnectionRegistry::<()>::new();
+        // Registration order differs from the ids' order (the registry's map is sorted by id), and
+        // the 10th connection's id sorts before the 9th's ("-10" < "-9").
+        let names = ["z.ns", "m.ns", "a.ns", "q.ns", "b.ns", "y.ns", "c.ns", "x.ns", "d.ns", "e.ns"];
+        let held: Vec<_> = names.iter().map(|n| reg.register(proxy(n), None, Protocol::Sotw)).collect();
+        let order: Vec<String> = reg.push_targets(|_| true).iter().map(|e| e.id.clone()).collect();
+        let registered: Vec<String> = held.iter().map(|r| r.entry.id.clone()).collect();
+        assert_eq!(order, registered);
+        let filtered: Vec<String> =
+            reg.push_targets(|p| p.id != "m.ns").iter().map(|e| e.proxy.id.clone()).collect();
+        assert_eq!(filtered[..3], ["z.ns", "a.ns", "q.ns"]);
     }
 
     #[tokio::test]
