@@ -15,6 +15,9 @@
 //! is applied at the same moment; only the streams that stayed connected count as affected, so the
 //! changes measure pushes to them during the storm. The run then waits until every storm stream is
 //! ready again (`ready_timeout`), holds, and reports the storm ([`crate::report::StormSummary`]).
+//! The streams that stay run on a runtime of their own (one thread): real proxies are separate
+//! processes, and in one runtime the measured streams' responses waited behind the decoding of the
+//! 10,000 reconnecting streams' configs (the load tool's own CPU, not the control plane's delay).
 
 use std::{
     sync::{
@@ -138,6 +141,24 @@ async fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool 
     }
 }
 
+/// A runtime started from inside another one: dropped without blocking (dropping a runtime from
+/// async code panics), after its tasks were awaited or when the run fails.
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    fn handle(&self) -> tokio::runtime::Handle {
+        self.0.as_ref().expect("present until dropped").handle().clone()
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 /// Runs the load and returns its summary. `changer` is required when `options.changes > 0`.
 ///
 /// # Errors
@@ -205,9 +226,25 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
     let connect_start = origin.elapsed();
     let affected = specs.iter().filter(|s| s.affected).count();
     let mut tasks = Vec::with_capacity(specs.len());
+    let stayed_runtime = if options.storm > 0 {
+        Some(OwnRuntime(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("xds-load-stayed")
+                .enable_all()
+                .build()
+                .context("cannot start the runtime of the streams that stay")?,
+        )))
+    } else {
+        None
+    };
     let ramp_start = Instant::now();
     let mut channel = None;
     for (k, spec) in specs.into_iter().enumerate() {
+        // Channels and tasks of a stream that stays are made inside its runtime, so its connection
+        // is driven there too.
+        let runtime = stayed_runtime.as_ref().filter(|_| !spec.storm).map(OwnRuntime::handle);
+        let _entered = runtime.as_ref().map(|h| h.enter());
         if options.ramp > 0.0 {
             let at = ramp_start + Duration::from_secs_f64(k as f64 / options.ramp);
             tokio::time::sleep_until(at.into()).await;
@@ -225,13 +262,11 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             );
         }
         let ch = channel.clone().expect("set on the first stream");
-        tasks.push(tokio::spawn(client::run(
-            ch,
-            storm_endpoint.clone(),
-            spec,
-            options.stream.clone(),
-            shared.clone(),
-        )));
+        let stream = client::run(ch, storm_endpoint.clone(), spec, options.stream.clone(), shared.clone());
+        tasks.push(match &runtime {
+            Some(handle) => handle.spawn(stream),
+            None => tokio::spawn(stream),
+        });
     }
     let total = tasks.len();
     wait_until(options.ready_timeout, || shared.ready() >= total).await;
