@@ -234,12 +234,19 @@ impl ResourceSource for NetworkingSource {
         if let Some(t) = &self.tracking {
             t.record_generated(&ctx.proxy.id, request.type_url, push.version());
         }
-        let mut names: Vec<String> = request.watch.names.iter().cloned().collect();
+        // A push to a watch larger than the proxy's clusters: only the watched clusters, as a partial
+        // response (the other names were answered when requested), and nothing when none is watched.
+        let from_clusters = push_names_from_clusters(&push, &ctx.proxy, request);
+        if from_clusters.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(None);
+        }
+        let mut incremental = from_clusters.is_some();
+        let mut names: Vec<String> =
+            from_clusters.unwrap_or_else(|| request.watch.names.iter().cloned().collect());
         if request.watch.wildcard {
             names.clear();
         }
         // Endpoint-only push: only the changed services' assignments (a partial EDS response).
-        let mut incremental = false;
         if let Trigger::Push(p) = request.trigger
             && request.type_url == type_url::ENDPOINT
             && p.is_endpoints_only()
@@ -287,6 +294,44 @@ impl ResourceSource for NetworkingSource {
             Generated::full(push.version(), resources)
         }))
     }
+}
+
+/// Watches at most this large are read name by name on a push; a larger one is intersected with the
+/// proxy's clusters instead ([`push_names_from_clusters`]).
+const SCAN_WATCH_NAMES: usize = 64;
+
+/// The EDS names a config push or the EDS that follows CDS (not an endpoint-only push, not a
+/// request) answers when the watch is larger than the proxy's outbound clusters (for the EDS after
+/// CDS, the watch includes the clusters just sent, which are outbound clusters of the proxy): those clusters that the watch holds, in name order, instead of
+/// every watched name (`None`: read the watch). A real Envoy watches exactly its EDS clusters; a client
+/// that watches thousands of unknown names (docs/RELIABILITY.md, name-heavy flood) then costs a lookup
+/// per cluster of its own, not a copy and a parse of every name it sent, on each push. The names
+/// dropped are the ones `known_only` leaves out anyway: no outbound cluster of the proxy.
+fn push_names_from_clusters(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    request: &GenerateRequest<'_, PushRequest>,
+) -> Option<Vec<String>> {
+    let endpoints_only = match request.trigger {
+        Trigger::Request => return None,
+        Trigger::Push(p) => p.is_endpoints_only(),
+        Trigger::Dependency => false,
+    };
+    let watched = &request.watch.names;
+    if request.type_url != type_url::ENDPOINT
+        || request.watch.wildcard
+        || endpoints_only
+        || watched.len() <= SCAN_WATCH_NAMES
+    {
+        return None;
+    }
+    let clusters = networking::cluster::outbound_cluster_names(push, proxy);
+    if watched.len() <= clusters.len() {
+        return None;
+    }
+    let mut names: Vec<String> = clusters.into_iter().filter(|n| watched.contains(n)).collect();
+    names.sort_unstable();
+    Some(names)
 }
 
 impl NetworkingSource {

@@ -63,7 +63,7 @@ use model::{
 
 use crate::{
     Snapshot,
-    cache::{Encoded, EncodedResource, OutboundClustersKey},
+    cache::{Encoded, EncodedResource, OutboundClustersKey, SharedClusters},
     convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
     endpoint::locality_lb_endpoints,
     filters::TLS_TRANSPORT_SOCKET,
@@ -1240,6 +1240,17 @@ pub fn generate_clusters_encoded(
     names: &[String],
 ) -> Generated<EncodedResource> {
     let mut findings = Vec::new();
+    let shared = shared_outbound(push, proxy);
+    findings.extend(shared.1.iter().cloned());
+    let mut clusters = shared.0.clone();
+    clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(shared_form));
+    let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
+    Generated::new(clusters, findings)
+}
+
+/// The proxy's outbound clusters, encoded, from the snapshot's cache: made once per snapshot and
+/// [`OutboundClustersKey`], shared by every proxy with the same key.
+fn shared_outbound(push: &Snapshot, proxy: &ProxyContext) -> SharedClusters {
     let scope = push.sidecar_scope(proxy);
     let key = OutboundClustersKey {
         scope: push.scope_key(proxy),
@@ -1249,16 +1260,19 @@ pub fn generate_clusters_encoded(
         workload_certificates: proxy.has_workload_certificates(),
         ipv6_only: dns_lookup_family(proxy) == DnsLookupFamily::V6Only,
     };
-    let shared = push.outbound_clusters(key, || {
+    push.outbound_clusters(key, || {
         let mut found = Vec::new();
         let encoded = outbound_for(push, proxy, &mut found).iter().map(shared_form).collect();
         (encoded, found)
-    });
-    findings.extend(shared.1.iter().cloned());
-    let mut clusters = shared.0.clone();
-    clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(shared_form));
-    let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
-    Generated::new(clusters, findings)
+    })
+}
+
+/// Names of the proxy's outbound clusters (what its CDS carries besides its own inbound,
+/// passthrough and black-hole clusters), from the snapshot's shared cache: a lookup once the
+/// snapshot's CDS was made for a proxy of the same key. Every EDS name a real proxy asks for is
+/// one of these.
+pub fn outbound_cluster_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
+    shared_outbound(push, proxy).0.iter().map(|c| c.name.clone()).collect()
 }
 
 fn shared_form(cluster: &Cluster) -> EncodedResource {

@@ -201,6 +201,32 @@ fn unknown_names_are_answered_empty_or_left_out() {
     assert_eq!(known.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), [names[0].as_str()]);
 }
 
+/// The outbound cluster names a push intersects a large EDS watch with hold every EDS cluster the
+/// generator makes for the proxy (what a real proxy watches) and nothing but the proxy's outbound
+/// clusters.
+#[test]
+fn outbound_cluster_names_hold_every_eds_cluster_of_the_proxy() {
+    use meshpilot_networking::cluster::{eds_cluster_names, generate_clusters, outbound_cluster_names};
+
+    let world = World::new(parse(&with_dns("dns1.example.com"), "default"));
+    let snap = Snapshot::with_cache(build(&world), Arc::new(GenerationCache::new()));
+    let proxies =
+        [sidecar("ns1", &[("app", "one")]), router("ns1", &[("istio", "ingressgateway")]), proxyless("ns1")];
+    for proxy in &proxies {
+        let names = outbound_cluster_names(&snap, proxy);
+        let eds = eds_cluster_names(&snap, proxy);
+        assert!(!eds.is_empty(), "{:?} has EDS clusters", proxy.kind);
+        for name in &eds {
+            assert!(names.contains(name), "{:?}: EDS cluster {name} missing from {names:?}", proxy.kind);
+        }
+        let generated: Vec<String> =
+            generate_clusters(&snap, proxy, &[]).resources.into_iter().map(|c| c.name).collect();
+        for name in &names {
+            assert!(name.starts_with("outbound|") && generated.contains(name), "{:?}: {name}", proxy.kind);
+        }
+    }
+}
+
 /// Endpoint changes within one generation make new assignments; those of lists no snapshot holds any
 /// more are pruned, so a long stream of endpoint changes keeps the cache bounded.
 #[test]

@@ -241,8 +241,14 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
         eds_names: &BTreeSet<String>,
         _push: Option<&S::Push>,
     ) -> Result<Option<Sent>, End> {
-        let Some(mut watch) = self.session.get(ENDPOINT).map(|t| (*t.watch).clone()) else { return Ok(None) };
-        let unsolicited: BTreeSet<String> = eds_names.iter().filter(|n| !watch.covers(n)).cloned().collect();
+        let Some(current) = self.session.get(ENDPOINT).map(|t| Arc::clone(&t.watch)) else { return Ok(None) };
+        let unsolicited: BTreeSet<String> =
+            eds_names.iter().filter(|n| !current.covers(n)).cloned().collect();
+        if unsolicited.is_empty() {
+            // The watch as it is: no copy of its names (a client may watch thousands).
+            return self.send(conn, ENDPOINT, &current, Trigger::Dependency, unsolicited).await;
+        }
+        let mut watch = (*current).clone();
         watch.names.extend(unsolicited.iter().cloned());
         self.send(conn, ENDPOINT, &watch, Trigger::Dependency, unsolicited).await
     }
