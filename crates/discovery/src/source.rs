@@ -301,12 +301,13 @@ impl ResourceSource for NetworkingSource {
 const SCAN_WATCH_NAMES: usize = 64;
 
 /// The EDS names a config push or the EDS that follows CDS (not an endpoint-only push, not a
-/// request) answers when the watch is larger than the proxy's outbound clusters (for the EDS after
-/// CDS, the watch includes the clusters just sent, which are outbound clusters of the proxy): those clusters that the watch holds, in name order, instead of
-/// every watched name (`None`: read the watch). A real Envoy watches exactly its EDS clusters; a client
-/// that watches thousands of unknown names (docs/RELIABILITY.md, name-heavy flood) then costs a lookup
-/// per cluster of its own, not a copy and a parse of every name it sent, on each push. The names
-/// dropped are the ones `known_only` leaves out anyway: no outbound cluster of the proxy.
+/// request) answers when the watch is larger than the proxy's outbound clusters: those clusters that
+/// the watch holds, in name order, instead of every watched name (`None`: read the watch). For the EDS
+/// after CDS the watch includes the clusters just sent, which are outbound clusters of the proxy.
+/// A real Envoy watches exactly its EDS clusters; a client that watches thousands of unknown names
+/// (docs/RELIABILITY.md, name-heavy flood) then costs a lookup per cluster of its own, not a copy and
+/// a parse of every name it sent, on each push. The names dropped are the ones `known_only` leaves
+/// out anyway: no outbound cluster of the proxy.
 fn push_names_from_clusters(
     push: &Snapshot,
     proxy: &ProxyContext,
