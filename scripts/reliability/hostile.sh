@@ -9,8 +9,8 @@
 #
 # Environment (besides scripts/bench/common.sh's): PROXIES=100 HOSTILE=1000 CHANGES=20 INTERVAL=500ms
 # HOLD=40s (longer than the debug port's 30 s header read timeout), RUNS=1, HOSTILE_KINDS (comma list
-# of never-read, nonce-flood, http1-on-grpc, grpc-slowloris, http-slowloris; default all: what one kind
-# costs).
+# of never-read, nonce-flood, http1-on-grpc, grpc-slowloris, http-slowloris, name-flood; default the
+# first five: what one kind costs).
 RUNS="${RUNS:-1}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"

@@ -7,6 +7,10 @@
 //! - `never-read`: an ADS stream (64 KiB HTTP/2 windows) asks for all clusters and never reads;
 //! - `nonce-flood`: an ADS stream that reads, and sends 1,000 requests with garbage nonces, one for an
 //!   unknown type and one naming 20,000 resources;
+//! - `name-flood` (not in the default rotation): like `nonce-flood`'s watches (all clusters, an unknown
+//!   type, 20,000 unknown EDS names) without the garbage, and answering (ACKing) every response as a
+//!   real client does, so the server's flow control (`PILOT_ENABLE_FLOW_CONTROL`) does not hold its
+//!   pushes: a heavy but protocol-correct client;
 //! - `http1-on-grpc`: plaintext HTTP/1 on the gRPC port;
 //! - `grpc-slowloris`: half of the HTTP/2 preface on the gRPC port, then silence;
 //! - `http-slowloris`: an HTTP/1 request on the debug port whose headers never end (a header line
@@ -54,6 +58,8 @@ pub enum Kind {
     GrpcSlowloris,
     /// Never-ending request headers on the HTTP debug port.
     HttpSlowloris,
+    /// ADS stream watching 20,000 unknown names and ACKing every response.
+    NameFlood,
 }
 
 impl Kind {
@@ -68,6 +74,7 @@ impl Kind {
             Kind::Http1OnGrpc => "http1-on-grpc",
             Kind::GrpcSlowloris => "grpc-slowloris",
             Kind::HttpSlowloris => "http-slowloris",
+            Kind::NameFlood => "name-flood",
         }
     }
 }
@@ -185,7 +192,7 @@ async fn connection(
 ) {
     let opened = Instant::now();
     match kind {
-        Kind::NeverRead | Kind::NonceFlood => {
+        Kind::NeverRead | Kind::NonceFlood | Kind::NameFlood => {
             let mut endpoint = Endpoint::from_shared(format!("http://{grpc}")).expect("address");
             if kind == Kind::NeverRead {
                 endpoint = endpoint
@@ -218,14 +225,20 @@ async fn connection(
                 stopped(&mut stop).await;
                 return;
             }
+            let names: Vec<String> = (0..20_000).map(|k| format!("outbound|80||hostile-{k}.svc")).collect();
             let flood = async {
                 let _ = tx.send(request("type.googleapis.com/hostile.Unknown", "", vec!["x".into()])).await;
-                let names = (0..20_000).map(|k| format!("outbound|80||hostile-{k}.svc")).collect();
-                let _ = tx.send(request(XdsType::Endpoint.url(), "", names)).await;
-                for k in 0..1_000 {
-                    let _ = tx
-                        .send(request(XdsType::Cluster.url(), &format!("garbage-{k}-\u{fffd}"), Vec::new()))
-                        .await;
+                let _ = tx.send(request(XdsType::Endpoint.url(), "", names.clone())).await;
+                if kind == Kind::NonceFlood {
+                    for k in 0..1_000 {
+                        let _ = tx
+                            .send(request(
+                                XdsType::Cluster.url(),
+                                &format!("garbage-{k}-\u{fffd}"),
+                                Vec::new(),
+                            ))
+                            .await;
+                    }
                 }
                 std::future::pending::<()>().await;
             };
@@ -235,6 +248,11 @@ async fn connection(
                     () = stopped(&mut stop) => return,
                     () = &mut flood => {}
                     m = responses.message() => match m {
+                        Ok(Some(r)) if kind == Kind::NameFlood => {
+                            // ACK with the same watch (the EDS names kept, the others wildcard).
+                            let watch = if r.type_url == XdsType::Endpoint.url() { names.clone() } else if r.type_url.contains("hostile") { vec!["x".into()] } else { Vec::new() };
+                            let _ = tx.send(DiscoveryRequest { version_info: r.version_info, ..request(&r.type_url, &r.nonce, watch) }).await;
+                        }
                         Ok(Some(_)) => {}
                         Ok(None) => return tally.closed(kind, "OK".into(), opened),
                         Err(status) => return tally.closed(kind, format!("{:?}", status.code()), opened),

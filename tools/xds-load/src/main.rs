@@ -190,8 +190,9 @@ struct RunArgs {
     /// control plane's RSS growth and how it closed each kind. Needs a plaintext --address.
     #[arg(long, default_value_t = 0, value_name = "N")]
     hostile: u32,
-    /// Only these hostile kinds, round robin (comma-separated; default all): never-read, nonce-flood,
-    /// http1-on-grpc, grpc-slowloris, http-slowloris. Measures what one kind costs.
+    /// Only these hostile kinds, round robin (comma-separated; default the first five): never-read,
+    /// nonce-flood, http1-on-grpc, grpc-slowloris, http-slowloris, name-flood (20,000 unknown EDS names,
+    /// every response ACKed). Measures what one kind costs.
     #[arg(long, value_delimiter = ',', value_name = "KINDS")]
     hostile_kinds: Vec<xds_load::hostile::Kind>,
     /// The control plane's HTTP debug address (IP:port) for the slowloris kind (set by --meshpilot).
