@@ -9,6 +9,7 @@
 //! | `PILOT_PUSH_THROTTLE` | `0` (auto: `min(15 + 5 × CPUs, 100)`) | connections processing a push at once |
 //! | `PILOT_MAX_REQUESTS_PER_SECOND` | `0` (auto: `max(min(15 + 5 × CPUs, 100), 500 × CPUs)`; Istio: the first term) | new ADS streams per second ([`AdsOptions`]) |
 //! | `PILOT_XDS_SEND_TIMEOUT` | `10s` (Istio's former variable, default 0 = none) | a stream whose client reads nothing for this long is closed |
+//! | `PILOT_ENABLE_FLOW_CONTROL` | `true` (Istio 1.9 added it with default `false`, later dropped it) | a push waits until the proxy answered its last responses ([`xds::AdsConfig::flow_control`]) |
 //! | `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES` | `65536` (not in Istio) | encoded response bytes queued per stream before its task waits for the client |
 //! | `MESHPILOT_XDS_SEND_BUFFER_BYTES` | `65536` (not in Istio; hyper's default 409600) | HTTP/2 send buffer per stream beyond the peer's flow-control window |
 //! | `MESHPILOT_XDS_MAX_RESOURCE_NAMES` | `50000` (not in Istio: no limit) | resource names one stream may watch per type; more: `RESOURCE_EXHAUSTED` |
@@ -313,6 +314,8 @@ pub struct AdsOptions {
     /// `PILOT_XDS_SEND_TIMEOUT` (Istio's former variable, a Go duration): how long a response may wait
     /// for a client that stopped reading before the stream is closed. Default `10s`; `0`: never.
     pub send_timeout: std::time::Duration,
+    /// `PILOT_ENABLE_FLOW_CONTROL`: [`xds::AdsConfig::flow_control`]. Default `true`.
+    pub flow_control: bool,
     /// `MESHPILOT_XDS_RESPONSE_BUFFER_BYTES`: [`xds::AdsConfig::response_buffer_bytes`].
     pub response_buffer_bytes: usize,
     /// `MESHPILOT_XDS_SEND_BUFFER_BYTES`: [`xds::AdsConfig::send_buffer_bytes`].
@@ -330,6 +333,7 @@ impl Default for AdsOptions {
         AdsOptions {
             max_requests_per_second: xds::default_max_requests_per_second(),
             send_timeout: Duration::from_secs(10),
+            flow_control: true,
             response_buffer_bytes: xds::DEFAULT_RESPONSE_BUFFER_BYTES,
             send_buffer_bytes: xds::http2::DEFAULT_SEND_BUFFER_BYTES,
             max_resource_names: xds::StreamLimits::DEFAULT_MAX_RESOURCE_NAMES,
@@ -369,6 +373,9 @@ impl AdsOptions {
         if let Some(v) = lookup("PILOT_XDS_SEND_TIMEOUT") {
             out.send_timeout = duration_var("PILOT_XDS_SEND_TIMEOUT", &v)?;
         }
+        if let Some(v) = lookup("PILOT_ENABLE_FLOW_CONTROL") {
+            out.flow_control = bool_var("PILOT_ENABLE_FLOW_CONTROL", &v)?;
+        }
         if let Some(v) = lookup("MESHPILOT_XDS_RESPONSE_BUFFER_BYTES") {
             out.response_buffer_bytes = count_var("MESHPILOT_XDS_RESPONSE_BUFFER_BYTES", &v)?;
         }
@@ -396,6 +403,7 @@ impl AdsOptions {
         xds::AdsConfig {
             request_limiter: limiter.clone(),
             send_timeout: self.send_timeout,
+            flow_control: self.flow_control,
             response_buffer_bytes: self.response_buffer_bytes,
             send_buffer_bytes: self.send_buffer_bytes,
             limits: xds::StreamLimits {
@@ -417,14 +425,20 @@ mod ads_tests {
         let d = AdsOptions::from_lookup(|_| None).unwrap();
         assert!((d.max_requests_per_second - xds::default_max_requests_per_second()).abs() < f64::EPSILON);
         assert_eq!(d.send_timeout, Duration::from_secs(10));
+        assert!(d.flow_control);
         let o = AdsOptions::from_lookup(|n| match n {
             "PILOT_MAX_REQUESTS_PER_SECOND" => Some("25".into()),
             "PILOT_XDS_SEND_TIMEOUT" => Some("2s".into()),
+            "PILOT_ENABLE_FLOW_CONTROL" => Some("false".into()),
             _ => None,
         })
         .unwrap();
         assert!((o.max_requests_per_second - 25.0).abs() < f64::EPSILON);
         assert_eq!(o.send_timeout, Duration::from_secs(2));
+        assert!(!o.flow_control);
+        let e = AdsOptions::from_lookup(|n| (n == "PILOT_ENABLE_FLOW_CONTROL").then(|| "sometimes".into()))
+            .unwrap_err();
+        assert_eq!(e.name, "PILOT_ENABLE_FLOW_CONTROL");
         let auto = AdsOptions::from_lookup(|n| (n == "PILOT_MAX_REQUESTS_PER_SECOND").then(|| "0".into()));
         assert!((auto.unwrap().max_requests_per_second - d.max_requests_per_second).abs() < f64::EPSILON);
         let e = AdsOptions::from_lookup(|n| (n == "PILOT_MAX_REQUESTS_PER_SECOND").then(|| "lots".into()))

@@ -56,6 +56,11 @@ pub const HANDSHAKE_TIMEOUTS: &str = "meshpilot_xds_handshake_timeouts";
 /// request over a [`crate::server::StreamLimits`] limit (`names`, `types`).
 pub const LIMIT_REFUSALS: &str = "meshpilot_xds_limit_refusals";
 
+/// Counter `meshpilot_xds_pushes_held`: pushes that waited for the client to answer its last
+/// responses first (flow control, `PILOT_ENABLE_FLOW_CONTROL`); counted once per wait, however many
+/// pushes merged into it.
+pub const PUSHES_HELD: &str = "meshpilot_xds_pushes_held";
+
 /// Distinct type labels of types other than Envoy's own, beyond which metrics say `other`: a client
 /// may name any type URL, and each new label value is a new time series kept for the process's life.
 const MAX_OTHER_TYPE_LABELS: usize = 64;
@@ -105,6 +110,7 @@ pub fn describe() {
         "ADS connections or streams closed for sending no HTTP/2 preface or first request in time."
     );
     describe_counter!(LIMIT_REFUSALS, "xDS streams closed for a request over a per-stream limit.");
+    describe_counter!(PUSHES_HELD, "xDS pushes that waited for the proxy to answer its last responses.");
 }
 
 /// The label value for `type_url` ([`metric_type`]), with at most [`MAX_OTHER_TYPE_LABELS`] distinct
@@ -136,6 +142,10 @@ pub(crate) fn record_handshake_timeout() {
 
 pub(crate) fn record_limit_refusal(limit: &'static str) {
     counter!(LIMIT_REFUSALS, "limit" => limit).increment(1);
+}
+
+pub(crate) fn record_push_held() {
+    counter!(PUSHES_HELD).increment(1);
 }
 
 pub(crate) fn record_rate_limited() {

@@ -104,6 +104,16 @@ pub struct AdsConfig {
     /// `PILOT_XDS_SEND_TIMEOUT` (default 0 = none there, removed in Istio 1.22); meshpilot's default
     /// 10 s. Zero: wait forever.
     pub send_timeout: Duration,
+    /// Flow control: a push waits until the client has answered (ACK or NACK) the last response of
+    /// every Envoy type sent on its stream ([`crate::type_url::is_envoy_type`]: other types, such as
+    /// MCP's MeshConfig, are not always answered); pushes arriving meanwhile merge into the one
+    /// waiting, which goes out (with the latest config) at the answer. Requests are always answered. A real client
+    /// (Envoy, gRPC) answers each response within milliseconds, so this only coalesces the pushes of a
+    /// busy proxy, and a client that reads without answering, or does not read, costs one response
+    /// per type instead of a response per push (docs/RELIABILITY.md "Slow and hostile clients").
+    /// Istio 1.9 added this as `PILOT_ENABLE_FLOW_CONTROL`, default false, and later dropped it;
+    /// meshpilot keeps the name with default true.
+    pub flow_control: bool,
 }
 
 /// Default of [`AdsConfig::response_buffer_bytes`]: 64 KiB (a larger response still goes alone).
@@ -249,6 +259,7 @@ impl Default for AdsConfig {
             identity_check: true,
             request_limiter: Arc::new(RequestLimiter::default()),
             send_timeout: Duration::from_secs(10),
+            flow_control: true,
         }
     }
 }
@@ -429,6 +440,9 @@ impl<S: ResourceSource> AdsServer<S> {
             permit: None,
             send_timeout: self.config.send_timeout,
             limits: self.config.limits.clone(),
+            flow_control: self.config.flow_control,
+            unanswered: Vec::new(),
+            held: false,
         })
     }
 }
@@ -833,6 +847,12 @@ pub(crate) struct Connection<S: ResourceSource> {
     send_timeout: Duration,
     /// [`AdsConfig::limits`].
     limits: StreamLimits,
+    /// [`AdsConfig::flow_control`].
+    flow_control: bool,
+    /// (type URL, nonce) of the last response of each Envoy type the client has not answered yet.
+    unanswered: Vec<(String, String)>,
+    /// A push is pending and waits for the client to answer ([`AdsConfig::flow_control`]).
+    held: bool,
 }
 
 impl<S: ResourceSource> Connection<S> {
@@ -847,13 +867,43 @@ impl<S: ResourceSource> Connection<S> {
 
     /// Hands `response` to the client through `outbox` ([`Outbox::send`]: waits for room up to the
     /// send timeout, releasing this connection's push-throttle slot while it waits).
+    /// `nonce` is the response's: the client's answer to it is awaited ([`AdsConfig::flow_control`]).
     pub(crate) async fn send_on<M: prost::Message>(
         &mut self,
         outbox: &Outbox<M>,
         response: M,
         type_url: &str,
+        nonce: &str,
     ) -> Result<(), End> {
-        outbox.send(response, type_url, self.send_timeout, &self.reg.entry.id, &mut self.permit).await
+        outbox.send(response, type_url, self.send_timeout, &self.reg.entry.id, &mut self.permit).await?;
+        if !crate::type_url::is_envoy_type(type_url) {
+            return Ok(());
+        }
+        match self.unanswered.iter_mut().find(|(t, _)| t == type_url) {
+            Some((_, awaited)) => nonce.clone_into(awaited),
+            None => self.unanswered.push((type_url.to_owned(), nonce.to_owned())),
+        }
+        Ok(())
+    }
+
+    /// Whether a push must wait for the client's answers ([`AdsConfig::flow_control`]).
+    fn holds_pushes(&self) -> bool {
+        self.flow_control && !self.unanswered.is_empty()
+    }
+
+    /// The client will not answer `type_url`'s last response (it unsubscribed the type).
+    pub(crate) fn forget_type(&mut self, type_url: &str) {
+        self.unanswered.retain(|(t, _)| t != type_url);
+        self.release_held();
+    }
+
+    /// A held push goes ahead once nothing is awaited any more.
+    fn release_held(&mut self) {
+        if self.held && !self.holds_pushes() {
+            self.held = false;
+            self.push_wanted = true;
+            debug!(connection = %self.id(), "push released: the client answered");
+        }
     }
 
     pub(crate) fn entry(&self) -> &Entry<S::Push> {
@@ -863,6 +913,25 @@ impl<S: ResourceSource> Connection<S> {
     /// Records the client's answer to the response `nonce` of `type_url` (push convergence).
     pub(crate) fn answered(&mut self, type_url: &str, nonce: &str, accepted: bool) {
         self.convergence.answered(type_url, nonce, accepted);
+        self.unanswered.retain(|(t, n)| !(t == type_url && n == nonce));
+        self.release_held();
+    }
+
+    /// Holds a pending push while the client has a response to answer; `true` when held.
+    fn hold(&mut self) -> bool {
+        if !self.holds_pushes() {
+            return false;
+        }
+        if !self.held {
+            self.held = true;
+            metrics::record_push_held();
+            debug!(
+                connection = %self.id(),
+                "push held until the client answers {}",
+                self.unanswered.iter().map(|(t, n)| format!("{} {n}", short_name(t))).collect::<Vec<_>>().join(", ")
+            );
+        }
+        true
     }
 
     async fn next_event<T: prost::Message + Default>(&mut self, inbound: &mut Requests<T>) -> Event<T> {
@@ -918,11 +987,14 @@ impl<S: ResourceSource> Connection<S> {
             Event::Request(Ok(None)) => Err(End::ClientClosed),
             Event::Request(Err(status)) => Err(End::Transport(status)),
             Event::Wake => {
-                self.push_wanted = true;
+                self.push_wanted = !self.hold();
                 Ok(())
             }
             Event::Push(permit) => {
                 self.push_wanted = false;
+                if self.hold() {
+                    return Ok(());
+                }
                 self.permit = Some(permit);
                 if let Some(p) = self.reg.entry.take_pending() {
                     self.push(wire, p).await?;

@@ -30,6 +30,15 @@ pub fn is_mcp_type(type_url: &str) -> bool {
     !type_url.starts_with("type.googleapis.com/") && type_url.split('/').count() == 3
 }
 
+/// Whether `type_url` is one of Envoy's resource types (`type.googleapis.com/envoy.…`): those every
+/// client answers with an ACK or NACK (Envoy, gRPC, istiod's `adsc`), so flow control
+/// ([`crate::AdsConfig::flow_control`]) may wait for their answers. Other types are not always answered:
+/// istiod's MCP client (`pkg/adsc`) never ACKs a MeshConfig response with resources, nor
+/// `istio.io/debug` responses.
+pub fn is_envoy_type(type_url: &str) -> bool {
+    type_url.starts_with("type.googleapis.com/envoy.")
+}
+
 /// Whether a resource packed as `any_type` may go out in a response of `response_type`. Envoy
 /// types: only the same type (a client rejects the whole response otherwise). The one exception is
 /// MCP-over-xDS, where the response type names a config kind and the resources are wrapped:

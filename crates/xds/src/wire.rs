@@ -154,6 +154,7 @@ impl<S: ResourceSource> Connection<S> {
             Answer::Unsubscribe => {
                 debug!(connection = %self.id(), "{short}: unsubscribed");
                 self.entry().remove_type(type_url);
+                self.forget_type(type_url);
                 return Ok(());
             }
             Answer::Subscription => debug!(connection = %self.id(), "{short}: subscription change{detail}"),
@@ -330,7 +331,7 @@ impl SotwWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        conn.send_on(&self.tx, response, type_url).await?;
+        conn.send_on(&self.tx, response, type_url, &nonce).await?;
         self.session.on_sent(
             type_url,
             SentResponse {
@@ -545,7 +546,7 @@ impl DeltaWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        conn.send_on(&self.tx, response, type_url).await?;
+        conn.send_on(&self.tx, response, type_url, &nonce).await?;
         self.session.on_sent(type_url, &nonce, &version, &plan);
         metrics::record_push(type_url, t0.elapsed(), bytes);
         self.mirror(conn.entry(), type_url);

@@ -125,6 +125,23 @@ async fn push_reaches(source: &TestSource, ads: &RunningAds<TestSource>, good: &
     good.ack(&r, &[]).await;
 }
 
+/// Pushes 2,000 new clusters (≈ 150 KB: more than a stuck client's window) to every connection and
+/// checks that `good` receives them; returns the version.
+async fn big_push_reaches(
+    source: &TestSource,
+    ads: &RunningAds<TestSource>,
+    good: &mut Sotw,
+    round: usize,
+) -> String {
+    let clusters = (0..2_000).map(|i| cluster(&format!("cluster-{round}-{i:05}"))).collect();
+    let version = source.set(CLUSTER, clusters);
+    ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
+    let r = good.recv().await;
+    assert_eq!(r.version_info, version, "push {round} reaches the good proxy");
+    good.ack(&r, &[]).await;
+    version
+}
+
 /// Writes `bytes` on a new TCP connection to `addr` and reads until the server closes it; returns
 /// what the server sent.
 async fn raw_until_closed(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
@@ -194,10 +211,12 @@ async fn streams_over_the_request_rate_get_resource_exhausted_and_a_retry_is_adm
 /// released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_closed_and_other_proxies_still_get_their_pushes() {
+    // Without flow control, which would hold the pushes of a client that answers nothing (tested below).
     let config = AdsConfig {
         push_throttle: 1,
         response_buffer: 1,
         send_timeout: Duration::from_millis(300),
+        flow_control: false,
         ..AdsConfig::default()
     };
     let (source, ads) = server_with(config).await;
@@ -210,12 +229,7 @@ async fn a_client_that_never_reads_is_closed_and_other_proxies_still_get_their_p
     // Pushes of ≈ 150 KB each: more than the stuck client's window, then its queue, then the wait.
     let mut last_version = String::new();
     for round in 0..4 {
-        let clusters = (0..2_000).map(|i| cluster(&format!("cluster-{round}-{i:05}"))).collect();
-        last_version = source.set(CLUSTER, clusters);
-        ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
-        let r = good.recv().await;
-        assert_eq!(r.version_info, last_version, "the good proxy gets every push");
-        good.ack(&r, &[]).await;
+        last_version = big_push_reaches(&source, &ads, &mut good, round).await;
     }
     wait_for("the stuck stream to be closed", STEP, async || {
         (ads.registry.snapshot().len() == 1).then_some(())
@@ -270,20 +284,89 @@ async fn a_stream_waiting_on_a_full_queue_releases_its_push_slot() {
         push_throttle: 1,
         response_buffer: 1,
         send_timeout: Duration::ZERO,
+        flow_control: false,
         ..AdsConfig::default()
     };
     let (source, ads) = server_with(config).await;
     let _stuck = stuck_client(ads.addr).await;
     let mut good = good_stream(ads.addr, 2).await;
     for round in 0..6 {
-        let clusters = (0..2_000).map(|i| cluster(&format!("cluster-{round}-{i:05}"))).collect();
-        let version = source.set(CLUSTER, clusters);
-        ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
-        let r = good.recv().await;
-        assert_eq!(r.version_info, version, "push {round} reaches the good proxy");
-        good.ack(&r, &[]).await;
+        big_push_reaches(&source, &ads, &mut good, round).await;
     }
     assert_eq!(ads.registry.snapshot().len(), 2, "the stuck stream is still connected (no send timeout)");
+}
+
+/// Flow control (`PILOT_ENABLE_FLOW_CONTROL`, on by default): a client that has not answered its last
+/// response gets no push until it does; the pushes meanwhile merge, so its answer brings the latest
+/// config at once, not the first of the pushes it missed. A NACK counts as an answer too. A proxy
+/// that answers gets every push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_has_not_answered_gets_the_latest_push_when_it_does() {
+    let (source, ads) = server_with(AdsConfig { push_throttle: 1, ..AdsConfig::default() }).await;
+    let held_before = counter("meshpilot_xds_pushes_held");
+    let mut silent =
+        Sotw::open(ads.addr, DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) }).await.unwrap();
+    let first = silent.recv().await;
+    let mut good = good_stream(ads.addr, 2).await;
+    let mut versions = Vec::new();
+    for round in 0..3 {
+        let version = source.set(CLUSTER, vec![cluster(&format!("round-{round}"))]);
+        ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
+        let r = good.recv().await;
+        assert_eq!(r.version_info, version, "push {round} reaches the proxy that answers");
+        good.ack(&r, &[]).await;
+        versions.push(version);
+    }
+    assert!(counter("meshpilot_xds_pushes_held") > held_before, "the silent client's push was held");
+    silent.ack(&first, &[]).await;
+    let next = silent.recv().await;
+    assert_eq!(next.version_info, versions[2], "the answer brings the latest push, not {:?}", versions[0]);
+
+    // Unanswered again: the next push waits for this NACK, then goes.
+    let version = source.set(CLUSTER, vec![cluster("after-nack")]);
+    ads.registry.push_where(|_| true, Changed::types(&[CLUSTER]));
+    let r = good.recv().await;
+    assert_eq!(r.version_info, version);
+    good.ack(&r, &[]).await;
+    silent
+        .tx
+        .send(DiscoveryRequest {
+            error_detail: Some(Default::default()),
+            ..req(CLUSTER, &first.version_info, &next.nonce, &[])
+        })
+        .await
+        .unwrap();
+    assert_eq!(silent.recv().await.version_info, version, "a NACK is an answer");
+}
+
+/// A client that never reads costs one response with flow control: its pushes are held (it cannot
+/// answer), so nothing queues up for it and the send timeout has nothing to wait on; other proxies
+/// get every push while it stays connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_holds_no_queued_pushes_with_flow_control() {
+    let config = AdsConfig { push_throttle: 1, response_buffer: 1, ..AdsConfig::default() };
+    let (source, ads) = server_with(config).await;
+    let held_before = counter("meshpilot_xds_pushes_held");
+    let writes_before = counter("pilot_xds_write_timeout");
+    let _stuck = stuck_client(ads.addr).await;
+    let mut good = good_stream(ads.addr, 2).await;
+    for round in 0..4 {
+        big_push_reaches(&source, &ads, &mut good, round).await;
+    }
+    wait_for("the stuck stream's push to be held", STEP, async || {
+        (counter("meshpilot_xds_pushes_held") > held_before).then_some(())
+    })
+    .await
+    .unwrap();
+    let stuck = ads
+        .registry
+        .snapshot()
+        .into_iter()
+        .find(|c| c.proxy.node_id.contains("10.0.0.1~"))
+        .expect("the stuck client is still connected");
+    let cds = stuck.types.get(CLUSTER).expect("CDS state");
+    assert_eq!(cds.responses, 1, "only the first response went to the stuck client");
+    assert_eq!(counter("pilot_xds_write_timeout"), writes_before);
 }
 
 /// 100,000 resource names in one request (under the 4 MiB message size) are over the per-stream
@@ -427,6 +510,8 @@ async fn a_request_flood_on_one_stream_does_not_hold_up_other_proxies() {
         if m.version_info == version {
             break m;
         }
+        // The push made during the flood is answered, as a proxy does (flow control).
+        flood.ack(&m, &[]).await;
     };
     assert_eq!(pushed.resources.len(), 1);
     assert_eq!(good.recv().await.version_info, version);
