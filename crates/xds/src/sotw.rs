@@ -162,9 +162,45 @@ pub struct SotwSession {
 /// The watch a SotW name list means for `type_url`: for wildcard-capable types an empty list (or
 /// `*`) is the wildcard.
 fn watch_from_names(type_url: &str, names: &[String]) -> Watch {
-    let wildcard =
-        type_url::is_wildcard_type(type_url) && (names.is_empty() || names.iter().any(|n| n == "*"));
-    Watch { wildcard, names: names.iter().filter(|n| *n != "*").cloned().collect() }
+    Watch {
+        wildcard: names_wildcard(type_url, names),
+        names: names.iter().filter(|n| *n != "*").cloned().collect(),
+    }
+}
+
+/// Whether the SotW name list `names` is the wildcard for `type_url` ([`watch_from_names`]).
+fn names_wildcard(type_url: &str, names: &[String]) -> bool {
+    type_url::is_wildcard_type(type_url) && (names.is_empty() || names.iter().any(|n| n == "*"))
+}
+
+/// Whether the SotW name list `names` surely means `watch` (what [`watch_from_names`] would build),
+/// found without copying a name: an ACK repeats the client's whole watch (an Envoy sidecar without a
+/// Sidecar resource names every EDS cluster of the mesh in each EDS ACK), and is almost always the
+/// same list. Each name is looked up in the watch; a list of as many names as the watch, all in it,
+/// is the watch unless a name repeats (checked on a sorted copy of the references when the list is
+/// not sorted already). `false` for a list with repeated names even when it means the watch: the
+/// caller then builds the watch and compares.
+fn names_mean(watch: &Watch, type_url: &str, names: &[String]) -> bool {
+    if names_wildcard(type_url, names) != watch.wildcard {
+        return false;
+    }
+    let mut explicit = 0usize;
+    for name in names.iter().filter(|n| *n != "*") {
+        if !watch.names.contains(name) {
+            return false;
+        }
+        explicit += 1;
+    }
+    if explicit != watch.names.len() {
+        return false;
+    }
+    let listed = names.iter().filter(|n| *n != "*");
+    if listed.clone().zip(listed.skip(1)).all(|(a, b)| a < b) {
+        return true;
+    }
+    let mut sorted: Vec<&str> = names.iter().filter(|n| *n != "*").map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
 }
 
 impl SotwSession {
@@ -183,8 +219,8 @@ impl SotwSession {
             self.types.remove(type_url);
             return Outcome { verdict: Verdict::Unsubscribe, respond: None };
         }
-        let watch = watch_from_names(type_url, req.resource_names);
         let Some(t) = self.types.get_mut(type_url).filter(|_| !req.response_nonce.is_empty()) else {
+            let watch = watch_from_names(type_url, req.resource_names);
             self.types.insert(type_url, SotwType::new(Arc::new(watch.clone())));
             return Outcome { verdict: Verdict::Initial, respond: Some(Respond { watch, full: true }) };
         };
@@ -201,6 +237,10 @@ impl SotwSession {
         t.rejected_content = None;
         let verdict =
             Verdict::Ack { nonce: req.response_nonce.to_owned(), version: req.version_info.to_owned() };
+        if names_mean(&t.watch, type_url, req.resource_names) {
+            return Outcome { verdict, respond: None };
+        }
+        let watch = watch_from_names(type_url, req.resource_names);
         let previous = std::mem::replace(&mut t.watch, Arc::new(watch.clone()));
         if *previous == watch {
             return Outcome { verdict, respond: None };
@@ -300,6 +340,35 @@ mod tests {
             content,
             resources: 1,
             unsolicited: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn a_name_list_means_a_watch_exactly_when_it_would_build_it() {
+        let watch = |t: &str, list: &[&str]| watch_from_names(t, &names(list));
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (ENDPOINT, &["a", "b", "c"], &["a", "b", "c"]),
+            (ENDPOINT, &["a", "b", "c"], &["c", "a", "b"]),
+            (ENDPOINT, &["a", "b", "c"], &["a", "b"]),
+            (ENDPOINT, &["a", "b", "c"], &["a", "b", "c", "d"]),
+            (ENDPOINT, &["a", "b", "c"], &["a", "b", "b"]),
+            (ENDPOINT, &["a", "b", "c"], &["b", "a", "a"]),
+            (ENDPOINT, &["a", "b"], &["a", "b", "b"]),
+            (ENDPOINT, &["a", "b"], &["a", "x"]),
+            (CLUSTER, &[], &[]),
+            (CLUSTER, &[], &["*"]),
+            (CLUSTER, &["*", "a"], &["a", "*"]),
+            (CLUSTER, &["*", "a"], &["a"]),
+            (CLUSTER, &["a"], &["a"]),
+            (CLUSTER, &[], &["a"]),
+        ];
+        for (t, current, list) in cases {
+            let current = watch(t, current);
+            let same = watch(t, list) == current;
+            let repeats = list.iter().collect::<BTreeSet<_>>().len() < list.len();
+            // Never a false "same"; a false "different" only for a list with repeated names.
+            let expected = same && !repeats;
+            assert_eq!(names_mean(&current, t, &names(list)), expected, "{t} {current:?} vs {list:?}");
         }
     }
 
