@@ -107,10 +107,11 @@ pub struct AdsConfig {
     /// Flow control: a push waits until the client has answered (ACK or NACK) the last response of
     /// every Envoy type sent on its stream ([`crate::type_url::is_envoy_type`]: other types, such as
     /// MCP's MeshConfig, are not always answered); pushes arriving meanwhile merge into the one
-    /// waiting, which goes out (with the latest config) at the answer. Requests are always answered. A real client
-    /// (Envoy, gRPC) answers each response within milliseconds, so this only coalesces the pushes of a
-    /// busy proxy, and a client that reads without answering, or does not read, costs one response
-    /// per type instead of a response per push (docs/RELIABILITY.md "Slow and hostile clients").
+    /// waiting, which goes out (with the latest config) at the answer. Requests are always answered.
+    /// A real client (Envoy, gRPC) answers each response within milliseconds, so this only coalesces
+    /// the pushes of a busy proxy, and a client that reads without answering, or does not read, costs
+    /// one response per type instead of a response per push (docs/RELIABILITY.md "Slow and hostile
+    /// clients").
     /// Istio 1.9 added this as `PILOT_ENABLE_FLOW_CONTROL`, default false, and later dropped it;
     /// meshpilot keeps the name with default true.
     pub flow_control: bool,
@@ -925,11 +926,9 @@ impl<S: ResourceSource> Connection<S> {
         if !self.held {
             self.held = true;
             metrics::record_push_held();
-            debug!(
-                connection = %self.id(),
-                "push held until the client answers {}",
-                self.unanswered.iter().map(|(t, n)| format!("{} {n}", short_name(t))).collect::<Vec<_>>().join(", ")
-            );
+            let awaited: Vec<String> =
+                self.unanswered.iter().map(|(t, n)| format!("{} {n}", short_name(t))).collect();
+            debug!(connection = %self.id(), "push held until the client answers {}", awaited.join(", "));
         }
         true
     }

@@ -29,7 +29,8 @@ use std::{
 use envoy_types::pb::envoy::{
     config::core::v3::Node,
     service::discovery::v3::{
-        DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+        DiscoveryRequest, DiscoveryResponse,
+        aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
     },
 };
 use serde::Serialize;
@@ -178,6 +179,19 @@ fn request(t: &str, nonce: &str, names: Vec<String>) -> DiscoveryRequest {
     }
 }
 
+/// A `name-flood` stream's ACK of `r`: the same watch again (its EDS names, the unknown type's one
+/// name, the wildcard for the rest), as a SotW client repeats its watch in every request.
+fn name_flood_ack(r: &DiscoveryResponse, names: &[String]) -> DiscoveryRequest {
+    let watch = if r.type_url == XdsType::Endpoint.url() {
+        names.to_vec()
+    } else if r.type_url.contains("hostile") {
+        vec!["x".into()]
+    } else {
+        Vec::new()
+    };
+    DiscoveryRequest { version_info: r.version_info.clone(), ..request(&r.type_url, &r.nonce, watch) }
+}
+
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
@@ -249,9 +263,7 @@ async fn connection(
                     () = &mut flood => {}
                     m = responses.message() => match m {
                         Ok(Some(r)) if kind == Kind::NameFlood => {
-                            // ACK with the same watch (the EDS names kept, the others wildcard).
-                            let watch = if r.type_url == XdsType::Endpoint.url() { names.clone() } else if r.type_url.contains("hostile") { vec!["x".into()] } else { Vec::new() };
-                            let _ = tx.send(DiscoveryRequest { version_info: r.version_info, ..request(&r.type_url, &r.nonce, watch) }).await;
+                            let _ = tx.send(name_flood_ack(&r, &names)).await;
                         }
                         Ok(Some(_)) => {}
                         Ok(None) => return tally.closed(kind, "OK".into(), opened),
