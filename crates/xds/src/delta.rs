@@ -337,6 +337,12 @@ impl DeltaSession {
         type_url::sort_push_order(&mut v);
         v
     }
+
+    /// Whether the client has yet to answer the latest response of an Envoy type
+    /// ([`crate::state::awaits_answer`]).
+    pub fn awaits_answer(&self) -> bool {
+        crate::state::awaits_answer(self.types.iter().map(|(t, s)| (t, s.state)))
+    }
 }
 
 fn take_in_flight(t: &mut DeltaType, nonce: &str) -> Option<InFlight> {

@@ -442,7 +442,6 @@ impl<S: ResourceSource> AdsServer<S> {
             send_timeout: self.config.send_timeout,
             limits: self.config.limits.clone(),
             flow_control: self.config.flow_control,
-            unanswered: Vec::new(),
             held: false,
         })
     }
@@ -850,8 +849,6 @@ pub(crate) struct Connection<S: ResourceSource> {
     limits: StreamLimits,
     /// [`AdsConfig::flow_control`].
     flow_control: bool,
-    /// (type URL, nonce) of the last response of each Envoy type the client has not answered yet.
-    unanswered: Vec<(String, String)>,
     /// A push is pending and waits for the client to answer ([`AdsConfig::flow_control`]).
     held: bool,
 }
@@ -868,39 +865,24 @@ impl<S: ResourceSource> Connection<S> {
 
     /// Hands `response` to the client through `outbox` ([`Outbox::send`]: waits for room up to the
     /// send timeout, releasing this connection's push-throttle slot while it waits).
-    /// `nonce` is the response's: the client's answer to it is awaited ([`AdsConfig::flow_control`]).
     pub(crate) async fn send_on<M: prost::Message>(
         &mut self,
         outbox: &Outbox<M>,
         response: M,
         type_url: &str,
-        nonce: &str,
     ) -> Result<(), End> {
-        outbox.send(response, type_url, self.send_timeout, &self.reg.entry.id, &mut self.permit).await?;
-        if !crate::type_url::is_envoy_type(type_url) {
-            return Ok(());
-        }
-        match self.unanswered.iter_mut().find(|(t, _)| t == type_url) {
-            Some((_, awaited)) => nonce.clone_into(awaited),
-            None => self.unanswered.push((type_url.to_owned(), nonce.to_owned())),
-        }
-        Ok(())
+        outbox.send(response, type_url, self.send_timeout, &self.reg.entry.id, &mut self.permit).await
     }
 
-    /// Whether a push must wait for the client's answers ([`AdsConfig::flow_control`]).
-    fn holds_pushes(&self) -> bool {
-        self.flow_control && !self.unanswered.is_empty()
-    }
-
-    /// The client will not answer `type_url`'s last response (it unsubscribed the type).
-    pub(crate) fn forget_type(&mut self, type_url: &str) {
-        self.unanswered.retain(|(t, _)| t != type_url);
-        self.release_held();
+    /// Whether a push must wait for the client's answers ([`AdsConfig::flow_control`]; the wire's
+    /// per-type state says which responses are unanswered).
+    fn holds_pushes<W: Wire<S>>(&self, wire: &W) -> bool {
+        self.flow_control && wire.awaits_answer()
     }
 
     /// A held push goes ahead once nothing is awaited any more.
-    fn release_held(&mut self) {
-        if self.held && !self.holds_pushes() {
+    fn release_held<W: Wire<S>>(&mut self, wire: &W) {
+        if self.held && !self.holds_pushes(wire) {
             self.held = false;
             self.push_wanted = true;
             debug!(connection = %self.id(), "push released: the client answered");
@@ -914,21 +896,17 @@ impl<S: ResourceSource> Connection<S> {
     /// Records the client's answer to the response `nonce` of `type_url` (push convergence).
     pub(crate) fn answered(&mut self, type_url: &str, nonce: &str, accepted: bool) {
         self.convergence.answered(type_url, nonce, accepted);
-        self.unanswered.retain(|(t, n)| !(t == type_url && n == nonce));
-        self.release_held();
     }
 
     /// Holds a pending push while the client has a response to answer; `true` when held.
-    fn hold(&mut self) -> bool {
-        if !self.holds_pushes() {
+    fn hold<W: Wire<S>>(&mut self, wire: &W) -> bool {
+        if !self.holds_pushes(wire) {
             return false;
         }
         if !self.held {
             self.held = true;
             metrics::record_push_held();
-            let awaited: Vec<String> =
-                self.unanswered.iter().map(|(t, n)| format!("{} {n}", short_name(t))).collect();
-            debug!(connection = %self.id(), "push held until the client answers {}", awaited.join(", "));
+            debug!(connection = %self.id(), "push held until the client answers its last responses");
         }
         true
     }
@@ -982,16 +960,20 @@ impl<S: ResourceSource> Connection<S> {
     async fn on_event<W: Wire<S>>(&mut self, wire: &mut W, event: Event<W::Request>) -> Result<(), End> {
         match event {
             Event::Stop => Err(End::Stopped),
-            Event::Request(Ok(Some(req))) => self.on_request(wire, &req).await,
+            Event::Request(Ok(Some(req))) => {
+                self.on_request(wire, &req).await?;
+                self.release_held(wire);
+                Ok(())
+            }
             Event::Request(Ok(None)) => Err(End::ClientClosed),
             Event::Request(Err(status)) => Err(End::Transport(status)),
             Event::Wake => {
-                self.push_wanted = !self.hold();
+                self.push_wanted = !self.hold(wire);
                 Ok(())
             }
             Event::Push(permit) => {
                 self.push_wanted = false;
-                if self.hold() {
+                if self.hold(wire) {
                     return Ok(());
                 }
                 self.permit = Some(permit);

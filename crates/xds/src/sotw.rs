@@ -312,6 +312,12 @@ impl SotwSession {
         type_url::sort_push_order(&mut v);
         v
     }
+
+    /// Whether the client has yet to answer the latest response of an Envoy type
+    /// ([`crate::state::awaits_answer`]).
+    pub fn awaits_answer(&self) -> bool {
+        crate::state::awaits_answer(self.types.iter().map(|(t, s)| (t, s.state)))
+    }
 }
 
 #[cfg(test)]

@@ -120,6 +120,14 @@ impl<V> TypeMap<V> {
     }
 }
 
+/// Whether any Envoy type of a stream ([`crate::type_url::is_envoy_type`]) has a response the client
+/// has not answered yet (its state is [`SyncState::Sent`]): what flow control waits on
+/// ([`crate::AdsConfig::flow_control`]). Other types are not always answered (istiod's MCP client
+/// never ACKs MeshConfig), so they are not waited for.
+pub(crate) fn awaits_answer<'a>(states: impl IntoIterator<Item = (&'a String, SyncState)>) -> bool {
+    states.into_iter().any(|(t, s)| s == SyncState::Sent && crate::type_url::is_envoy_type(t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::TypeMap;

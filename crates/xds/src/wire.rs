@@ -72,6 +72,9 @@ pub(crate) trait Wire<S: ResourceSource>: Send {
     /// The subscribed types in push order.
     fn watched_types(&self) -> Vec<String>;
 
+    /// Whether the client has yet to answer the latest response of an Envoy type (flow control).
+    fn awaits_answer(&self) -> bool;
+
     /// Ends the response stream with `status` (when there is room in its queue).
     fn close_with(&self, status: tonic::Status);
 
@@ -154,7 +157,6 @@ impl<S: ResourceSource> Connection<S> {
             Answer::Unsubscribe => {
                 debug!(connection = %self.id(), "{short}: unsubscribed");
                 self.entry().remove_type(type_url);
-                self.forget_type(type_url);
                 return Ok(());
             }
             Answer::Subscription => debug!(connection = %self.id(), "{short}: subscription change{detail}"),
@@ -215,6 +217,10 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
 
     fn watched_types(&self) -> Vec<String> {
         self.session.watched_types()
+    }
+
+    fn awaits_answer(&self) -> bool {
+        self.session.awaits_answer()
     }
 
     async fn answer(
@@ -331,7 +337,7 @@ impl SotwWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        conn.send_on(&self.tx, response, type_url, &nonce).await?;
+        conn.send_on(&self.tx, response, type_url).await?;
         self.session.on_sent(
             type_url,
             SentResponse {
@@ -446,6 +452,10 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         self.session.watched_types()
     }
 
+    fn awaits_answer(&self) -> bool {
+        self.session.awaits_answer()
+    }
+
     async fn answer(
         &mut self,
         conn: &mut Connection<S>,
@@ -546,7 +556,7 @@ impl DeltaWire {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        conn.send_on(&self.tx, response, type_url, &nonce).await?;
+        conn.send_on(&self.tx, response, type_url).await?;
         self.session.on_sent(type_url, &nonce, &version, &plan);
         metrics::record_push(type_url, t0.elapsed(), bytes);
         self.mirror(conn.entry(), type_url);
