@@ -100,8 +100,14 @@ async fn bookinfo_reviews_routing_from_kubernetes() {
     write_sample(&plane, "virtual-service-reviews-jason-v2-v3.yaml").await;
     let envoy = Envoy::start(&plane.sidecar("productpage", NS, AdsApi::Sotw)).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    // Before the VirtualService reaches Envoy, round-robin can answer jason with v2 by chance: wait
+    // for its `end-user` match in Envoy's routes, then for both subsets to answer.
     wait_for("jason routed to v2 through Envoy", Duration::from_secs(30), async || {
-        (reviews(addr, Some("jason")).await == "reviews-v2").then_some(())
+        let routed = envoy.config_dump(false).await.map(|d| d.to_string().contains("end-user")).unwrap_or(false);
+        (routed
+            && reviews(addr, Some("jason")).await == "reviews-v2"
+            && reviews(addr, None).await == "reviews-v3")
+            .then_some(())
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
