@@ -103,7 +103,8 @@ async fn bookinfo_reviews_routing_from_kubernetes() {
     // Before the VirtualService reaches Envoy, round-robin can answer jason with v2 by chance: wait
     // for its `end-user` match in Envoy's routes, then for both subsets to answer.
     wait_for("jason routed to v2 through Envoy", Duration::from_secs(30), async || {
-        let routed = envoy.config_dump(false).await.map(|d| d.to_string().contains("end-user")).unwrap_or(false);
+        let routed =
+            envoy.config_dump(false).await.map(|d| d.to_string().contains("end-user")).unwrap_or(false);
         (routed
             && reviews(addr, Some("jason")).await == "reviews-v2"
             && reviews(addr, None).await == "reviews-v3")
