@@ -390,6 +390,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     )
     .await?;
     let server_task = tokio::spawn(server.clone().run(shutdown.clone()));
+    tokio::spawn(crate::trim::run(ads_env.memory_trim_after_closes, shutdown.clone()));
     let cluster = cluster.map(|c| c as Arc<dyn model::ConfigStore>);
     // Gateway API with a cluster: the converter's inputs (namespaces, Secrets, Service addresses) and
     // the status writer (docs/GATEWAY-API.md).

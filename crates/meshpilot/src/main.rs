@@ -23,6 +23,7 @@ mod ingress_source;
 mod proxy;
 mod shutdown;
 mod status;
+mod trim;
 mod validate;
 mod webhook;
 

@@ -48,7 +48,9 @@ mod wire;
 pub use admission::{RequestLimiter, default_max_requests_per_second};
 pub use framing::AdsService;
 pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
-pub use registry::{ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus};
+pub use registry::{
+    ConnectionChurn, ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus, connection_churn,
+};
 pub use server::{
     AdsConfig, AdsServer, BoxFuture, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_RESPONSE_BUFFER_BYTES,
     StreamAuthenticator, StreamCaller, StreamLimits, check_identity, default_push_throttle,

@@ -215,6 +215,26 @@ fn count_version(version: &str, up: bool) {
     metrics::set_clients(version, *n);
 }
 
+/// Connections registered and unregistered so far, across every registry of the process.
+static OPENED: AtomicU64 = AtomicU64::new(0);
+static CLOSED: AtomicU64 = AtomicU64::new(0);
+
+/// Totals of xDS connections opened and closed since the process started, across every registry
+/// (both ADS ports): what connection churn the process went through, for the heap trim after a
+/// storm (`meshpilot discovery`, docs/RELIABILITY.md "Connection storms").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionChurn {
+    /// Connections registered (streams that got past their first request).
+    pub opened: u64,
+    /// Of those, unregistered (the stream ended).
+    pub closed: u64,
+}
+
+/// The process's [`ConnectionChurn`] now.
+pub fn connection_churn() -> ConnectionChurn {
+    ConnectionChurn { opened: OPENED.load(Ordering::Relaxed), closed: CLOSED.load(Ordering::Relaxed) }
+}
+
 /// The connected proxies (cheap to clone; clones share the registry).
 pub struct ConnectionRegistry<P> {
     inner: Arc<Inner<P>>,
@@ -363,6 +383,7 @@ impl<P: PushEvent> ConnectionRegistry<P> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(id, Arc::clone(&entry));
         count_version(&entry.proxy.metadata.istio_version, true);
+        OPENED.fetch_add(1, Ordering::Relaxed);
         Registration { registry: self.clone(), entry }
     }
 }
@@ -384,6 +405,7 @@ impl<P: PushEvent> Drop for Registration<P> {
             .remove(&self.entry.id);
         if removed.is_some() {
             count_version(&self.entry.proxy.metadata.istio_version, false);
+            CLOSED.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -449,6 +471,20 @@ mod tests {
         let filtered: Vec<String> =
             reg.push_targets(|p| p.id != "m.ns").iter().map(|e| e.proxy.id.clone()).collect();
         assert_eq!(filtered[..3], ["z.ns", "a.ns", "q.ns"]);
+    }
+
+    #[test]
+    fn churn_counts_registrations_and_their_ends() {
+        // Process-wide counters: other tests may register meanwhile, so compare by at least.
+        let before = connection_churn();
+        let reg = ConnectionRegistry::<()>::new();
+        let a = reg.register(proxy("churn-a.ns"), None, Protocol::Sotw);
+        let b = reg.register(proxy("churn-b.ns"), None, Protocol::Delta);
+        let opened = connection_churn();
+        assert!(opened.opened >= before.opened + 2, "{before:?} → {opened:?}");
+        drop((a, b));
+        let closed = connection_churn();
+        assert!(closed.closed >= before.closed + 2, "{before:?} → {closed:?}");
     }
 
     #[tokio::test]

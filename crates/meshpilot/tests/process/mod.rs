@@ -78,7 +78,13 @@ impl Meshpilot {
 
     /// Starts `meshpilot discovery ARGS` on `ports`, logging to `log`.
     pub fn start_with(args: &[&OsStr], ports: Ports, log: PathBuf) -> Meshpilot {
+        Self::start_with_env(args, &[], ports, log)
+    }
+
+    /// Starts `meshpilot discovery ARGS` with `env` added to its environment.
+    pub fn start_with_env(args: &[&OsStr], env: &[(&str, &str)], ports: Ports, log: PathBuf) -> Meshpilot {
         let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            .envs(env.iter().copied())
             .arg("discovery")
             .args(args)
             .args(["--grpc-addr", &ports.grpc.to_string(), "--http-addr", &ports.http.to_string()])
