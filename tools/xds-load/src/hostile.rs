@@ -6,9 +6,10 @@
 //! Kinds, round robin ([`Kind::ALL`]):
 //! - `never-read`: an ADS stream (64 KiB HTTP/2 windows) asks for all clusters and never reads;
 //! - `nonce-flood`: an ADS stream that reads, and sends 1,000 requests with garbage nonces, one for an
-//!   unknown type and one naming 20,000 resources;
+//!   unknown type and one naming 20,000 resources (`--hostile-names`: 0 for none, 100,000 for a
+//!   watch over the server's names limit);
 //! - `name-flood` (not in the default rotation): like `nonce-flood`'s watches (all clusters, an unknown
-//!   type, 20,000 unknown EDS names) without the garbage, and answering (ACKing) every response as a
+//!   type, the unknown EDS names) without the garbage, and answering (ACKing) every response as a
 //!   real client does, so the server's flow control (`PILOT_ENABLE_FLOW_CONTROL`) does not hold its
 //!   pushes: a heavy but protocol-correct client;
 //! - `http1-on-grpc`: plaintext HTTP/1 on the gRPC port;
@@ -122,8 +123,9 @@ pub struct Hostile {
 
 impl Hostile {
     /// Opens `n` connections to the ADS port `grpc` (and the debug port `http`, if known: else
-    /// `http-slowloris` is skipped in the rotation), round robin over `kinds` (empty: [`Kind::ALL`]).
-    pub fn open(n: u32, grpc: SocketAddr, http: Option<SocketAddr>, kinds: &[Kind]) -> Hostile {
+    /// `http-slowloris` is skipped in the rotation), round robin over `kinds` (empty: [`Kind::ALL`]);
+    /// the `nonce-flood` and `name-flood` streams watch `names` unknown EDS names each (0: none).
+    pub fn open(n: u32, grpc: SocketAddr, http: Option<SocketAddr>, kinds: &[Kind], names: usize) -> Hostile {
         let tally = Arc::new(Tally::default());
         let (stop, stop_rx) = watch::channel(false);
         let chosen = if kinds.is_empty() { &Kind::ALL[..] } else { kinds };
@@ -136,7 +138,7 @@ impl Hostile {
             .map(|i| {
                 let kind = kinds[i % kinds.len()];
                 let (tally, stop) = (tally.clone(), stop_rx.clone());
-                tokio::spawn(connection(i, kind, grpc, http, tally, stop))
+                tokio::spawn(connection(i, kind, grpc, http, names, tally, stop))
             })
             .collect();
         Hostile { tally, tasks, stop }
@@ -201,6 +203,7 @@ async fn connection(
     kind: Kind,
     grpc: SocketAddr,
     http: Option<SocketAddr>,
+    names: usize,
     tally: Arc<Tally>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -239,10 +242,12 @@ async fn connection(
                 stopped(&mut stop).await;
                 return;
             }
-            let names: Vec<String> = (0..20_000).map(|k| format!("outbound|80||hostile-{k}.svc")).collect();
+            let names: Vec<String> = (0..names).map(|k| format!("outbound|80||hostile-{k}.svc")).collect();
             let flood = async {
                 let _ = tx.send(request("type.googleapis.com/hostile.Unknown", "", vec!["x".into()])).await;
-                let _ = tx.send(request(XdsType::Endpoint.url(), "", names.clone())).await;
+                if !names.is_empty() {
+                    let _ = tx.send(request(XdsType::Endpoint.url(), "", names.clone())).await;
+                }
                 if kind == Kind::NonceFlood {
                     for k in 0..1_000 {
                         let _ = tx

@@ -195,6 +195,11 @@ struct RunArgs {
     /// every response ACKed). Measures what one kind costs.
     #[arg(long, value_delimiter = ',', value_name = "KINDS")]
     hostile_kinds: Vec<xds_load::hostile::Kind>,
+    /// EDS names each nonce-flood and name-flood stream watches (unknown ones). 0: no EDS request
+    /// (garbage nonces alone); over meshpilot's MESHPILOT_XDS_MAX_RESOURCE_NAMES (50,000) the stream
+    /// is refused with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    hostile_names: usize,
     /// The control plane's HTTP debug address (IP:port) for the slowloris kind (set by --meshpilot).
     #[arg(long, value_name = "ADDR")]
     http_address: Option<std::net::SocketAddr>,
@@ -422,6 +427,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         "storm": a.storm,
         "hostile": a.hostile,
         "hostile_kinds": a.hostile_kinds,
+        "hostile_names": a.hostile_names,
     });
     let options = RunOptions {
         address,
@@ -451,6 +457,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         storm: a.storm,
         hostile: a.hostile,
         hostile_kinds: a.hostile_kinds.clone(),
+        hostile_names: a.hostile_names,
         http_address,
         tls: tls.map(Arc::new),
     };

@@ -88,6 +88,8 @@ pub struct RunOptions {
     pub http_address: Option<std::net::SocketAddr>,
     /// The hostile kinds to open, round robin (empty: all).
     pub hostile_kinds: Vec<crate::hostile::Kind>,
+    /// EDS names each name-watching hostile stream asks for (0: none).
+    pub hostile_names: usize,
     /// Connect over TLS (a secure port: `address` is then dialled by the TLS settings' target).
     pub tls: Option<Arc<TlsSettings>>,
 }
@@ -118,6 +120,7 @@ impl Default for RunOptions {
             hostile: 0,
             http_address: None,
             hostile_kinds: Vec::new(),
+            hostile_names: 20_000,
             tls: None,
         }
     }
@@ -287,6 +290,7 @@ pub async fn run(options: &RunOptions, mut changer: Option<Box<dyn Changer>>) ->
             grpc,
             options.http_address,
             &options.hostile_kinds,
+            options.hostile_names,
         );
         wait_until(options.ready_timeout, || h.opened() >= options.hostile as usize).await;
         tokio::time::sleep(options.hold).await;
