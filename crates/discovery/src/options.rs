@@ -15,7 +15,7 @@
 //! | `MESHPILOT_XDS_MAX_RESOURCE_NAMES` | `50000` (not in Istio: no limit) | resource names one stream may watch per type; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_MAX_TYPES_PER_STREAM` | `64` (not in Istio: no limit) | type URLs one stream may watch; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` | `10s` (grpc-go's `ConnectionTimeout`: 120 s, handshake only) | time for a new ADS connection's HTTP/2 preface and first request; `0`: none |
-//! | `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES` | `1000` (not in Istio: Go returns free pages by itself) | after this many xDS connections closed, the freed heap is handed back to the OS once the churn stops (glibc's `malloc_trim`); `0`: never |
+//! | `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES` | `100` (not in Istio: Go returns free pages by itself) | after this many xDS connections closed, the freed heap is handed back to the OS once the churn stops, 10 s apart at least (glibc's `malloc_trim`); `0`: never |
 //!
 //! Durations use Go's syntax as Istio does (`100ms`, `1.5s`, `2m`, `1h30m`, `500us`).
 
@@ -329,7 +329,7 @@ pub struct AdsOptions {
     pub handshake_timeout: std::time::Duration,
     /// `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES`: xDS connections that must close before the process
     /// hands its freed heap back to the operating system (glibc's `malloc_trim`, once the churn
-    /// stops; docs/RELIABILITY.md "Connection storms"). Default 1,000; `0`: never.
+    /// stops; docs/RELIABILITY.md "Connection storms"). Default 100; `0`: never.
     pub memory_trim_after_closes: u64,
 }
 
@@ -344,7 +344,7 @@ impl Default for AdsOptions {
             max_resource_names: xds::StreamLimits::DEFAULT_MAX_RESOURCE_NAMES,
             max_types: xds::StreamLimits::DEFAULT_MAX_TYPES,
             handshake_timeout: xds::DEFAULT_HANDSHAKE_TIMEOUT,
-            memory_trim_after_closes: 1000,
+            memory_trim_after_closes: 100,
         }
     }
 }
@@ -496,7 +496,7 @@ mod ads_tests {
 
     #[test]
     fn memory_trim_threshold_from_the_environment() {
-        assert_eq!(AdsOptions::from_lookup(|_| None).unwrap().memory_trim_after_closes, 1000);
+        assert_eq!(AdsOptions::from_lookup(|_| None).unwrap().memory_trim_after_closes, 100);
         let var =
             |v: &'static str| move |n: &str| (n == "MESHPILOT_MEMORY_TRIM_AFTER_CLOSES").then(|| v.into());
         assert_eq!(AdsOptions::from_lookup(var("0")).unwrap().memory_trim_after_closes, 0, "0 turns it off");

@@ -10,9 +10,10 @@
 //! pages by itself; glibc has to be asked.
 //!
 //! [`run`] samples the xDS connection churn ([`xds::connection_churn`]) once a second and trims once
-//! `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES` connections (default 1,000) have closed since the last trim,
+//! `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES` connections (default 100) have closed since the last trim,
 //! as soon as a second passes with no connection opened or closed (the churn is over), or after 30
-//! seconds of churn that does not stop. Counted in `meshpilot_memory_trims`.
+//! seconds of churn that does not stop; trims are 10 s apart at least. Counted in
+//! `meshpilot_memory_trims`.
 
 use std::time::{Duration, Instant};
 
@@ -27,15 +28,23 @@ const TICK: Duration = Duration::from_secs(1);
 /// Samples (seconds) a due trim waits for the churn to stop before it runs anyway.
 const MAX_WAIT_TICKS: u32 = 30;
 
-/// When to trim: a pure rule over successive samples of the churn counters.
+/// Samples (seconds) from one trim to the next at least, so that churn that never stops costs one
+/// trim (≈ 20 ms of one thread on a 700 MiB heap) per 10 s at most.
+const MIN_GAP_TICKS: u32 = 10;
+
+/// When to trim: a pure rule over successive samples of the churn counters, one per second.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Trigger {
     /// Closes since the last trim that make a trim due.
     after_closes: u64,
     /// Samples a due trim waits for a quiet one.
     max_wait: u32,
+    /// Samples from one trim to the next at least.
+    min_gap: u32,
     /// The closes counter at the last trim.
     trimmed_at: u64,
+    /// Samples since the last trim (`None`: no trim yet).
+    since_trim: Option<u32>,
     /// The previous sample.
     previous: ConnectionChurn,
     /// Samples since the trim became due.
@@ -43,13 +52,16 @@ pub(crate) struct Trigger {
 }
 
 impl Trigger {
-    /// A rule that trims after `after_closes` closes (at least 1), waiting up to `max_wait` samples
-    /// for one in which nothing opened or closed. `start` is the churn at the time it begins.
-    pub(crate) fn new(after_closes: u64, max_wait: u32, start: ConnectionChurn) -> Self {
+    /// A rule that trims after `after_closes` closes (at least 1), at the first sample in which
+    /// nothing opened or closed or after `max_wait` samples, and `min_gap` samples after the last
+    /// trim at the earliest. `start` is the churn when it begins.
+    pub(crate) fn new(after_closes: u64, max_wait: u32, min_gap: u32, start: ConnectionChurn) -> Self {
         Trigger {
             after_closes: after_closes.max(1),
             max_wait,
+            min_gap,
             trimmed_at: start.closed,
+            since_trim: None,
             previous: start,
             waited: 0,
         }
@@ -59,13 +71,16 @@ impl Trigger {
     pub(crate) fn sample(&mut self, now: ConnectionChurn) -> bool {
         let quiet = now == self.previous;
         self.previous = now;
+        self.since_trim = self.since_trim.map(|n| n.saturating_add(1));
         if now.closed.saturating_sub(self.trimmed_at) < self.after_closes {
             self.waited = 0;
             return false;
         }
-        self.waited += 1;
-        if quiet || self.waited >= self.max_wait {
+        self.waited = self.waited.saturating_add(1);
+        let gap_ok = self.since_trim.is_none_or(|n| n >= self.min_gap);
+        if gap_ok && (quiet || self.waited >= self.max_wait) {
             self.trimmed_at = now.closed;
+            self.since_trim = Some(0);
             self.waited = 0;
             return true;
         }
@@ -82,7 +97,7 @@ pub(crate) async fn run(after_closes: u64, mut shutdown: model::Shutdown) {
         TRIMS,
         "Times the freed heap was handed back to the operating system after xDS connection churn."
     );
-    let mut trigger = Trigger::new(after_closes, MAX_WAIT_TICKS, xds::connection_churn());
+    let mut trigger = Trigger::new(after_closes, MAX_WAIT_TICKS, MIN_GAP_TICKS, xds::connection_churn());
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -143,7 +158,7 @@ mod tests {
 
     #[test]
     fn trims_once_the_closes_stop_and_not_again_until_more_close() {
-        let mut t = Trigger::new(1000, 30, churn(10_500, 0));
+        let mut t = Trigger::new(1000, 30, 0, churn(10_500, 0));
         // 10,000 close and reconnect over three seconds: due after the first, but not quiet.
         assert!(!t.sample(churn(12_000, 6_000)));
         assert!(!t.sample(churn(16_000, 10_000)));
@@ -160,7 +175,7 @@ mod tests {
 
     #[test]
     fn churn_that_never_stops_is_trimmed_after_the_longest_wait() {
-        let mut t = Trigger::new(10, 3, churn(100, 0));
+        let mut t = Trigger::new(10, 3, 0, churn(100, 0));
         assert!(!t.sample(churn(120, 20)));
         assert!(!t.sample(churn(140, 40)));
         assert!(t.sample(churn(160, 60)), "third due sample");
@@ -168,8 +183,22 @@ mod tests {
     }
 
     #[test]
+    fn trims_are_at_least_the_gap_apart() {
+        let mut t = Trigger::new(10, 30, 5, churn(0, 0));
+        // The first trim has no gap to keep.
+        assert!(!t.sample(churn(100, 50)));
+        assert!(t.sample(churn(100, 50)));
+        // Due and quiet again one sample later: waits until five samples after the trim.
+        assert!(!t.sample(churn(100, 80)));
+        for _ in 0..3 {
+            assert!(!t.sample(churn(100, 80)));
+        }
+        assert!(t.sample(churn(100, 80)), "fifth sample after the trim");
+    }
+
+    #[test]
     fn opens_alone_never_trim() {
-        let mut t = Trigger::new(1, 2, churn(0, 0));
+        let mut t = Trigger::new(1, 2, 0, churn(0, 0));
         for opened in 1..10 {
             assert!(!t.sample(churn(opened * 100, 0)));
         }
