@@ -88,9 +88,13 @@ impl Trigger {
     }
 }
 
-/// Trims the heap after connection churn until `shutdown`; `after_closes` of 0 disables it.
+/// Whether this build's allocator is glibc's, the one that needs asking ([`release_free_heap`]).
+const GLIBC_HEAP: bool = cfg!(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc")));
+
+/// Trims the heap after connection churn until `shutdown`; `after_closes` of 0 disables it, and so
+/// does an allocator other than glibc's (nothing to ask: the task returns at once).
 pub(crate) async fn run(after_closes: u64, mut shutdown: model::Shutdown) {
-    if after_closes == 0 {
+    if after_closes == 0 || !GLIBC_HEAP {
         return;
     }
     metrics::describe_counter!(
