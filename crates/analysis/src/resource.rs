@@ -561,13 +561,10 @@ impl Resources {
     /// Reads a file (`-` for standard input) as a file source.
     ///
     /// # Errors
-    /// The file cannot be read or is not UTF-8 (document errors go to [`Resources::load_errors`]).
+    /// The file cannot be read, is larger than [`yaml::MAX_FILE_BYTES`] or is not UTF-8 (document
+    /// errors go to [`Resources::load_errors`]).
     pub fn add_file(&mut self, path: &Path) -> std::io::Result<()> {
-        let text = if path == Path::new("-") {
-            std::io::read_to_string(std::io::stdin())?
-        } else {
-            std::fs::read_to_string(path)?
-        };
+        let text = yaml::read_config_text(path)?;
         self.add_text(&path.display().to_string(), &text, true);
         Ok(())
     }

@@ -12,9 +12,19 @@
 //!
 //! JSON is a subset of YAML 1.2, so `.json` files go through the same reader.
 //!
+//! Hostile input is bounded per document ([`Limits`]), so a small file cannot take the reader down:
+//! an alias bomb ("billion laughs") stops at Go yaml.v3's alias ratio guard before its copies are
+//! made, nesting stops at [`MAX_DEPTH`] (the tree and every reader of it recurse), a document stops at
+//! [`MAX_DOCUMENT_CHARS`], and duplicate keys are found through a hash index on large mappings, so a
+//! mapping of n keys costs O(n) instead of O(n²). A document over a limit is an error of that document
+//! alone (naming the limit); the reader goes on with the next one.
+//!
 //! This module is the only place that knows the YAML library, so it can be swapped.
 
-use std::{collections::HashMap, fmt};
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    fmt,
+};
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 
@@ -206,27 +216,138 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Reads every document and reports per-document errors as well (duplicate keys).
+/// Deepest nesting of collections in one document: 128 levels, serde_json's recursion limit, which
+/// already bounds every object meshpilot reads as JSON (Kubernetes watches, admission reviews). Go's
+/// readers allow 10,000, but the tree, its conversions and the typed decoders recurse on the thread's
+/// stack; no Istio object comes near this depth (an EnvoyFilter patch nests a few dozen levels).
+pub const MAX_DEPTH: usize = 128;
+
+/// Largest document, in characters: 3 MiB, the largest request body the Kubernetes API server accepts
+/// (`MaxRequestBodyBytes`, 3 × 1024 × 1024), so no object that a cluster can hold is refused.
+pub const MAX_DOCUMENT_CHARS: usize = 3 * 1024 * 1024;
+
+/// Largest config file (or standard input) a reader takes: 64 MiB, room for twenty documents of the
+/// largest size the Kubernetes API server accepts ([`MAX_DOCUMENT_CHARS`]); Istio's largest file (all
+/// its CRDs in one) is under 1 MiB. A larger file is refused before it is read.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads at most `limit` bytes from `reader`.
+///
+/// # Errors
+/// The read fails, or there are more than `limit` bytes (`InvalidData`, naming the limit).
+pub fn read_bounded(reader: impl std::io::Read, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    reader.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(bytes)
+}
+
+fn too_large(limit: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "larger than {} MiB (meshpilot's limit for one config file); not read",
+            limit / (1024 * 1024)
+        ),
+    )
+}
+
+/// Reads a config file as text, `-` meaning standard input, within [`MAX_FILE_BYTES`].
+///
+/// # Errors
+/// The file cannot be read, is larger than [`MAX_FILE_BYTES`] or is not UTF-8.
+pub fn read_config_text(path: &std::path::Path) -> std::io::Result<String> {
+    let bytes = if path == std::path::Path::new("-") {
+        read_bounded(std::io::stdin().lock(), MAX_FILE_BYTES)?
+    } else {
+        let file = std::fs::File::open(path)?;
+        if file.metadata()?.len() > MAX_FILE_BYTES {
+            return Err(too_large(MAX_FILE_BYTES));
+        }
+        read_bounded(file, MAX_FILE_BYTES)?
+    };
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// The bounds one document is read within ([`parse_documents_with`]); [`Limits::default`] is
+/// [`MAX_DEPTH`] and [`MAX_DOCUMENT_CHARS`] with Go yaml.v3's alias guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest nesting of sequences and mappings.
+    pub max_depth: usize,
+    /// Largest document, in characters from its start to its last event.
+    pub max_document_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_depth: MAX_DEPTH, max_document_chars: MAX_DOCUMENT_CHARS }
+    }
+}
+
+/// Go yaml.v3's alias guard (`allowedAliasRatio` in its `decode.go`): the share of a document's nodes
+/// that may come from alias expansion, 99 % up to 400,000 nodes, falling linearly to 10 % at 4,000,000
+/// and above. Checked once a document has more than 1,000 nodes of which more than 100 are copies.
+pub fn allowed_alias_ratio(nodes: u64) -> f64 {
+    const LOW: u64 = 400_000;
+    const HIGH: u64 = 4_000_000;
+    if nodes <= LOW {
+        0.99
+    } else if nodes >= HIGH {
+        0.10
+    } else {
+        0.99 - 0.89 * ((nodes - LOW) as f64 / (HIGH - LOW) as f64)
+    }
+}
+
+/// `true` if a document of `nodes` nodes, `aliased` of them copies made by aliases, is over Go
+/// yaml.v3's alias guard ([`allowed_alias_ratio`]).
+pub fn excessive_aliasing(nodes: u64, aliased: u64) -> bool {
+    aliased > 100 && nodes > 1000 && aliased as f64 / nodes as f64 > allowed_alias_ratio(nodes)
+}
+
+/// Reads every document and reports per-document errors as well (duplicate keys, a document over
+/// [`Limits::default`]).
 ///
 /// Returns one entry per document: the document, or the error that made it unreadable. After a hard
 /// syntax error no further entries follow.
 pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
+    parse_documents_with(text, Limits::default())
+}
+
+/// [`parse_documents`] within `limits`. Memory stays proportional to the text: a document over a
+/// limit is dropped as soon as the limit is crossed, and its remaining events are only scanned.
+pub fn parse_documents_with(text: &str, limits: Limits) -> Vec<Result<Document, SyntaxError>> {
     let mut out = Vec::new();
-    let mut builder = Builder::new(text);
+    let line_starts = std::cell::OnceCell::new();
+    let mut builder = Builder::new(text, &line_starts, limits);
     let mut parser = Parser::new_from_str(text);
     let mut index = 0usize;
     let mut doc_mark = Mark::default();
+    let mut doc_start = 0usize;
     let mut doc_error: Option<SyntaxError> = None;
     while let Some(next) = parser.next_event() {
         let (event, span) = match next {
             Ok(ev) => ev,
             Err(e) => {
                 let m = e.marker();
-                out.push(Err(SyntaxError {
+                // A document already over a limit reports that (the parser's own error, e.g. its
+                // flow-nesting "recursion limit exceeded" at 255 levels, follows from it).
+                let message = match e.info() {
+                    // saphyr's scanner counts flow levels in a u8.
+                    "recursion limit exceeded" => {
+                        "nesting deeper than 255 levels of [ ] or { } (the YAML parser's limit)".to_string()
+                    }
+                    info => info.to_string(),
+                };
+                out.push(Err(doc_error.take().unwrap_or_else(|| SyntaxError {
                     index,
                     mark: Mark { line: m.line() as u32, col: m.col() as u32 + 1 },
-                    message: e.info().to_string(),
-                }));
+                    message,
+                })));
                 break;
             }
         };
@@ -235,8 +356,9 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
             Event::StreamStart | Event::Nothing => {}
             Event::StreamEnd => break,
             Event::DocumentStart(_) => {
-                builder = Builder::new(text);
+                builder = Builder::new(text, &line_starts, limits);
                 doc_mark = mark;
+                doc_start = span.start.index();
                 doc_error = None;
             }
             Event::DocumentEnd => {
@@ -248,9 +370,22 @@ pub fn parse_documents(text: &str) -> Vec<Result<Document, SyntaxError>> {
                 });
                 index += 1;
             }
+            // After its first error a document is only scanned: nothing more is built.
+            _ if doc_error.is_some() => {}
             other => {
-                if let Err(message) = builder.event(other, mark) {
-                    doc_error.get_or_insert(SyntaxError { index, mark, message });
+                let result = if span.start.index().saturating_sub(doc_start) > limits.max_document_chars {
+                    Err(format!(
+                        "the document is larger than {} characters (meshpilot's limit, the Kubernetes API \
+                         server's largest request body)",
+                        limits.max_document_chars
+                    ))
+                } else {
+                    builder.event(other, mark)
+                };
+                if let Err(message) = result {
+                    // Free the partial tree now, not at the document's end.
+                    builder = Builder::new(text, &line_starts, limits);
+                    doc_error = Some(SyntaxError { index, mark, message });
                 }
             }
         }
@@ -264,16 +399,30 @@ struct Builder<'t> {
     text: &'t str,
     /// Byte offset of the start of each line of `text` (line 1 at index 0): `char_at` in O(line
     /// length) instead of a scan from the start of the text, which made parsing quadratic.
-    line_starts: Vec<usize>,
+    /// Built on first use, once per text (shared by its documents' builders).
+    line_starts: &'t std::cell::OnceCell<Vec<usize>>,
     /// Open collections: the node being built and, for mappings, the key waiting for its value.
     stack: Vec<Open>,
     root: Option<Node>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored nodes by anchor id, with the number of nodes in each (what an alias adds).
+    anchors: HashMap<usize, (Node, u64)>,
+    limits: Limits,
+    /// Nodes in the document so far, copies made by aliases included.
+    nodes: u64,
+    /// Of `nodes`, those made by aliases.
+    aliased: u64,
 }
+
+/// Mappings with at least this many keys look duplicates up in a hash index instead of scanning.
+const KEY_INDEX_FROM: usize = 16;
 
 struct Open {
     node: Node,
     anchor: usize,
+    /// `Builder::nodes` when the collection started (its size is the difference at its end).
+    nodes_at_start: u64,
+    /// Key name → line of its first occurrence, once the mapping has [`KEY_INDEX_FROM`] keys.
+    key_index: Option<HashMap<String, u32>>,
     pending_key: Option<Key>,
     /// A single-pair mapping written without braces inside a flow sequence (`[a: b]`).
     implicit_flow_pair: bool,
@@ -282,9 +431,38 @@ struct Open {
 }
 
 impl<'t> Builder<'t> {
-    fn new(text: &'t str) -> Self {
-        let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
-        Builder { text, line_starts, stack: Vec::new(), root: None, anchors: HashMap::new() }
+    fn new(text: &'t str, line_starts: &'t std::cell::OnceCell<Vec<usize>>, limits: Limits) -> Self {
+        Builder {
+            text,
+            line_starts,
+            stack: Vec::new(),
+            root: None,
+            anchors: HashMap::new(),
+            limits,
+            nodes: 0,
+            aliased: 0,
+        }
+    }
+
+    /// Opens a collection, within the depth limit.
+    fn open(&mut self, node: Node, anchor: usize, implicit_flow_pair: bool) -> Result<(), String> {
+        if self.stack.len() >= self.limits.max_depth {
+            return Err(format!(
+                "nesting deeper than {} levels (meshpilot's limit, serde_json's recursion limit)",
+                self.limits.max_depth
+            ));
+        }
+        self.nodes += 1;
+        self.stack.push(Open {
+            node,
+            anchor,
+            nodes_at_start: self.nodes - 1,
+            key_index: None,
+            pending_key: None,
+            implicit_flow_pair,
+            plain_key: false,
+        });
+        Ok(())
     }
 
     fn event(&mut self, event: Event<'_>, mark: Mark) -> Result<(), String> {
@@ -299,45 +477,45 @@ impl<'t> Builder<'t> {
                     open.plain_key = plain;
                 }
                 let value = if plain { resolve_plain(&text) } else { Value::String(text.into_owned()) };
-                self.finish(Node { mark, value }, anchor)
+                self.nodes += 1;
+                self.finish(Node { mark, value }, anchor, 1)
             }
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(node) => {
-                    let node = Node { mark, value: node.value.clone() };
-                    self.finish(node, 0)
+            Event::Alias(id) => {
+                let Some((node, size)) = self.anchors.get(&id) else {
+                    return Err("alias refers to an unknown anchor".to_string());
+                };
+                let size = *size;
+                // Checked before the copy is made: a bomb never gets to allocate its expansion.
+                if excessive_aliasing(self.nodes + size, self.aliased + size) {
+                    return Err(format!(
+                        "document contains excessive aliasing: an alias would make it {} nodes, {} of them \
+                         copies (Go yaml.v3's alias guard)",
+                        self.nodes + size,
+                        self.aliased + size
+                    ));
                 }
-                None => Err("alias refers to an unknown anchor".to_string()),
-            },
+                let node = Node { mark, value: node.value.clone() };
+                self.nodes += size;
+                self.aliased += size;
+                self.finish(node, 0, size)
+            }
             Event::SequenceStart(anchor, _) => {
-                self.stack.push(Open {
-                    node: Node { mark, value: Value::Seq(Vec::new()) },
-                    anchor,
-                    pending_key: None,
-                    implicit_flow_pair: false,
-                    plain_key: false,
-                });
-                Ok(())
+                self.open(Node { mark, value: Value::Seq(Vec::new()) }, anchor, false)
             }
             Event::MappingStart(anchor, _) => {
                 let in_flow_seq = self.stack.last().is_some_and(|o| {
                     matches!(o.node.value, Value::Seq(_)) && self.char_at(o.node.mark) == Some('[')
                 });
                 let implicit_flow_pair = in_flow_seq && self.char_at(mark) != Some('{');
-                self.stack.push(Open {
-                    node: Node { mark, value: Value::Map(Vec::new()) },
-                    anchor,
-                    pending_key: None,
-                    implicit_flow_pair,
-                    plain_key: false,
-                });
-                Ok(())
+                self.open(Node { mark, value: Value::Map(Vec::new()) }, anchor, implicit_flow_pair)
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let mut open = self.stack.pop().ok_or("unbalanced collection end")?;
                 if open.implicit_flow_pair && open.plain_key {
                     open.node = go_yaml_flow_scalar(open.node);
                 }
-                self.finish(open.node, open.anchor)
+                let size = self.nodes - open.nodes_at_start;
+                self.finish(open.node, open.anchor, size)
             }
             _ => Ok(()),
         }
@@ -345,16 +523,20 @@ impl<'t> Builder<'t> {
 
     /// The character at a mark (marks count characters, not bytes).
     fn char_at(&self, mark: Mark) -> Option<char> {
+        // Most texts have no flow sequence: no line index.
+        let line_starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0).chain(self.text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+        });
         let line = mark.line.checked_sub(1)? as usize;
-        let start = *self.line_starts.get(line)?;
-        let end = self.line_starts.get(line + 1).copied().unwrap_or(self.text.len());
+        let start = *line_starts.get(line)?;
+        let end = line_starts.get(line + 1).copied().unwrap_or(self.text.len());
         self.text.get(start..end)?.chars().nth(mark.col.checked_sub(1)? as usize)
     }
 
-    /// Places a complete node into its parent (or as the root).
-    fn finish(&mut self, node: Node, anchor: usize) -> Result<(), String> {
+    /// Places a complete node of `size` nodes into its parent (or as the root).
+    fn finish(&mut self, node: Node, anchor: usize, size: u64) -> Result<(), String> {
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         let Some(parent) = self.stack.last_mut() else {
             self.root = Some(node);
@@ -375,11 +557,24 @@ impl<'t> Builder<'t> {
                             return Err("a mapping key must be a scalar, not a collection".to_string());
                         }
                     };
-                    if let Some((prev, _)) = entries.iter().find(|(k, _)| k.name == name) {
-                        return Err(format!(
-                            "key \"{name}\" already set in map (first set at line {})",
-                            prev.mark.line
-                        ));
+                    let duplicate =
+                        |first: u32| format!("key \"{name}\" already set in map (first set at line {first})");
+                    if parent.key_index.is_none() && entries.len() + 1 >= KEY_INDEX_FROM {
+                        let index = entries.iter().map(|(k, _)| (k.name.clone(), k.mark.line)).collect();
+                        parent.key_index = Some(index);
+                    }
+                    match &mut parent.key_index {
+                        Some(index) => match index.entry(name.clone()) {
+                            Entry::Occupied(first) => return Err(duplicate(*first.get())),
+                            Entry::Vacant(slot) => {
+                                slot.insert(node.mark.line);
+                            }
+                        },
+                        None => {
+                            if let Some((prev, _)) = entries.iter().find(|(k, _)| k.name == name) {
+                                return Err(duplicate(prev.mark.line));
+                            }
+                        }
                     }
                     parent.pending_key = Some(Key { mark: node.mark, name });
                 }
@@ -590,6 +785,112 @@ mod tests {
     fn anchors_expand() {
         let n = one("a: &x {k: v}\nb: *x\n");
         assert_eq!(n.get("b").unwrap().get("k").unwrap().as_str(), Some("v"));
+    }
+
+    /// The classic "billion laughs": nine levels of ten aliases each, 10⁹ strings if expanded.
+    const ALIAS_BOMB: &str = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n\
+        b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n\
+        d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n\
+        f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n\
+        h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
+
+    #[test]
+    fn an_alias_bomb_fails_its_document_only() {
+        let text = format!("{ALIAS_BOMB}---\nok: 1\n");
+        let docs = parse_documents(&text);
+        assert_eq!(docs.len(), 2, "{docs:?}");
+        let err = docs[0].as_ref().unwrap_err();
+        assert!(err.message.contains("excessive aliasing"), "{err:?}");
+        assert_eq!(docs[1].as_ref().unwrap().root.as_ref().unwrap().get("ok").unwrap().value, Value::Int(1));
+    }
+
+    #[test]
+    fn moderate_aliasing_is_kept() {
+        // 200 copies of a 3-node mapping: over 100 aliases, but the document stays under 1,000 nodes.
+        let mut text = String::from("base: &b {k: v}\nlist:\n");
+        for _ in 0..200 {
+            text.push_str("- *b\n");
+        }
+        let n = one(&text);
+        match &n.get("list").unwrap().value {
+            Value::Seq(items) => assert_eq!(items.len(), 200),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn alias_ratio_follows_go_yaml() {
+        assert_eq!(allowed_alias_ratio(1_000), 0.99);
+        assert_eq!(allowed_alias_ratio(400_000), 0.99);
+        assert!((allowed_alias_ratio(2_200_000) - 0.545).abs() < 1e-9);
+        assert_eq!(allowed_alias_ratio(4_000_000), 0.10);
+        assert_eq!(allowed_alias_ratio(u64::MAX), 0.10);
+        assert!(!excessive_aliasing(1_000, 999), "1,000 nodes is under the guard's floor");
+        assert!(!excessive_aliasing(10_000, 100), "100 copies is under the guard's floor");
+        assert!(excessive_aliasing(10_000, 9_950));
+        assert!(!excessive_aliasing(10_000, 9_850));
+    }
+
+    #[test]
+    fn deep_nesting_fails_its_document_only() {
+        // 20,000 levels in 40 kB: block sequences on one line, then flow sequences (the parser
+        // itself stops flow nesting at 255 levels, ending the stream).
+        let depth = 20_000;
+        let block = format!("{}x\n", "- ".repeat(depth));
+        let docs = parse_documents(&format!("{block}---\nok: 1\n"));
+        let err = docs[0].as_ref().unwrap_err();
+        assert!(err.message.contains("nesting deeper than 128 levels"), "{err:?}");
+        assert!(matches!(docs.get(1), Some(Ok(Document { root: Some(_), .. }))), "{docs:?}");
+        let flow = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let err = parse_documents(&flow).remove(0).unwrap_err();
+        assert!(err.message.contains("nesting deeper than 255 levels"), "{err:?}");
+        // Between the two limits, ours.
+        let flow = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let err = parse_documents(&flow).remove(0).unwrap_err();
+        assert!(err.message.contains("nesting deeper than 128 levels"), "{err:?}");
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_is_read() {
+        let text = format!("{}x{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let mut node = &one(&text);
+        let mut depth = 0;
+        while let Value::Seq(items) = &node.value {
+            depth += 1;
+            node = &items[0];
+        }
+        assert_eq!((depth, node.as_str()), (MAX_DEPTH, Some("x")));
+    }
+
+    #[test]
+    fn duplicates_in_large_mappings_are_found() {
+        let mut text: String = (0..80_000).map(|i| format!("key{i}: {i}\n")).collect();
+        assert_eq!(one(&text).to_json().as_object().unwrap().len(), 80_000);
+        text.push_str("key40000: again\n");
+        let err = parse_documents(&text).remove(0).unwrap_err();
+        assert!(
+            err.message.contains("key \"key40000\" already set in map (first set at line 40001)"),
+            "{err:?}"
+        );
+        assert_eq!(err.mark.line, 80_001);
+    }
+
+    #[test]
+    fn a_document_over_the_size_limit_fails_alone() {
+        let limits = Limits { max_document_chars: 100, ..Limits::default() };
+        let big: String = (0..50).map(|i| format!("k{i}: v\n")).collect();
+        let docs = parse_documents_with(&format!("small: 1\n---\n{big}---\nlast: 1\n"), limits);
+        assert_eq!(docs.len(), 3, "{docs:?}");
+        assert!(docs[0].is_ok() && docs[2].is_ok(), "{docs:?}");
+        let err = docs[1].as_ref().unwrap_err();
+        assert!(err.message.contains("larger than 100 characters"), "{err:?}");
+    }
+
+    #[test]
+    fn reads_are_bounded() {
+        assert_eq!(read_bounded(&b"12345"[..], 5).unwrap(), b"12345");
+        let err = read_bounded(&b"123456"[..], 5).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
     }
 
     #[test]

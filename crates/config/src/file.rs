@@ -862,7 +862,8 @@ fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
 /// error instead of a read: reading a FIFO blocks until a writer comes (the scan, and every later
 /// change, would hang) and a device such as `/dev/zero` never ends. A file whose size or modification
 /// time changed during the read is being rewritten in place: `Interrupted` (the caller keeps what it
-/// read last, and the writer's event starts another scan).
+/// read last, and the writer's event starts another scan). A file over [`api::yaml::MAX_FILE_BYTES`]
+/// is an error, and is not read.
 fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
@@ -871,7 +872,17 @@ fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
             format!("not a regular file ({}): not read", file_type_name(&meta.file_type())),
         ));
     }
-    let bytes = std::fs::read(path)?;
+    if meta.len() > api::yaml::MAX_FILE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} bytes, larger than {} MiB (meshpilot's limit for one config file); not read",
+                meta.len(),
+                api::yaml::MAX_FILE_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
+    let bytes = api::yaml::read_bounded(std::fs::File::open(path)?, api::yaml::MAX_FILE_BYTES)?;
     let after = std::fs::metadata(path)?;
     let settled = after.len() == meta.len()
         && bytes.len() as u64 == meta.len()

@@ -148,13 +148,9 @@ pub fn parse_text(file: &str, text: &str, options: &ParseOptions) -> Vec<ParsedD
 /// Reads a file. `path` of `-` reads standard input.
 ///
 /// # Errors
-/// The file cannot be read, or is not UTF-8.
+/// The file cannot be read, is larger than [`yaml::MAX_FILE_BYTES`], or is not UTF-8.
 pub fn parse_file(path: &Path, options: &ParseOptions) -> io::Result<Vec<ParsedDocument>> {
-    let text = if path == Path::new("-") {
-        io::read_to_string(io::stdin())?
-    } else {
-        std::fs::read_to_string(path)?
-    };
+    let text = yaml::read_config_text(path)?;
     Ok(parse_text(&path.display().to_string(), &text, options))
 }
 
