@@ -6,8 +6,9 @@
 //! snapshot it carries, both through the source's one [`GenerationCache`]. A push
 //! regenerates only the types its change affects ([`type_needs_push`]); an endpoint-only push
 //! regenerates only the ClusterLoadAssignments of the changed services (partial EDS response).
-//! SDS (`file-cert:`/`file-root:` names) is answered by [`FileSecrets`] for exactly the names asked
-//! for; `credentialName` secrets (`kubernetes://…`, `kubernetes-gateway://…`) by [`CredentialSecrets`]
+//! SDS (`file-cert:`/`file-root:` names) is answered by [`FileSecrets`] for the names asked for that
+//! an authenticated proxy's own config names ([`networking::file_secret_references`]; nothing over
+//! plaintext); `credentialName` secrets (`kubernetes://…`, `kubernetes-gateway://…`) by [`CredentialSecrets`]
 //! for the names the proxy may read (its verified identity, its gateways' verified certificate
 //! references, as istiod's `SecretGen`); names that cannot be served are left unanswered (never
 //! reported removed). MCP-over-xDS config
@@ -354,21 +355,38 @@ impl NetworkingSource {
         if names.is_empty() && !is_request {
             return None;
         }
-        let (credential_names, files): (BTreeSet<String>, BTreeSet<String>) =
+        let (credential_names, mut files): (BTreeSet<String>, BTreeSet<String>) =
             names.into_iter().partition(|n| is_credential_name(n));
-        let mut resources = self.secrets.resources(&files);
         let snapshot = match request.trigger {
             Trigger::Push(PushRequest { push: Some(push), .. }) => Some(self.snapshot(push.clone())),
             _ => self.current().ok(),
         };
+        let identity =
+            request.proxy.verified_identities.first().map(|v| ProxyIdentity::new(&v.identity, &v.namespace));
+        // Certificate files go only to an authenticated proxy whose own config (of its namespace or the
+        // root namespace) names them, never over plaintext: networking::file_secret_references.
+        if !files.is_empty() {
+            let allowed = match (&identity, &snapshot) {
+                (Some(identity), Some(push)) => {
+                    networking::file_secret_references(push, &ctx.proxy, &identity.namespace)
+                }
+                _ => BTreeSet::new(),
+            };
+            let before = files.len();
+            files.retain(|n| allowed.contains(n));
+            if files.len() < before {
+                debug!(
+                    proxy = %request.proxy.id,
+                    authenticated = identity.is_some(),
+                    refused = before - files.len(),
+                    "file secrets refused: not authenticated, or not named by the proxy's own config"
+                );
+            }
+        }
+        let mut resources = self.secrets.resources(&files);
         if !credential_names.is_empty()
             && let Some(push) = &snapshot
         {
-            let identity = request
-                .proxy
-                .verified_identities
-                .first()
-                .map(|v| ProxyIdentity::new(&v.identity, &v.namespace));
             let verified = verified_certificate_references(push, &ctx.proxy, identity.as_ref());
             resources.extend(self.credentials.resources(
                 &request.proxy.id,

@@ -1,16 +1,21 @@
 //! Certificate files served over SDS to a real Envoy: a Gateway server with `SIMPLE` TLS whose
-//! certificate and key are files under `--file-secret-root`; the ingress gateway terminates TLS with
-//! them and routes to a loopback upstream; rewriting the files rotates the certificate Envoy serves
-//! without a restart; a server naming files outside the root is refused and reported. Needs Envoy
-//! (scripts/install-envoy.sh).
+//! certificate and key are files under `--file-secret-root`; the ingress gateway, connected to the
+//! secure xDS port with a workload certificate of the Gateway's namespace, terminates TLS with them
+//! and routes to a loopback upstream; rewriting the files rotates the certificate Envoy serves
+//! without a restart; a server naming files outside the root is refused and reported. The same names
+//! asked for over plaintext, by a proxy of another namespace, or a file no config of the caller
+//! names, are refused (docs/SECURITY.md). Needs Envoy (scripts/install-envoy.sh).
 
 mod support;
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{collections::BTreeSet, net::SocketAddr, path::Path, time::Duration};
 
 use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, free_port, wait_for};
 use sds::FileSecretOptions;
-use support::{NS, router};
+use support::{
+    NS,
+    secure::{Secure, plaintext_sds, secret_names},
+};
 use xds::SyncState;
 
 use support::tls::{HOST, TestCa as Ca, https_get};
@@ -60,7 +65,13 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
         Plane::start_with(PlaneOptions { file_secrets: options, ..PlaneOptions::config_dir(config.path()) })
             .await
             .unwrap();
-    let envoy = Envoy::start(&router(&plane, AdsApi::Sotw)).await.unwrap();
+    // The ingress gateway runs in the Gateway's namespace and proves it with a workload certificate.
+    let secure = Secure::start(&plane).await;
+    let mut router = plane.router(AdsApi::Sotw);
+    router.node_id = format!("router~127.0.0.1~istio-ingressgateway-1.{NS}~{NS}.svc.cluster.local");
+    router.metadata["NAMESPACE"] = NS.into();
+    let envoy =
+        Envoy::start_json(&secure.secure_bootstrap(router, NS, "istio-ingressgateway")).await.unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let client = ca.client();
 
@@ -74,6 +85,17 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
     let name = format!("file-cert:{0}/cert.pem~{0}/key.pem", certs.path().display());
     let st = plane.secrets.status();
     assert!(st.iter().any(|s| s.name == name && s.served && s.error.is_none()), "{st:#?}");
+
+    // Nobody else reads the key: not over plaintext (15010 serves no secret), not a router of another
+    // namespace that the Gateway's selector also matches, not a file that no config of the caller names.
+    let plaintext = plaintext_sds(&plane, NS, &[&name]).await;
+    assert_eq!(plaintext.type_url, xds::type_url::SECRET);
+    assert!(plaintext.resources.is_empty(), "plaintext got {:?}", secret_names(&plaintext));
+    let other_ns = secure.sds_names("other", "istio-ingressgateway", &[&name]).await;
+    assert!(other_ns.is_empty(), "a proxy of another namespace got {other_ns:?}");
+    let unnamed = format!("file-cert:{0}/key.pem~{0}/key.pem", certs.path().display());
+    let own = secure.sds_names(NS, "istio-ingressgateway", &[&name, &unnamed]).await;
+    assert_eq!(own, BTreeSet::from([name.clone()]), "only the name its config names");
 
     // Rotation: the files are rewritten in place (certificate first, then key); Envoy gets the new
     // secret over SDS and serves it on new connections, without a restart.

@@ -3,6 +3,8 @@
 //! `GENERATOR: api`, one SotW subscription per type URL of `ConfigInitialRequests`, ACK each
 //! response): what it serves, how edits and deletes arrive, and who may read it.
 
+mod support;
+
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use api::{Kind, mcp};
@@ -16,17 +18,10 @@ use envoy_types::pb::{
     },
     google::protobuf::{Struct, Value, value::Kind as ValueKind},
 };
-use meshpilot_discovery::secure::{SecurePort, istiod_dns_names};
 use meshpilot_testing::{Plane, PlaneOptions, write_atomic};
 use model::{Config, parse::ParseOptions};
 use prost::Message;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use security::{
-    Authenticator, IstioCa,
-    ca::CaOptions,
-    client::{SecureTarget, channel},
-    identity::SpiffeId,
-};
+use support::secure::Secure;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming, transport::Channel};
@@ -270,57 +265,6 @@ async fn plaintext_callers_are_refused_while_auth_is_on() {
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
     assert!(refused.message().contains("authenticated control-plane identity"), "{}", refused.message());
     assert!(refused.message().contains("istio-system"), "{}", refused.message());
-}
-
-/// A secure port (15012) on the plane's DiscoveryServer, with its CA; stops with the test.
-struct Secure {
-    target: SecureTarget,
-    ca: std::sync::Arc<IstioCa>,
-    _stop: tokio::sync::oneshot::Sender<()>,
-    _dir: tempfile::TempDir,
-}
-
-impl Secure {
-    async fn start(plane: &Plane) -> Secure {
-        let dir = tempfile::tempdir().unwrap();
-        let ca =
-            std::sync::Arc::new(IstioCa::load_or_create(None, dir.path(), CaOptions::default()).unwrap());
-        let authenticator =
-            std::sync::Arc::new(Authenticator::new("cluster.local", vec!["istio-ca".into()], None));
-        let port = SecurePort {
-            ca: ca.clone(),
-            authenticator,
-            dns_names: istiod_dns_names("istio-system", None),
-            xds_auth: true,
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (server, secrets) = (plane.server.clone(), plane.secrets.clone());
-        tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            server.serve_secure(secrets, xds::AdsConfig::default(), port, listener, shutdown).await.unwrap();
-        });
-        let target =
-            SecureTarget { addr, server_name: "istiod.istio-system.svc".into(), roots: ca.roots().to_vec() };
-        Secure { target, ca, _stop: stop, _dir: dir }
-    }
-
-    /// A channel presenting a client certificate of `namespace`'s service account `sa`.
-    async fn channel_as(&self, namespace: &str, sa: &str) -> Channel {
-        let id = SpiffeId {
-            trust_domain: "cluster.local".into(),
-            namespace: namespace.into(),
-            service_account: sa.into(),
-        };
-        let (chain, key) = self.ca.issue_identity(&id, Duration::from_secs(3600)).unwrap();
-        let chain: Vec<CertificateDer<'static>> =
-            chain.iter().map(|pem| CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).collect();
-        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-        channel(&self.target, Some((chain, key))).await.unwrap()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

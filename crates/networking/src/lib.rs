@@ -43,6 +43,7 @@ pub mod rds;
 pub mod route;
 pub mod sds;
 mod tls;
+pub use tls::file_secret_references;
 
 pub use cache::{GenerationCache, Snapshot};
 pub use generated::Generated;

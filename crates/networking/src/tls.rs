@@ -24,11 +24,79 @@ use envoy_types::pb::envoy::{
     r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
 };
 
+use std::collections::BTreeSet;
+
+use api::networking::destination_rule::TrafficPolicy;
+use model::push::ProxyContext;
+
 use crate::{
+    Snapshot,
     convert::{boolv, file},
     credentials,
     sds::{FileSecret, RESOURCE_SEPARATOR},
 };
+
+/// The certificate-file SDS names (`file-cert:CERT~KEY`, `file-root:CA`) that a proxy of the
+/// verified `namespace` may read: those named by config that applies to `proxy` and lives in that
+/// namespace or in the mesh root namespace — the `tls` blocks without `credentialName` of the
+/// DestinationRules that apply to the services in its scope (traffic policy, port levels, subsets)
+/// and, for a router, of its Gateways' servers (docs/SECURITY.md).
+///
+/// Why: in Istio each proxy's own istio-agent reads these files from the proxy's own disk, so no
+/// proxy can read another's; meshpilot reads them from its own disk. Config of the proxy's own
+/// namespace (or the mesh operator's root namespace) stands in for "the proxy's own disk", as
+/// istiod's rule for `credentialName` Secrets (a Gateway reads Secrets of its own namespace) does.
+/// A superset of what the generators emit (a mode that ignores a file still lists it): only config
+/// that names a file can make it readable.
+pub fn file_secret_references(push: &Snapshot, proxy: &ProxyContext, namespace: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let root = push.mesh().root_namespace.as_str();
+    let trusted = |ns: &str| ns == namespace || ns == root;
+    let add_pair = |out: &mut BTreeSet<String>, cert: &str, key: &str| {
+        if let Some(pair) = FileSecret::key_pair(cert, key) {
+            out.insert(pair.resource_name());
+        }
+    };
+    let add_root = |out: &mut BTreeSet<String>, ca: &str| {
+        if let Some(root) = FileSecret::root(ca) {
+            out.insert(root.resource_name());
+        }
+    };
+    for gateway in push.gateways_for_proxy(proxy) {
+        if !trusted(&gateway.config.meta.namespace) {
+            continue;
+        }
+        for tls in gateway.spec().servers.iter().filter_map(|s| s.tls.as_ref()) {
+            if !tls.credential_name.is_empty() || !tls.credential_names.is_empty() {
+                continue;
+            }
+            add_pair(&mut out, &tls.server_certificate, &tls.private_key);
+            add_root(&mut out, &tls.ca_certificates);
+            for cert in &tls.tls_certificates {
+                add_pair(&mut out, &cert.server_certificate, &cert.private_key);
+                add_root(&mut out, &cert.ca_certificates);
+            }
+        }
+    }
+    let policy = |out: &mut BTreeSet<String>, tp: &TrafficPolicy| {
+        let levels = tp.port_level_settings.iter().filter_map(|l| l.tls.as_ref());
+        for tls in tp.tls.iter().chain(levels).filter(|t| t.credential_name.is_empty()) {
+            add_pair(out, &tls.client_certificate, &tls.private_key);
+            add_root(out, &tls.ca_certificates);
+        }
+    };
+    let scope = push.sidecar_scope(proxy);
+    for service in scope.services() {
+        let Some(dr) = push.destination_rule(proxy, service).filter(|dr| trusted(&dr.namespace)) else {
+            continue;
+        };
+        let subsets = dr.rule.subsets.iter().filter_map(|s| s.traffic_policy.as_ref());
+        for tp in dr.rule.traffic_policy.iter().chain(subsets) {
+            policy(&mut out, tp);
+        }
+    }
+    out
+}
 
 /// The outcome of translating TLS settings: the context (if any) and what was not translated
 /// (`(field path relative to the tls block, message)`).

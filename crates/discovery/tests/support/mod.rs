@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod secure;
 pub mod tls;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
