@@ -232,6 +232,9 @@ pub struct SecurityOptions {
     /// `ENABLE_XDS_API_GENERATOR_AUTH` (true): the `api` generator (MCP-over-xDS config) serves only
     /// callers authenticated in the mesh root namespace ([`crate::mcp`]).
     pub api_generator_auth: bool,
+    /// `ENABLE_DEBUG_ENDPOINT_AUTH` (true): an authenticated debug caller outside `POD_NAMESPACE` sees
+    /// only its own namespace's proxies (`meshpilot_http::access`).
+    pub debug_endpoint_auth: bool,
 }
 
 impl Default for SecurityOptions {
@@ -244,6 +247,7 @@ impl Default for SecurityOptions {
             max_cert_ttl: Duration::from_secs(90 * 24 * 3600),
             pod_namespace: "istio-system".into(),
             api_generator_auth: true,
+            debug_endpoint_auth: true,
         }
     }
 }
@@ -280,6 +284,9 @@ impl SecurityOptions {
         }
         if let Some(v) = lookup("ENABLE_XDS_API_GENERATOR_AUTH") {
             out.api_generator_auth = bool_var("ENABLE_XDS_API_GENERATOR_AUTH", &v)?;
+        }
+        if let Some(v) = lookup("ENABLE_DEBUG_ENDPOINT_AUTH") {
+            out.debug_endpoint_auth = bool_var("ENABLE_DEBUG_ENDPOINT_AUTH", &v)?;
         }
         if let Some(v) = lookup("POD_NAMESPACE").filter(|v| !v.is_empty()) {
             out.pod_namespace = v;

@@ -18,16 +18,22 @@
 //! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
 //! | `/debug/configstatusz` | invalid objects of every source (kind, namespace, name, resourceVersion, source, each finding's field path and reason: [`invalid`]), file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
+//!
+//! Every path but `/ready` is guarded ([`access`]): loopback callers, or callers authenticated as on
+//! the secure xDS port, as istiod's `allowAuthenticatedOrLocalhost`.
+
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod serve;
 pub mod status_page;
 
 use std::sync::Arc;
 
+use access::{DebugAccess, Grant};
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     extract::{Query, State},
     http::StatusCode,
     response::{IntoResponse, Response},
@@ -57,6 +63,46 @@ pub struct DebugState {
     pub secrets: Arc<FileSecrets>,
     /// Invalid objects of the other sources (the cluster's), for `invalidObjects` in configstatusz.
     pub invalid_objects: Vec<invalid::InvalidObjectsFn>,
+    /// Who may call the guarded paths ([`access`]).
+    pub access: Arc<DebugAccess>,
+    /// The bounds of the expensive handlers ([`DebugLimits`]).
+    pub limits: Arc<DebugLimits>,
+}
+
+/// The bounds of the debug handlers that cost the control plane work: a forced push
+/// (`/debug/adsz?push=true`) at most once per [`DebugLimits::FORCED_PUSH_INTERVAL`], and at most
+/// [`DebugLimits::CONCURRENT_DUMPS`] `config_dump`s generating at once, each on a blocking thread so
+/// the async runtime serving xDS never waits for one. Over either: `429 Too Many Requests`.
+#[derive(Debug)]
+pub struct DebugLimits {
+    last_forced_push: std::sync::Mutex<Option<std::time::Instant>>,
+    dumps: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for DebugLimits {
+    fn default() -> Self {
+        DebugLimits {
+            last_forced_push: std::sync::Mutex::new(None),
+            dumps: Arc::new(tokio::sync::Semaphore::new(Self::CONCURRENT_DUMPS)),
+        }
+    }
+}
+
+impl DebugLimits {
+    /// Shortest time between two forced pushes asked for over HTTP.
+    pub const FORCED_PUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+    /// Most `config_dump`s generating at once.
+    pub const CONCURRENT_DUMPS: usize = 2;
+
+    /// `true` (and the push is recorded) if a forced push may start at `now`.
+    pub fn admit_forced_push(&self, now: std::time::Instant) -> bool {
+        let mut last = self.last_forced_push.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|t| now.saturating_duration_since(t) < Self::FORCED_PUSH_INTERVAL) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
 }
 
 const ENDPOINTS: &[&str] = &[
@@ -73,8 +119,10 @@ const ENDPOINTS: &[&str] = &[
     "/debug/objectz?kind=&namespace=&name=",
 ];
 
-/// The `--http-addr` router: `/ready` and `/debug/*`.
+/// The `--http-addr` router: `/ready` and `/debug/*`, guarded by [`access::guard`] (serve it with
+/// [`serve::serve`], which tells the guard the caller's address).
 pub fn debug_router(state: DebugState) -> Router {
+    let access = state.access.clone();
     Router::new()
         .route("/", get(status_page::status_page))
         .route("/ready", get(ready))
@@ -90,6 +138,7 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/debug/proxystatusz", get(proxystatusz))
         .route("/debug/objectz", get(objectz))
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
 }
 
 /// The `--monitoring-addr` router: `/metrics` rendered by `render`.
@@ -134,11 +183,15 @@ struct AdszQuery {
     push: Option<String>,
 }
 
-async fn adsz(State(s): State<DebugState>, Query(q): Query<AdszQuery>) -> Json<Value> {
+async fn adsz(State(s): State<DebugState>, Query(q): Query<AdszQuery>) -> Response {
     if q.push.as_deref() == Some("true") {
+        if !s.limits.admit_forced_push(std::time::Instant::now()) {
+            return (StatusCode::TOO_MANY_REQUESTS, "a forced push was requested less than a second ago\n")
+                .into_response();
+        }
         s.server.config_update(PushRequest::forced(TriggerReason::Debug));
     }
-    Json(xds::debug::adsz(&s.server.connections().snapshot()))
+    Json(xds::debug::adsz(&s.server.connections().snapshot())).into_response()
 }
 
 async fn registryz(State(s): State<DebugState>) -> Json<Value> {
@@ -155,7 +208,11 @@ struct DumpQuery {
     proxy_id: Option<String>,
 }
 
-async fn config_dump(State(s): State<DebugState>, Query(q): Query<DumpQuery>) -> Response {
+async fn config_dump(
+    State(s): State<DebugState>,
+    Extension(grant): Extension<Grant>,
+    Query(q): Query<DumpQuery>,
+) -> Response {
     let Some(id) = q.proxy_id.filter(|i| !i.is_empty()) else {
         return (
             StatusCode::BAD_REQUEST,
@@ -172,11 +229,35 @@ async fn config_dump(State(s): State<DebugState>, Query(q): Query<DumpQuery>) ->
         return (StatusCode::SERVICE_UNAVAILABLE, "no push context yet\n").into_response();
     };
     match proxy_context(&conn.proxy) {
+        Ok(proxy) if !grant.allows_namespace(&proxy.namespace) => (
+            StatusCode::FORBIDDEN,
+            "this proxy is not of your namespace: callers outside the control plane's namespace may only \
+             read their own namespace's proxies\n",
+        )
+            .into_response(),
         Ok(mut proxy) => {
+            let Ok(permit) = s.limits.dumps.clone().try_acquire_owned() else {
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "other config dumps are being generated; try again\n",
+                )
+                    .into_response();
+            };
             let discovery: &dyn model::ServiceDiscovery = s.server.services().as_ref();
             proxy.set_instances_from(discovery);
-            // A cache of its own: a debug dump never fills the serving cache.
-            Json(networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)).into_response()
+            // A cache of its own: a debug dump never fills the serving cache. Generated on a blocking
+            // thread: the async workers serve xDS meanwhile.
+            let dump = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)
+            })
+            .await;
+            match dump {
+                Ok(dump) => Json(dump).into_response(),
+                Err(e) => {
+                    (StatusCode::INTERNAL_SERVER_ERROR, format!("config dump failed: {e}\n")).into_response()
+                }
+            }
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     }
@@ -274,5 +355,22 @@ async fn objectz(State(s): State<DebugState>, Query(q): Query<ObjectzQuery>) -> 
             }
             (StatusCode::NOT_FOUND, body).into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::DebugLimits;
+
+    #[test]
+    fn forced_pushes_are_at_least_a_second_apart() {
+        let limits = DebugLimits::default();
+        let t0 = Instant::now();
+        assert!(limits.admit_forced_push(t0));
+        assert!(!limits.admit_forced_push(t0 + Duration::from_millis(999)));
+        assert!(limits.admit_forced_push(t0 + DebugLimits::FORCED_PUSH_INTERVAL));
+        assert!(!limits.admit_forced_push(t0 + DebugLimits::FORCED_PUSH_INTERVAL));
     }
 }

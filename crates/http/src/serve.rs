@@ -6,9 +6,20 @@
 //! and istiod's `ReadHeaderTimeout` of 30 s (`pilot/pkg/bootstrap/server.go`, `webhook.go`)
 //! ([`HEADER_READ_TIMEOUT`]): the timeout covers the headers of each request, an idle keep-alive
 //! connection waiting for its next request, and a connection that sends nothing at all. HTTP/2
-//! clients (prior knowledge) are served as before.
+//! clients (prior knowledge) have no header timeout in hyper, so the same deadline is kept as an idle
+//! timeout: a connection with no request in flight for `header_read_timeout` gets `GOAWAY` and is
+//! closed (one that sent only the preface, or opened streams and sent no headers, included). A
+//! connection still open `header_read_timeout` after its graceful close began (at shutdown or when
+//! idle) is dropped.
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use axum::Router;
 use hyper_util::{
@@ -34,7 +45,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -46,7 +57,15 @@ pub async fn serve(
             },
         };
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The caller's address for the debug guard (crate::access), and the connection's activity for
+        // its idle timeout.
+        let activity = Arc::new(Activity::default());
+        let service = TowerToHyperService::new(
+            router
+                .clone()
+                .layer(axum::middleware::from_fn_with_state(activity.clone(), track))
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+        );
         let mut stop = stop_rx.clone();
         tokio::spawn(async move {
             // The HTTP/1-or-2 detection reads the first bytes with no timeout of its own: a client
@@ -74,11 +93,67 @@ pub async fn serve(
                     return;
                 }
                 _ = stop.wait_for(|s| *s) => conn.as_mut().graceful_shutdown(),
+                () = activity.idle(header_read_timeout) => {
+                    tracing::debug!("HTTP: closing a connection idle for {header_read_timeout:?}");
+                    conn.as_mut().graceful_shutdown();
+                }
             }
-            if let Err(err) = conn.await {
-                tracing::debug!(error = %err, "HTTP: connection ended with an error");
+            // HTTP/2's graceful close waits for the client to answer a PING, which a hostile client
+            // never does: after the same deadline again the connection is dropped.
+            match tokio::time::timeout(header_read_timeout, conn).await {
+                Ok(Err(err)) => tracing::debug!(error = %err, "HTTP: connection ended with an error"),
+                Ok(Ok(())) => {}
+                Err(_) => tracing::debug!("HTTP: connection dropped: it did not close after GOAWAY"),
             }
         });
     }
     let _ = stop_tx.send(true);
+}
+
+/// One connection's requests in flight and when the last one ended (or the connection started).
+#[derive(Debug)]
+struct Activity {
+    in_flight: AtomicUsize,
+    last: Mutex<Instant>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity { in_flight: AtomicUsize::new(0), last: Mutex::new(Instant::now()) }
+    }
+}
+
+impl Activity {
+    /// Resolves once no request has been in flight for `timeout`.
+    async fn idle(&self, timeout: Duration) {
+        loop {
+            let last = *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let quiet_until = last + timeout;
+            if self.in_flight.load(Ordering::Acquire) == 0 && Instant::now() >= quiet_until {
+                return;
+            }
+            tokio::time::sleep_until(quiet_until.max(Instant::now() + timeout / 4).into()).await;
+        }
+    }
+}
+
+/// Counts a request in flight on its connection's [`Activity`].
+async fn track(
+    axum::extract::State(activity): axum::extract::State<Arc<Activity>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    activity.in_flight.fetch_add(1, Ordering::AcqRel);
+    let _done = InFlight(activity);
+    next.run(request).await
+}
+
+/// Ends a request in flight when dropped (also when the client cancels it).
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *self.0.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }

@@ -339,6 +339,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
         startup_warnings: Arc::new(mesh_warnings),
         secrets: secrets.clone(),
         invalid_objects,
+        access: Arc::new(
+            debug_access(args, &trust_domain, secure.as_ref().map(|(p, ..)| &p.authenticator)).await?,
+        ),
+        limits: Default::default(),
     };
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
@@ -515,6 +519,32 @@ async fn secure_port(
     let port = SecurePort { ca, authenticator, dns_names, xds_auth: env.xds_auth };
     info!(secure = %addr, xds_auth = env.xds_auth, "secure xDS and CA port");
     Ok((port, listener, ads_config, kube))
+}
+
+/// Who may call the debug endpoints (`meshpilot_http::access`): loopback, or callers authenticated as
+/// on the secure port (its authenticator when it runs; else one reviewing tokens with the cluster of
+/// `--kubeconfig`; else loopback only).
+async fn debug_access(
+    args: &Args,
+    trust_domain: &str,
+    secure: Option<&Arc<Authenticator>>,
+) -> Result<meshpilot_http::access::DebugAccess, String> {
+    let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    let authenticator = match (secure, &args.kubeconfig) {
+        (Some(a), _) => Some(a.clone()),
+        (None, Some(path)) => {
+            let kube = kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?;
+            let reviewer: Arc<dyn TokenReviewer> =
+                Arc::new(kube_source::identity::KubeTokenReviewer::new(kube.client.clone()));
+            Some(Arc::new(Authenticator::new(trust_domain, env.token_audiences.clone(), Some(reviewer))))
+        }
+        (None, None) => None,
+    };
+    Ok(meshpilot_http::access::DebugAccess {
+        authenticator,
+        system_namespace: env.pod_namespace,
+        namespace_scoped: env.debug_endpoint_auth,
+    })
 }
 
 /// The Kubernetes CRD config source for `--kubeconfig`.

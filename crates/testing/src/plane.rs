@@ -263,11 +263,16 @@ async fn serve_debug_http(
         startup_warnings: Arc::default(),
         secrets: secrets.clone(),
         invalid_objects: Vec::new(),
+        access: Default::default(),
+        limits: Default::default(),
     };
-    let serve = axum::serve(listener, debug_router(state)).with_graceful_shutdown(async move {
-        shutdown.wait().await;
-    });
-    tokio::spawn(serve.into_future());
+    // The binary's server: it tells the debug guard the caller's address (loopback here).
+    tokio::spawn(meshpilot_http::serve::serve(
+        listener,
+        debug_router(state),
+        meshpilot_http::serve::HEADER_READ_TIMEOUT,
+        async move { shutdown.wait().await },
+    ));
     Ok(addr)
 }
 
