@@ -3,8 +3,12 @@
 //! tonic's `Server` runs each connection on hyper's HTTP/2 server and has no setting for hyper's
 //! per-stream send buffer (`max_send_buf_size`, 400 KiB by default): what h2 holds for a stream whose
 //! peer stopped reading, on top of the stream's own response queue. [`serve`] makes the connections
-//! with the same HTTP/2 settings tonic uses (HTTP/2 only, no stream limit, hyper's timer, the keepalive
-//! pings) plus that bound ([`Http2Settings::max_send_buf_size`]), hands every request the connection's
+//! with the same HTTP/2 settings tonic uses (HTTP/2 only, hyper's timer, the keepalive pings) plus
+//! that bound ([`Http2Settings::max_send_buf_size`]) and h2's guards against hostile clients: at most
+//! [`MAX_CONCURRENT_STREAMS`] streams per connection, and h2's reset-flood guards (20 streams reset
+//! before they were accepted, 1,024 streams the server had to reset for protocol errors: then the
+//! connection gets `GOAWAY`, the defence against "Rapid Reset", CVE-2023-44487, and its kin), hands
+//! every request the connection's
 //! info as tonic does (`TcpConnectInfo` for `Request::remote_addr`, or the TLS port's own), and shuts
 //! down as tonic's `serve_with_incoming_shutdown`: stop accepting, HTTP/2 `GOAWAY` on every connection,
 //! wait for their streams to end.
@@ -24,6 +28,12 @@ use tracing::debug;
 /// ([`crate::DEFAULT_RESPONSE_BUFFER_BYTES`]) the bound of what a client that never reads holds.
 /// hyper's default is 400 KiB; a response larger than it is still sent, in pieces, as the peer reads.
 pub const DEFAULT_SEND_BUFFER_BYTES: usize = 64 << 10;
+
+/// Most concurrent streams one client connection may open on an ADS port (HTTP/2
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`). A proxy uses one ADS stream per connection (pilot-agent one
+/// more for its certificates); the bound keeps one connection from holding thousands of streams'
+/// state. Streams beyond it are refused by h2 (`REFUSED_STREAM`), the connection stays.
+pub const MAX_CONCURRENT_STREAMS: u32 = 128;
 
 /// The HTTP/2 settings of an ADS port.
 #[derive(Clone, Debug)]
@@ -55,9 +65,10 @@ pub async fn serve<I, IO, E>(
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
-        .max_concurrent_streams(None)
-        .max_pending_accept_reset_streams(None)
-        .max_local_error_reset_streams(None)
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        // h2's defaults: 20 reset-before-accepted streams, 1,024 locally reset ones (see the module doc).
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(1024)
         .keep_alive_interval(settings.keepalive_interval)
         .keep_alive_timeout(settings.keepalive_timeout)
         .max_send_buf_size(settings.max_send_buf_size);

@@ -443,6 +443,7 @@ impl<S: ResourceSource> AdsServer<S> {
             limits: self.config.limits.clone(),
             flow_control: self.config.flow_control,
             held: false,
+            nack_log: crate::wire::NackLog::default(),
         })
     }
 }
@@ -851,6 +852,8 @@ pub(crate) struct Connection<S: ResourceSource> {
     flow_control: bool,
     /// A push is pending and waits for the client to answer ([`AdsConfig::flow_control`]).
     held: bool,
+    /// Bounds this stream's NACK log lines ([`crate::wire::NackLog`]).
+    pub(crate) nack_log: crate::wire::NackLog,
 }
 
 impl<S: ResourceSource> Connection<S> {

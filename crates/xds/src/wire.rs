@@ -143,7 +143,10 @@ impl<S: ResourceSource> Connection<S> {
                 self.answered(type_url, &nonce, true);
             }
             Answer::Nack { nonce, message, current } => {
-                warn!(connection = %self.id(), %nonce, current, "{short}: NACK{detail}: {message}");
+                if let Some(suppressed) = self.nack_log.admit(std::time::Instant::now()) {
+                    let (nonce, message) = (clip(&nonce, 64), clip(&message, NackLog::MAX_MESSAGE_BYTES));
+                    warn!(connection = %self.id(), %nonce, current, suppressed, "{short}: NACK{detail}: {message}");
+                }
                 metrics::record_reject(type_url);
                 self.entry().update_type(type_url, |s| s.rejects += 1);
                 self.answered(type_url, &nonce, false);
@@ -625,5 +628,80 @@ mod tests {
             eds_service_names(&rs),
             ["outbound|80||a".to_owned(), "b-eds".to_owned()].into_iter().collect::<BTreeSet<_>>()
         );
+    }
+}
+
+/// Bounds one stream's NACK log lines: a client's `error_detail` is its own text, so a client that
+/// NACKs in a loop (or sends 30 KiB of garbage per NACK) would write the log without limit. A stream
+/// logs at most [`NackLog::BURST`] NACKs at once and then one per [`NackLog::INTERVAL`]; each line is
+/// cut to [`NackLog::MAX_MESSAGE_BYTES`] and says how many NACKs were left out before it. Every NACK
+/// still counts in `pilot_total_xds_rejects` and in `/debug/syncz`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NackLog {
+    tokens: Option<(u32, std::time::Instant)>,
+    suppressed: u64,
+}
+
+impl NackLog {
+    /// NACK lines a stream may log at once.
+    pub(crate) const BURST: u32 = 5;
+    /// A new line is allowed this often after the burst.
+    pub(crate) const INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+    /// Longest NACK message logged, in bytes.
+    pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
+
+    /// `Some(left out since the last line)` if a NACK at `now` may be logged, else `None` (counted).
+    pub(crate) fn admit(&mut self, now: std::time::Instant) -> Option<u64> {
+        let (tokens, since) = self.tokens.get_or_insert((Self::BURST, now));
+        let refill = now.saturating_duration_since(*since).as_secs() / Self::INTERVAL.as_secs();
+        if refill > 0 {
+            *tokens = (*tokens).saturating_add(u32::try_from(refill).unwrap_or(u32::MAX)).min(Self::BURST);
+            *since = now;
+        }
+        if *tokens == 0 {
+            self.suppressed += 1;
+            return None;
+        }
+        *tokens -= 1;
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// `text` cut to at most `max` bytes (at a character boundary), with `…` and the full length when cut.
+pub(crate) fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}… ({} bytes)", &text[..end], text.len()))
+}
+
+#[cfg(test)]
+mod nack_log_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn nack_lines_are_rate_limited_per_stream() {
+        let mut log = NackLog::default();
+        let t0 = Instant::now();
+        for _ in 0..NackLog::BURST {
+            assert_eq!(log.admit(t0), Some(0));
+        }
+        assert_eq!(log.admit(t0), None);
+        assert_eq!(log.admit(t0 + Duration::from_secs(9)), None);
+        assert_eq!(log.admit(t0 + NackLog::INTERVAL), Some(2), "the next line counts what was left out");
+        assert_eq!(log.admit(t0 + NackLog::INTERVAL), None);
+    }
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary() {
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("ééé", 3), "é… (6 bytes)");
+        assert_eq!(clip(&"x".repeat(30_000), 4), "xxxx… (30000 bytes)");
     }
 }
