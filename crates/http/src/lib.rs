@@ -1,6 +1,6 @@
 //! meshpilot's control-plane HTTP endpoints (axum): readiness and Istio's debug handlers
 //! (`pilot/pkg/xds/debug.go`) on `--http-addr` (8080), Prometheus `/metrics` on `--monitoring-addr`
-//! (15014). The handlers read the [`DiscoveryServer`] (config, services, connections, the current
+//! (15014), where the binary serves the debug handlers too, as istiod does. The handlers read the [`DiscoveryServer`] (config, services, connections, the current
 //! push context) and the SDS [`FileSecrets`]; only `/debug/adsz?push=true` acts (a forced push).
 //!
 //! | path | body |

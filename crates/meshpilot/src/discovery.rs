@@ -351,6 +351,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     };
     // istiod's ReadHeaderTimeout (30 s) on both: slowloris clients are closed (docs/RELIABILITY.md).
     let header_timeout = meshpilot_http::serve::HEADER_READ_TIMEOUT;
+    // istiod serves the debug handlers on its monitoring port too (Kiali and tools look there),
+    // behind the same guard.
+    let monitoring_routes = monitoring_router(render).merge(debug_router(state.clone()));
     let http_task = tokio::spawn(meshpilot_http::serve::serve(
         http,
         debug_router(state),
@@ -359,7 +362,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let mon_task = tokio::spawn(meshpilot_http::serve::serve(
         monitoring,
-        monitoring_router(render),
+        monitoring_routes,
         header_timeout,
         stop(shutdown.clone()),
     ));

@@ -81,6 +81,8 @@ async fn hostile_files_in_the_config_dir_are_reported_and_the_rest_is_served() {
     .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
     let (_, configz) = http_get(http, "/debug/configz", &[]).await.unwrap();
     assert!(configz.contains("good.example.com"), "the good object is served: {configz}");
+    let (_, on_monitoring) = http_get(mp.ports.monitoring, "/debug/configz", &[]).await.unwrap();
+    assert_eq!(on_monitoring, configz, "the debug handlers are on 15014 too, as istiod's");
     assert!(!configz.contains("\"bomb\""), "{configz}");
     let bad = bad_files(http).await;
     let message = |file: &str| bad.iter().find(|(f, ..)| f.ends_with(file)).map(|(_, m, _)| m.clone());

@@ -272,6 +272,21 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_denied_without_a_crash() {
+        let deep = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
+        let object = format!(
+            r#"{{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{{"name":"x"}},"spec":{{"hosts":{deep}}}}}"#
+        );
+        let body = format!(
+            r#"{{"apiVersion":"{V1}","kind":"AdmissionReview","request":{{"uid":"u","operation":"CREATE","object":{object}}}}}"#
+        );
+        let out = answer(body.as_bytes());
+        assert_eq!(out["response"]["allowed"], false);
+        let message = out["response"]["status"]["message"].as_str().unwrap();
+        assert!(message.contains("recursion limit exceeded"), "{message}");
+    }
+
+    #[test]
     fn negative_weight_is_denied_naming_the_field() {
         let out = answer(&request_review(V1, "CREATE", vs(-5)));
         assert_eq!(out["apiVersion"], V1);
