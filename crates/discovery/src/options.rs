@@ -414,7 +414,7 @@ impl AdsOptions {
         Ok(out)
     }
 
-    /// The engine settings these options give; `limiter` is shared by the ports of one control plane.
+    /// The engine settings these options give; `limiter` is the port's admission limiter (one per port).
     pub fn apply(
         &self,
         config: xds::AdsConfig,

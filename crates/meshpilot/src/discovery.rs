@@ -316,8 +316,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     server.set_api_generator_auth(security_env.api_generator_auth);
     let ads_env = discovery::AdsOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    // One admission limiter for both ADS ports (Istio: one per DiscoveryServer).
+    // One admission limiter per ADS port (Istio: one per DiscoveryServer, shared by both): admission
+    // comes before authentication, so unauthenticated streams on 15010 must not spend 15012's budget
+    // (docs/SECURITY.md).
     let limiter = Arc::new(xds::RequestLimiter::new(ads_env.max_requests_per_second));
+    let secure_limiter = Arc::new(xds::RequestLimiter::new(ads_env.max_requests_per_second));
     let ads_config = ads_env.apply(AdsConfig { push_throttle, ..AdsConfig::default() }, &limiter);
     let ads = server.ads_server(secrets.clone(), ads_config);
 
@@ -378,7 +381,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         }
         let (server, secrets, shutdown) = (server.clone(), secrets.clone(), shutdown.clone());
         tokio::spawn(async move {
-            let config = ads_env.apply(AdsConfig { push_throttle, ..ads_config }, &limiter);
+            let config = ads_env.apply(AdsConfig { push_throttle, ..ads_config }, &secure_limiter);
             if let Err(err) = server.serve_secure(secrets, config, port, listener, stop(shutdown)).await {
                 error!("{err}");
             }

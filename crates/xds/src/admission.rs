@@ -1,7 +1,7 @@
 //! Admission control of new ADS streams: Istio's `PILOT_MAX_REQUESTS_PER_SECOND`
 //! (`pilot/pkg/xds/discovery.go` `WaitForRequestLimit`).
 //!
-//! Every new stream (SotW or Delta, on every port of one control plane) takes one token from a
+//! Every new stream (SotW or Delta, on the port the limiter is given to) takes one token from a
 //! token bucket refilled at `rate` tokens per second, holding at most `burst` tokens. A stream that
 //! finds no token waits for its turn when that turn comes within [`MAX_WAIT`] (1 s, as Istio); when
 //! it would come later the stream is refused at once with `RESOURCE_EXHAUSTED` and Istio's message
@@ -87,8 +87,9 @@ impl TokenBucket {
     }
 }
 
-/// The control plane's admission of new streams, shared by all its ADS ports (one limiter per
-/// control plane, as Istio's one `RequestRateLimit` per `DiscoveryServer`).
+/// One ADS port's admission of new streams. Istio has one `RequestRateLimit` per `DiscoveryServer`,
+/// shared by its ports; `meshpilot discovery` gives each port its own, because admission comes before
+/// authentication (docs/SECURITY.md).
 #[derive(Debug)]
 pub struct RequestLimiter {
     bucket: Mutex<TokenBucket>,
