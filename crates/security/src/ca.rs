@@ -189,7 +189,11 @@ impl CaBundle {
         })
     }
 
-    /// Writes the files into `dir` (created; the key with mode 0600).
+    /// Writes the files into `dir` (created; the key with mode 0600), each atomically (a temporary
+    /// file written and synced, then renamed over the name, then the directory synced), the
+    /// certificates first and the key last: a write cut short (kill, crash, full disk) leaves either
+    /// no key, so the next start makes a new root, or the complete set. A key without its certificate
+    /// is found at start and named ([`IstioCa::load_or_create`]).
     ///
     /// # Errors
     /// [`CaError::File`] naming what cannot be written.
@@ -198,14 +202,14 @@ impl CaBundle {
             move |e: std::io::Error| CaError::File { file, reason: format!("cannot write: {e}") }
         };
         std::fs::create_dir_all(dir).map_err(fail(dir.to_path_buf()))?;
-        let key_file = dir.join(CA_KEY);
-        write_private(&key_file, self.ca_key.as_bytes()).map_err(fail(key_file))?;
         for (name, text) in
             [(CA_CERT, &self.ca_cert), (ROOT_CERT, &self.root_cert), (CERT_CHAIN, &self.cert_chain)]
         {
             let file = dir.join(name);
-            std::fs::write(&file, text).map_err(fail(file))?;
+            write_atomic(&file, text.as_bytes(), 0o644).map_err(fail(file))?;
         }
+        let key_file = dir.join(CA_KEY);
+        write_atomic(&key_file, self.ca_key.as_bytes(), 0o600).map_err(fail(key_file))?;
         Ok(())
     }
 }
@@ -261,6 +265,18 @@ impl IstioCa {
             return Self::load(dir, CaSource::PluggedIn(dir.to_path_buf()), options);
         }
         if self_signed_dir.join(CA_KEY).exists() {
+            // meshpilot's own set, written key last: a key without its certificates was cut short.
+            for name in [CA_CERT, ROOT_CERT] {
+                if !self_signed_dir.join(name).exists() {
+                    return Err(CaError::File {
+                        file: self_signed_dir.join(name),
+                        reason: format!(
+                            "missing beside {CA_KEY}: a half-written CA (a write of an older version was \
+                             cut short); restore the set, or remove {CA_KEY} to have a new root made"
+                        ),
+                    });
+                }
+            }
             return Self::load(self_signed_dir, CaSource::SelfSigned(self_signed_dir.to_path_buf()), options);
         }
         Self::create_self_signed(self_signed_dir, options)
@@ -484,6 +500,33 @@ fn random_serial() -> Result<SerialNumber, CaError> {
     ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| CaError::Sign("no random source".into()))?;
     bytes[0] &= 0x7f;
     Ok(SerialNumber::from_slice(&bytes))
+}
+
+/// Writes `bytes` to `path` atomically with `mode`: a temporary file beside it (`.<name>.tmp`),
+/// written and synced, renamed over `path`, then the directory synced, so a reader (or the next
+/// start after a crash) sees the old content or the new, never a part.
+///
+/// # Errors
+/// A step fails; the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let written = (|| {
+        let mut f =
+            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return written;
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Writes a private key file: created or truncated, mode 0600.

@@ -75,6 +75,28 @@ fn the_self_signed_root_is_created_once_and_kept() {
 }
 
 #[test]
+fn an_interrupted_ca_write_is_recovered_or_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("ca");
+    let first = IstioCa::load_or_create(None, &state, CaOptions::default()).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "no temporary file is left: {names:?}");
+
+    // Cut short before the key (the last file written): a new root is made at the next start.
+    std::fs::remove_file(state.join("ca-key.pem")).unwrap();
+    let second = IstioCa::load_or_create(None, &state, CaOptions::default()).unwrap();
+    assert_ne!(first.root_pem(), second.root_pem());
+
+    // A key without its certificate (an older version's cut-short write): named, not a panic.
+    std::fs::remove_file(state.join("ca-cert.pem")).unwrap();
+    let err = IstioCa::load_or_create(None, &state, CaOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("ca-cert.pem") && err.contains("half-written CA"), "{err}");
+}
+
+#[test]
 fn signing_uses_the_callers_identity_and_istios_ttl_rules() {
     let dir = tempfile::tempdir().unwrap();
     let ca = IstioCa::load_or_create(None, dir.path(), CaOptions::default()).unwrap();
