@@ -3,6 +3,9 @@
 # (`cargo test -p meshpilot-fuzzing --test replay`).
 #
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]     default: all targets, 60 s each
+#   FUZZ_MAX_LEN=N scripts/fuzz.sh ...         libFuzzer's -max_len (default 3145728: meshpilot's largest
+#                                              document, docs/SECURITY.md; libFuzzer's own default of
+#                                              4096 never reached the alias and nesting limits)
 #   FUZZ_BUILD=-O scripts/fuzz.sh ...          build flags for cargo fuzz (default none: cargo-fuzz's
 #                                              optimized build with debug assertions and overflow
 #                                              checks; -O drops those, as the release binary does)
@@ -47,7 +50,8 @@ for t in "${selected[@]}"; do
   mkdir -p "$work" "corpus/$t" "$local_corpus"
   echo "== $t: fuzzing for ${seconds}s (log: fuzz/$log)"
   if ! cargo +nightly fuzz run "${build[@]}" "$t" "$work" "corpus/$t" "$local_corpus" -- \
-      -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
+      -max_total_time="$seconds" -max_len="${FUZZ_MAX_LEN:-3145728}" -rss_limit_mb=2048 -timeout=10 \
+      -print_final_stats=1 >"$log" 2>&1; then
     echo "!! $t: crash or failure; input(s) in fuzz/artifacts/$t/:" >&2
     ls -1 "artifacts/$t" 2>/dev/null | sed 's/^/   /' >&2 || true
     grep -m1 -A3 "panicked at" "$log" >&2 || tail -20 "$log" >&2
