@@ -882,8 +882,12 @@ fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
             ),
         ));
     }
-    let bytes = api::yaml::read_bounded(std::fs::File::open(path)?, api::yaml::MAX_FILE_BYTES)?;
-    let after = std::fs::metadata(path)?;
+    // Size and time are taken from the open file, not the path: a ConfigMap mount swaps the path's
+    // target (`..data`) between two looks at the path, which made a complete new file look rewritten.
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    let bytes = api::yaml::read_bounded(&file, api::yaml::MAX_FILE_BYTES)?;
+    let after = file.metadata()?;
     let settled = after.len() == meta.len()
         && bytes.len() as u64 == meta.len()
         && after.modified().ok() == meta.modified().ok();
