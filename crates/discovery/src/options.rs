@@ -14,6 +14,8 @@
 //! | `MESHPILOT_XDS_SEND_BUFFER_BYTES` | `65536` (not in Istio; hyper's default 409600) | HTTP/2 send buffer per stream beyond the peer's flow-control window |
 //! | `MESHPILOT_XDS_MAX_RESOURCE_NAMES` | `50000` (not in Istio: no limit) | resource names one stream may watch per type; more: `RESOURCE_EXHAUSTED` |
 //! | `MESHPILOT_XDS_MAX_TYPES_PER_STREAM` | `64` (not in Istio: no limit) | type URLs one stream may watch; more: `RESOURCE_EXHAUSTED` |
+//! | `MESHPILOT_XDS_MAX_CONNECTIONS` | `100000` (not in Istio: no limit) | connections one ADS port holds at once; more are closed at accept; `0`: none |
+//! | `MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER` | `0` (none; not in Istio) | connections one ADS port holds from one peer IP address (off by default: an east-west gateway or a NAT carries many proxies under one address) |
 //! | `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` | `10s` (grpc-go's `ConnectionTimeout`: 120 s, handshake only) | time for a new ADS connection's HTTP/2 preface and first request; `0`: none |
 //! | `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES` | `100` (not in Istio: Go returns free pages by itself) | after this many xDS connections closed, the freed heap is handed back to the OS once the churn stops, 10 s apart at least (glibc's `malloc_trim`); `0`: never |
 //!
@@ -334,6 +336,9 @@ pub struct AdsOptions {
     pub max_types: usize,
     /// `MESHPILOT_XDS_HANDSHAKE_TIMEOUT` (a Go duration): [`xds::AdsConfig::handshake_timeout`].
     pub handshake_timeout: std::time::Duration,
+    /// `MESHPILOT_XDS_MAX_CONNECTIONS` and `MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER` (`0`: none):
+    /// [`xds::AdsConfig::connection_limits`].
+    pub connection_limits: xds::http2::ConnectionLimits,
     /// `MESHPILOT_MEMORY_TRIM_AFTER_CLOSES`: xDS connections that must close before the process
     /// hands its freed heap back to the operating system (glibc's `malloc_trim`, once the churn
     /// stops; docs/RELIABILITY.md "Connection storms"). Default 100; `0`: never.
@@ -351,6 +356,7 @@ impl Default for AdsOptions {
             max_resource_names: xds::StreamLimits::DEFAULT_MAX_RESOURCE_NAMES,
             max_types: xds::StreamLimits::DEFAULT_MAX_TYPES,
             handshake_timeout: xds::DEFAULT_HANDSHAKE_TIMEOUT,
+            connection_limits: xds::http2::ConnectionLimits::default(),
             memory_trim_after_closes: 100,
         }
     }
@@ -404,6 +410,19 @@ impl AdsOptions {
         if let Some(v) = lookup("MESHPILOT_XDS_HANDSHAKE_TIMEOUT") {
             out.handshake_timeout = duration_var("MESHPILOT_XDS_HANDSHAKE_TIMEOUT", &v)?;
         }
+        let connections = |name: &str, v: &str| {
+            v.trim().parse::<usize>().map_err(|_| EnvError {
+                name: name.into(),
+                value: v.to_string(),
+                reason: "expected a whole number of connections (0: no limit)".into(),
+            })
+        };
+        if let Some(v) = lookup("MESHPILOT_XDS_MAX_CONNECTIONS") {
+            out.connection_limits.max_total = connections("MESHPILOT_XDS_MAX_CONNECTIONS", &v)?;
+        }
+        if let Some(v) = lookup("MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER") {
+            out.connection_limits.max_per_peer = connections("MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER", &v)?;
+        }
         if let Some(v) = lookup("MESHPILOT_MEMORY_TRIM_AFTER_CLOSES") {
             out.memory_trim_after_closes = v.trim().parse().map_err(|_| EnvError {
                 name: "MESHPILOT_MEMORY_TRIM_AFTER_CLOSES".into(),
@@ -431,6 +450,7 @@ impl AdsOptions {
                 max_types: self.max_types,
             },
             handshake_timeout: self.handshake_timeout,
+            connection_limits: self.connection_limits,
             ..config
         }
     }
@@ -481,13 +501,23 @@ mod ads_tests {
             "MESHPILOT_XDS_MAX_RESOURCE_NAMES" => Some("100".into()),
             "MESHPILOT_XDS_MAX_TYPES_PER_STREAM" => Some(" 8 ".into()),
             "MESHPILOT_XDS_HANDSHAKE_TIMEOUT" => Some("1m".into()),
+            "MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER" => Some("500".into()),
             _ => None,
         })
         .unwrap();
+        assert_eq!(d.connection_limits, xds::http2::ConnectionLimits { max_total: 100_000, max_per_peer: 0 });
+        assert_eq!(
+            o.connection_limits,
+            xds::http2::ConnectionLimits { max_total: 100_000, max_per_peer: 500 }
+        );
+        let e = AdsOptions::from_lookup(|n| (n == "MESHPILOT_XDS_MAX_CONNECTIONS").then(|| "-1".into()))
+            .unwrap_err();
+        assert_eq!(e.name, "MESHPILOT_XDS_MAX_CONNECTIONS");
         assert_eq!((o.response_buffer_bytes, o.max_resource_names, o.max_types), (65_536, 100, 8));
         assert_eq!(o.handshake_timeout, Duration::from_secs(60));
         let config = o.apply(xds::AdsConfig::default(), &std::sync::Arc::new(xds::RequestLimiter::new(1.0)));
         assert_eq!(config.limits, xds::StreamLimits { max_resource_names: 100, max_types: 8 });
+        assert_eq!(config.connection_limits.max_per_peer, 500);
         assert_eq!(
             (config.response_buffer_bytes, config.send_buffer_bytes, config.handshake_timeout),
             (65_536, 32_768, Duration::from_secs(60))

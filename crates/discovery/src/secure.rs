@@ -97,7 +97,8 @@ impl DiscoveryServer {
         });
         let routes = tonic::service::Routes::new(ads.into_service())
             .add_service(CertificateService::new(port.ca, port.authenticator));
-        xds::http2::serve(incoming, routes, &settings, shutdown).await;
+        let peer_of = |info: &security::tls::SecureConnectInfo| info.remote_addr;
+        xds::http2::serve(incoming, routes, &settings, peer_of, shutdown).await;
         Ok(())
     }
 }

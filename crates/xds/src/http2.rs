@@ -13,7 +13,15 @@
 //! down as tonic's `serve_with_incoming_shutdown`: stop accepting, HTTP/2 `GOAWAY` on every connection,
 //! wait for their streams to end.
 
-use std::{convert::Infallible, fmt::Display, future::Future, time::Duration};
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    fmt::Display,
+    future::Future,
+    net::{IpAddr, SocketAddr},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use futures::{Stream, StreamExt as _};
 use hyper::{body::Incoming, service::service_fn};
@@ -46,16 +54,109 @@ pub struct Http2Settings {
     pub keepalive_timeout: Duration,
     /// hyper's per-stream send buffer in bytes ([`DEFAULT_SEND_BUFFER_BYTES`]).
     pub max_send_buf_size: usize,
+    /// The most connections the port holds ([`ConnectionLimits`]).
+    pub connection_limits: ConnectionLimits,
+}
+
+/// Default of [`ConnectionLimits::max_total`] (`MESHPILOT_XDS_MAX_CONNECTIONS`): 100,000, ten times
+/// the largest fleet measured on one instance (docs/BENCHMARKS.md), well below the file descriptors
+/// a control plane is given.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 100_000;
+
+/// The most connections one ADS port holds at once: in all, and from one peer IP address. `0` is no
+/// limit. A connection over either is closed at accept (counted in
+/// `meshpilot_xds_connections_refused{reason}`); its client reconnects with its backoff. No limit per
+/// peer by default (`MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER`): proxies of a remote cluster reach the
+/// control plane through an east-west gateway, and VMs through NAT, each under one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections in all.
+    pub max_total: usize,
+    /// Connections from one peer IP address.
+    pub max_per_peer: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { max_total: DEFAULT_MAX_CONNECTIONS, max_per_peer: 0 }
+    }
+}
+
+/// A port's open connections, in all and per peer address, within [`ConnectionLimits`].
+#[derive(Debug)]
+pub struct ConnectionCount {
+    limits: ConnectionLimits,
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// One admitted connection of a [`ConnectionCount`]; dropping it (the connection ended) frees it.
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    count: Arc<ConnectionCount>,
+    peer: Option<IpAddr>,
+}
+
+impl ConnectionCount {
+    /// A count within `limits`.
+    pub fn new(limits: ConnectionLimits) -> Arc<ConnectionCount> {
+        Arc::new(ConnectionCount { limits, open: Mutex::new((0, HashMap::new())) })
+    }
+
+    /// A slot for a new connection from `peer`, or the limit it is over (`"total"`, `"peer"`).
+    ///
+    /// # Errors
+    /// The port holds [`ConnectionLimits::max_total`] connections, or `max_per_peer` from `peer`.
+    pub fn admit(self: &Arc<Self>, peer: Option<IpAddr>) -> Result<ConnectionSlot, &'static str> {
+        let mut open = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (total, by_peer) = &mut *open;
+        if self.limits.max_total > 0 && *total >= self.limits.max_total {
+            return Err("total");
+        }
+        if let Some(ip) = peer.filter(|_| self.limits.max_per_peer > 0) {
+            let n = by_peer.entry(ip).or_insert(0);
+            if *n >= self.limits.max_per_peer {
+                return Err("peer");
+            }
+            *n += 1;
+        }
+        *total += 1;
+        Ok(ConnectionSlot { count: Arc::clone(self), peer: peer.filter(|_| self.limits.max_per_peer > 0) })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut open = self.count.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (total, by_peer) = &mut *open;
+        *total = total.saturating_sub(1);
+        if let Some(ip) = self.peer
+            && let Some(n) = by_peer.get_mut(&ip)
+        {
+            *n -= 1;
+            if *n == 0 {
+                by_peer.remove(&ip);
+            }
+        }
+    }
 }
 
 /// Serves `routes` over HTTP/2 on the connections `incoming` yields until `shutdown` completes, then
 /// sends `GOAWAY` on every connection and returns once all of them have closed. Connections that fail
 /// (handshake, protocol errors, an HTTP/1 client) are logged at debug and dropped; an `Err` from
 /// `incoming` (a failed accept or TLS handshake) is logged and skipped.
+///
+/// `peer_of` gives a connection's peer address from its connect info, for
+/// [`ConnectionLimits::max_per_peer`].
 pub async fn serve<I, IO, E>(
     incoming: I,
     routes: Routes,
     settings: &Http2Settings,
+    peer_of: impl Fn(&IO::ConnectInfo) -> Option<SocketAddr>,
     shutdown: impl Future<Output = ()>,
 ) where
     I: Stream<Item = Result<IO, E>>,
@@ -72,6 +173,7 @@ pub async fn serve<I, IO, E>(
         .keep_alive_interval(settings.keepalive_interval)
         .keep_alive_timeout(settings.keepalive_timeout)
         .max_send_buf_size(settings.max_send_buf_size);
+    let count = ConnectionCount::new(settings.connection_limits);
     // Every connection task holds a receiver: `closed()` resolves when the last one has ended.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
@@ -89,6 +191,14 @@ pub async fn serve<I, IO, E>(
             },
         };
         let info = io.connect_info();
+        let slot = match count.admit(peer_of(&info).map(|a| a.ip())) {
+            Ok(slot) => slot,
+            Err(reason) => {
+                debug!(peer = ?peer_of(&info), limit = reason, "ADS: connection refused: the port's connection limit");
+                crate::metrics::record_connection_refused(reason);
+                continue;
+            }
+        };
         let routes = routes.clone();
         let service = service_fn(move |mut request: http::Request<Incoming>| {
             request.extensions_mut().insert(info.clone());
@@ -110,10 +220,35 @@ pub async fn serve<I, IO, E>(
             if let Err(err) = ended {
                 debug!("ADS: HTTP/2 connection ended with an error: {err}");
             }
+            drop(slot);
             drop(stop);
         });
     }
     drop(stop_rx);
     let _ = stop_tx.send(true);
     stop_tx.closed().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_bounded_in_all_and_per_peer() {
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let count = ConnectionCount::new(ConnectionLimits { max_total: 3, max_per_peer: 2 });
+        let a1 = count.admit(Some(a)).unwrap();
+        let _a2 = count.admit(Some(a)).unwrap();
+        assert_eq!(count.admit(Some(a)).unwrap_err(), "peer");
+        let _b1 = count.admit(Some(b)).unwrap();
+        assert_eq!(count.admit(Some(b)).unwrap_err(), "total");
+        assert_eq!(count.open(), 3);
+        drop(a1);
+        assert_eq!(count.open(), 2);
+        let _a3 = count.admit(Some(a)).expect("a slot was freed");
+        let unlimited = ConnectionCount::new(ConnectionLimits { max_total: 0, max_per_peer: 0 });
+        let many: Vec<_> = (0..1000).map(|_| unlimited.admit(Some(a)).unwrap()).collect();
+        assert_eq!(unlimited.open(), many.len());
+    }
 }

@@ -43,6 +43,10 @@ pub const AUTH_FAILURES: &str = "meshpilot_xds_auth_failures";
 /// Counter `meshpilot_xds_rate_limited`: new streams refused by `PILOT_MAX_REQUESTS_PER_SECOND`
 /// ([`crate::admission`]). istiod only logs these (`ADS: … exceeded rate limit`).
 pub const RATE_LIMITED: &str = "meshpilot_xds_rate_limited";
+/// Counter `meshpilot_xds_connections_refused{reason}`: ADS connections closed at accept because the
+/// port holds its most connections in all (`total`) or from the peer's address (`peer`)
+/// ([`crate::http2::ConnectionLimits`]). istiod has no such bound.
+pub const CONNECTIONS_REFUSED: &str = "meshpilot_xds_connections_refused";
 /// Counter `pilot_xds_write_timeout`: streams closed because a response could not be handed to a
 /// client that stopped reading within `PILOT_XDS_SEND_TIMEOUT` (Istio's name: "Pilot XDS response
 /// write timeouts").
@@ -106,6 +110,10 @@ pub fn describe() {
     );
     describe_counter!(WRITE_TIMEOUT, "Pilot XDS response write timeouts.");
     describe_counter!(
+        CONNECTIONS_REFUSED,
+        "ADS connections closed at accept: the port's connection limit, in all or per peer address."
+    );
+    describe_counter!(
         HANDSHAKE_TIMEOUTS,
         "ADS connections or streams closed for sending no HTTP/2 preface or first request in time."
     );
@@ -150,6 +158,10 @@ pub(crate) fn record_push_held() {
 
 pub(crate) fn record_rate_limited() {
     counter!(RATE_LIMITED).increment(1);
+}
+
+pub(crate) fn record_connection_refused(reason: &'static str) {
+    counter!(CONNECTIONS_REFUSED, "reason" => reason).increment(1);
 }
 
 pub(crate) fn record_write_timeout() {

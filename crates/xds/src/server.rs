@@ -69,6 +69,10 @@ pub struct AdsConfig {
     pub send_buffer_bytes: usize,
     /// What one stream may make the server hold ([`StreamLimits`]).
     pub limits: StreamLimits,
+    /// The most connections the port holds, in all and per peer address
+    /// (`MESHPILOT_XDS_MAX_CONNECTIONS`, `MESHPILOT_XDS_MAX_CONNECTIONS_PER_PEER`;
+    /// [`crate::http2::ConnectionLimits`]).
+    pub connection_limits: crate::http2::ConnectionLimits,
     /// Longest time a new connection on [`AdsServer::serve`]'s port may take to send the HTTP/2
     /// preface and its first request headers, and a new stream its first request; then the
     /// connection is closed (stream: `DEADLINE_EXCEEDED`). `MESHPILOT_XDS_HANDSHAKE_TIMEOUT`; default
@@ -250,6 +254,7 @@ impl Default for AdsConfig {
             response_buffer_bytes: DEFAULT_RESPONSE_BUFFER_BYTES,
             send_buffer_bytes: crate::http2::DEFAULT_SEND_BUFFER_BYTES,
             limits: StreamLimits::default(),
+            connection_limits: crate::http2::ConnectionLimits::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_decoding_message_size: 4 * 1024 * 1024,
             max_encoding_message_size: 256 * 1024 * 1024,
@@ -272,6 +277,7 @@ impl AdsConfig {
             keepalive_interval: self.keepalive_interval,
             keepalive_timeout: self.keepalive_timeout,
             max_send_buf_size: self.send_buffer_bytes,
+            connection_limits: self.connection_limits,
         }
     }
 }
@@ -344,7 +350,8 @@ impl<S: ResourceSource> AdsServer<S> {
             })
         });
         let routes = tonic::service::Routes::new(self.into_service());
-        crate::http2::serve(incoming, routes, &settings, shutdown).await;
+        let peer_of = |info: &tonic::transport::server::TcpConnectInfo| info.remote_addr();
+        crate::http2::serve(incoming, routes, &settings, peer_of, shutdown).await;
     }
 
     /// The peer's address: tonic records it for plain TCP connections; an authenticator knows it

@@ -204,6 +204,42 @@ async fn streams_over_the_request_rate_get_resource_exhausted_and_a_retry_is_adm
     assert_eq!(ads.registry.snapshot().len(), 2);
 }
 
+/// `MESHPILOT_XDS_MAX_CONNECTIONS`: a connection over the port's limit is closed at accept (counted
+/// in `meshpilot_xds_connections_refused`) while the admitted proxy keeps its stream; when that one
+/// ends, its slot is free for the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_ports_limit_are_closed_and_a_freed_slot_is_reused() {
+    let limits = meshpilot_xds::http2::ConnectionLimits { max_total: 1, max_per_peer: 0 };
+    let (_source, ads) = server_with(AdsConfig { connection_limits: limits, ..AdsConfig::default() }).await;
+    let refused = || counter(r#"meshpilot_xds_connections_refused{reason="total"}"#);
+    let before = refused();
+    let first = DiscoveryRequest { node: node(1), ..req(CLUSTER, "", "", &[]) };
+    let mut admitted = Sotw::open(ads.addr, first.clone()).await.expect("the first connection is admitted");
+    assert_eq!(admitted.recv().await.type_url, CLUSTER);
+
+    let mut over = TcpStream::connect(ads.addr).await.unwrap();
+    over.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(STEP, over.read_to_end(&mut rest)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "closed at accept, nothing sent: {closed:?} {rest:?}");
+    assert!(refused() > before);
+    assert_eq!(ads.registry.snapshot().len(), 1);
+
+    drop(admitted);
+    let next = wait_for("the freed slot to be reused", STEP, async || {
+        let attempt = tokio::time::timeout(Duration::from_secs(1), async {
+            let mut s =
+                Sotw::open(ads.addr, DiscoveryRequest { node: node(2), ..first.clone() }).await.ok()?;
+            tokio::time::timeout(Duration::from_millis(500), s.rx.message()).await.ok()?.ok()?.map(|r| (s, r))
+        });
+        attempt.await.ok().flatten()
+    })
+    .await
+    .unwrap();
+    assert_eq!(next.1.type_url, CLUSTER);
+    next.0.tx.send(req(CLUSTER, &next.1.version_info, &next.1.nonce, &[])).await.unwrap();
+}
+
 /// A client that stops reading: once its queue (`response_buffer`) is full and a response waits
 /// longer than the send timeout, the server closes the stream (`DEADLINE_EXCEEDED`, logged, counted in
 /// `pilot_xds_write_timeout`) and drops what was queued for it. With a push throttle of one, the stuck
