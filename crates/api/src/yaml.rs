@@ -255,6 +255,20 @@ fn too_large(limit: u64) -> std::io::Error {
     )
 }
 
+/// Checks a config file's size, in bytes, against [`MAX_FILE_BYTES`] before it is read.
+///
+/// # Errors
+/// `InvalidData` naming the size and the limit.
+pub fn check_file_size(len: u64) -> std::io::Result<()> {
+    if len <= MAX_FILE_BYTES {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{len} bytes, {}", too_large(MAX_FILE_BYTES)),
+    ))
+}
+
 /// Reads a config file as text, `-` meaning standard input, within [`MAX_FILE_BYTES`].
 ///
 /// # Errors
@@ -264,9 +278,7 @@ pub fn read_config_text(path: &std::path::Path) -> std::io::Result<String> {
         read_bounded(std::io::stdin().lock(), MAX_FILE_BYTES)?
     } else {
         let file = std::fs::File::open(path)?;
-        if file.metadata()?.len() > MAX_FILE_BYTES {
-            return Err(too_large(MAX_FILE_BYTES));
-        }
+        check_file_size(file.metadata()?.len())?;
         read_bounded(file, MAX_FILE_BYTES)?
     };
     String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
@@ -891,6 +903,9 @@ mod tests {
         assert_eq!(read_bounded(&b"12345"[..], 5).unwrap(), b"12345");
         let err = read_bounded(&b"123456"[..], 5).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(check_file_size(MAX_FILE_BYTES).is_ok());
+        let err = check_file_size(MAX_FILE_BYTES + 1).unwrap_err().to_string();
+        assert!(err.starts_with("67108865 bytes, larger than 64 MiB"), "{err}");
     }
 
     #[test]

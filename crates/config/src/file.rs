@@ -872,16 +872,7 @@ fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
             format!("not a regular file ({}): not read", file_type_name(&meta.file_type())),
         ));
     }
-    if meta.len() > api::yaml::MAX_FILE_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} bytes, larger than {} MiB (meshpilot's limit for one config file); not read",
-                meta.len(),
-                api::yaml::MAX_FILE_BYTES / (1024 * 1024)
-            ),
-        ));
-    }
+    api::yaml::check_file_size(meta.len())?;
     // Size and time are taken from the open file, not the path: a ConfigMap mount swaps the path's
     // target (`..data`) between two looks at the path, which made a complete new file look rewritten.
     let file = std::fs::File::open(path)?;

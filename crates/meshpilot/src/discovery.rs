@@ -343,7 +343,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
         secrets: secrets.clone(),
         invalid_objects,
         access: Arc::new(
-            debug_access(args, &trust_domain, secure.as_ref().map(|(p, ..)| &p.authenticator)).await?,
+            debug_access(args, &security_env, &trust_domain, secure.as_ref().map(|(p, ..)| &p.authenticator))
+                .await?,
         ),
         limits: Default::default(),
     };
@@ -532,10 +533,10 @@ async fn secure_port(
 /// `--kubeconfig`; else loopback only).
 async fn debug_access(
     args: &Args,
+    env: &SecurityOptions,
     trust_domain: &str,
     secure: Option<&Arc<Authenticator>>,
 ) -> Result<meshpilot_http::access::DebugAccess, String> {
-    let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     let authenticator = match (secure, &args.kubeconfig) {
         (Some(a), _) => Some(a.clone()),
         (None, Some(path)) => {
@@ -548,7 +549,7 @@ async fn debug_access(
     };
     Ok(meshpilot_http::access::DebugAccess {
         authenticator,
-        system_namespace: env.pod_namespace,
+        system_namespace: env.pod_namespace.clone(),
         namespace_scoped: env.debug_endpoint_auth,
     })
 }

@@ -112,7 +112,9 @@ impl ConnectionCount {
         if self.limits.max_total > 0 && *total >= self.limits.max_total {
             return Err("total");
         }
-        if let Some(ip) = peer.filter(|_| self.limits.max_per_peer > 0) {
+        // Peers are counted only when there is a per-peer limit.
+        let peer = peer.filter(|_| self.limits.max_per_peer > 0);
+        if let Some(ip) = peer {
             let n = by_peer.entry(ip).or_insert(0);
             if *n >= self.limits.max_per_peer {
                 return Err("peer");
@@ -120,7 +122,7 @@ impl ConnectionCount {
             *n += 1;
         }
         *total += 1;
-        Ok(ConnectionSlot { count: Arc::clone(self), peer: peer.filter(|_| self.limits.max_per_peer > 0) })
+        Ok(ConnectionSlot { count: Arc::clone(self), peer })
     }
 
     /// Connections open now.
