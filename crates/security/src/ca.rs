@@ -122,7 +122,7 @@ pub enum CaSource {
 
 /// File names, as Istio's `cacerts` / `istio-ca-secret`.
 pub const CA_CERT: &str = "ca-cert.pem";
-/// The signing key (PKCS#8 PEM).
+/// The signing key (PEM: PKCS#8, or PKCS#1 RSA / SEC1 EC as Istio writes them).
 pub const CA_KEY: &str = "ca-key.pem";
 /// The chain from the signing certificate up to the root (empty for a self-signed root).
 pub const CERT_CHAIN: &str = "cert-chain.pem";
@@ -238,6 +238,97 @@ fn read(dir: &Path, name: &str) -> Result<String, CaError> {
     std::fs::read_to_string(&file).map_err(|e| CaError::File { file, reason: format!("cannot read: {e}") })
 }
 
+/// The CA's signing key from PEM in any of the encodings Istio reads (`ParsePemEncodedKey`): PKCS#8
+/// (`PRIVATE KEY`), PKCS#1 RSA (`RSA PRIVATE KEY`, what istiod writes into `istio-ca-secret` for its
+/// default RSA root) and SEC1 EC (`EC PRIVATE KEY`); the latter two are re-wrapped as PKCS#8, the only
+/// form the signer takes.
+///
+/// # Errors
+/// The text holds no private key, or one of an unsupported algorithm (the message says which forms
+/// are read).
+fn signing_key(pem_text: &str) -> Result<KeyPair, String> {
+    use rustls_pki_types::PrivateKeyDer;
+    let unusable = |e: &dyn std::fmt::Display| {
+        format!("not a usable PEM private key ({e}); PKCS#8, PKCS#1 RSA or SEC1 EC (P-256, P-384) are read")
+    };
+    let key = PrivateKeyDer::from_pem_slice(pem_text.as_bytes()).map_err(|e| unusable(&e))?;
+    let pkcs8 = match &key {
+        PrivateKeyDer::Pkcs8(der) => der.secret_pkcs8_der().to_vec(),
+        PrivateKeyDer::Pkcs1(der) => der::pkcs8_of_rsa(der.secret_pkcs1_der()),
+        PrivateKeyDer::Sec1(der) => der::pkcs8_of_ec(der.secret_sec1_der())
+            .ok_or_else(|| unusable(&"SEC1 key without a named curve"))?,
+        _ => return Err(unusable(&"unknown key encoding")),
+    };
+    KeyPair::try_from(pkcs8.as_slice()).map_err(|e| unusable(&e))
+}
+
+/// The little DER needed to re-wrap PKCS#1 and SEC1 keys as PKCS#8 (RFC 5208, RFC 5915).
+mod der {
+    /// `rsaEncryption` (1.2.840.113549.1.1.1) with its NULL parameters.
+    const RSA_ALGORITHM: [u8; 13] =
+        [0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00];
+    /// `id-ecPublicKey` (1.2.840.10045.2.1).
+    const EC_PUBLIC_KEY: [u8; 9] = [0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+    /// A DER element: tag, definite length, content.
+    pub(super) fn element(tag: u8, content: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        let len = content.len();
+        if len < 0x80 {
+            out.push(len as u8);
+        } else {
+            let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+            out.push(0x80 | bytes.len() as u8);
+            out.extend(bytes);
+        }
+        out.extend_from_slice(content);
+        out
+    }
+
+    /// One element at the start of `input`: (tag, content, rest).
+    pub(super) fn read(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = input.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            (rest[..n].iter().fold(0usize, |len, b| (len << 8) | usize::from(*b)), &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+
+    fn private_key_info(algorithm: &[u8], key: &[u8]) -> Vec<u8> {
+        let mut body = element(0x02, &[0]);
+        body.extend(element(0x30, algorithm));
+        body.extend(element(0x04, key));
+        element(0x30, &body)
+    }
+
+    /// PKCS#8 around a PKCS#1 `RSAPrivateKey`.
+    pub(super) fn pkcs8_of_rsa(pkcs1: &[u8]) -> Vec<u8> {
+        private_key_info(&RSA_ALGORITHM, pkcs1)
+    }
+
+    /// PKCS#8 around a SEC1 `ECPrivateKey`, its curve taken from the key's `[0] parameters`; `None`
+    /// when it names none.
+    pub(super) fn pkcs8_of_ec(sec1: &[u8]) -> Option<Vec<u8>> {
+        let (0x30, mut fields, _) = read(sec1)? else { return None };
+        while let Some((tag, content, rest)) = read(fields) {
+            if tag == 0xa0 {
+                let mut algorithm = EC_PUBLIC_KEY.to_vec();
+                algorithm.extend_from_slice(content);
+                return Some(private_key_info(&algorithm, sec1));
+            }
+            fields = rest;
+        }
+        None
+    }
+}
+
 fn certs_of(dir: &Path, name: &str, text: &str) -> Result<Vec<CertificateDer<'static>>, CaError> {
     CertificateDer::pem_slice_iter(text.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -305,12 +396,7 @@ impl IstioCa {
         options: CaOptions,
     ) -> Result<IstioCa, CaError> {
         let bad = |name: &str, reason: String| CaError::File { file: location.join(name), reason };
-        let key = KeyPair::from_pem(&bundle.ca_key).map_err(|e| {
-            bad(
-                CA_KEY,
-                format!("not a PKCS#8 PEM private key ({e}); convert with `openssl pkcs8 -topk8 -nocrypt`"),
-            )
-        })?;
+        let key = signing_key(&bundle.ca_key).map_err(|reason| bad(CA_KEY, reason))?;
         let cert = certs_of(location, CA_CERT, &bundle.ca_cert)?
             .into_iter()
             .next()

@@ -183,6 +183,65 @@ fn a_plugged_in_ca_signs_with_its_intermediate_and_returns_the_full_chain() {
     assert!(!state.path().join("ca-key.pem").exists(), "no self-signed root is made beside a plugged-in CA");
 }
 
+/// A self-signed CA made by the real `openssl` with its key in the traditional encoding istiod writes
+/// into `istio-ca-secret` (`RSA PRIVATE KEY`, PKCS#1) or Go's `x509.MarshalECPrivateKey` writes (`EC
+/// PRIVATE KEY`, SEC1), in the plugged-in layout.
+fn openssl_ca(dir: &std::path::Path, algorithm: &[&str]) {
+    let key = dir.join("ca-key.pem");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").current_dir(dir).args(args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let mut genpkey = vec!["genpkey"];
+    genpkey.extend_from_slice(algorithm);
+    genpkey.extend_from_slice(&["-out", "pkcs8.pem"]);
+    run(&genpkey);
+    // `openssl rsa` writes PKCS#8 unless told `-traditional`; `openssl ec` writes SEC1.
+    if algorithm.contains(&"RSA") {
+        run(&["rsa", "-in", "pkcs8.pem", "-traditional", "-out", key.to_str().unwrap()]);
+    } else {
+        run(&["ec", "-in", "pkcs8.pem", "-out", key.to_str().unwrap()]);
+    }
+    run(&[
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "ca-key.pem",
+        "-subj",
+        "/O=cluster.local",
+        "-days",
+        "3650",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-out",
+        "ca-cert.pem",
+    ]);
+    std::fs::copy(dir.join("ca-cert.pem"), dir.join("root-cert.pem")).unwrap();
+    std::fs::write(dir.join("cert-chain.pem"), "").unwrap();
+}
+
+#[test]
+fn ca_keys_in_istiods_pkcs1_and_sec1_encodings_sign_certificates() {
+    for (algorithm, header) in [
+        (&["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"][..], "BEGIN RSA PRIVATE KEY"),
+        (&["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"][..], "BEGIN EC PRIVATE KEY"),
+    ] {
+        let plugged = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        openssl_ca(plugged.path(), algorithm);
+        let key_pem = std::fs::read_to_string(plugged.path().join("ca-key.pem")).unwrap();
+        assert!(key_pem.contains(header), "{key_pem}");
+        let ca = IstioCa::load_or_create(Some(plugged.path()), state.path(), CaOptions::default())
+            .unwrap_or_else(|e| panic!("{header}: {e}"));
+        let chain = ca.sign_csr(&csr(&KeyPair::generate().unwrap(), CALLER), &[CALLER.into()], 0).unwrap();
+        assert_eq!(uri_sans(&chain[0]), [CALLER]);
+        assert_chain_verifies(&der_chain(&chain));
+    }
+}
+
 #[test]
 fn unusable_ca_files_are_start_up_errors_naming_the_file() {
     let plugged = tempfile::tempdir().unwrap();
@@ -241,7 +300,7 @@ async fn serve(ca: Arc<IstioCa>) -> (SecureTarget, tokio::sync::oneshot::Sender<
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(CertificateService::new(Arc::clone(&ca), authn))
-            .serve_with_incoming_shutdown(tls::incoming(listener, config), async {
+            .serve_with_incoming_shutdown(tls::incoming(listener, config, None), async {
                 let _ = stopped.await;
             }),
     );
