@@ -1,4 +1,4 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease, as istiod does it
+//! Leader election on a `coordination.k8s.io/v1` Lease or a ConfigMap, as istiod does it
 //! (`pilot/pkg/leaderelection` over client-go's `tools/leaderelection`): one replica of the control plane
 //! runs a controller (status writing, analysis, Gateway deployments, …), the others wait and take over
 //! when the leader stops or stops renewing.
@@ -22,19 +22,29 @@
 //! starts over, as istiod's `Run` loop does. `PILOT_ENABLE_LEADER_ELECTION=false` makes every replica
 //! the leader without touching the API server (Istio's bypass for single-replica installs).
 //!
-//! **Where meshpilot differs.** Every lock is a Lease: istiod keeps ConfigMap locks for its shared
-//! (non-per-revision) elections for backwards compatibility with old istiods, which meshpilot has none
-//! of; the Lease carries Istio's holder-key annotation ([`HOLDER_KEY_ANNOTATION`]) with the revision for
-//! shared locks, as istiod's Lease locks do. istiod lets the *default* revision steal a shared lock from
-//! another revision (prioritized election, driven by its default-revision watcher); meshpilot does not
-//! (the first holder keeps it until it stops). Without `POD_NAME` istiod's identity is
-//! `unknown-<hostname>`; meshpilot's is `unknown-<hostname>-<pid>`, so that two processes on one machine
-//! never both believe they hold the lock.
+//! **Lock kinds as istiod's** ([`istiod_lock_kind`]), so that replicas of meshpilot and of istiod in one
+//! rollout contend for the same object instead of each leading on its own: per-revision locks and
+//! [`STATUS_CONTROLLER`] are Leases (istiod's `NewPerRevisionLeaderElection` / `NewLeaseLeaderElection`);
+//! every other shared lock is a ConfigMap of the lock's name whose annotation
+//! [`CONFIGMAP_RECORD_ANNOTATION`] holds client-go's JSON leader record (holder identity, holder key,
+//! lease duration in seconds, acquire and renew times in RFC 3339 seconds, transitions), istiod's
+//! `NewLeaderElection` kept for compatibility with older control planes. Shared Leases carry Istio's
+//! holder-key annotation ([`HOLDER_KEY_ANNOTATION`]) with the revision, as istiod's Lease locks do.
+//!
+//! **Where meshpilot differs.** istiod lets the *default* revision steal a shared lock from another
+//! revision (prioritized election, driven by its default-revision watcher); meshpilot does not (the
+//! first holder keeps it until it stops; an istiod of the default revision may still take it from
+//! meshpilot, which then stops leading). Without `POD_NAME` istiod's identity is `unknown-<hostname>`;
+//! meshpilot's is `unknown-<hostname>-<pid>`, so that two processes on one machine never both believe
+//! they hold the lock.
 
-use std::{collections::BTreeMap, future::Future, time::Duration};
+use std::{future::Future, time::Duration};
 
 use k8s_openapi::{
-    api::coordination::v1::{Lease, LeaseSpec},
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::ConfigMap,
+    },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
 };
 use kube::{Api, Client, api::PostParams};
@@ -74,6 +84,10 @@ pub const IP_AUTOALLOCATE_CONTROLLER: &str = "istio-ip-autoallocate";
 /// `leader.istio.io/holder-key`.
 pub const HOLDER_KEY_ANNOTATION: &str = "leader.istio.io/holder-key";
 
+/// The ConfigMap annotation holding a ConfigMap lock's JSON record (client-go's
+/// `LeaderElectionRecordAnnotationKey`).
+pub const CONFIGMAP_RECORD_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
+
 /// The revision name used when none is set (Istio: "Default revision for consistency").
 pub const DEFAULT_REVISION: &str = "default";
 
@@ -86,6 +100,27 @@ pub enum LockScope {
     /// One leader per revision, the lock named `<lock>-<revision>` (istiod's
     /// `NewPerRevisionLeaderElection`: Gateway API status and deployments).
     PerRevision,
+}
+
+/// The object that holds a lock's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// A `coordination.k8s.io/v1` Lease (`spec.holderIdentity`, …).
+    Lease,
+    /// A ConfigMap whose [`CONFIGMAP_RECORD_ANNOTATION`] holds the JSON record.
+    ConfigMap,
+}
+
+/// The kind istiod uses for `election_id` in `scope` (`pilot/pkg/leaderelection`,
+/// `pilot/pkg/bootstrap`): a Lease for per-revision locks and for [`STATUS_CONTROLLER`], a ConfigMap
+/// for every other shared lock ([`INGRESS_CONTROLLER`], [`ANALYZE_CONTROLLER`],
+/// [`NAMESPACE_CONTROLLER`], [`IP_AUTOALLOCATE_CONTROLLER`], …).
+pub fn istiod_lock_kind(election_id: &str, scope: LockScope) -> LockKind {
+    match scope {
+        LockScope::PerRevision => LockKind::Lease,
+        LockScope::Shared if election_id == STATUS_CONTROLLER => LockKind::Lease,
+        LockScope::Shared => LockKind::ConfigMap,
+    }
 }
 
 /// Settings of an election (see [`LeaderElectionOptions::from_env`] for istiod's defaults).
@@ -195,39 +230,282 @@ pub fn lock_name(election_id: &str, scope: LockScope, revision: &str) -> String 
     }
 }
 
-/// One election: a lock name and this replica's settings. [`LeaderElection::start`] runs it.
+/// One election: a lock name and kind and this replica's settings. [`LeaderElection::start`] runs it.
 #[derive(Clone)]
 pub struct LeaderElection {
     client: Client,
     options: LeaderElectionOptions,
     lock: String,
-    /// The holder key written in [`HOLDER_KEY_ANNOTATION`] (the revision for shared locks, none for
-    /// per-revision locks, as istiod).
-    key: Option<String>,
+    kind: LockKind,
+    /// The holder key of the record (the revision for shared locks, empty for per-revision locks,
+    /// as istiod).
+    key: String,
 }
 
 impl std::fmt::Debug for LeaderElection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElection").field("lock", &self.lock).field("options", &self.options).finish()
+        f.debug_struct("LeaderElection")
+            .field("lock", &self.lock)
+            .field("kind", &self.kind)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// A lock record, whichever object holds it (client-go's `LeaderElectionRecord`). Times are kept at
+/// the precision the object stores (seconds in a ConfigMap, microseconds in a Lease).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockRecord {
+    /// Who holds the lock; empty when released.
+    pub holder_identity: String,
+    /// The holder's key (istiod: its revision, `^`-prefixed for a remote istiod).
+    pub holder_key: String,
+    /// How long the record is valid without renewal, seconds.
+    pub lease_duration_seconds: i32,
+    /// When the holder acquired it.
+    pub acquire_time: Option<jiff::Timestamp>,
+    /// When the holder last renewed it.
+    pub renew_time: Option<jiff::Timestamp>,
+    /// How many times the holder changed.
+    pub leader_transitions: i32,
+}
+
+/// The JSON form of a record in a ConfigMap's annotation (client-go: camelCase, `metav1.Time` as
+/// RFC 3339 seconds or `null`).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct JsonRecord {
+    holder_identity: String,
+    holder_key: String,
+    lease_duration_seconds: i32,
+    acquire_time: Option<String>,
+    renew_time: Option<String>,
+    leader_transitions: i32,
+}
+
+fn rfc3339_seconds(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl LockRecord {
+    /// The record of a ConfigMap lock: its annotation parsed (an absent annotation is the empty
+    /// record, as client-go).
+    ///
+    /// # Errors
+    /// The annotation is not client-go's JSON record (the message quotes serde's reason).
+    pub fn from_configmap(cm: &ConfigMap) -> Result<LockRecord, String> {
+        let Some(text) = cm.metadata.annotations.as_ref().and_then(|a| a.get(CONFIGMAP_RECORD_ANNOTATION))
+        else {
+            return Ok(LockRecord::default());
+        };
+        let json: JsonRecord = serde_json::from_str(text)
+            .map_err(|e| format!("annotation {CONFIGMAP_RECORD_ANNOTATION} is not a leader record: {e}"))?;
+        let time = |t: Option<String>| t.and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        Ok(LockRecord {
+            holder_identity: json.holder_identity,
+            holder_key: json.holder_key,
+            lease_duration_seconds: json.lease_duration_seconds,
+            acquire_time: time(json.acquire_time),
+            renew_time: time(json.renew_time),
+            leader_transitions: json.leader_transitions,
+        })
+    }
+
+    /// The annotation value for a ConfigMap lock (times rounded down to seconds, as `metav1.Time`).
+    pub fn to_configmap_annotation(&self) -> String {
+        let json = JsonRecord {
+            holder_identity: self.holder_identity.clone(),
+            holder_key: self.holder_key.clone(),
+            lease_duration_seconds: self.lease_duration_seconds,
+            acquire_time: self.acquire_time.map(rfc3339_seconds),
+            renew_time: self.renew_time.map(rfc3339_seconds),
+            leader_transitions: self.leader_transitions,
+        };
+        serde_json::to_string(&json).unwrap_or_default()
+    }
+
+    /// The record of a Lease lock (the holder key from [`HOLDER_KEY_ANNOTATION`]).
+    pub fn from_lease(lease: &Lease) -> LockRecord {
+        let spec = lease.spec.clone().unwrap_or_default();
+        LockRecord {
+            holder_identity: spec.holder_identity.unwrap_or_default(),
+            holder_key: lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(HOLDER_KEY_ANNOTATION))
+                .cloned()
+                .unwrap_or_default(),
+            lease_duration_seconds: spec.lease_duration_seconds.unwrap_or(0),
+            acquire_time: spec.acquire_time.map(|t| t.0),
+            renew_time: spec.renew_time.map(|t| t.0),
+            leader_transitions: spec.lease_transitions.unwrap_or(0),
+        }
+    }
+
+    /// Writes this record into `lease` (spec and the holder-key annotation, removed when empty).
+    fn write_lease(&self, lease: &mut Lease) {
+        let spec = lease.spec.take().unwrap_or_default();
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.holder_identity.clone()),
+            lease_duration_seconds: Some(self.lease_duration_seconds),
+            acquire_time: self.acquire_time.map(MicroTime),
+            renew_time: self.renew_time.map(MicroTime),
+            lease_transitions: Some(self.leader_transitions),
+            ..spec
+        });
+        set_annotation(&mut lease.metadata, HOLDER_KEY_ANNOTATION, &self.holder_key);
+    }
+
+    /// The record as stored and read back: a ConfigMap keeps whole seconds only, so the record
+    /// compared with the next read must be the rounded one.
+    fn stored(mut self, kind: LockKind) -> LockRecord {
+        if kind == LockKind::ConfigMap {
+            let round =
+                |t: Option<jiff::Timestamp>| t.and_then(|t| jiff::Timestamp::from_second(t.as_second()).ok());
+            self.acquire_time = round(self.acquire_time);
+            self.renew_time = round(self.renew_time);
+        }
+        self
+    }
+}
+
+/// Sets (or, for an empty value, removes) one annotation.
+fn set_annotation(meta: &mut ObjectMeta, key: &str, value: &str) {
+    let mut annotations = meta.annotations.take().unwrap_or_default();
+    if value.is_empty() {
+        annotations.remove(key);
+    } else {
+        annotations.insert(key.into(), value.into());
+    }
+    meta.annotations = (!annotations.is_empty()).then_some(annotations);
+}
+
+/// The lock object as last read (kept for its resourceVersion: updates are compare-and-swap).
+enum LockObject {
+    Lease(Lease),
+    ConfigMap(ConfigMap),
+}
+
+/// Reads and writes one lock object of either kind.
+struct LockApi {
+    kind: LockKind,
+    name: String,
+    namespace: String,
+    leases: Api<Lease>,
+    configmaps: Api<ConfigMap>,
+}
+
+impl LockApi {
+    fn new(client: &Client, kind: LockKind, namespace: &str, name: &str) -> Self {
+        LockApi {
+            kind,
+            name: name.into(),
+            namespace: namespace.into(),
+            leases: Api::namespaced(client.clone(), namespace),
+            configmaps: Api::namespaced(client.clone(), namespace),
+        }
+    }
+
+    fn what(&self) -> &'static str {
+        match self.kind {
+            LockKind::Lease => "lease",
+            LockKind::ConfigMap => "configmap",
+        }
+    }
+
+    /// The current object and its record; `Ok(None)` when it does not exist.
+    async fn get(&self) -> Result<Option<(LockObject, LockRecord)>, String> {
+        let err = |e| KubeError::from_kube(e, &format!("get the {} {}", self.what(), self.name)).to_string();
+        Ok(match self.kind {
+            LockKind::Lease => self.leases.get_opt(&self.name).await.map_err(err)?.map(|lease| {
+                let record = LockRecord::from_lease(&lease);
+                (LockObject::Lease(lease), record)
+            }),
+            LockKind::ConfigMap => match self.configmaps.get_opt(&self.name).await.map_err(err)? {
+                Some(cm) => {
+                    let record = LockRecord::from_configmap(&cm)
+                        .map_err(|e| format!("configmap {}/{}: {e}", self.namespace, self.name))?;
+                    Some((LockObject::ConfigMap(cm), record))
+                }
+                None => None,
+            },
+        })
+    }
+
+    /// Creates the object holding `record`; the record as stored.
+    async fn create(&self, record: &LockRecord) -> Result<LockRecord, String> {
+        let meta = ObjectMeta {
+            name: Some(self.name.clone()),
+            namespace: Some(self.namespace.clone()),
+            ..ObjectMeta::default()
+        };
+        let err =
+            |e| KubeError::from_kube(e, &format!("create the {} {}", self.what(), self.name)).to_string();
+        match self.kind {
+            LockKind::Lease => {
+                let mut lease = Lease { metadata: meta, spec: None };
+                record.write_lease(&mut lease);
+                let created = self.leases.create(&post_params(), &lease).await.map_err(err)?;
+                Ok(LockRecord::from_lease(&created))
+            }
+            LockKind::ConfigMap => {
+                let mut cm = ConfigMap { metadata: meta, ..ConfigMap::default() };
+                set_annotation(
+                    &mut cm.metadata,
+                    CONFIGMAP_RECORD_ANNOTATION,
+                    &record.to_configmap_annotation(),
+                );
+                self.configmaps.create(&post_params(), &cm).await.map_err(err)?;
+                Ok(record.clone().stored(LockKind::ConfigMap))
+            }
+        }
+    }
+
+    /// Replaces `object`'s record with `record` (fails on a concurrent change); the record as stored.
+    async fn update(&self, object: LockObject, record: &LockRecord) -> Result<LockRecord, String> {
+        let err =
+            |e| KubeError::from_kube(e, &format!("update the {} {}", self.what(), self.name)).to_string();
+        match object {
+            LockObject::Lease(mut lease) => {
+                record.write_lease(&mut lease);
+                let updated = self.leases.replace(&self.name, &post_params(), &lease).await.map_err(err)?;
+                Ok(LockRecord::from_lease(&updated))
+            }
+            LockObject::ConfigMap(mut cm) => {
+                set_annotation(
+                    &mut cm.metadata,
+                    CONFIGMAP_RECORD_ANNOTATION,
+                    &record.to_configmap_annotation(),
+                );
+                self.configmaps.replace(&self.name, &post_params(), &cm).await.map_err(err)?;
+                Ok(record.clone().stored(LockKind::ConfigMap))
+            }
+        }
     }
 }
 
 impl LeaderElection {
-    /// An election for `election_id` (one of this module's lock constants) in `scope`; an empty
-    /// revision is [`DEFAULT_REVISION`].
+    /// An election for `election_id` (one of this module's lock constants) in `scope`, on the object
+    /// kind istiod uses for it ([`istiod_lock_kind`]); an empty revision is [`DEFAULT_REVISION`].
     pub fn new(client: Client, election_id: &str, scope: LockScope, options: LeaderElectionOptions) -> Self {
         let mut options = options;
         if options.revision.is_empty() {
             options.revision = DEFAULT_REVISION.into();
         }
         let lock = lock_name(election_id, scope, &options.revision);
-        let key = (scope == LockScope::Shared).then(|| options.revision.clone());
-        LeaderElection { client, options, lock, key }
+        let key = if scope == LockScope::Shared { options.revision.clone() } else { String::new() };
+        LeaderElection { client, options, lock, kind: istiod_lock_kind(election_id, scope), key }
     }
 
-    /// The Lease name.
+    /// The lock object's name.
     pub fn lock(&self) -> &str {
         &self.lock
+    }
+
+    /// The lock object's kind.
+    pub fn kind(&self) -> LockKind {
+        self.kind
     }
 
     /// The options.
@@ -236,7 +514,7 @@ impl LeaderElection {
     }
 
     /// Starts the election on the current tokio runtime; it runs until `shutdown`, then releases the
-    /// lease if held. Returns the leadership signal.
+    /// lock if held. Returns the leadership signal.
     pub fn start(self, shutdown: Shutdown) -> Leadership {
         let (tx, rx) = watch::channel(false);
         let task = if self.options.enabled {
@@ -254,10 +532,10 @@ impl LeaderElection {
     }
 
     async fn run(self, tx: watch::Sender<bool>, mut shutdown: Shutdown) {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let api = LockApi::new(&self.client, self.kind, &self.options.namespace, &self.lock);
         let mut state = Observed::default();
         let mut cycle = 0u32;
-        // 0 while waiting, 1 while leading (`lock` label: the Lease name).
+        // 0 while waiting, 1 while leading (`lock` label: the lock object's name).
         metrics::gauge!("meshpilot_leader_election_leading", "lock" => self.lock.clone()).set(0.0);
         loop {
             // Acquire: try every retry period until it succeeds or we are told to stop.
@@ -271,7 +549,7 @@ impl LeaderElection {
                 }
             }
             cycle += 1;
-            info!(lock = %self.lock, identity = %self.options.identity, cycle, "leader election lock obtained");
+            info!(lock = %self.lock, kind = api.what(), identity = %self.options.identity, cycle, "leader election lock obtained");
             metrics::gauge!("meshpilot_leader_election_leading", "lock" => self.lock.clone()).set(1.0);
             let _ = tx.send(true);
             // Renew every retry period; give up when no renewal succeeded within the renew deadline.
@@ -290,7 +568,7 @@ impl LeaderElection {
             let _ = tx.send(false);
             metrics::gauge!("meshpilot_leader_election_leading", "lock" => self.lock.clone()).set(0.0);
             if stopped {
-                self.release(&api, &state).await;
+                self.release(&api).await;
                 info!(lock = %self.lock, "leader election lock released");
                 return;
             }
@@ -298,121 +576,111 @@ impl LeaderElection {
         }
     }
 
-    /// client-go's `tryAcquireOrRenew`: `true` when this replica holds the lease after the call.
-    async fn try_acquire_or_renew(&self, api: &Api<Lease>, state: &mut Observed) -> bool {
+    /// client-go's `tryAcquireOrRenew`: `true` when this replica holds the lock after the call.
+    async fn try_acquire_or_renew(&self, api: &LockApi, state: &mut Observed) -> bool {
         state.held_by_other = false;
-        let now = MicroTime(jiff::Timestamp::now());
+        let now = jiff::Timestamp::now();
         let duration_secs = i32::try_from(self.options.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
-        let current = match api.get_opt(&self.lock).await {
+        let mine_new = LockRecord {
+            holder_identity: self.options.identity.clone(),
+            holder_key: self.key.clone(),
+            lease_duration_seconds: duration_secs,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            leader_transitions: 0,
+        };
+        let current = match api.get().await {
             Ok(current) => current,
-            Err(e) => {
-                debug!(lock = %self.lock, error = %KubeError::from_kube(e, "get the lease"), "leader election: cannot read the lease");
+            Err(error) => {
+                debug!(lock = %self.lock, %error, "leader election: cannot read the lock");
                 return false;
             }
         };
-        let Some(mut lease) = current else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.lock.clone()),
-                    namespace: Some(self.options.namespace.clone()),
-                    annotations: self.annotations(None),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.options.identity.clone()),
-                    lease_duration_seconds: Some(duration_secs),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
-                    lease_transitions: Some(0),
-                    ..LeaseSpec::default()
-                }),
-            };
-            return match api.create(&post_params(), &lease).await {
+        let Some((object, record)) = current else {
+            return match api.create(&mine_new).await {
                 Ok(created) => {
-                    state.observe(created.spec.unwrap_or_default());
+                    state.observe(created);
                     true
                 }
-                Err(e) => {
-                    debug!(lock = %self.lock, error = %KubeError::from_kube(e, "create the lease"), "leader election: lease not created");
+                Err(error) => {
+                    debug!(lock = %self.lock, %error, "leader election: lock not created");
                     false
                 }
             };
         };
-        let spec = lease.spec.clone().unwrap_or_default();
-        state.observe(spec.clone());
-        let holder = spec.holder_identity.clone().unwrap_or_default();
-        let mine = holder == self.options.identity;
-        if !holder.is_empty() && !mine && state.observed_at.elapsed() < self.options.lease_duration {
+        state.observe(record.clone());
+        let mine = record.holder_identity == self.options.identity;
+        if !record.holder_identity.is_empty()
+            && !mine
+            && state.observed_at.elapsed() < self.options.lease_duration
+        {
             state.held_by_other = true;
+            metrics::counter!("meshpilot_leader_election_held_by_other", "lock" => self.lock.clone())
+                .increment(1);
+            debug!(lock = %self.lock, holder = %record.holder_identity, "leader election: lock held by another");
             return false;
         }
-        let transitions = spec.lease_transitions.unwrap_or(0);
-        lease.spec = Some(LeaseSpec {
-            holder_identity: Some(self.options.identity.clone()),
-            lease_duration_seconds: Some(duration_secs),
-            acquire_time: if mine { spec.acquire_time.clone() } else { Some(now.clone()) },
-            renew_time: Some(now),
-            lease_transitions: Some(if mine { transitions } else { transitions + 1 }),
-            ..spec
-        });
-        lease.metadata.annotations = self.annotations(lease.metadata.annotations.take());
-        match api.replace(&self.lock, &post_params(), &lease).await {
+        let next = LockRecord {
+            acquire_time: if mine { record.acquire_time } else { Some(now) },
+            leader_transitions: if mine { record.leader_transitions } else { record.leader_transitions + 1 },
+            ..mine_new
+        };
+        match api.update(object, &next).await {
             Ok(updated) => {
-                state.observe(updated.spec.unwrap_or_default());
+                state.observe(updated);
                 true
             }
-            Err(e) => {
-                debug!(lock = %self.lock, error = %KubeError::from_kube(e, "update the lease"), "leader election: lease not updated");
+            Err(error) => {
+                debug!(lock = %self.lock, %error, "leader election: lock not updated");
                 false
             }
         }
     }
 
     /// client-go's `release`: clears the holder so another replica can take the lock at once.
-    async fn release(&self, api: &Api<Lease>, state: &Observed) {
-        let Ok(Some(mut lease)) = api.get_opt(&self.lock).await else { return };
-        let spec = lease.spec.clone().unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(self.options.identity.as_str()) {
+    async fn release(&self, api: &LockApi) {
+        let Ok(Some((object, record))) = api.get().await else { return };
+        if record.holder_identity != self.options.identity {
             return;
         }
-        let now = MicroTime(jiff::Timestamp::now());
-        lease.spec = Some(LeaseSpec {
-            holder_identity: Some(String::new()),
-            lease_duration_seconds: Some(1),
-            acquire_time: Some(now.clone()),
+        let now = jiff::Timestamp::now();
+        let released = LockRecord {
+            holder_identity: String::new(),
+            holder_key: self.key.clone(),
+            lease_duration_seconds: 1,
+            acquire_time: Some(now),
             renew_time: Some(now),
-            ..spec
-        });
-        lease.metadata.annotations = self.annotations(lease.metadata.annotations.take());
-        if let Err(e) = api.replace(&self.lock, &post_params(), &lease).await {
-            warn!(lock = %self.lock, error = %KubeError::from_kube(e, "release the lease"), "leader election: lease not released; it expires after its duration");
+            leader_transitions: record.leader_transitions,
+        };
+        if let Err(error) = api.update(object, &released).await {
+            warn!(lock = %self.lock, %error, "leader election: lock not released; it expires after its duration");
         }
-        let _ = state;
     }
+}
 
-    fn annotations(&self, existing: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, String>> {
-        let mut annotations = existing.unwrap_or_default();
-        match &self.key {
-            Some(key) => {
-                annotations.insert(HOLDER_KEY_ANNOTATION.into(), key.clone());
-            }
-            None => {
-                annotations.remove(HOLDER_KEY_ANNOTATION);
-            }
-        }
-        (!annotations.is_empty()).then_some(annotations)
-    }
+/// The record of lock `name` of `kind` in `namespace`, as an election reads it; `Ok(None)` when the
+/// object does not exist (for status pages and tests).
+///
+/// # Errors
+/// The API server refused the read, or a ConfigMap's annotation is not a leader record.
+pub async fn read_record(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    kind: LockKind,
+) -> Result<Option<LockRecord>, String> {
+    Ok(LockApi::new(client, kind, namespace, name).get().await?.map(|(_, record)| record))
 }
 
 fn post_params() -> PostParams {
     PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }
 }
 
-/// What this replica last saw of the lease, and when (client-go's `observedRecord` / `observedTime`).
+/// What this replica last saw of the lock, and when (client-go's `observedRecord` / `observedTime`).
 struct Observed {
-    record: Option<LeaseSpec>,
+    record: Option<LockRecord>,
     observed_at: Instant,
-    /// The last attempt found the lease validly held by another replica.
+    /// The last attempt found the lock validly held by another replica.
     held_by_other: bool,
 }
 
@@ -423,7 +691,7 @@ impl Default for Observed {
 }
 
 impl Observed {
-    fn observe(&mut self, record: LeaseSpec) {
+    fn observe(&mut self, record: LockRecord) {
         if self.record.as_ref() != Some(&record) {
             self.record = Some(record);
             self.observed_at = Instant::now();
@@ -501,6 +769,8 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -514,6 +784,51 @@ mod tests {
             "istio-gateway-deployment-default"
         );
         assert_eq!(lock_name(ANALYZE_CONTROLLER, LockScope::Shared, "canary"), "istio-analyze-leader");
+    }
+
+    #[test]
+    fn lock_kinds_are_istiods() {
+        // istiod: NewPerRevisionLeaderElection and NewLeaseLeaderElection (status) use Leases,
+        // NewLeaderElection (ingress, analysis, namespace controller, …) ConfigMaps.
+        assert_eq!(istiod_lock_kind(GATEWAY_STATUS_CONTROLLER, LockScope::PerRevision), LockKind::Lease);
+        assert_eq!(istiod_lock_kind(GATEWAY_DEPLOYMENT_CONTROLLER, LockScope::PerRevision), LockKind::Lease);
+        assert_eq!(istiod_lock_kind(STATUS_CONTROLLER, LockScope::Shared), LockKind::Lease);
+        for lock in [INGRESS_CONTROLLER, ANALYZE_CONTROLLER, NAMESPACE_CONTROLLER, IP_AUTOALLOCATE_CONTROLLER]
+        {
+            assert_eq!(istiod_lock_kind(lock, LockScope::Shared), LockKind::ConfigMap, "{lock}");
+        }
+    }
+
+    #[test]
+    fn configmap_records_read_and_write_client_gos_json() {
+        // As client-go's ConfigMapLock writes it (Istio's fork adds holderKey).
+        let text = r#"{"holderIdentity":"istiod-7c9f","holderKey":"default","leaseDurationSeconds":30,"acquireTime":"2026-12-05T15:47:51Z","renewTime":"2026-12-05T15:48:06Z","leaderTransitions":2}"#;
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                annotations: Some(BTreeMap::from([(
+                    CONFIGMAP_RECORD_ANNOTATION.to_string(),
+                    text.to_string(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let record = LockRecord::from_configmap(&cm).unwrap();
+        assert_eq!(record.holder_identity, "istiod-7c9f");
+        assert_eq!(record.holder_key, "default");
+        assert_eq!(record.lease_duration_seconds, 30);
+        assert_eq!(record.leader_transitions, 2);
+        assert_eq!(record.renew_time.unwrap().as_second(), 1_796_485_686);
+        let back: serde_json::Value = serde_json::from_str(&record.to_configmap_annotation()).unwrap();
+        assert_eq!(back, serde_json::from_str::<serde_json::Value>(text).unwrap());
+        // Sub-second times are written as whole seconds (metav1.Time).
+        let precise = LockRecord { renew_time: Some("2026-12-05T15:48:06.75Z".parse().unwrap()), ..record };
+        assert!(precise.to_configmap_annotation().contains(r#""renewTime":"2026-12-05T15:48:06Z""#));
+        // No annotation: the empty record; a foreign annotation: an error naming it.
+        assert_eq!(LockRecord::from_configmap(&ConfigMap::default()).unwrap(), LockRecord::default());
+        let mut bad = cm.clone();
+        bad.metadata.annotations.as_mut().unwrap().insert(CONFIGMAP_RECORD_ANNOTATION.into(), "{".into());
+        assert!(LockRecord::from_configmap(&bad).unwrap_err().contains(CONFIGMAP_RECORD_ANNOTATION));
     }
 
     #[test]
