@@ -195,6 +195,32 @@ pub async fn publish_root_cert(client: &Client, namespace: &str, root_pem: &str)
     Ok(())
 }
 
+/// [`run_root_cert_publisher`] on the replica that leads istiod's namespace-controller lock
+/// ([`crate::leader::NAMESPACE_CONTROLLER`], a ConfigMap lock as istiod's), so that one replica of
+/// meshpilot or istiod writes the ConfigMaps; stops writing when leadership is lost, releases the lock
+/// on `shutdown`.
+pub async fn publish_root_cert_while_leading(
+    client: Client,
+    root_pem: String,
+    leader: crate::leader::LeaderElectionOptions,
+    shutdown: model::Shutdown,
+) {
+    use crate::leader::{LeaderElection, LockScope, NAMESPACE_CONTROLLER, run_while_leading};
+    let leadership = LeaderElection::new(client.clone(), NAMESPACE_CONTROLLER, LockScope::Shared, leader)
+        .start(shutdown.clone());
+    run_while_leading(leadership.subscribe(), shutdown, |mut term| {
+        let (client, root_pem) = (client.clone(), root_pem.clone());
+        async move {
+            tokio::select! {
+                () = run_root_cert_publisher(client, root_pem) => {}
+                () = term.wait() => {}
+            }
+        }
+    })
+    .await;
+    leadership.stopped().await;
+}
+
 /// Keeps `istio-ca-root-cert` in every namespace (except [`IGNORED_NAMESPACES`] and terminating
 /// ones) until the task is dropped: written when a namespace appears and on every relist, so a
 /// deleted or edited ConfigMap is restored at the next namespace event or relist. Failures are

@@ -18,7 +18,12 @@
 //! with no `istio.io/rev` label; the `default` chart). Both start with `failurePolicy: Ignore` (a fresh
 //! chart install) and the CA bundle already set. A configuration deleted later is not re-created.
 //!
-//! Pure parts ([`default_configurations`], [`patched`]) are unit-tested; [`run`] is tested against a
+//! **Replicas.** The patcher runs in every replica, as istiod's (not elected): they agree because they
+//! patch in one root, the control plane's CA shared through `istio-ca-secret` or plugged-in `cacerts`.
+//! A replica whose root is its own ([`shared_root`]) patches nothing and says why. Counters:
+//! `meshpilot_webhook_config_reconciles` (passes), `meshpilot_webhook_config_patches` (writes).
+//!
+//! Pure parts ([`default_configurations`], [`patched`], [`shared_root`]) are unit-tested; [`run`] is tested against a
 //! real API server (`crates/meshpilot/tests/webhook_cluster.rs`).
 
 use std::{collections::BTreeMap, time::Duration};
@@ -184,6 +189,35 @@ pub fn default_configurations(
     out
 }
 
+/// Whether replicas serving the webhook with a certificate from a CA of `source` (`None`: a root made
+/// in memory) share one root, so that the caBundle one writes verifies every replica. istiod's
+/// replicas share theirs through the secret `istio-ca-secret` (or plugged-in `cacerts`); a root that
+/// only this replica has must not be patched in: two replicas would overwrite each other's caBundle
+/// forever and the API server's calls to the other replica would fail TLS.
+///
+/// # Errors
+/// Why the root is this replica's own, and what to do instead (the caller logs it and patches
+/// nothing).
+pub fn shared_root(source: Option<&security::ca::CaSource>) -> Result<(), String> {
+    use security::ca::CaSource;
+    let own = match source {
+        Some(CaSource::Secret(_) | CaSource::PluggedIn(_)) => return Ok(()),
+        Some(CaSource::SelfSigned(dir)) => {
+            format!(
+                "the webhook's root is the self-signed one in --ca-dir {}, which other replicas do not share",
+                dir.display()
+            )
+        }
+        None => "the webhook's root was made in memory by this replica".to_string(),
+    };
+    Err(format!(
+        "not patching the caBundle of ValidatingWebhookConfigurations: {own}; replicas with different \
+         roots would overwrite each other's caBundle and the API server's calls to the others would fail \
+         TLS. Drop --ca-dir to keep the root in the secret istio-ca-secret (as istiod), or plug in a CA \
+         (ROOT_CA_DIR)"
+    ))
+}
+
 /// Istio's `updateValidatingWebhookConfiguration`: `current` with every webhook's caBundle set to
 /// `ca_bundle` and, when `fail_closed`, every failurePolicy set to `Fail`; `None` when nothing
 /// changes. (`fail_closed` is what the caller learnt from the readiness probe; istiod probes only
@@ -281,7 +315,9 @@ pub async fn run(
     };
     loop {
         let bundle = ca_bundle.borrow_and_update().clone();
-        match reconcile(&client, &api, &options, &selector, &bundle, &mut first, &mut ready).await {
+        let outcome = reconcile(&client, &api, &options, &selector, &bundle, &mut first, &mut ready).await;
+        metrics::counter!("meshpilot_webhook_config_reconciles").increment(1);
+        match outcome {
             Ok(()) => retry = None,
             Err(reason) => {
                 let delay = backoff(retry);
@@ -355,12 +391,15 @@ async fn reconcile(
         }
         let Some(updated) = patched(current, bundle, *ready) else { continue };
         match api.replace(&name, &PostParams::default(), &updated).await {
-            Ok(latest) => tracing::info!(
+            Ok(latest) => {
+                metrics::counter!("meshpilot_webhook_config_patches").increment(1);
+                tracing::info!(
                 %name,
                 resource_version = latest.metadata.resource_version.as_deref().unwrap_or_default(),
                 fail_closed = *ready,
                 "patched ValidatingWebhookConfiguration"
-            ),
+                )
+            }
             Err(err) => {
                 result =
                     Err(KubeError::from_kube(err, &format!("update ValidatingWebhookConfiguration {name}"))
@@ -438,6 +477,16 @@ mod tests {
         let service = default_configurations(&options(Some("canary"), WebhookClient::Service), "PEM");
         let svc = service[0].webhooks.as_ref().unwrap()[0].client_config.service.clone().unwrap();
         assert_eq!(svc.name, "istiod-canary");
+    }
+
+    #[test]
+    fn only_a_shared_root_is_patched_in() {
+        use security::ca::CaSource;
+        assert!(shared_root(Some(&CaSource::Secret("istio-system/istio-ca-secret".into()))).is_ok());
+        assert!(shared_root(Some(&CaSource::PluggedIn("/etc/cacerts".into()))).is_ok());
+        let err = shared_root(Some(&CaSource::SelfSigned("/var/ca".into()))).unwrap_err();
+        assert!(err.contains("--ca-dir /var/ca") && err.contains("istio-ca-secret"), "{err}");
+        assert!(shared_root(None).unwrap_err().contains("in memory"));
     }
 
     #[test]

@@ -372,13 +372,32 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let registry = ads.registry().clone();
     let grpc_task = tokio::spawn(ads.serve(grpc, stop(shutdown.clone())));
-    let secure_ca = secure.as_ref().map(|(port, ..)| port.ca.clone());
+    // The webhook's serving certificate comes from the control plane's CA: the secure port's, else
+    // (with a cluster) the same choice of root, so that replicas serve certificates from one root and
+    // advertise one caBundle (docs/SECURITY.md, "Replicas").
+    let webhook_ca = match (secure.as_ref(), &args.webhook.https_addr, &args.kubeconfig) {
+        (Some((port, ..)), _, _) => Some(port.ca.clone()),
+        (None, Some(_), Some(path)) => {
+            let kube = kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?;
+            control_plane_ca(args, &security_env, &trust_domain, Some(&kube)).await?
+        }
+        _ => None,
+    };
+    // istiod's namespace controller: one replica (the leader of its ConfigMap lock) writes
+    // istio-ca-root-cert.
+    let root_cert_leader = match &secure {
+        Some((.., Some(_))) => Some(kube_source::leader::LeaderElectionOptions::from_env()?),
+        _ => None,
+    };
+    let mut root_cert_task = None;
     let secure_task = secure.map(|(port, listener, ads_config, kube)| {
-        if let Some(kube) = kube {
-            tokio::spawn(kube_source::identity::run_root_cert_publisher(
+        if let (Some(kube), Some(leader)) = (kube, root_cert_leader) {
+            root_cert_task = Some(tokio::spawn(kube_source::identity::publish_root_cert_while_leading(
                 kube.client,
                 port.ca.root_pem().to_string(),
-            ));
+                leader,
+                shutdown.clone(),
+            )));
         }
         let (server, secrets, shutdown) = (server.clone(), secrets.clone(), shutdown.clone());
         tokio::spawn(async move {
@@ -395,7 +414,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
             revision: args.revision.as_deref(),
             domain: &args.domain,
             trust_domain: &trust_domain,
-            ca: secure_ca,
+            ca: webhook_ca,
             shutdown: shutdown.clone(),
         },
     )
@@ -464,6 +483,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         vec![task(grpc_task), task(http_task), task(mon_task), task(server_task), task(secrets_task)];
     tasks.push(task(credentials_task));
     tasks.extend(secure_task.map(task));
+    tasks.extend(root_cert_task.map(task));
     tasks.extend(webhook_tasks.into_iter().map(task));
     tasks.extend(status_task.map(task));
     tasks.extend(gateway_tasks.into_iter().map(task));
@@ -481,41 +501,19 @@ async fn secure_port(
 {
     let addr = parse_addr("--secure-grpc-addr", addr)?;
     let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    let plugged = args.root_ca_dir.join(security::ca::CA_KEY).exists().then_some(args.root_ca_dir.as_path());
-    let options = CaOptions {
-        trust_domain: trust_domain.to_string(),
-        default_cert_ttl: env.default_cert_ttl,
-        max_cert_ttl: env.max_cert_ttl,
-        ..CaOptions::default()
-    };
     let kube = match &args.kubeconfig {
         Some(path) => Some(kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?),
         None => None,
     };
-    // Istio's order: plugged-in CA files; else the self-signed root, kept in --ca-dir when given,
-    // else in the cluster's istio-ca-secret.
-    let ca = match (plugged, &args.ca_dir, &kube) {
-        (Some(_), _, _) | (None, Some(_), _) => {
-            let dir = args.ca_dir.clone().unwrap_or_else(|| args.root_ca_dir.clone());
-            IstioCa::load_or_create(plugged, &dir, options).map_err(|e| format!("CA: {e}"))?
-        }
-        (None, None, Some(kube)) => {
-            kube_source::identity::self_signed_ca_from_secret(&kube.client, &env.pod_namespace, options)
-                .await
-                .map_err(|e| format!("CA: {e}"))?
-        }
-        (None, None, None) => {
-            return Err(format!(
-                "--secure-grpc-addr needs a place for the CA: --ca-dir DIR (where the self-signed root is kept), \
-                 --kubeconfig (kept in the secret istio-ca-secret, as istiod), or a plugged-in CA in \
-                 --root-ca-dir/ROOT_CA_DIR ({} has no {})",
-                args.root_ca_dir.display(),
-                security::ca::CA_KEY
-            ));
-        }
-    };
-    let ca = Arc::new(ca);
-    info!(source = ?ca.source(), trust_domain = %trust_domain, "certificate authority ready");
+    let ca = control_plane_ca(args, &env, trust_domain, kube.as_ref()).await?.ok_or_else(|| {
+        format!(
+            "--secure-grpc-addr needs a place for the CA: --ca-dir DIR (where the self-signed root is kept), \
+             --kubeconfig (kept in the secret istio-ca-secret, as istiod), or a plugged-in CA in \
+             --root-ca-dir/ROOT_CA_DIR ({} has no {})",
+            args.root_ca_dir.display(),
+            security::ca::CA_KEY
+        )
+    })?;
     let reviewer = kube.as_ref().map(|c| {
         Arc::new(kube_source::identity::KubeTokenReviewer::new(c.client.clone())) as Arc<dyn TokenReviewer>
     });
@@ -526,6 +524,43 @@ async fn secure_port(
     let port = SecurePort { ca, authenticator, dns_names, xds_auth: env.xds_auth };
     info!(secure = %addr, xds_auth = env.xds_auth, "secure xDS and CA port");
     Ok((port, listener, ads_config, kube))
+}
+
+/// The control plane's CA in Istio's order: plugged-in CA files (`--root-ca-dir`/`ROOT_CA_DIR` holding
+/// `ca-key.pem`); else the self-signed root kept in `--ca-dir` when given; else, with a cluster, the
+/// one kept in the secret `istio-ca-secret` of `POD_NAMESPACE` (created if absent, re-read on a create
+/// conflict: one root for every replica, and for an istiod beside them). `Ok(None)` when there is no
+/// place for a root. Used by the secure port and the validating webhook alike.
+///
+/// # Errors
+/// A message naming the CA's files or secret when they cannot be read, created or used.
+async fn control_plane_ca(
+    args: &Args,
+    env: &SecurityOptions,
+    trust_domain: &str,
+    kube: Option<&kube_source::client::Connection>,
+) -> Result<Option<Arc<IstioCa>>, String> {
+    let plugged = args.root_ca_dir.join(security::ca::CA_KEY).exists().then_some(args.root_ca_dir.as_path());
+    let options = CaOptions {
+        trust_domain: trust_domain.to_string(),
+        default_cert_ttl: env.default_cert_ttl,
+        max_cert_ttl: env.max_cert_ttl,
+        ..CaOptions::default()
+    };
+    let ca = match (plugged, &args.ca_dir, kube) {
+        (Some(_), _, _) | (None, Some(_), _) => {
+            let dir = args.ca_dir.clone().unwrap_or_else(|| args.root_ca_dir.clone());
+            IstioCa::load_or_create(plugged, &dir, options).map_err(|e| format!("CA: {e}"))?
+        }
+        (None, None, Some(kube)) => {
+            kube_source::identity::self_signed_ca_from_secret(&kube.client, &env.pod_namespace, options)
+                .await
+                .map_err(|e| format!("CA: {e}"))?
+        }
+        (None, None, None) => return Ok(None),
+    };
+    info!(source = ?ca.source(), trust_domain = %trust_domain, "certificate authority ready");
+    Ok(Some(Arc::new(ca)))
 }
 
 /// Who may call the debug endpoints (`meshpilot_http::access`): loopback, or callers authenticated as

@@ -17,9 +17,12 @@ use tracing::info;
 pub struct WebhookArgs {
     /// HTTPS address of the validating admission webhook (Istio's --httpsAddr, :15017): `POST
     /// /validate` with AdmissionReview v1/v1beta1, the same validation as `meshpilot validate`.
-    /// Off unless given (istiod: on). With --kubeconfig, the ValidatingWebhookConfigurations labelled
-    /// istio.io/rev=REVISION get its caBundle patched in (created as Istio's charts render them when
-    /// none exists) and are switched to failurePolicy Fail once the webhook rejects a probe.
+    /// Off unless given (istiod: on). With --kubeconfig, its certificate comes from the control plane's
+    /// CA (plugged-in, else the root in the secret istio-ca-secret that every replica shares), the
+    /// ValidatingWebhookConfigurations labelled istio.io/rev=REVISION get that root patched in as
+    /// caBundle (created as Istio's charts render them when none exists) and are switched to
+    /// failurePolicy Fail once the webhook rejects a probe. A root of --ca-dir is not patched in (other
+    /// replicas do not share it).
     #[arg(long = "https-addr", value_name = "ADDR")]
     pub https_addr: Option<String>,
 
@@ -57,7 +60,8 @@ pub struct Context<'a> {
     pub domain: &'a str,
     /// The mesh's trust domain (names the in-memory root).
     pub trust_domain: &'a str,
-    /// The secure port's CA, when it runs one.
+    /// The control plane's CA (the secure port's, or with a cluster the root it would use); `None`
+    /// makes a root in memory, whose caBundle is never patched into a cluster.
     pub ca: Option<Arc<IstioCa>>,
     /// Stops everything started.
     pub shutdown: model::Shutdown,
@@ -83,12 +87,16 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on --https-addr {addr}: {e}"))?;
-    info!(https = %addr, ca = if cx.ca.is_some() { "meshpilot CA" } else { "in-memory root" }, "validation webhook listening");
+    info!(https = %addr, ca = ?cx.ca.as_ref().map(|ca| ca.source()), "validation webhook listening (ca None: a root in memory)");
     let parse = ParseOptions { domain_suffix: cx.domain.to_string(), ..ParseOptions::default() };
     let mut stop = cx.shutdown.clone();
     let mut tasks =
         vec![tokio::spawn(serve(listener, tls.config.clone(), parse, async move { stop.wait().await }))];
-    if let Some(path) = cx.kubeconfig {
+    let sharing = kube_source::webhook_config::shared_root(cx.ca.as_ref().map(|ca| ca.source()));
+    if let (Some(_), Err(reason)) = (cx.kubeconfig, &sharing) {
+        tracing::error!("{reason}");
+    }
+    if let (Some(path), Ok(())) = (cx.kubeconfig, sharing) {
         let connection = kube_source::connect(Some(path)).await.map_err(|e| e.to_string())?;
         let options = WebhookConfigOptions {
             revision: cx.revision.map(str::to_string),

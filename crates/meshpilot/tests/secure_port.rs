@@ -254,22 +254,9 @@ async fn the_ca_and_secure_xds_authenticate_with_kubernetes_tokens() {
     let log = mp.log_text();
     assert!(log.contains("token not authenticated"), "the precise reason is logged:\n{log}");
 
-    // The root is published to every namespace for pods to mount.
-    let published = wait_for("istio-ca-root-cert in ca-test", Duration::from_secs(30), async || {
-        env.kubectl(&[
-            "get",
-            "configmap",
-            "istio-ca-root-cert",
-            "-n",
-            "ca-test",
-            "-o",
-            "jsonpath={.data.root-cert\\.pem}",
-        ])
-        .ok()
-    })
-    .await
-    .unwrap();
-    assert_eq!(published.trim(), mp.root_pem().trim());
+    // Publishing the root to every namespace (istio-ca-root-cert) is the elected namespace
+    // controller's job: other tests' control planes on this API server compete for it, so it is tested
+    // where one control plane is alone (istiod_beside.rs).
 
     // A plaintext (h2c) client gets no gRPC answer from the TLS port.
     let plaintext = AggregatedDiscoveryServiceClient::connect(format!("http://{}", mp.secure)).await;

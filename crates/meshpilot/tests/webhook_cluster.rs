@@ -5,44 +5,20 @@
 //! hurt the server.
 
 use std::{
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
+
+mod webhook_support;
 
 use base64::Engine;
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::{free_port, wait::wait_for_blocking};
-
-/// Kills the child on drop.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Deletes the configurations the test made the control plane create (they would send every later
-/// Istio write of this API server to a webhook that is gone), also when the test fails.
-struct DeleteWebhooks<'a>(&'a TestEnv);
-
-impl Drop for DeleteWebhooks<'_> {
-    fn drop(&mut self) {
-        for name in ["istio-validator-istio-system", "istiod-default-validator"] {
-            let _ = self.0.kubectl(&["delete", "validatingwebhookconfiguration", name, "--ignore-not-found"]);
-        }
-    }
-}
+use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Process, review_with_bundle, vwc};
 
 /// Waits (90 s at most: a limit, not a timing assertion) until `check` gives a value.
 fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
     wait_for_blocking(what, Duration::from_secs(90), check).unwrap()
-}
-
-fn vwc(env: &TestEnv, name: &str) -> Option<serde_json::Value> {
-    let out = env.kubectl(&["get", "validatingwebhookconfiguration", name, "-o", "json"]).ok()?;
-    serde_json::from_str(&out).ok()
 }
 
 fn virtual_service(name: &str, weight: i64) -> String {
@@ -59,7 +35,7 @@ fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() 
     let env = TestEnv::shared();
     let _ = env.kubectl(&["create", "namespace", "istio-system"]);
     let _ = env.kubectl(&["create", "namespace", "webhook-test"]);
-    let _cleanup = DeleteWebhooks(env);
+    let _cleanup = DeleteWebhooks(env, DEFAULT_CONFIGURATIONS);
     let (grpc, http, mon, https) = (free_port(), free_port(), free_port(), free_port());
     let url = format!("https://127.0.0.1:{https}/validate");
     let _server = Process(
@@ -106,17 +82,7 @@ fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() 
     env.kubectl(&["get", "virtualservice", "split", "-n", "webhook-test"]).unwrap();
 
     // A malformed review gets istiod's answer over TLS that the advertised caBundle verifies.
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, &bundle).unwrap();
-    let out = Command::new("curl")
-        .args(["-sS", "--cacert"])
-        .arg(&ca)
-        .args(["-H", "Content-Type: application/json", "--data", "{not json", "-w", "\n%{http_code}", &url])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    let text = review_with_bundle(&url, &bundle);
     assert!(text.ends_with("\n200"), "{text}");
     assert!(text.contains("could not decode body"), "{text}");
 
@@ -142,4 +108,114 @@ fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() 
     assert!(err.contains("denied the request") && err.contains("weight"), "{err}");
     env.kubectl_apply(&virtual_service("split", 40)).unwrap();
     env.kubectl(&["delete", "virtualservice", "split", "-n", "webhook-test"]).unwrap();
+}
+
+/// The sum of a counter's series on a replica's /metrics (0 when absent).
+fn counter(port: u16, name: &str) -> f64 {
+    let r = meshpilot_testing::http::request_blocking(
+        ([127, 0, 0, 1], port).into(),
+        "localhost",
+        "/metrics",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    r.body
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// One replica of the control plane for revision `canary` in namespace `replicas`: the webhook on its
+/// own port and URL. Returns the process, its monitoring port and its webhook URL.
+fn replica(env: &TestEnv, name: &str) -> (Process, u16, String) {
+    let (grpc, http, mon, https) = (free_port(), free_port(), free_port(), free_port());
+    let url = format!("https://127.0.0.1:{https}/validate");
+    let process = Process(
+        Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            .args(["discovery", "--kubeconfig"])
+            .arg(env.kubeconfig())
+            .args(["--revision", "canary"])
+            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
+            .args(["--http-addr", &format!("127.0.0.1:{http}")])
+            .args(["--monitoring-addr", &format!("127.0.0.1:{mon}")])
+            .args(["--https-addr", &format!("127.0.0.1:{https}")])
+            .args(["--validation-webhook-url", &url])
+            .env("POD_NAMESPACE", "replicas")
+            .env("POD_NAME", name)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    (process, mon, url)
+}
+
+/// Two replicas against one API server: both serve certificates from the root kept in
+/// `istio-ca-secret`, so the caBundle either writes verifies both, and an overwritten caBundle is
+/// patched back once — no replica keeps rewriting it. (Before, each replica had its own in-memory root
+/// and they overwrote each other's caBundle for ever.)
+#[test]
+fn two_replicas_share_one_root_and_leave_one_stable_ca_bundle() {
+    const CONFIG: &str = "istio-validator-canary-replicas";
+    let env = TestEnv::shared();
+    let _ = env.kubectl(&["create", "namespace", "replicas"]);
+    let _cleanup = DeleteWebhooks(env, &[CONFIG]);
+    let (_a, mon_a, url_a) = replica(env, "replica-a");
+    let (_b, mon_b, url_b) = replica(env, "replica-b");
+
+    let config = wait_for("the canary configuration with failurePolicy Fail", || {
+        vwc(env, CONFIG).filter(|c| c["webhooks"][0]["failurePolicy"] == "Fail")
+    });
+    let root = env
+        .kubectl(&[
+            "get",
+            "secret",
+            "istio-ca-secret",
+            "-n",
+            "replicas",
+            "-o",
+            "jsonpath={.data.root-cert\\.pem}",
+        ])
+        .expect("the shared root in istio-ca-secret");
+    assert_eq!(
+        config["webhooks"][0]["clientConfig"]["caBundle"],
+        root.trim(),
+        "caBundle is not the shared root"
+    );
+    let bundle =
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(root.trim()).unwrap()).unwrap();
+    // Whichever replica the API server calls, the advertised bundle verifies it.
+    for url in [&url_a, &url_b] {
+        let answer = review_with_bundle(url, &bundle);
+        assert!(answer.ends_with("\n200") && answer.contains("could not decode body"), "{url}: {answer}");
+    }
+
+    // Someone overwrites the caBundle. It is patched back, and once both replicas have handled the
+    // overwrite and the restore (two passes each, counted after any write of theirs), at most one
+    // write per replica happened: no replica keeps rewriting it.
+    let passes = |port| counter(port, "meshpilot_webhook_config_reconciles");
+    let patches = || {
+        counter(mon_a, "meshpilot_webhook_config_patches")
+            + counter(mon_b, "meshpilot_webhook_config_patches")
+    };
+    let (before_a, before_b, patched_before) = (passes(mon_a), passes(mon_b), patches());
+    env.kubectl(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        CONFIG,
+        "--type=json",
+        "-p",
+        r#"[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "Zm9v"}]"#,
+    ])
+    .unwrap();
+    wait_for("the caBundle patched back", || {
+        vwc(env, CONFIG).filter(|c| c["webhooks"][0]["clientConfig"]["caBundle"] == root.trim())
+    });
+    wait_for("both replicas to handle the overwrite and the restore", || {
+        (passes(mon_a) >= before_a + 2.0 && passes(mon_b) >= before_b + 2.0).then_some(())
+    });
+    let written = patches() - patched_before;
+    assert!((1.0..=2.0).contains(&written), "{written} caBundle writes for one overwrite");
+    assert_eq!(vwc(env, CONFIG).unwrap()["webhooks"][0]["clientConfig"]["caBundle"], root.trim());
 }

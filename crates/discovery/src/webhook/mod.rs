@@ -5,8 +5,9 @@
 //! - [`admission`]: the pure review → answer function (all of istiod's cases, unit-tested).
 //! - [`serve`]: the HTTPS server (HTTP/1.1 over rustls) around it; [`WebhookTls`] its certificate.
 //!
-//! The serving certificate is signed by meshpilot's CA (the secure port's) when it runs one, else by
-//! a root made in memory at start ([`WebhookTls::new`]); either way it is re-issued when half of its
+//! The serving certificate is signed by the control plane's CA (the secure port's, or with a cluster
+//! the root in `istio-ca-secret` that every replica shares), else — files only, no cluster — by a root
+//! made in memory at start ([`WebhookTls::new`]); either way it is re-issued when half of its
 //! lifetime ([`security::tls::SERVING_CERT_TTL`]) has passed, and [`WebhookTls::ca_bundle`] — the
 //! root — verifies every certificate served. The ValidatingWebhookConfiguration that points the API
 //! server here is kept by `kube_source::webhook_config` (this crate does not talk to Kubernetes).

@@ -1,0 +1,57 @@
+//! Helpers of the tests that run `meshpilot discovery` with its validating webhook against a real
+//! kube-apiserver (`webhook_cluster.rs`, `istiod_beside.rs`).
+
+#![allow(dead_code)]
+
+use std::process::{Child, Command};
+
+use kube_source::testenv::TestEnv;
+
+/// Kills the child on drop.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The configurations Istio's charts install for the default revision in `istio-system` (meshpilot
+/// creates them when none exists).
+pub const DEFAULT_CONFIGURATIONS: &[&str] = &["istio-validator-istio-system", "istiod-default-validator"];
+
+/// Deletes the named ValidatingWebhookConfigurations the test made the control plane create (they
+/// would send every later Istio write of this API server to a webhook that is gone), also when the
+/// test fails.
+pub struct DeleteWebhooks<'a>(pub &'a TestEnv, pub &'static [&'static str]);
+
+impl Drop for DeleteWebhooks<'_> {
+    fn drop(&mut self) {
+        for name in self.1 {
+            let _ = self.0.kubectl(&["delete", "validatingwebhookconfiguration", name, "--ignore-not-found"]);
+        }
+    }
+}
+
+/// The ValidatingWebhookConfiguration `name` as JSON, if it exists.
+pub fn vwc(env: &TestEnv, name: &str) -> Option<serde_json::Value> {
+    let out = env.kubectl(&["get", "validatingwebhookconfiguration", name, "-o", "json"]).ok()?;
+    serde_json::from_str(&out).ok()
+}
+
+/// `curl` of a malformed review at the webhook `url`, trusting only `bundle` (PEM): the answer's
+/// body, a newline and the HTTP status.
+pub fn review_with_bundle(url: &str, bundle: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, bundle).unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "--cacert"])
+        .arg(&ca)
+        .args(["-H", "Content-Type: application/json", "--data", "{not json", "-w", "\n%{http_code}", url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{url}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
