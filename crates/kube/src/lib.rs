@@ -46,6 +46,7 @@ pub mod identity;
 pub mod ingress_source;
 pub mod leader;
 pub mod namespaces;
+pub mod object;
 pub mod registry;
 pub mod relist;
 pub mod secrets;

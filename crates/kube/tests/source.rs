@@ -124,3 +124,40 @@ async fn rbac_denials_are_backend_errors_in_plain_words() {
     let StoreError::Backend { message, .. } = &err else { panic!("{err:?}") };
     assert!(message.contains("forbidden") && message.contains("RBAC"), "{message}");
 }
+
+/// An EnvoyFilter whose patch value (free-form in the CRD's schema) nests `depth` objects.
+fn envoy_filter(namespace: &str, name: &str, depth: usize) -> String {
+    let value = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+    format!(
+        r#"{{"apiVersion":"networking.istio.io/v1alpha3","kind":"EnvoyFilter","metadata":{{"name":"{name}","namespace":"{namespace}"}},"spec":{{"configPatches":[{{"applyTo":"CLUSTER","patch":{{"operation":"MERGE","value":{value}}}}}]}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_nested_too_deep_is_rejected_alone_and_its_kind_still_lists() {
+    let env = TestEnv::shared();
+    let ns = "src-deep";
+    namespace(env, ns);
+    env.kubectl_apply(&envoy_filter(ns, "good", 2)).unwrap();
+    // The API server stores it (its JSON limit is 10,000 levels); serde_json reads 128.
+    env.kubectl_apply(&envoy_filter(ns, "deep", 400)).unwrap();
+    let running = start(env, &[ns], &[Kind::EnvoyFilter]).await;
+    // The kind's list is read (before, the one deep object failed the whole list, for ever).
+    running.synced().await;
+    let source = &running.source;
+    assert!(source.get(Kind::EnvoyFilter, ns, "good").is_some());
+    assert!(source.get(Kind::EnvoyFilter, ns, "deep").is_none());
+    let rejected = source.rejected();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!((rejected[0].key.namespace.as_str(), rejected[0].key.name.as_str()), (ns, "deep"));
+    assert!(rejected[0].errors[0].message.contains("deeper than 128 levels"), "{:?}", rejected[0].errors);
+
+    // Through the watch as well: a good object turned deep keeps its last good version; objects
+    // created after it still arrive.
+    env.kubectl_apply(&envoy_filter(ns, "good", 400)).unwrap();
+    wait_for("the deep update rejected", || source.rejected().iter().any(|r| r.key.name == "good")).await;
+    assert!(source.get(Kind::EnvoyFilter, ns, "good").is_some());
+    assert!(source.rejected().iter().find(|r| r.key.name == "good").unwrap().kept_previous);
+    env.kubectl_apply(&envoy_filter(ns, "later", 3)).unwrap();
+    wait_for("an object after the deep ones", || running.saw(Event::Add, "src-deep/later")).await;
+}

@@ -14,8 +14,9 @@
 //!   appears later starts its kind's watch; a CRD that goes away stops it and deletes the kind's objects
 //!   (events for each). The watch uses the kind's current version when the CRD serves it, else the
 //!   first served alias (`v1alpha3`, `v1beta1`).
-//! - **Objects** go through [`model::parse::parse_json`], the same strict decoding and validation as
-//!   config files. An invalid object is skipped with a `tracing` warning naming kind, namespace, name,
+//! - **Objects** are decoded one at a time ([`ListedObject`]: an object nested deeper than serde_json's
+//!   128 levels is rejected alone instead of failing its kind's whole list), then go through
+//!   [`model::parse::parse_json`], the same strict decoding and validation as config files. An invalid object is skipped with a `tracing` warning naming kind, namespace, name,
 //!   field path and reason, and listed by [`KubeSource::rejected`]; it is never fatal. If an object that
 //!   was valid becomes invalid, its last valid version stays in force (as a bad config file keeps its
 //!   last good objects) until it is fixed or deleted.
@@ -56,7 +57,7 @@ use api::{Kind, Schema};
 use config::{Change, MemoryStore, QueueOptions};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client, api::DynamicObject};
+use kube::{Api, Client};
 use model::{
     Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown,
     parse::{Finding, ParseOptions},
@@ -69,11 +70,12 @@ use tokio::task::JoinHandle;
 use crate::{
     client::{self, api_resource, crd_name, established, served_version, to_config},
     namespaces::{Membership, NamespaceFilter},
+    object::ListedObject,
     relist::{self, ObjectKey, Relist, name_key, namespaced_key},
 };
 
 /// The [`Relist`] of one kind's watch.
-type KindRelist = Relist<ObjectKey, DynamicObject>;
+type KindRelist = Relist<ObjectKey, ListedObject>;
 
 /// The label that ties config to an Istio control-plane revision.
 pub const REVISION_LABEL: &str = "istio.io/rev";
@@ -270,37 +272,40 @@ impl Inner {
         self.options.namespaces.is_empty() || self.options.namespaces.iter().any(|n| n == namespace)
     }
 
-    fn in_revision(&self, labels: &serde_json::Value) -> bool {
+    fn in_revision(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         let Some(revision) = self.options.revision.as_deref().filter(|r| !r.is_empty()) else {
             return true;
         };
-        match labels.get(REVISION_LABEL).and_then(serde_json::Value::as_str) {
+        match labels.and_then(|l| l.get(REVISION_LABEL)) {
             None => true,
             Some(value) => value == revision,
         }
     }
 
     /// What an object from the watch means for the store: `Some(config)` to hold, `None` to not hold
-    /// (filtered out), or an error (invalid: keep what is there).
+    /// (filtered out), or an error (invalid, or not decodable: keep what is there).
     fn convert(
         &self,
         schema: &Schema,
         version: &str,
-        object: &DynamicObject,
+        object: ListedObject,
     ) -> (ConfigKey, Result<Option<Config>, Vec<Finding>>) {
         let key = ConfigKey {
             kind: schema.kind,
             namespace: object.metadata.namespace.clone().unwrap_or_default(),
             name: object.metadata.name.clone().unwrap_or_default(),
         };
-        let mut value = serde_json::to_value(object).unwrap_or_default();
+        if !self.wanted_namespace(&key.namespace) || !self.in_revision(object.metadata.labels.as_ref()) {
+            return (key, Ok(None));
+        }
+        let mut value = match object.body {
+            Ok(value) => value,
+            Err(message) => return (key, Err(vec![Finding { path: String::new(), line: 0, message }])),
+        };
         if let Some(map) = value.as_object_mut() {
             // List items may come without type fields.
             map.entry("apiVersion").or_insert_with(|| format!("{}/{version}", schema.group).into());
             map.entry("kind").or_insert_with(|| schema.kind.as_str().into());
-        }
-        if !self.wanted_namespace(&key.namespace) || !self.in_revision(&value["metadata"]["labels"]) {
-            return (key, Ok(None));
         }
         let result = to_config(&value, &self.options.parse).map(Some);
         (key, result)
@@ -350,12 +355,7 @@ impl Inner {
     /// What the kind's watch reported (through its [`Relist`]), applied to the store in one batch:
     /// a new or changed object is parsed and held (or rejected: its last valid version, if any,
     /// stays), a filtered-out one removed, a deleted one forgotten everywhere.
-    fn changed(
-        &self,
-        schema: &Schema,
-        version: &str,
-        changes: Vec<relist::Change<ObjectKey, DynamicObject>>,
-    ) {
+    fn changed(&self, schema: &Schema, version: &str, changes: Vec<relist::Change<ObjectKey, ListedObject>>) {
         let kind = schema.kind;
         let count = changes.len();
         let mut discovery = self.discovery();
@@ -363,7 +363,8 @@ impl Inner {
         for change in changes {
             match change {
                 relist::Change::Added(object) | relist::Change::Updated(object) => {
-                    let (key, result) = self.convert(schema, version, &object);
+                    let rv = object.metadata.resource_version.clone().unwrap_or_default();
+                    let (key, result) = self.convert(schema, version, object);
                     match result {
                         Ok(Some(config)) => {
                             self.accept(&key);
@@ -375,7 +376,6 @@ impl Inner {
                             store_changes.push(Change::Remove(key));
                         }
                         Err(errors) => {
-                            let rv = object.metadata.resource_version.clone().unwrap_or_default();
                             self.reject(&key, &rv, errors);
                         }
                     }
@@ -467,7 +467,7 @@ impl KubeSource {
     }
 
     async fn watch_kind(self, client: Client, schema: &'static Schema, version: String, relist: KindRelist) {
-        let api: Api<DynamicObject> = Api::all_with(client, &api_resource(schema, &version));
+        let api: Api<ListedObject> = Api::all_with(client, &api_resource(schema, &version));
         let kind = schema.kind;
         relist
             .follow(
@@ -609,13 +609,15 @@ mod tests {
 
     use super::*;
 
-    fn object(name: &str, host: &str, rv: &str) -> DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
-            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
-            "spec": {"host": host},
-        }))
-        .unwrap()
+    fn object(name: &str, host: &str, rv: &str) -> ListedObject {
+        ListedObject::from_json(
+            &serde_json::json!({
+                "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
+                "spec": {"host": host},
+            })
+            .to_string(),
+        )
     }
 
     #[tokio::test(start_paused = true)]
@@ -638,7 +640,7 @@ mod tests {
         let schema = Kind::DestinationRule.schema();
         let inner = &source.inner;
         let mut relist = Relist::new(namespaced_key);
-        let mut relisted = |schema: &Schema, version: &str, listed: Vec<DynamicObject>| {
+        let mut relisted = |schema: &Schema, version: &str, listed: Vec<ListedObject>| {
             relist.handle(watcher::Event::Init);
             for object in listed {
                 relist.handle(watcher::Event::InitApply(object));
@@ -679,13 +681,15 @@ mod tests {
             KubeSourceOptions { revision: Some("canary".into()), ..KubeSourceOptions::default() },
         );
         let inner = &source.inner;
-        assert!(inner.in_revision(&serde_json::json!({})));
-        assert!(inner.in_revision(&serde_json::json!({"istio.io/rev": "canary"})));
-        assert!(!inner.in_revision(&serde_json::json!({"istio.io/rev": "stable"})));
+        let labels = |rev: &str| BTreeMap::from([(REVISION_LABEL.to_string(), rev.to_string())]);
+        assert!(inner.in_revision(None));
+        assert!(inner.in_revision(Some(&BTreeMap::new())));
+        assert!(inner.in_revision(Some(&labels("canary"))));
+        assert!(!inner.in_revision(Some(&labels("stable"))));
         let all = KubeSource::new(
             kube::Config::new("https://127.0.0.1:1".parse().unwrap()),
             KubeSourceOptions::default(),
         );
-        assert!(all.inner.in_revision(&serde_json::json!({"istio.io/rev": "stable"})));
+        assert!(all.inner.in_revision(Some(&labels("stable"))));
     }
 }
