@@ -89,12 +89,22 @@ impl DiscoveryServer {
             port.xds_auth.then(|| Arc::new(XdsAuth(Arc::clone(&port.authenticator))) as _);
         let config = AdsConfig { authenticator, ..config };
         let ads: AdsServer<NetworkingSource> = self.ads_server(secrets, config);
-        let settings = ads.config().http2_settings();
+        let mut settings = ads.config().http2_settings();
+        // The port's connection caps are checked at TCP accept, before the TLS handshake (a client
+        // over them costs no handshake); the HTTP/2 server then counts nothing more.
+        let count = xds::http2::ConnectionCount::new(settings.connection_limits);
+        settings.connection_limits = xds::http2::ConnectionLimits { max_total: 0, max_per_peer: 0 };
+        let admission: security::tls::Admission = Arc::new(move |peer| {
+            count
+                .admit_or_refuse(Some(peer))
+                .map(|slot| Box::new(slot) as Box<dyn std::any::Any + Send + Sync>)
+        });
         // After the TLS handshake (bounded by `security::tls`), the HTTP/2 one.
         let handshake = ads.config().handshake_timeout;
-        let incoming = tokio_stream::StreamExt::map(security::tls::incoming(listener, tls), move |c| {
-            c.map(|c| xds::handshake::HandshakeDeadline::new(c, handshake))
-        });
+        let incoming =
+            tokio_stream::StreamExt::map(security::tls::incoming(listener, tls, Some(admission)), move |c| {
+                c.map(|c| xds::handshake::HandshakeDeadline::new(c, handshake))
+            });
         let routes = tonic::service::Routes::new(ads.into_service())
             .add_service(CertificateService::new(port.ca, port.authenticator));
         let peer_of = |info: &security::tls::SecureConnectInfo| info.remote_addr;

@@ -142,3 +142,26 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
     let (_, stats) = envoy.admin_get("/stats?filter=update_rejected").await.unwrap();
     assert!(stats.lines().all(|l| l.ends_with(": 0")), "{stats}");
 }
+
+/// The secure port's connection cap (`MESHPILOT_XDS_MAX_CONNECTIONS`) is checked at TCP accept, before
+/// the TLS handshake: while a client that never starts TLS holds the only place, another client's
+/// handshake is refused (the server closes before answering its ClientHello); once the place is
+/// free, a handshake completes. (Before, the cap was checked after the handshake, so every client got
+/// the server's TLS work first.)
+#[tokio::test]
+async fn the_secure_ports_connection_cap_applies_before_the_tls_handshake() {
+    let config = tempfile::tempdir().unwrap();
+    let plane = Plane::start_with(PlaneOptions::config_dir(config.path())).await.unwrap();
+    let limits = xds::http2::ConnectionLimits { max_total: 1, max_per_peer: 0 };
+    let secure =
+        Secure::start_with(&plane, xds::AdsConfig { connection_limits: limits, ..Default::default() }).await;
+    let held = tokio::net::TcpStream::connect(secure.addr()).await.unwrap();
+    let refused = secure.tls_handshake().await;
+    assert!(refused.is_err(), "a handshake over the cap completed");
+    drop(held);
+    wait_for("a handshake once the place is free", Duration::from_secs(30), async || {
+        secure.tls_handshake().await.ok()
+    })
+    .await
+    .unwrap();
+}

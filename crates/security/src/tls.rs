@@ -55,7 +55,15 @@ pub struct SecureConnectInfo {
 pub struct TlsConnection {
     stream: tokio_rustls::server::TlsStream<TcpStream>,
     info: SecureConnectInfo,
+    /// The connection's place under the port's limits ([`Admission`]), freed when it closes.
+    _admitted: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
+
+/// Decides at TCP accept, before any TLS work, whether a connection from the peer address is taken:
+/// `Some(place)` is held with the connection and dropped when it closes, `None` closes it at once
+/// (a port's connection caps, checked before a client can make the server spend a handshake).
+pub type Admission =
+    Arc<dyn Fn(std::net::SocketAddr) -> Option<Box<dyn std::any::Any + Send + Sync>> + Send + Sync>;
 
 impl tonic::transport::server::Connected for TlsConnection {
     type ConnectInfo = SecureConnectInfo;
@@ -192,12 +200,13 @@ pub fn https_server_config(ca: Arc<IstioCa>, names: Vec<String>) -> Result<Arc<S
     Ok(Arc::new(config))
 }
 
-/// Accepts TCP connections on `listener` and yields those whose TLS handshake completes (within
-/// [`HANDSHAKE_TIMEOUT`]); failed handshakes are logged at debug level and counted in
+/// Accepts TCP connections on `listener` (each first through `admission`, when given) and yields
+/// those whose TLS handshake completes (within [`HANDSHAKE_TIMEOUT`]); failed handshakes are logged at debug level and counted in
 /// `meshpilot_tls_handshake_failures`. Ends when the listener fails.
 pub fn incoming(
     listener: TcpListener,
     config: Arc<ServerConfig>,
+    admission: Option<Admission>,
 ) -> ReceiverStream<io::Result<TlsConnection>> {
     let (tx, rx) = mpsc::channel(64);
     let acceptor = TlsAcceptor::from(config);
@@ -214,6 +223,13 @@ pub fn incoming(
             if tx.is_closed() {
                 return;
             }
+            let admitted = match &admission {
+                Some(admit) => match admit(remote) {
+                    Some(place) => Some(place),
+                    None => continue,
+                },
+                None => None,
+            };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
                 let _ = tcp.set_nodelay(true);
@@ -225,7 +241,7 @@ pub fn incoming(
                             .peer_certificates()
                             .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
                         let info = SecureConnectInfo { remote_addr: Some(remote), peer_certificates };
-                        let _ = tx.send(Ok(TlsConnection { stream, info })).await;
+                        let _ = tx.send(Ok(TlsConnection { stream, info, _admitted: admitted })).await;
                     }
                     Ok(Err(err)) => {
                         metrics::counter!("meshpilot_tls_handshake_failures").increment(1);

@@ -125,6 +125,19 @@ impl ConnectionCount {
         Ok(ConnectionSlot { count: Arc::clone(self), peer })
     }
 
+    /// [`ConnectionCount::admit`] for a connection from `peer`; a refusal is logged at debug and
+    /// counted in `meshpilot_xds_connections_refused{reason}`, and gives `None` (close it).
+    pub fn admit_or_refuse(self: &Arc<Self>, peer: Option<SocketAddr>) -> Option<ConnectionSlot> {
+        match self.admit(peer.map(|a| a.ip())) {
+            Ok(slot) => Some(slot),
+            Err(reason) => {
+                debug!(peer = ?peer, limit = reason, "ADS: connection refused: the port's connection limit");
+                crate::metrics::record_connection_refused(reason);
+                None
+            }
+        }
+    }
+
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0
@@ -193,14 +206,7 @@ pub async fn serve<I, IO, E>(
             },
         };
         let info = io.connect_info();
-        let slot = match count.admit(peer_of(&info).map(|a| a.ip())) {
-            Ok(slot) => slot,
-            Err(reason) => {
-                debug!(peer = ?peer_of(&info), limit = reason, "ADS: connection refused: the port's connection limit");
-                crate::metrics::record_connection_refused(reason);
-                continue;
-            }
-        };
+        let Some(slot) = count.admit_or_refuse(peer_of(&info)) else { continue };
         let routes = routes.clone();
         let service = service_fn(move |mut request: http::Request<Incoming>| {
             request.extensions_mut().insert(info.clone());

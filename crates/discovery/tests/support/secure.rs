@@ -32,6 +32,11 @@ pub struct Secure {
 
 impl Secure {
     pub async fn start(plane: &Plane) -> Secure {
+        Secure::start_with(plane, xds::AdsConfig::default()).await
+    }
+
+    /// [`Secure::start`] with the port's ADS settings (connection caps, …).
+    pub async fn start_with(plane: &Plane, config: xds::AdsConfig) -> Secure {
         let dir = tempfile::tempdir().unwrap();
         let ca =
             Arc::new(IstioCa::load_or_create(None, &dir.path().join("ca"), CaOptions::default()).unwrap());
@@ -49,7 +54,7 @@ impl Secure {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            server.serve_secure(secrets, xds::AdsConfig::default(), port, listener, shutdown).await.unwrap();
+            server.serve_secure(secrets, config, port, listener, shutdown).await.unwrap();
         });
         Secure { ca, addr, dir, _stop: stop }
     }
@@ -102,6 +107,23 @@ impl Secure {
             }
         });
         json
+    }
+
+    /// A TLS handshake with the secure port (no client certificate): whether it completed.
+    pub async fn tls_handshake(&self) -> Result<(), std::io::Error> {
+        use tower_service::Service as _;
+        let target = SecureTarget {
+            addr: self.addr,
+            server_name: "istiod.istio-system.svc".into(),
+            roots: self.ca.roots().to_vec(),
+        };
+        let mut connector = security::client::Connector::new(&target, None).unwrap();
+        connector.call("https://istiod.istio-system.svc".parse().unwrap()).await.map(drop)
+    }
+
+    /// The secure port's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// A channel to the secure port presenting a client certificate of `namespace/sa`.
