@@ -4,7 +4,10 @@
 //! `node.user_agent_name`.
 
 use envoy_types::pb::{envoy::config::core::v3::Node, google::protobuf::Struct};
-pub use model::push::node::{Locality, NodeError, NodeMetadata, NodeType, Proxy, VerifiedIdentity};
+pub use model::push::node::{
+    Locality, MAX_NODE_ID_BYTES, MAX_NODE_METADATA_BYTES, NodeError, NodeMetadata, NodeType, Proxy,
+    VerifiedIdentity,
+};
 
 use crate::convert::struct_to_json;
 
@@ -20,9 +23,21 @@ pub fn metadata_from_struct(s: &Struct) -> Result<NodeMetadata, NodeError> {
 /// ([`Proxy::parse`]), locality and user agent.
 ///
 /// # Errors
-/// [`NodeError`] when the node is missing, the id malformed or the metadata mistyped.
+/// [`NodeError`] when the node is missing, the id malformed or the metadata mistyped, or either is
+/// over its size limit ([`MAX_NODE_ID_BYTES`], [`MAX_NODE_METADATA_BYTES`]).
 pub fn proxy_from_node(node: Option<&Node>) -> Result<Proxy, NodeError> {
     let node = node.filter(|n| !n.id.is_empty()).ok_or(NodeError::MissingNode)?;
+    if node.id.len() > MAX_NODE_ID_BYTES {
+        return Err(NodeError::TooLarge { what: "id", bytes: node.id.len(), limit: MAX_NODE_ID_BYTES });
+    }
+    let metadata_bytes = node.metadata.as_ref().map_or(0, prost::Message::encoded_len);
+    if metadata_bytes > MAX_NODE_METADATA_BYTES {
+        return Err(NodeError::TooLarge {
+            what: "metadata",
+            bytes: metadata_bytes,
+            limit: MAX_NODE_METADATA_BYTES,
+        });
+    }
     let metadata = match &node.metadata {
         Some(s) => metadata_from_struct(s)?,
         None => NodeMetadata::default(),
@@ -42,6 +57,36 @@ mod tests {
 
     use super::*;
     use crate::convert::json_to_struct;
+
+    #[test]
+    fn oversized_ids_and_metadata_are_refused_without_echoing_them() {
+        let id =
+            format!("sidecar~10.0.0.1~{}.default~default.svc.cluster.local", "p".repeat(MAX_NODE_ID_BYTES));
+        let node = Node { id, ..Node::default() };
+        let err = proxy_from_node(Some(&node)).unwrap_err();
+        assert!(matches!(err, NodeError::TooLarge { what: "id", .. }), "{err}");
+        assert!(err.to_string().len() < 200, "{err}");
+        let big = json!({"NAMESPACE": "default", "BLOB": "x".repeat(MAX_NODE_METADATA_BYTES)});
+        let node = Node {
+            id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local".into(),
+            metadata: Some(json_to_struct(big.as_object().unwrap())),
+            ..Node::default()
+        };
+        let err = proxy_from_node(Some(&node)).unwrap_err();
+        assert!(matches!(err, NodeError::TooLarge { what: "metadata", .. }), "{err}");
+        // A malformed id just under the limit is quoted only in part.
+        let node = Node { id: "x".repeat(MAX_NODE_ID_BYTES), ..Node::default() };
+        let err = proxy_from_node(Some(&node)).unwrap_err().to_string();
+        assert!(err.contains("(1024 bytes)") && err.len() < 600, "{err}");
+        // A mistyped metadata value is quoted only in part.
+        let node = Node {
+            id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local".into(),
+            metadata: Some(json_to_struct(json!({"NAMESPACE": ["y".repeat(10_000)]}).as_object().unwrap())),
+            ..Node::default()
+        };
+        let err = proxy_from_node(Some(&node)).unwrap_err().to_string();
+        assert!(err.contains("NAMESPACE") && err.len() < 600, "{err}");
+    }
 
     #[test]
     fn a_missing_node_or_id_is_refused() {

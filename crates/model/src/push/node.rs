@@ -19,6 +19,32 @@ use std::{collections::BTreeMap, fmt, net::IpAddr, str::FromStr};
 
 use serde_json::{Map, Value as Json};
 
+/// The longest node id accepted, bytes. Istio's ids are `TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN`:
+/// with Kubernetes' longest names (pod 253, namespace 63, domain 253 characters) under 700 bytes.
+/// A longer id is refused: it is kept for the stream's life and written in every log line of it.
+pub const MAX_NODE_ID_BYTES: usize = 1024;
+
+/// The largest node metadata accepted, bytes of its protobuf encoding. Istio's agent sends a few KiB;
+/// labels and annotations copied from a pod are bounded by Kubernetes (256 KiB of annotations), so
+/// 1 MiB leaves room for any real proxy while keeping what one connection holds for its life far
+/// below the 4 MiB a request may carry.
+pub const MAX_NODE_METADATA_BYTES: usize = 1 << 20;
+
+/// How much of a client-chosen value an error message quotes, bytes.
+const QUOTED_BYTES: usize = 256;
+
+/// `value` cut to [`QUOTED_BYTES`] at a character boundary, with its length when cut.
+fn quoted(value: &str) -> String {
+    if value.len() <= QUOTED_BYTES {
+        return value.to_owned();
+    }
+    let mut end = QUOTED_BYTES;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &value[..end], value.len())
+}
+
 /// Errors reading a proxy's identity. The text is what the proxy receives as the gRPC
 /// `InvalidArgument` message, so it says what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +87,17 @@ pub enum NodeError {
         id: String,
         /// The IP part of the node id.
         ip: String,
+    },
+    /// The node id or metadata is larger than a proxy ever sends ([`MAX_NODE_ID_BYTES`],
+    /// [`MAX_NODE_METADATA_BYTES`]): refused before anything of it is kept or logged.
+    #[error("node {what} of {bytes} bytes is over meshpilot's limit of {limit} bytes")]
+    TooLarge {
+        /// `id` or `metadata`.
+        what: &'static str,
+        /// Its size (the id's UTF-8 length, the metadata's protobuf encoding).
+        bytes: usize,
+        /// The limit.
+        limit: usize,
     },
     /// A metadata key Istio reads has a value of the wrong JSON type.
     #[error("invalid node metadata {key}: expected {expected}, got {found}")]
@@ -261,7 +298,9 @@ fn string_key(raw: &Map<String, Json>, key: &'static str) -> Result<String, Node
     match raw.get(key) {
         None | Some(Json::Null) => Ok(String::new()),
         Some(Json::String(s)) => Ok(s.clone()),
-        Some(other) => Err(NodeError::Metadata { key, expected: "a string", found: other.to_string() }),
+        Some(other) => {
+            Err(NodeError::Metadata { key, expected: "a string", found: quoted(&other.to_string()) })
+        }
     }
 }
 
@@ -269,7 +308,7 @@ fn string_map_key(raw: &Map<String, Json>, key: &'static str) -> Result<BTreeMap
     let err = |found: &Json| NodeError::Metadata {
         key,
         expected: "an object of string values",
-        found: found.to_string(),
+        found: quoted(&found.to_string()),
     };
     match raw.get(key) {
         None | Some(Json::Null) => Ok(BTreeMap::new()),
@@ -343,12 +382,11 @@ impl Proxy {
         }
         let parts: Vec<&str> = node_id.split('~').collect();
         let [node_type, ip, id, domain] = parts[..] else {
-            return Err(NodeError::WrongPartCount { id: node_id.to_owned(), parts: parts.len() });
+            return Err(NodeError::WrongPartCount { id: quoted(node_id), parts: parts.len() });
         };
-        let node_type = node_type.parse::<NodeType>().map_err(|()| NodeError::InvalidType {
-            id: node_id.to_owned(),
-            node_type: node_type.to_owned(),
-        })?;
+        let node_type = node_type
+            .parse::<NodeType>()
+            .map_err(|()| NodeError::InvalidType { id: quoted(node_id), node_type: node_type.to_owned() })?;
         let from_meta: Option<Vec<IpAddr>> = if metadata.instance_ips.is_empty() {
             None
         } else {
@@ -359,7 +397,7 @@ impl Proxy {
             None => match ip.parse::<IpAddr>() {
                 Ok(a) => vec![a],
                 Err(_) => {
-                    return Err(NodeError::NoValidIp { id: node_id.to_owned(), ip: ip.to_owned() });
+                    return Err(NodeError::NoValidIp { id: quoted(node_id), ip: quoted(ip) });
                 }
             },
         };
