@@ -226,6 +226,12 @@ pub const MAX_DEPTH: usize = 128;
 /// (`MaxRequestBodyBytes`, 3 × 1024 × 1024), so no object that a cluster can hold is refused.
 pub const MAX_DOCUMENT_CHARS: usize = 3 * 1024 * 1024;
 
+/// Most documents in one file (or standard input): 100,000. Each costs memory however small it is
+/// (64 MiB of `---` lines are 16 million empty documents, about 1 GB once read); no real file comes
+/// near it (Istio's largest has a few dozen). The documents after it are not read; the file is an
+/// error.
+pub const MAX_DOCUMENTS: usize = 100_000;
+
 /// Largest config file (or standard input) a reader takes: 64 MiB, room for twenty documents of the
 /// largest size the Kubernetes API server accepts ([`MAX_DOCUMENT_CHARS`]); Istio's largest file (all
 /// its CRDs in one) is under 1 MiB. A larger file is refused before it is read.
@@ -292,11 +298,13 @@ pub struct Limits {
     pub max_depth: usize,
     /// Largest document, in characters from its start to its last event.
     pub max_document_chars: usize,
+    /// Most documents in one stream (empty ones count).
+    pub max_documents: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_depth: MAX_DEPTH, max_document_chars: MAX_DOCUMENT_CHARS }
+        Limits { max_depth: MAX_DEPTH, max_document_chars: MAX_DOCUMENT_CHARS, max_documents: MAX_DOCUMENTS }
     }
 }
 
@@ -367,6 +375,17 @@ pub fn parse_documents_with(text: &str, limits: Limits) -> Vec<Result<Document, 
         match event {
             Event::StreamStart | Event::Nothing => {}
             Event::StreamEnd => break,
+            Event::DocumentStart(_) if index >= limits.max_documents => {
+                out.push(Err(SyntaxError {
+                    index,
+                    mark,
+                    message: format!(
+                        "more than {} documents in one file (meshpilot's limit); the rest is not read",
+                        limits.max_documents
+                    ),
+                }));
+                break;
+            }
             Event::DocumentStart(_) => {
                 builder = Builder::new(text, &line_starts, limits);
                 doc_mark = mark;
@@ -896,6 +915,22 @@ mod tests {
         assert!(docs[0].is_ok() && docs[2].is_ok(), "{docs:?}");
         let err = docs[1].as_ref().unwrap_err();
         assert!(err.message.contains("larger than 100 characters"), "{err:?}");
+    }
+
+    #[test]
+    fn documents_past_the_limit_are_not_read() {
+        let limits = Limits { max_documents: 3, ..Limits::default() };
+        let docs = parse_documents_with("a: 1\n---\n---\nb: 2\n---\nc: 3\n", limits);
+        assert_eq!(docs.len(), 4, "{docs:?}");
+        assert!(docs[..3].iter().all(Result::is_ok), "{docs:?}");
+        let err = docs[3].as_ref().unwrap_err();
+        assert_eq!(err.index, 3);
+        assert!(err.message.contains("more than 3 documents"), "{err:?}");
+        // The default reads 100,000 and stops at the next.
+        let many = "---\n".repeat(MAX_DOCUMENTS + 5);
+        let docs = parse_documents(&many);
+        assert_eq!(docs.len(), MAX_DOCUMENTS + 1);
+        assert!(docs.last().unwrap().is_err());
     }
 
     #[test]

@@ -142,7 +142,40 @@ pub fn parse_text(file: &str, text: &str, options: &ParseOptions) -> Vec<ParsedD
             }
         }
     }
+    clip_findings(&mut out);
     out
+}
+
+/// The most of a finding's message kept, bytes: messages quote the offending value, and a value may be
+/// megabytes long (a 3 MiB host name); what is reported (CLI, logs, `/debug/configstatusz`) quotes a
+/// bounded part of it.
+pub const MAX_FINDING_BYTES: usize = 4096;
+
+/// `text` cut to `max` bytes at a character boundary, with its full length when cut.
+fn clip(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let full = text.len();
+        text.truncate(end);
+        text.push_str(&format!("… ({full} bytes)"));
+    }
+}
+
+/// Bounds what the documents report: messages to [`MAX_FINDING_BYTES`]; the name and namespace of a
+/// document with errors (longer than Kubernetes allows, they are errors themselves) to 253 bytes.
+fn clip_findings(docs: &mut [ParsedDocument]) {
+    for doc in docs {
+        for finding in doc.errors.iter_mut().chain(doc.warnings.iter_mut()) {
+            clip(&mut finding.message, MAX_FINDING_BYTES);
+        }
+        if !doc.errors.is_empty() {
+            clip(&mut doc.name, 253);
+            clip(&mut doc.namespace, 253);
+        }
+    }
 }
 
 /// Reads a file. `path` of `-` reads standard input.
@@ -221,6 +254,7 @@ pub fn parse_json(source: &str, value: &serde_json::Value, options: &ParseOption
 pub fn parse_node(file: &str, index: usize, root: &Node, options: &ParseOptions) -> Vec<ParsedDocument> {
     let mut out = Vec::new();
     parse_object(file, index, root, options, &mut out);
+    clip_findings(&mut out);
     out
 }
 
@@ -451,6 +485,30 @@ mod tests {
 
     fn parse(text: &str) -> Vec<ParsedDocument> {
         parse_text("t.yaml", text, &ParseOptions::default())
+    }
+
+    #[test]
+    fn findings_quote_a_bounded_part_of_huge_values() {
+        let host = "x".repeat(3_000_000);
+        let name = "n".repeat(10_000);
+        let docs = parse(&format!(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: {name}, namespace: b}}\nspec:\n  host: {host}\n"
+        ));
+        assert_eq!(docs.len(), 1);
+        let doc = &docs[0];
+        assert!(!doc.errors.is_empty());
+        assert!(
+            doc.errors.iter().any(|f| f.path == "spec.host"),
+            "{:?}",
+            doc.errors.iter().map(|f| &f.path).collect::<Vec<_>>()
+        );
+        for f in &doc.errors {
+            assert!(f.message.len() <= MAX_FINDING_BYTES + 32, "{} bytes at {}", f.message.len(), f.path);
+        }
+        assert!(
+            doc.errors.iter().any(|f| f.message.ends_with("(3000000 bytes)") || f.message.contains("bytes)"))
+        );
+        assert!(doc.name.len() < 300 && doc.name.ends_with("(10000 bytes)"), "{}", doc.name.len());
     }
 
     #[test]
