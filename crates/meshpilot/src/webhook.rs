@@ -87,7 +87,8 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on --https-addr {addr}: {e}"))?;
-    info!(https = %addr, ca = ?cx.ca.as_ref().map(|ca| ca.source()), "validation webhook listening (ca None: a root in memory)");
+    let ca = cx.ca.as_ref().map_or_else(|| "a root in memory".to_string(), |ca| format!("{:?}", ca.source()));
+    info!(https = %addr, %ca, "validation webhook listening");
     let parse = ParseOptions { domain_suffix: cx.domain.to_string(), ..ParseOptions::default() };
     let mut stop = cx.shutdown.clone();
     let mut tasks =

@@ -23,7 +23,7 @@ use meshpilot_testing::{
     free_port, free_port_block, http::request_blocking, repo_root, wait::wait_for_blocking,
 };
 use serde_json::Value;
-use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Process, review_with_bundle, vwc};
+use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Webhook, review_with_bundle, vwc};
 
 const LOCK: &str = "istio-namespace-controller-election";
 
@@ -118,25 +118,17 @@ fn meshpilot_beside_istiod_shares_the_root_and_one_root_cert_writer() {
         ])
         .expect("istiod's root in istio-ca-secret");
 
-    let (grpc, secure, http, mon, https) = (free_port(), free_port(), free_port(), free_port(), free_port());
-    let url = format!("https://127.0.0.1:{https}/validate");
-    let _meshpilot = Process(
-        Command::new(env!("CARGO_BIN_EXE_meshpilot"))
-            .args(["discovery", "--kubeconfig"])
-            .arg(env.kubeconfig())
-            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
-            .args(["--secure-grpc-addr", &format!("127.0.0.1:{secure}")])
-            .args(["--http-addr", &format!("127.0.0.1:{http}")])
-            .args(["--monitoring-addr", &format!("127.0.0.1:{mon}")])
-            .args(["--https-addr", &format!("127.0.0.1:{https}")])
-            .args(["--validation-webhook-url", &url])
-            .env("POD_NAMESPACE", "istio-system")
-            .env("POD_NAME", "meshpilot-0")
-            .env("RUST_LOG", "info,meshpilot_kube::leader=debug")
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
+    let meshpilot = Webhook::start(
+        env,
+        &["--secure-grpc-addr", &format!("127.0.0.1:{}", free_port())],
+        &[
+            ("POD_NAMESPACE", "istio-system"),
+            ("POD_NAME", "meshpilot-0"),
+            ("RUST_LOG", "info,meshpilot_kube::leader=debug"),
+        ],
+        std::fs::File::create(&log).unwrap().into(),
     );
+    let (mon, url) = (meshpilot.monitoring, meshpilot.url.clone());
 
     // meshpilot has read istiod's record (and respected it) at least twice; it does not lead, the lock
     // still names istiod, and no Lease of that name was made beside it.

@@ -4,17 +4,14 @@
 //! VirtualService is denied naming the field, a valid one is created, and a malformed review does not
 //! hurt the server.
 
-use std::{
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::{process::Stdio, time::Duration};
 
 mod webhook_support;
 
 use base64::Engine;
 use kube_source::testenv::TestEnv;
-use meshpilot_testing::{free_port, wait::wait_for_blocking};
-use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Process, review_with_bundle, vwc};
+use meshpilot_testing::wait::wait_for_blocking;
+use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Webhook, review_with_bundle, vwc};
 
 /// Waits (90 s at most: a limit, not a timing assertion) until `check` gives a value.
 fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
@@ -36,22 +33,8 @@ fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() 
     let _ = env.kubectl(&["create", "namespace", "istio-system"]);
     let _ = env.kubectl(&["create", "namespace", "webhook-test"]);
     let _cleanup = DeleteWebhooks(env, DEFAULT_CONFIGURATIONS);
-    let (grpc, http, mon, https) = (free_port(), free_port(), free_port(), free_port());
-    let url = format!("https://127.0.0.1:{https}/validate");
-    let _server = Process(
-        Command::new(env!("CARGO_BIN_EXE_meshpilot"))
-            .args(["discovery", "--kubeconfig"])
-            .arg(env.kubeconfig())
-            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
-            .args(["--http-addr", &format!("127.0.0.1:{http}")])
-            .args(["--monitoring-addr", &format!("127.0.0.1:{mon}")])
-            .args(["--https-addr", &format!("127.0.0.1:{https}")])
-            .args(["--validation-webhook-url", &url])
-            .env("POD_NAMESPACE", "istio-system")
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let server = Webhook::start(env, &[], &[("POD_NAMESPACE", "istio-system")], Stdio::null());
+    let url = server.url.clone();
 
     // Both chart configurations appear, pointing at our URL with a caBundle, and are switched to Fail
     // once the API server got the probe Gateway denied through the webhook.
@@ -128,27 +111,14 @@ fn counter(port: u16, name: &str) -> f64 {
 }
 
 /// One replica of the control plane for revision `canary` in namespace `replicas`: the webhook on its
-/// own port and URL. Returns the process, its monitoring port and its webhook URL.
-fn replica(env: &TestEnv, name: &str) -> (Process, u16, String) {
-    let (grpc, http, mon, https) = (free_port(), free_port(), free_port(), free_port());
-    let url = format!("https://127.0.0.1:{https}/validate");
-    let process = Process(
-        Command::new(env!("CARGO_BIN_EXE_meshpilot"))
-            .args(["discovery", "--kubeconfig"])
-            .arg(env.kubeconfig())
-            .args(["--revision", "canary"])
-            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
-            .args(["--http-addr", &format!("127.0.0.1:{http}")])
-            .args(["--monitoring-addr", &format!("127.0.0.1:{mon}")])
-            .args(["--https-addr", &format!("127.0.0.1:{https}")])
-            .args(["--validation-webhook-url", &url])
-            .env("POD_NAMESPACE", "replicas")
-            .env("POD_NAME", name)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    (process, mon, url)
+/// own port and URL.
+fn replica(env: &TestEnv, name: &str) -> Webhook {
+    Webhook::start(
+        env,
+        &["--revision", "canary"],
+        &[("POD_NAMESPACE", "replicas"), ("POD_NAME", name)],
+        Stdio::null(),
+    )
 }
 
 /// Two replicas against one API server: both serve certificates from the root kept in
@@ -161,8 +131,8 @@ fn two_replicas_share_one_root_and_leave_one_stable_ca_bundle() {
     let env = TestEnv::shared();
     let _ = env.kubectl(&["create", "namespace", "replicas"]);
     let _cleanup = DeleteWebhooks(env, &[CONFIG]);
-    let (_a, mon_a, url_a) = replica(env, "replica-a");
-    let (_b, mon_b, url_b) = replica(env, "replica-b");
+    let (a, b) = (replica(env, "replica-a"), replica(env, "replica-b"));
+    let (mon_a, mon_b) = (a.monitoring, b.monitoring);
 
     let config = wait_for("the canary configuration with failurePolicy Fail", || {
         vwc(env, CONFIG).filter(|c| c["webhooks"][0]["failurePolicy"] == "Fail")
@@ -186,7 +156,7 @@ fn two_replicas_share_one_root_and_leave_one_stable_ca_bundle() {
     let bundle =
         String::from_utf8(base64::engine::general_purpose::STANDARD.decode(root.trim()).unwrap()).unwrap();
     // Whichever replica the API server calls, the advertised bundle verifies it.
-    for url in [&url_a, &url_b] {
+    for url in [&a.url, &b.url] {
         let answer = review_with_bundle(url, &bundle);
         assert!(answer.ends_with("\n200") && answer.contains("could not decode body"), "{url}: {answer}");
     }

@@ -1,9 +1,22 @@
 //! What generation could not do: dropped objects and untranslated fields, for logs, `/debug` and
 //! `meshpilot validate` warnings.
 
-use std::fmt;
+use std::{borrow::Cow, fmt};
 
 use crate::ConfigKey;
+
+/// `text` cut to at most `max` bytes (at a character boundary), with `…` and the full length when
+/// cut: how a client's or a file's value is quoted in messages and logs, whatever its size.
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes)", &text[..end], text.len()))
+}
 
 /// How serious a [`Finding`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,5 +57,17 @@ impl fmt::Display for Finding {
             Some(key) => write!(f, "{what}: {key} {}: {} (in {})", self.path, self.message, self.resource),
             None => write!(f, "{what}: {}: {}", self.resource, self.message),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary() {
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("ééé", 3), "é… (6 bytes)");
+        assert_eq!(clip(&"x".repeat(30_000), 4), "xxxx… (30000 bytes)");
     }
 }

@@ -151,16 +151,10 @@ pub fn parse_text(file: &str, text: &str, options: &ParseOptions) -> Vec<ParsedD
 /// bounded part of it.
 pub const MAX_FINDING_BYTES: usize = 4096;
 
-/// `text` cut to `max` bytes at a character boundary, with its full length when cut.
+/// `text` replaced by its [`crate::finding::clip`] to `max` bytes.
 fn clip(text: &mut String, max: usize) {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let full = text.len();
-        text.truncate(end);
-        text.push_str(&format!("… ({full} bytes)"));
+    if let std::borrow::Cow::Owned(clipped) = crate::finding::clip(text, max) {
+        *text = clipped;
     }
 }
 

@@ -144,7 +144,10 @@ impl<S: ResourceSource> Connection<S> {
             }
             Answer::Nack { nonce, message, current } => {
                 if let Some(suppressed) = self.nack_log.admit(std::time::Instant::now()) {
-                    let (nonce, message) = (clip(&nonce, 64), clip(&message, NackLog::MAX_MESSAGE_BYTES));
+                    let (nonce, message) = (
+                        model::finding::clip(&nonce, 64),
+                        model::finding::clip(&message, NackLog::MAX_MESSAGE_BYTES),
+                    );
                     warn!(connection = %self.id(), %nonce, current, suppressed, "{short}: NACK{detail}: {message}");
                 }
                 metrics::record_reject(type_url);
@@ -667,18 +670,6 @@ impl NackLog {
     }
 }
 
-/// `text` cut to at most `max` bytes (at a character boundary), with `…` and the full length when cut.
-pub(crate) fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= max {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    std::borrow::Cow::Owned(format!("{}… ({} bytes)", &text[..end], text.len()))
-}
-
 #[cfg(test)]
 mod nack_log_tests {
     use std::time::{Duration, Instant};
@@ -696,12 +687,5 @@ mod nack_log_tests {
         assert_eq!(log.admit(t0 + Duration::from_secs(9)), None);
         assert_eq!(log.admit(t0 + NackLog::INTERVAL), Some(2), "the next line counts what was left out");
         assert_eq!(log.admit(t0 + NackLog::INTERVAL), None);
-    }
-
-    #[test]
-    fn clip_cuts_at_a_character_boundary() {
-        assert_eq!(clip("short", 10), "short");
-        assert_eq!(clip("ééé", 3), "é… (6 bytes)");
-        assert_eq!(clip(&"x".repeat(30_000), 4), "xxxx… (30000 bytes)");
     }
 }

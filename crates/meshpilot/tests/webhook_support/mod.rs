@@ -3,9 +3,10 @@
 
 #![allow(dead_code)]
 
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 
 use kube_source::testenv::TestEnv;
+use meshpilot_testing::free_port;
 
 /// Kills the child on drop.
 pub struct Process(pub Child);
@@ -14,6 +15,40 @@ impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `meshpilot discovery` against the test API server with its webhook on a free loopback port, called
+/// by the API server at [`Webhook::url`]; killed on drop.
+pub struct Webhook {
+    /// The process.
+    pub process: Process,
+    /// Its monitoring port (`/metrics`).
+    pub monitoring: u16,
+    /// The webhook URL it advertises (`--validation-webhook-url`).
+    pub url: String,
+}
+
+impl Webhook {
+    /// Starts it with `args` and `envs` added (revision, secure port, `POD_NAMESPACE`, …), stderr to
+    /// `stderr`.
+    pub fn start(env: &TestEnv, args: &[&str], envs: &[(&str, &str)], stderr: Stdio) -> Webhook {
+        let (grpc, http, monitoring, https) = (free_port(), free_port(), free_port(), free_port());
+        let url = format!("https://127.0.0.1:{https}/validate");
+        let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            .args(["discovery", "--kubeconfig"])
+            .arg(env.kubeconfig())
+            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
+            .args(["--http-addr", &format!("127.0.0.1:{http}")])
+            .args(["--monitoring-addr", &format!("127.0.0.1:{monitoring}")])
+            .args(["--https-addr", &format!("127.0.0.1:{https}")])
+            .args(["--validation-webhook-url", &url])
+            .args(args)
+            .envs(envs.iter().copied())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        Webhook { process: Process(child), monitoring, url }
     }
 }
 

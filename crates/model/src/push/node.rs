@@ -33,16 +33,9 @@ pub const MAX_NODE_METADATA_BYTES: usize = 1 << 20;
 /// How much of a client-chosen value an error message quotes, bytes.
 const QUOTED_BYTES: usize = 256;
 
-/// `value` cut to [`QUOTED_BYTES`] at a character boundary, with its length when cut.
+/// `value` as an error message quotes it ([`crate::finding::clip`] to [`QUOTED_BYTES`]).
 fn quoted(value: &str) -> String {
-    if value.len() <= QUOTED_BYTES {
-        return value.to_owned();
-    }
-    let mut end = QUOTED_BYTES;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &value[..end], value.len())
+    crate::finding::clip(value, QUOTED_BYTES).into_owned()
 }
 
 /// Errors reading a proxy's identity. The text is what the proxy receives as the gRPC
