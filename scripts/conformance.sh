@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential xDS against real istiod (docs/CONFORMANCE.md): runs crates/meshpilot/tests/conformance.rs with
+# Differential xDS against real istiod (docs/CONFORMANCE.md): runs crates/meshpilot/tests/it/peer/conformance.rs with
 # the scenarios selected and writes the report.
 #
 #   scripts/conformance.sh [SCENARIOS]
@@ -21,7 +21,7 @@ scripts/istio-peer.sh build
 mkdir -p "$OUT"
 status=0
 CONFORMANCE_SCENARIOS="$SCENARIOS" CONFORMANCE_OUT="$OUT" \
-  cargo test -p meshpilot --test conformance -- --nocapture >"$OUT/test.log" 2>&1 || status=$?
+  cargo test -p meshpilot --test it conformance:: -- --nocapture >"$OUT/test.log" 2>&1 || status=$?
 if [ -f "$OUT/report.md" ]; then
   echo "conformance: report in $OUT/report.md ($OUT/report.json); test log $OUT/test.log"
 else

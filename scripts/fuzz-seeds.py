@@ -6,7 +6,7 @@
 
 Deterministic (sorted paths, fixed limits); files are named by the SHA-1 of their content as cargo-fuzz
 names corpus entries, so re-running adds nothing new. The ADS and node-id seeds are written by
-`cargo test -p meshpilot-fuzzing --test seeds -- --ignored` instead (they are protobuf).
+`cargo test -p meshpilot-fuzzing --test it seeds:: -- --ignored` instead (they are protobuf).
 """
 import hashlib
 import os

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real fuzzing (nightly, libFuzzer) of meshpilot's fuzz targets; CI only replays the corpora
-# (`cargo test -p meshpilot-fuzzing --test replay`).
+# (`cargo test -p meshpilot-fuzzing --test it replay::`).
 #
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]     default: all targets, 60 s each
 #   FUZZ_MAX_LEN=N scripts/fuzz.sh ...         libFuzzer's -max_len (default 3145728: meshpilot's largest

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs Python grpcio (PyPI wheel, which includes the xDS resolver and load-balancing policies)
 # into .venv-grpc at the repository root, for the proxyless gRPC end-to-end tests
-# (crates/discovery/tests/grpc_proxyless.rs), and xds-protos (Envoy's generated Python protos) with
+# (crates/discovery/tests/it/peer/grpc_proxyless.rs), and xds-protos (Envoy's generated Python protos) with
 # PyYAML for the AuthorizationPolicy golden comparison (scripts/authz-golden.py,
-# crates/networking/tests/authz_golden.rs). Idempotent: does nothing if the right versions are there.
+# crates/networking/tests/it/peer/authz_golden.rs). Idempotent: does nothing if the right versions are there.
 # Prints the path of the venv's python on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."

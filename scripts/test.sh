@@ -5,8 +5,25 @@
 # builds the Kubernetes test environment (etcd, kube-apiserver, kubectl; scripts/kube-testenv.sh) and
 # Istio's pilot-agent for the real-sidecar tests (scripts/istio-peer.sh) first; all are no-ops when
 # present.
+#
+# Each crate has one integration-test binary, `tests/it/main.rs` (docs/ARCHITECTURE.md, "Testing"). `scripts/test.sh --pure`
+# runs only the tests that need no peer process: it installs nothing and skips every module under
+# `peer::` (the tests that drive Envoy, kube-apiserver, istiod/pilot-agent, Python grpcio or Chromium).
+# Other arguments go to `cargo test`, e.g. `scripts/test.sh -p meshpilot-xds -- --nocapture`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+pure=false
+if [ "${1:-}" = "--pure" ]; then
+  pure=true
+  shift
+fi
+if $pure; then
+  # The skip goes after the caller's own test-binary arguments, or opens them.
+  case " $* " in
+    *" -- "*) exec cargo test --workspace --locked "$@" --skip peer:: ;;
+    *) exec cargo test --workspace --locked "$@" -- --skip peer:: ;;
+  esac
+fi
 scripts/install-envoy.sh >/dev/null
 scripts/install-grpcio.sh >/dev/null
 scripts/kube-testenv.sh build

@@ -1,4 +1,4 @@
-//! `ads_requests`: the body is `meshpilot_fuzzing::fuzz_ads_requests`, which `crates/fuzzing/tests/replay.rs` also runs
+//! `ads_requests`: the body is `meshpilot_fuzzing::fuzz_ads_requests`, which `crates/fuzzing/tests/it/replay.rs` also runs
 //! over this target's corpus (`fuzz/corpus/ads_requests`) with stable `cargo test`.
 #![no_main]
 

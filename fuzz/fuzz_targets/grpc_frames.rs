@@ -1,4 +1,4 @@
-//! `grpc_frames`: the body is `meshpilot_fuzzing::fuzz_grpc_frames`, which `crates/fuzzing/tests/replay.rs` also
+//! `grpc_frames`: the body is `meshpilot_fuzzing::fuzz_grpc_frames`, which `crates/fuzzing/tests/it/replay.rs` also
 //! runs over this target's corpus (`fuzz/corpus/grpc_frames`) with stable `cargo test`.
 #![no_main]
 

@@ -1,4 +1,4 @@
-//! `node_id`: the body is `meshpilot_fuzzing::fuzz_node_id`, which `crates/fuzzing/tests/replay.rs` also runs
+//! `node_id`: the body is `meshpilot_fuzzing::fuzz_node_id`, which `crates/fuzzing/tests/it/replay.rs` also runs
 //! over this target's corpus (`fuzz/corpus/node_id`) with stable `cargo test`.
 #![no_main]
 

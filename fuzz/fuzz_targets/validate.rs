@@ -1,4 +1,4 @@
-//! `validate`: the body is `meshpilot_fuzzing::fuzz_validate`, which `crates/fuzzing/tests/replay.rs` also runs
+//! `validate`: the body is `meshpilot_fuzzing::fuzz_validate`, which `crates/fuzzing/tests/it/replay.rs` also runs
 //! over this target's corpus (`fuzz/corpus/validate`) with stable `cargo test`.
 #![no_main]
 

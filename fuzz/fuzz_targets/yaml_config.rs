@@ -1,4 +1,4 @@
-//! `yaml_config`: the body is `meshpilot_fuzzing::fuzz_yaml_config`, which `crates/fuzzing/tests/replay.rs` also runs
+//! `yaml_config`: the body is `meshpilot_fuzzing::fuzz_yaml_config`, which `crates/fuzzing/tests/it/replay.rs` also runs
 //! over this target's corpus (`fuzz/corpus/yaml_config`) with stable `cargo test`.
 #![no_main]
 

@@ -14,4 +14,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 HEY_BIN="$(scripts/reliability/install-hey.sh)"
 export HEY_BIN
-exec cargo test -p meshpilot ${RELIAB_CARGO_FLAGS:-} --test kill9_load -- --ignored --nocapture kill9_under_load
+exec cargo test -p meshpilot ${RELIAB_CARGO_FLAGS:-} --test it kill9_load::kill9_under_load -- --ignored --nocapture

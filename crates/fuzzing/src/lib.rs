@@ -1,11 +1,11 @@
 //! Fuzz entry points: one function per cargo-fuzz target, shared by the libFuzzer targets in
 //! `fuzz/fuzz_targets/` (nightly, `scripts/fuzz.sh`) and the stable replay test
-//! (`tests/replay.rs`), which runs every checked-in corpus file through exactly the same code.
+//! (`tests/it/replay.rs`), which runs every checked-in corpus file through exactly the same code.
 //!
 //! ```text
 //!   fuzz/corpus/<target>/*  ──►  fuzz_<target>(&[u8])  ──►  product code (api, model, validation, xds)
 //!        ▲                         ▲            ▲
-//!   cargo fuzz run (nightly)   fuzz target   tests/replay.rs (stable cargo test)
+//!   cargo fuzz run (nightly)   fuzz target   tests/it/replay.rs (stable cargo test)
 //! ```
 //!
 //! Every entry point takes arbitrary bytes and must return normally: a panic (including an

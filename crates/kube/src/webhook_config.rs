@@ -24,7 +24,7 @@
 //! `meshpilot_webhook_config_reconciles` (passes), `meshpilot_webhook_config_patches` (writes).
 //!
 //! Pure parts ([`default_configurations`], [`patched`], [`shared_root`]) are unit-tested; [`run`] is tested against a
-//! real API server (`crates/meshpilot/tests/webhook_cluster.rs`).
+//! real API server (`crates/meshpilot/tests/it/peer/webhook_cluster.rs`).
 
 use std::{collections::BTreeMap, time::Duration};
 

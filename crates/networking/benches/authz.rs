@@ -12,7 +12,8 @@
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
-#[path = "../tests/support/mod.rs"]
+#[allow(dead_code)] // the test helpers; each bench uses a few
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

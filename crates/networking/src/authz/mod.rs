@@ -13,7 +13,7 @@
 //! Pure: values in, envoy-types filters out, plus [`Finding`]s for what was dropped.
 //!
 //! Differences from Istio (everything else follows its builder; the 20 builder goldens agree as
-//! decoded protos, `tests/authz_golden.rs`):
+//! decoded protos, `tests/it/peer/authz_golden.rs`):
 //! - fail closed: Istio skips a rule it cannot translate (unknown `when` key, malformed IP / CIDR,
 //!   port, header or claim key) — which fails *open* for DENY — or, for DENY/AUDIT, silently drops the
 //!   bad value. Here such a rule of an enforced ALLOW, DENY or CUSTOM policy becomes a match-all policy

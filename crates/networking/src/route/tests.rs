@@ -169,54 +169,6 @@ fn tables_for(vs: &VirtualService, key: &ConfigKey) -> Vec<Table> {
     vec![Table { port: 0, ..Table::default() }, Table { port: 0, gateways, labels, namespace }]
 }
 
-#[test]
-fn corpus_routes_validate_in_envoy() {
-    let corpus = corpus_virtual_services();
-    assert!(corpus.len() >= 20, "only {} VirtualServices in the corpus", corpus.len());
-    let mut all = Vec::new();
-    let mut findings = Vec::new();
-    let mut with_routes = 0;
-    for (key, vs, file) in &corpus {
-        let mut produced = 0;
-        for table in tables_for(vs, key) {
-            let (routes, f) = table.run_with(vs, key, true);
-            produced += routes.len();
-            all.extend(routes);
-            findings.extend(f.into_iter().map(|f| (file.clone(), f)));
-        }
-        if produced > 0 {
-            with_routes += 1;
-        }
-    }
-    for (file, f) in &findings {
-        eprintln!("{file}: {f}");
-    }
-    eprintln!("{} VirtualServices, {with_routes} with HTTP routes, {} Envoy routes", corpus.len(), all.len());
-    assert!(all.len() >= 50, "only {} routes", all.len());
-    if let Err(out) = envoy_oracle::validate(all) {
-        panic!("Envoy rejected the corpus routes:\n{out}");
-    }
-}
-
-#[test]
-fn corpus_with_a_bad_regex_still_validates_in_envoy() {
-    let mut all = Vec::new();
-    for (key, vs, _) in corpus_virtual_services() {
-        all.extend(Table { port: 0, ..Table::default() }.run_with(&vs, &key, true).0);
-    }
-    let corpus_routes = all.len();
-    let bad = vs(json!({"hosts": ["bad"], "http": [
-        {"match": [{"headers": {"x-user": {"regex": "[unclosed"}}}], "route": [dest("bad")]},
-        {"match": [{"uri": {"prefix": "/fine"}}], "route": [dest("fine")]},
-    ]}));
-    let (routes, findings) = Table::default().run_with(&bad, &key(), true);
-    assert_eq!(paths(&findings, Severity::Dropped), ["spec.http[0].match[0].headers.x-user.regex"]);
-    assert_eq!(routes.len(), 1);
-    all.extend(routes);
-    assert_eq!(all.len(), corpus_routes + 1);
-    envoy_oracle::validate(all).unwrap();
-}
-
 // ===== Helpers for assertions =====
 
 fn action(r: &Route) -> &RouteAction {
@@ -941,95 +893,6 @@ fn delegate_is_reported_unsupported() {
 // ===== Pre-send check =====
 
 #[test]
-fn a_bad_regex_drops_exactly_that_route() {
-    let spec = json!({"http": [
-        {"name": "r", "match": [{"name": "bad", "uri": {"regex": "/foo("}}, {"name": "good", "uri": {"regex": "/foo"}}],
-         "route": [dest("a")]},
-        {"route": [dest("b")]},
-    ]});
-    let (routes, findings) = run(spec.clone());
-    assert_eq!(routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["r.good", ""]);
-    assert_eq!(findings.len(), 1, "{findings:?}");
-    let f = &findings[0];
-    assert_eq!(f.severity, Severity::Dropped);
-    assert_eq!(f.config, Some(key()));
-    assert_eq!(f.path, "spec.http[0].match[0].uri.regex");
-    assert_eq!(f.resource, "route r.bad");
-    assert!(f.message.contains("missing closing )"), "{}", f.message);
-
-    // Envoy takes what is left, and would have rejected the whole table with the bad route in it.
-    envoy_oracle::validate(routes).unwrap();
-    let (unchecked, _) = Table::default().run_with(&vs(spec), &key(), false);
-    let err = envoy_oracle::validate(unchecked).unwrap_err();
-    assert!(err.contains("missing )"), "{err}");
-}
-
-#[test]
-fn route_level_problems_drop_every_route_of_that_http_route_only() {
-    let (routes, findings) = run(json!({"http": [
-        {"match": [{"uri": {"prefix": "/a"}}, {"uri": {"prefix": "/b"}}], "route": [dest("a")],
-         "corsPolicy": {"allowOrigins": [{"regex": "*.example.com"}]}},
-        {"match": [{"headers": {"x": {"regex": "(unclosed"}}}], "route": [dest("b")]},
-        {"match": [{"uri": {"prefix": "/c"}}], "route": [dest("c")],
-         "headers": {"request": {"set": {"x-trace": "%REQ(x-id)"}}}},
-        {"route": [dest("d")]},
-    ]}));
-    assert_eq!(routes.len(), 1);
-    assert_eq!(cluster(&routes[0]), "outbound|80||d");
-    assert_eq!(
-        paths(&findings, Severity::Dropped),
-        [
-            "spec.http[0].corsPolicy.allowOrigins[0].regex",
-            "spec.http[0].corsPolicy.allowOrigins[0].regex",
-            "spec.http[1].match[0].headers.x.regex",
-            "spec.http[2].headers.request.set.x-trace",
-        ]
-    );
-    envoy_oracle::validate(routes).unwrap();
-}
-
-#[test]
-fn every_feature_together_validates_in_envoy() {
-    let (routes, findings) = run(json!({"http": [
-        {"name": "canary",
-         "match": [{"name": "jason", "uri": {"prefix": "/api/v1"}, "ignoreUriCase": true,
-                    "headers": {"end-user": {"exact": "jason"}, "x-debug": {}, "cookie": {"regex": "^(.*?;)?(user=dev-123)(;.*)?"},
-                                "@request.auth.claims.group": {"exact": "admin"}},
-                    "withoutHeaders": {"x-skip": {"prefix": "1"}, "x-gone": {}},
-                    "queryParams": {"q": {"regex": "\\d+"}, "p": {"exact": "1"}, "flag": {}},
-                    "method": {"exact": "GET"}, "authority": {"prefix": "api."}, "scheme": {"exact": "https"},
-                    "statPrefix": "canary"}],
-         "route": [
-            {"destination": {"host": "reviews", "subset": "v2", "port": {"number": 9080}}, "weight": 80,
-             "headers": {"request": {"set": {"x-env": "canary", "host": "reviews.internal"}, "add": {"x-trace": "%REQ(x-request-id)%"}, "remove": ["x-internal"]},
-                         "response": {"set": {"x-served-by": "v2"}}}},
-            {"destination": {"host": "reviews", "subset": "v1"}, "weight": 20},
-         ],
-         "headers": {"response": {"add": {"x-route": "canary"}, "remove": ["server"]}},
-         "rewrite": {"authority": "reviews.internal", "uriRegexRewrite": {"match": "^/api/(.*)$", "rewrite": "/\\1"}},
-         "timeout": "1.5s",
-         "retries": {"attempts": 3, "perTryTimeout": "2s", "retryOn": "gateway-error,connect-failure,503",
-                     "retryRemoteLocalities": true, "retryIgnorePreviousHosts": false, "backoff": "0.1s"},
-         "fault": {"delay": {"fixedDelay": "5s", "percentage": {"value": 0.5}}, "abort": {"grpcStatus": "UNAVAILABLE", "percentage": {"value": 10}}},
-         "mirror": {"host": "reviews-shadow"}, "mirrorPercentage": {"value": 25.5},
-         "mirrors": [{"destination": {"host": "audit"}, "percentage": {"value": 1}}],
-         "corsPolicy": {"allowOrigins": [{"exact": "https://example.com"}, {"regex": ".*\\.example\\.org"}, {"prefix": "https://"}],
-                        "allowMethods": ["GET", "POST"], "allowHeaders": ["x-foo"], "exposeHeaders": ["x-bar"],
-                        "maxAge": "86400s", "allowCredentials": false, "unmatchedPreflights": "IGNORE"}},
-        {"match": [{"uri": {"exact": "/old"}}], "redirect": {"uri": "/new", "authority": "new.example.com", "derivePort": "FROM_REQUEST_PORT", "scheme": "https", "redirectCode": 308}},
-        {"match": [{"uri": {"prefix": "/shop"}}], "redirect": {"prefixRewrite": "/store", "port": 8443}},
-        {"match": [{"uri": {"prefix": "/gone"}}], "directResponse": {"status": 410, "body": {"string": "gone"}},
-         "fault": {"abort": {"httpStatus": 503}}},
-        {"match": [{"uri": {"prefix": "/bin"}}], "directResponse": {"status": 200, "body": {"bytes": "aGk="}}},
-        {"match": [{"uri": {"prefix": "/noretry"}}], "retries": {"attempts": 0}, "rewrite": {"uri": "/"}, "route": [dest("ratings")]},
-        {"route": [dest("reviews")]},
-    ]}));
-    assert_eq!(paths(&findings, Severity::Dropped), Vec::<&str>::new(), "{findings:?}");
-    assert_eq!(routes.len(), 7);
-    envoy_oracle::validate(routes).unwrap();
-}
-
-#[test]
 fn odd_input_never_panics() {
     let weird = [
         "",
@@ -1056,5 +919,151 @@ fn odd_input_never_panics() {
             "mirrorPercentage": {"value": -1.0e308},
             "timeout": "-10s",
         }]}));
+    }
+}
+
+/// Tests that run a real Envoy (`--skip peer::` leaves them out: docs/ARCHITECTURE.md, "Testing").
+mod peer {
+    use super::*;
+
+    #[test]
+    fn a_bad_regex_drops_exactly_that_route() {
+        let spec = json!({"http": [
+            {"name": "r", "match": [{"name": "bad", "uri": {"regex": "/foo("}}, {"name": "good", "uri": {"regex": "/foo"}}],
+             "route": [dest("a")]},
+            {"route": [dest("b")]},
+        ]});
+        let (routes, findings) = run(spec.clone());
+        assert_eq!(routes.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["r.good", ""]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        let f = &findings[0];
+        assert_eq!(f.severity, Severity::Dropped);
+        assert_eq!(f.config, Some(key()));
+        assert_eq!(f.path, "spec.http[0].match[0].uri.regex");
+        assert_eq!(f.resource, "route r.bad");
+        assert!(f.message.contains("missing closing )"), "{}", f.message);
+
+        // Envoy takes what is left, and would have rejected the whole table with the bad route in it.
+        envoy_oracle::validate(routes).unwrap();
+        let (unchecked, _) = Table::default().run_with(&vs(spec), &key(), false);
+        let err = envoy_oracle::validate(unchecked).unwrap_err();
+        assert!(err.contains("missing )"), "{err}");
+    }
+
+    #[test]
+    fn corpus_routes_validate_in_envoy() {
+        let corpus = corpus_virtual_services();
+        assert!(corpus.len() >= 20, "only {} VirtualServices in the corpus", corpus.len());
+        let mut all = Vec::new();
+        let mut findings = Vec::new();
+        let mut with_routes = 0;
+        for (key, vs, file) in &corpus {
+            let mut produced = 0;
+            for table in tables_for(vs, key) {
+                let (routes, f) = table.run_with(vs, key, true);
+                produced += routes.len();
+                all.extend(routes);
+                findings.extend(f.into_iter().map(|f| (file.clone(), f)));
+            }
+            if produced > 0 {
+                with_routes += 1;
+            }
+        }
+        for (file, f) in &findings {
+            eprintln!("{file}: {f}");
+        }
+        eprintln!(
+            "{} VirtualServices, {with_routes} with HTTP routes, {} Envoy routes",
+            corpus.len(),
+            all.len()
+        );
+        assert!(all.len() >= 50, "only {} routes", all.len());
+        if let Err(out) = envoy_oracle::validate(all) {
+            panic!("Envoy rejected the corpus routes:\n{out}");
+        }
+    }
+
+    #[test]
+    fn every_feature_together_validates_in_envoy() {
+        let (routes, findings) = run(json!({"http": [
+            {"name": "canary",
+             "match": [{"name": "jason", "uri": {"prefix": "/api/v1"}, "ignoreUriCase": true,
+                        "headers": {"end-user": {"exact": "jason"}, "x-debug": {}, "cookie": {"regex": "^(.*?;)?(user=dev-123)(;.*)?"},
+                                    "@request.auth.claims.group": {"exact": "admin"}},
+                        "withoutHeaders": {"x-skip": {"prefix": "1"}, "x-gone": {}},
+                        "queryParams": {"q": {"regex": "\\d+"}, "p": {"exact": "1"}, "flag": {}},
+                        "method": {"exact": "GET"}, "authority": {"prefix": "api."}, "scheme": {"exact": "https"},
+                        "statPrefix": "canary"}],
+             "route": [
+                {"destination": {"host": "reviews", "subset": "v2", "port": {"number": 9080}}, "weight": 80,
+                 "headers": {"request": {"set": {"x-env": "canary", "host": "reviews.internal"}, "add": {"x-trace": "%REQ(x-request-id)%"}, "remove": ["x-internal"]},
+                             "response": {"set": {"x-served-by": "v2"}}}},
+                {"destination": {"host": "reviews", "subset": "v1"}, "weight": 20},
+             ],
+             "headers": {"response": {"add": {"x-route": "canary"}, "remove": ["server"]}},
+             "rewrite": {"authority": "reviews.internal", "uriRegexRewrite": {"match": "^/api/(.*)$", "rewrite": "/\\1"}},
+             "timeout": "1.5s",
+             "retries": {"attempts": 3, "perTryTimeout": "2s", "retryOn": "gateway-error,connect-failure,503",
+                         "retryRemoteLocalities": true, "retryIgnorePreviousHosts": false, "backoff": "0.1s"},
+             "fault": {"delay": {"fixedDelay": "5s", "percentage": {"value": 0.5}}, "abort": {"grpcStatus": "UNAVAILABLE", "percentage": {"value": 10}}},
+             "mirror": {"host": "reviews-shadow"}, "mirrorPercentage": {"value": 25.5},
+             "mirrors": [{"destination": {"host": "audit"}, "percentage": {"value": 1}}],
+             "corsPolicy": {"allowOrigins": [{"exact": "https://example.com"}, {"regex": ".*\\.example\\.org"}, {"prefix": "https://"}],
+                            "allowMethods": ["GET", "POST"], "allowHeaders": ["x-foo"], "exposeHeaders": ["x-bar"],
+                            "maxAge": "86400s", "allowCredentials": false, "unmatchedPreflights": "IGNORE"}},
+            {"match": [{"uri": {"exact": "/old"}}], "redirect": {"uri": "/new", "authority": "new.example.com", "derivePort": "FROM_REQUEST_PORT", "scheme": "https", "redirectCode": 308}},
+            {"match": [{"uri": {"prefix": "/shop"}}], "redirect": {"prefixRewrite": "/store", "port": 8443}},
+            {"match": [{"uri": {"prefix": "/gone"}}], "directResponse": {"status": 410, "body": {"string": "gone"}},
+             "fault": {"abort": {"httpStatus": 503}}},
+            {"match": [{"uri": {"prefix": "/bin"}}], "directResponse": {"status": 200, "body": {"bytes": "aGk="}}},
+            {"match": [{"uri": {"prefix": "/noretry"}}], "retries": {"attempts": 0}, "rewrite": {"uri": "/"}, "route": [dest("ratings")]},
+            {"route": [dest("reviews")]},
+        ]}));
+        assert_eq!(paths(&findings, Severity::Dropped), Vec::<&str>::new(), "{findings:?}");
+        assert_eq!(routes.len(), 7);
+        envoy_oracle::validate(routes).unwrap();
+    }
+
+    #[test]
+    fn corpus_with_a_bad_regex_still_validates_in_envoy() {
+        let mut all = Vec::new();
+        for (key, vs, _) in corpus_virtual_services() {
+            all.extend(Table { port: 0, ..Table::default() }.run_with(&vs, &key, true).0);
+        }
+        let corpus_routes = all.len();
+        let bad = vs(json!({"hosts": ["bad"], "http": [
+            {"match": [{"headers": {"x-user": {"regex": "[unclosed"}}}], "route": [dest("bad")]},
+            {"match": [{"uri": {"prefix": "/fine"}}], "route": [dest("fine")]},
+        ]}));
+        let (routes, findings) = Table::default().run_with(&bad, &key(), true);
+        assert_eq!(paths(&findings, Severity::Dropped), ["spec.http[0].match[0].headers.x-user.regex"]);
+        assert_eq!(routes.len(), 1);
+        all.extend(routes);
+        assert_eq!(all.len(), corpus_routes + 1);
+        envoy_oracle::validate(all).unwrap();
+    }
+
+    #[test]
+    fn route_level_problems_drop_every_route_of_that_http_route_only() {
+        let (routes, findings) = run(json!({"http": [
+            {"match": [{"uri": {"prefix": "/a"}}, {"uri": {"prefix": "/b"}}], "route": [dest("a")],
+             "corsPolicy": {"allowOrigins": [{"regex": "*.example.com"}]}},
+            {"match": [{"headers": {"x": {"regex": "(unclosed"}}}], "route": [dest("b")]},
+            {"match": [{"uri": {"prefix": "/c"}}], "route": [dest("c")],
+             "headers": {"request": {"set": {"x-trace": "%REQ(x-id)"}}}},
+            {"route": [dest("d")]},
+        ]}));
+        assert_eq!(routes.len(), 1);
+        assert_eq!(cluster(&routes[0]), "outbound|80||d");
+        assert_eq!(
+            paths(&findings, Severity::Dropped),
+            [
+                "spec.http[0].corsPolicy.allowOrigins[0].regex",
+                "spec.http[0].corsPolicy.allowOrigins[0].regex",
+                "spec.http[1].match[0].headers.x.regex",
+                "spec.http[2].headers.request.set.x-trace",
+            ]
+        );
+        envoy_oracle::validate(routes).unwrap();
     }
 }

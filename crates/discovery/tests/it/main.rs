@@ -1,0 +1,27 @@
+//! The integration tests of `discovery`, one test binary (`cargo test -p <crate> --test it`);
+//! each module was once its own binary. Modules under `peer` drive a real peer process (Envoy,
+//! kube-apiserver, istiod or pilot-agent, Python grpcio, Chromium); `scripts/test.sh --pure`
+//! skips them (`-- --skip peer::`).
+
+mod support;
+
+mod mcp_server;
+mod webhook_slowloris;
+
+/// Tests that need a real peer process (see the crate doc above).
+mod peer {
+    mod eds_after_cds;
+    mod envoy_authz;
+    mod envoy_bookinfo;
+    mod envoy_corpus;
+    mod envoy_credentials;
+    mod envoy_gateway_api;
+    mod envoy_gateway_authz;
+    mod envoy_route_features;
+    mod envoy_sds;
+    mod envoy_sidecar_ingress;
+    mod envoy_sniffing;
+    mod grpc_proxyless;
+    mod push_scope;
+    mod webui_chromium;
+}

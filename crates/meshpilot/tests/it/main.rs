@@ -1,0 +1,33 @@
+//! The integration tests of `meshpilot`, one test binary (`cargo test -p <crate> --test it`);
+//! each module was once its own binary. Modules under `peer` drive a real peer process (Envoy,
+//! kube-apiserver, istiod or pilot-agent, Python grpcio, Chromium); `scripts/test.sh --pure`
+//! skips them (`-- --skip peer::`).
+
+mod istio_peer;
+mod process;
+mod webhook_support;
+
+mod configz_cli;
+mod disk_faults;
+mod hostile_input;
+mod validate_cli;
+
+/// Tests that need a real peer process (see the crate doc above).
+mod peer {
+    mod analyze_cli;
+    mod apiserver_faults;
+    mod cluster_cli;
+    mod config_status_cluster;
+    mod configstatusz_cluster;
+    mod conformance;
+    mod gateway_api_cluster;
+    mod istiod_beside;
+    mod kill9_load;
+    mod mcp_client;
+    mod mcp_istiod;
+    mod process_faults;
+    mod proxy_status_cli;
+    mod secure_port;
+    mod status_cli;
+    mod webhook_cluster;
+}

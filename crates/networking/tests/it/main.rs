@@ -1,0 +1,27 @@
+//! The integration tests of `networking`, one test binary (`cargo test -p <crate> --test it`);
+//! each module was once its own binary. Modules under `peer` drive a real peer process (Envoy,
+//! kube-apiserver, istiod or pilot-agent, Python grpcio, Chromium); `scripts/test.sh --pure`
+//! skips them (`-- --skip peer::`).
+
+mod support;
+
+mod aliases;
+mod backend_policies;
+mod benchmark_workloads;
+mod bookinfo;
+mod credentials;
+mod delegation;
+mod generation_cache;
+mod listeners;
+mod mtls;
+mod proxyless;
+mod route_destinations;
+mod scope;
+mod shared_routes;
+mod traffic_policy;
+
+/// Tests that need a real peer process (see the crate doc above).
+mod peer {
+    mod authz_golden;
+    mod envoy_validate;
+}

@@ -1,0 +1,7 @@
+//! The integration tests of `testing`, one test binary (`cargo test -p <crate> --test it`);
+//! each module was once its own binary. Modules under `peer` drive a real peer process (Envoy,
+//! kube-apiserver, istiod or pilot-agent, Python grpcio, Chromium); `scripts/test.sh --pure`
+//! skips them (`-- --skip peer::`).
+
+mod http_echo;
+mod plane;
