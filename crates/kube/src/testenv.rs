@@ -3,15 +3,17 @@
 //! `scripts/test.sh` call), on free loopback ports, with the Istio CRDs installed.
 //!
 //! [`TestEnv::start`] starts one; dropping it stops both processes and removes its directory.
-//! [`TestEnv::shared`] gives one per test process (tests then use their own namespaces); its processes
-//! stop when the process exits (the script watches the test process's pid).
+//! [`TestEnv::shared_by`] gives one per key per test process: each test module passes `file!()`, so its
+//! tests share one API server (each in its own namespaces) and no other module's control plane acts on
+//! it. Its processes stop when the test process exits (the script watches the test process's pid).
 
 use std::{
+    collections::BTreeMap,
     io,
     path::{Path, PathBuf},
     process::{Command, Output},
     sync::{
-        OnceLock,
+        Mutex, PoisonError,
         atomic::{AtomicU32, Ordering},
     },
 };
@@ -44,7 +46,7 @@ fn run_script(args: &[&str]) -> io::Result<Output> {
     }
 }
 
-static SHARED: OnceLock<TestEnv> = OnceLock::new();
+static SHARED_BY: Mutex<BTreeMap<&'static str, &'static TestEnv>> = Mutex::new(BTreeMap::new());
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl TestEnv {
@@ -67,19 +69,24 @@ impl TestEnv {
         Ok(TestEnv { dir, owned: true, start_report })
     }
 
-    /// One environment per test process, started on first use. Its processes stop when the process
-    /// exits.
+    /// One environment per `key` per test process, started on first use; its processes stop when the
+    /// process exits. A test module passes `file!()`: its tests share the API server, and control planes
+    /// started by other modules of the same test binary (leader election, status writers, istiod,
+    /// cluster-scoped objects) never act on it. Starts are serialised.
     ///
     /// # Panics
     /// When it cannot be started (the error says why).
-    pub fn shared() -> &'static TestEnv {
-        SHARED.get_or_init(|| {
-            let mut env = TestEnv::start()
-                .unwrap_or_else(|e| panic!("cannot start the Kubernetes test environment: {e}"));
-            // Statics are never dropped; the script's pid watch stops the processes.
-            env.owned = false;
-            env
-        })
+    pub fn shared_by(key: &'static str) -> &'static TestEnv {
+        let mut envs = SHARED_BY.lock().unwrap_or_else(PoisonError::into_inner);
+        envs.entry(key).or_insert_with(|| Box::leak(Box::new(TestEnv::start_for_process())))
+    }
+
+    fn start_for_process() -> TestEnv {
+        let mut env =
+            TestEnv::start().unwrap_or_else(|e| panic!("cannot start the Kubernetes test environment: {e}"));
+        // Statics are never dropped; the script's pid watch stops the processes.
+        env.owned = false;
+        env
     }
 
     /// The environment's directory (logs, certificates, pid files).

@@ -24,7 +24,7 @@ fn label(env: &TestEnv, ns: &str, on: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_of_unselected_namespaces_is_not_read_and_follows_labels() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let (on, off) = ("dsel-src-on", "dsel-src-off");
     namespace(env, on);
     namespace(env, off);
@@ -75,7 +75,7 @@ fn saw_service(events: &[RegistryEvent], hostname: &str, event: Event) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_of_unselected_namespaces_are_not_read_and_follow_labels() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let (on, off) = ("dsel-reg-on", "dsel-reg-off");
     namespace(env, on);
     namespace(env, off);

@@ -36,7 +36,7 @@ fn port_numbers(svc: &Value) -> Vec<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_of_class_istio_gets_service_account_deployment_and_service() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     env.install_gateway_api_crds().unwrap();
     namespace(env, NS);
     let config = env.client_config().await.unwrap();

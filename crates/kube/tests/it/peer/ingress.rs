@@ -60,7 +60,7 @@ fn set_gateway_ip(env: &TestEnv, ip: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ingress_routes_through_a_router_and_status_follows_the_ingress_service() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     namespace(env, NS);
     namespace(env, "istio-system");
     let ip = host_ip();

@@ -60,7 +60,7 @@ async fn wait_leading(l: &Leadership, want: bool, who: &str) {
 /// Two electors of `lock` (kind `kind`) in namespace `ns`: one leads, the other waits through several
 /// renewals, and takes over when the first stops and releases.
 async fn one_leader_and_takeover_on_release(ns: &str, lock: &str, kind: LockKind) {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     support::namespace(env, ns);
     let client = client(env).await;
 
@@ -102,7 +102,7 @@ async fn one_leader_and_takeover_on_release_configmap_lock() {
     one_leader_and_takeover_on_release("leader-release", ANALYZE_CONTROLLER, LockKind::ConfigMap).await;
     // The record is where istiod's ConfigMapLock reads it, and no Lease of that name exists (an istiod
     // replica would otherwise lead beside us).
-    let client = client(TestEnv::shared()).await;
+    let client = client(TestEnv::shared_by(file!())).await;
     let cm =
         Api::<ConfigMap>::namespaced(client.clone(), "leader-release").get(ANALYZE_CONTROLLER).await.unwrap();
     let text = &cm.metadata.annotations.unwrap()[CONFIGMAP_RECORD_ANNOTATION];
@@ -123,7 +123,7 @@ async fn one_leader_and_takeover_on_release_configmap_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_and_takeover_on_release_lease_lock() {
     one_leader_and_takeover_on_release("leader-release-lease", STATUS_CONTROLLER, LockKind::Lease).await;
-    let client = client(TestEnv::shared()).await;
+    let client = client(TestEnv::shared_by(file!())).await;
     let lease =
         Api::<Lease>::namespaced(client, "leader-release-lease").get(STATUS_CONTROLLER).await.unwrap();
     assert_eq!(lease.metadata.annotations.unwrap()[HOLDER_KEY_ANNOTATION], "default");
@@ -131,7 +131,7 @@ async fn one_leader_and_takeover_on_release_lease_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeover_after_the_leader_dies_without_release() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     support::namespace(env, "leader-expiry");
     let client = client(env).await;
     let lock = "istio-leader";
@@ -151,7 +151,7 @@ async fn takeover_after_the_leader_dies_without_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revisions_have_their_own_leaders() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     support::namespace(env, "leader-revisions");
     let client = client(env).await;
     let api: Api<Lease> = Api::namespaced(client.clone(), "leader-revisions");
@@ -183,7 +183,7 @@ async fn revisions_have_their_own_leaders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_while_leading_runs_one_term_per_leadership() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     support::namespace(env, "leader-run");
     let client = client(env).await;
     let (stop, shutdown) = shutdown_channel();

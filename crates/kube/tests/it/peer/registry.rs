@@ -16,7 +16,7 @@ use support::{host_ip, namespace, pod, set_pod_ip, slice, slice_endpoint, start_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_convert_like_istio() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "kreg-svc";
     namespace(env, ns);
     let running = start_registry(env, &[ns]).await;
@@ -97,7 +97,7 @@ async fn services_convert_like_istio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_take_pod_identity_node_locality_and_conditions() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "kreg-eps";
     namespace(env, ns);
     let ip = host_ip().to_string();
@@ -194,7 +194,7 @@ async fn endpoints_take_pod_identity_node_locality_and_conditions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoint_changes_are_incremental_and_service_changes_are_service_events() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "kreg-push";
     namespace(env, ns);
     let running = start_registry(env, &[ns]).await;
@@ -256,7 +256,7 @@ async fn endpoint_changes_are_incremental_and_service_changes_are_service_events
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_waits_for_its_pod() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "kreg-late-pod";
     namespace(env, ns);
     let ip = host_ip().to_string();

@@ -30,7 +30,7 @@ fn responses(plane: &Plane) -> ([u64; 4], bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn endpoint_churn_is_eds_only() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     namespace(env, NS);
     let port = free_port();
     env.kubectl_apply(&format!(

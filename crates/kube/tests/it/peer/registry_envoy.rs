@@ -53,7 +53,7 @@ async fn write_sample(plane: &Plane, file: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bookinfo_reviews_routing_from_kubernetes() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     namespace(env, NS);
     let ip = host_ip();
     let mut versions = Vec::new();

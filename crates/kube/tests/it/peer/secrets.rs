@@ -20,7 +20,7 @@ fn secret(name: &str, kind: &str, value: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_are_listed_and_watched_with_their_data() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _ = env.kubectl(&["create", "namespace", NS]);
     env.kubectl_apply(&secret("listed", "Opaque", "one")).unwrap();
     let client = meshpilot_kube::client::connection(env.client_config().await.unwrap()).unwrap().client;

@@ -10,7 +10,7 @@ use support::{namespace, start, virtual_service, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_arrive_and_invalid_ones_are_skipped_with_a_warning() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "src-invalid";
     namespace(env, ns);
     env.kubectl_apply(&virtual_service(ns, "good", "reviews", "reviews")).unwrap();
@@ -45,7 +45,7 @@ async fn objects_arrive_and_invalid_ones_are_skipped_with_a_warning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_reach_the_api_server_and_conflicts_are_typed() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "src-writes";
     namespace(env, ns);
     let running = start(env, &[ns], &[Kind::VirtualService]).await;
@@ -114,7 +114,7 @@ async fn writes_reach_the_api_server_and_conflicts_are_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_denials_are_backend_errors_in_plain_words() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let config = meshpilot_kube::client_config(Some(&env.viewer_kubeconfig())).await.unwrap();
     let source = meshpilot_kube::KubeSource::new(config, meshpilot_kube::KubeSourceOptions::default());
     let text = virtual_service("default", "denied", "reviews", "reviews");
@@ -135,7 +135,7 @@ fn envoy_filter(namespace: &str, name: &str, depth: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_nested_too_deep_is_rejected_alone_and_its_kind_still_lists() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "src-deep";
     namespace(env, ns);
     env.kubectl_apply(&envoy_filter(ns, "good", 2)).unwrap();

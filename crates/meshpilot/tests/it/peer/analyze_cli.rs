@@ -195,7 +195,7 @@ fn istioctl_analyze_cli_cases() {
         let name = case["name"].as_str().unwrap_or_default();
         let gap = KUBE_GAPS.iter().find(|(n, _)| *n == name).map(|(_, r)| *r);
         let result = if case["use_kube"].as_bool() == Some(true) {
-            let env = TestEnv::shared();
+            let env = TestEnv::shared_by(file!());
             prepare_cluster(env, index, case, &root).and_then(|ns| {
                 let result = run_case(case, &root, Some((env, &ns)));
                 clean_cluster(env, &ns, case, &root);

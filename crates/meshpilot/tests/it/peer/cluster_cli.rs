@@ -46,7 +46,7 @@ fn names(list: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn apply_get_delete_round_trip_and_invalid_input_applies_nothing() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "cli-roundtrip";
     let _ = env.kubectl(&["create", "namespace", ns]);
     let dr = bookinfo("destination-rule-all.yaml");
@@ -102,7 +102,7 @@ fn apply_get_delete_round_trip_and_invalid_input_applies_nothing() {
 
 #[test]
 fn conflicts_and_rbac_denials_are_explained() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "cli-errors";
     let _ = env.kubectl(&["create", "namespace", ns]);
     let dr = bookinfo("destination-rule-reviews.yaml");
@@ -168,7 +168,7 @@ fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
 
 #[test]
 fn discovery_serves_config_from_the_cluster_and_config_dirs_combined() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let ns = "cli-discovery";
     let _ = env.kubectl(&["create", "namespace", ns]);
     let dr = bookinfo("destination-rule-reviews.yaml");

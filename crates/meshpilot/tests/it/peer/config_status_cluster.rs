@@ -118,7 +118,7 @@ fn manifest(gateways: &str) -> String {
 
 #[test]
 fn analysis_messages_and_reconciled_written_by_the_leader_only() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _ = env.kubectl(&["create", "namespace", NS]);
     env.kubectl_apply(&manifest("missing-gateway, mesh")).unwrap();
 

@@ -44,7 +44,7 @@ fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
 
 #[test]
 fn invalid_cluster_and_file_objects_are_listed_until_fixed() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _ = env.kubectl(&["create", "namespace", "status-invalid"]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

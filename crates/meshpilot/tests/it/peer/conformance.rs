@@ -558,7 +558,7 @@ fn kube_objects(env: &TestEnv, dir: &Path, kube: &[Value], delete: bool) -> Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meshpilot_matches_istiod_on_the_corpus() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("config");
     std::fs::create_dir_all(&config).unwrap();

@@ -182,7 +182,7 @@ const LIMIT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_status() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     env.install_gateway_api_crds().unwrap();
     let _ = env.kubectl(&["create", "namespace", GW_NS]);
     let _ = env.kubectl(&["create", "namespace", APPS]);

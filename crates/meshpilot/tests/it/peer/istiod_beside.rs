@@ -97,7 +97,7 @@ fn lock_metric(port: u16, name: &str) -> Option<f64> {
 
 #[test]
 fn meshpilot_beside_istiod_shares_the_root_and_one_root_cert_writer() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _cleanup = DeleteWebhooks(env, DEFAULT_CONFIGURATIONS);
     let work = tempfile::tempdir().unwrap();
     let log = work.path().join("meshpilot.log");

@@ -170,7 +170,7 @@ impl Istiod {
     /// Runs `run-istiod.sh start`: the script's error and istiod's log tail if istiod exits or never becomes
     /// ready.
     fn try_run_start(&self) -> Result<(), String> {
-        let kubeconfig = TestEnv::shared().kubeconfig();
+        let kubeconfig = TestEnv::shared_by(file!()).kubeconfig();
         let out = Command::new(run_istiod())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .arg("start")
@@ -360,7 +360,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istiod_consumes_meshpilot_config_over_mcp() {
     let _serial = SERIAL.lock().await;
-    let _ = TestEnv::shared();
+    let _ = TestEnv::shared_by(file!());
     let work = tempfile::tempdir().unwrap();
     let echo = EchoServer::start_with("echo", echo_options()).await.unwrap();
     let port = free_port();
@@ -432,7 +432,7 @@ async fn istiod_consumes_meshpilot_config_over_mcp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meshpilot_consumes_istiod_config_over_mcp() {
     let _serial = SERIAL.lock().await;
-    let _ = TestEnv::shared();
+    let _ = TestEnv::shared_by(file!());
     let work = tempfile::tempdir().unwrap();
     let echo = EchoServer::start_with("echo", echo_options()).await.unwrap();
     let port = free_port();
@@ -513,7 +513,7 @@ async fn meshpilot_consumes_istiod_config_over_mcp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istiod_reads_meshpilot_secure_port_over_simple_tls() {
     let _serial = SERIAL.lock().await;
-    let _ = TestEnv::shared();
+    let _ = TestEnv::shared_by(file!());
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("config");
     std::fs::create_dir_all(&config).unwrap();
@@ -566,7 +566,7 @@ async fn istiod_reads_meshpilot_secure_port_over_simple_tls() {
 /// A certificate from istiod's CA (its secure port) for the service account `namespace/name`, written to
 /// `dir` as `cert-chain.pem` and `key.pem`; the paths.
 async fn istiod_certificate(istiod: &Istiod, dir: &Path, namespace: &str, name: &str) -> (PathBuf, PathBuf) {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _ = env.kubectl(&["create", "namespace", namespace]);
     let _ = env.kubectl(&["create", "serviceaccount", name, "-n", namespace]);
     let token = env
@@ -595,7 +595,7 @@ async fn istiod_certificate(istiod: &Istiod, dir: &Path, namespace: &str, name: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meshpilot_reads_istiod_secure_port_with_a_root_namespace_certificate() {
     let _serial = SERIAL.lock().await;
-    let _ = TestEnv::shared();
+    let _ = TestEnv::shared_by(file!());
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("istiod-config");
     std::fs::create_dir_all(&config).unwrap();

@@ -217,7 +217,7 @@ use futures::StreamExt as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ca_and_secure_xds_authenticate_with_kubernetes_tokens() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     ensure_service_account(env, "ca-test", "app");
     ensure_service_account(env, "ca-other", "app");
     let work = tempfile::tempdir().unwrap();
@@ -272,7 +272,7 @@ async fn the_ca_and_secure_xds_authenticate_with_kubernetes_tokens() {
 /// SO_REUSEPORT.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pilot_agent_sidecars_bootstrap_from_meshpilot() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     ensure_service_account(env, "default", "default");
     let work = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
@@ -350,7 +350,7 @@ rules:\n  - from:\n    - source: {SOURCE}\n";
 /// AuthorizationPolicies on the client's principal and namespace are enforced on the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_between_real_sidecars_follows_peer_authentication() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     ensure_service_account(env, "default", "default");
     let echo = EchoServer::start_with("echo", EchoOptions { echo_head: true, ..EchoOptions::default() })
         .await

@@ -29,7 +29,7 @@ fn virtual_service(name: &str, weight: i64) -> String {
 
 #[test]
 fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() {
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _ = env.kubectl(&["create", "namespace", "istio-system"]);
     let _ = env.kubectl(&["create", "namespace", "webhook-test"]);
     let _cleanup = DeleteWebhooks(env, DEFAULT_CONFIGURATIONS);
@@ -128,7 +128,7 @@ fn replica(env: &TestEnv, name: &str) -> Webhook {
 #[test]
 fn two_replicas_share_one_root_and_leave_one_stable_ca_bundle() {
     const CONFIG: &str = "istio-validator-canary-replicas";
-    let env = TestEnv::shared();
+    let env = TestEnv::shared_by(file!());
     let _ = env.kubectl(&["create", "namespace", "replicas"]);
     let _cleanup = DeleteWebhooks(env, &[CONFIG]);
     let (a, b) = (replica(env, "replica-a"), replica(env, "replica-b"));
