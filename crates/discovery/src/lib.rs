@@ -36,7 +36,6 @@ pub mod push_log;
 pub mod secure;
 pub mod server;
 pub mod source;
-pub mod webhook;
 
 pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions};
 pub use server::{DiscoveryServer, Snapshots};

@@ -1,11 +1,11 @@
 //! `meshpilot discovery --https-addr`: Istio's validating admission webhook (istiod's 15017,
-//! `POST /validate`, served by `discovery::webhook`) and, with `--kubeconfig`, the
+//! `POST /validate`, served by crate `meshpilot-webhook`) and, with `--kubeconfig`, the
 //! ValidatingWebhookConfigurations that send the API server's reviews to it
 //! (`kube_source::webhook_config`). See docs/CONFIG-FEEDBACK.md, "Validating webhook".
 
 use std::{path::Path, sync::Arc};
 
-use discovery::webhook::{WebhookTls, serve};
+use ::webhook::{WebhookTls, serve};
 use kube_source::webhook_config::{WebhookClient, WebhookConfigOptions};
 use model::parse::ParseOptions;
 use security::IstioCa;

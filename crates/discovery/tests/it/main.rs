@@ -6,7 +6,6 @@
 mod support;
 
 mod mcp_server;
-mod webhook_slowloris;
 
 /// Tests that need a real peer process (see the crate doc above).
 mod peer {

@@ -12,6 +12,9 @@
 //! root — verifies every certificate served. The ValidatingWebhookConfiguration that points the API
 //! server here is kept by `kube_source::webhook_config` (this crate does not talk to Kubernetes).
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 pub mod admission;
 
 use std::{convert::Infallible, future::Future, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};

@@ -5,7 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use meshpilot_discovery::webhook::{WebhookTls, serve_with_header_timeout};
+use meshpilot_webhook::{WebhookTls, serve_with_header_timeout};
 use meshpilot_testing::http::trickle_headers_until_closed;
 use model::parse::ParseOptions;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
