@@ -1,5 +1,5 @@
 //! A subset of `istio.mesh.v1alpha1.MeshConfig`: the fields meshpilot reads from a mesh config
-//! (`discovery::mesh::parse_mesh_config`), with the Istio API's field numbers and JSON names.
+//! (`config::mesh::parse_mesh_config`), with the Istio API's field numbers and JSON names.
 //!
 //! What it is for: MCP-over-xDS carries the mesh config as a raw `MeshConfig` in an `Any` (type URL
 //! `type.googleapis.com/istio.mesh.v1alpha1.MeshConfig`, the response type URL
@@ -302,7 +302,7 @@ impl MeshConfig {
     }
 
     /// The mesh config as JSON in the shape of a mesh config file (Istio's field names, defaults
-    /// omitted), ready for `discovery::mesh::parse_mesh_config`.
+    /// omitted), ready for `config::mesh::parse_mesh_config`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }

@@ -15,6 +15,7 @@
 //! - [`file`](mod@file): [`FileSource`], a watched directory of YAML/JSON (bad-file and duplicate policy there).
 //! - [`aggregate`]: [`Aggregate`], several sources as one (precedence, shadowing, writes).
 //! - [`configz`](mod@configz): the JSON dump of a store for `/debug/configz`.
+//! - [`mesh`]: the mesh config file (`--mesh-config`, Istio's `MeshConfig` YAML) → `model::push::MeshSettings`, and its `configSources`.
 //!
 //! Metrics (via the `metrics` crate; nothing is recorded unless the binary installs a recorder):
 //! `meshpilot_config_handler_retries{kind}` (counter), `meshpilot_config_file_errors` (counter, one per
@@ -24,6 +25,7 @@ pub mod aggregate;
 pub mod configz;
 pub mod file;
 pub mod memory;
+pub mod mesh;
 pub mod queue;
 pub mod time;
 

@@ -13,7 +13,6 @@
 //! - [`push_log`]: the last pushes (version, reasons, full or incremental, proxies, duration).
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
-//! - [`mesh`]: the mesh config file (`--mesh-config`).
 //! - [`objects`]: per config object, the proxies it concerns and whether they ACKed it (`/debug/objectz`).
 //! - [`metrics`]: metric names.
 //!
@@ -26,8 +25,6 @@
 
 pub mod debounce;
 pub mod jwks;
-pub mod mcp;
-pub mod mesh;
 pub mod metrics;
 pub mod objects;
 pub mod options;

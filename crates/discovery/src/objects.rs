@@ -243,7 +243,7 @@ pub struct ProxyView {
 }
 
 /// The connected proxies meshpilot serves, with their scopes in `push`. MCP-over-xDS config clients
-/// (`GENERATOR: api`, [`crate::mcp`]) are not proxies: they are left out.
+/// (`GENERATOR: api`, [`mcp::server`]) are not proxies: they are left out.
 pub fn proxy_views(server: &DiscoveryServer, push: &PushContext) -> Vec<ProxyView> {
     let discovery: &dyn model::ServiceDiscovery = server.services().as_ref();
     server

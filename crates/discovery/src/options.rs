@@ -23,6 +23,8 @@
 
 use std::time::Duration;
 
+use validation::common::parse_go_duration;
+
 /// A bad environment variable: names the variable, its value and what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {name}={value:?}: {reason}")]
@@ -121,66 +123,9 @@ pub(crate) fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
     }
 }
 
-/// Parses a Go duration (`300ms`, `1.5s`, `2h45m`; units ns, us, µs, ms, s, m, h). Negative
-/// durations are refused.
-///
-/// # Errors
-/// A message saying what is accepted.
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    const HINT: &str = "expected a duration such as 100ms, 1.5s, 2m or 1h30m (units ns, us, ms, s, m, h)";
-    let s = text.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() || s.starts_with('-') {
-        return Err(HINT.into());
-    }
-    let s = s.strip_prefix('+').unwrap_or(s);
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_end =
-            rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(|| HINT.to_string())?;
-        if num_end == 0 {
-            return Err(HINT.into());
-        }
-        let number: f64 = rest[..num_end].parse().map_err(|_| HINT.to_string())?;
-        rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let nanos_per = match &rest[..unit_end] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(HINT.into()),
-        };
-        rest = &rest[unit_end..];
-        total += number * nanos_per;
-    }
-    if !total.is_finite() || total > 1e18 {
-        return Err("duration too large".into());
-    }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(Duration::from_nanos(total as u64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("100ms"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_go_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500us"), Ok(Duration::from_micros(500)));
-        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "10", "-1s", "1x", "ms", "1.2.3s"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn env_defaults_and_errors_name_variable_and_value() {
@@ -232,7 +177,7 @@ pub struct SecurityOptions {
     /// `POD_NAMESPACE` (`istio-system`): the control plane's namespace (serving-certificate names).
     pub pod_namespace: String,
     /// `ENABLE_XDS_API_GENERATOR_AUTH` (true): the `api` generator (MCP-over-xDS config) serves only
-    /// callers authenticated in the mesh root namespace ([`crate::mcp`]).
+    /// callers authenticated in the mesh root namespace ([`mcp::server`]).
     pub api_generator_auth: bool,
     /// `ENABLE_DEBUG_ENDPOINT_AUTH` (true): an authenticated debug caller outside `POD_NAMESPACE` sees
     /// only its own namespace's proxies (`meshpilot_http::access`).

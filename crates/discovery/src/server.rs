@@ -28,7 +28,7 @@ use api::Kind;
 use model::{
     ConfigStore, ConfigStoreController, Event, Shutdown,
     push::{MeshSettings, ProxyKind, PushContext, PushRequest, TriggerReason, proxy_needs_push},
-    service::{EndpointPush, RegistryEvent, ServiceController, service_config_key},
+    service::{EndpointPush, REGISTRY_KINDS, RegistryEvent, ServiceController, service_config_key},
 };
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
@@ -76,10 +76,6 @@ async fn push_on_jwks_changes(
 /// synced), then always the newest. Readers never block the server.
 pub type Snapshots = watch::Receiver<Option<Arc<PushContext>>>;
 
-/// Kinds whose changes reach the server through the service registry instead of the config handler
-/// (Istio: the ServiceEntry controller owns them).
-pub const REGISTRY_KINDS: [Kind; 3] = [Kind::ServiceEntry, Kind::WorkloadEntry, Kind::WorkloadGroup];
-
 /// Shared state of the control plane: stores, the current snapshot, the connections.
 pub struct DiscoveryServer {
     store: Arc<dyn ConfigStoreController>,
@@ -104,7 +100,7 @@ pub struct DiscoveryServer {
     /// Per object the first push holding its version, per proxy the newest push generated
     /// ([`crate::objects`]).
     tracking: Arc<Tracking>,
-    /// `ENABLE_XDS_API_GENERATOR_AUTH` for the xDS servers made next ([`crate::mcp`]).
+    /// `ENABLE_XDS_API_GENERATOR_AUTH` for the xDS servers made next ([`mcp::server`]).
     api_generator_auth: std::sync::atomic::AtomicBool,
     /// The Gateway API converter (always installed, as istiod's `PILOT_ENABLE_GATEWAY_API`).
     gateway_api: Arc<gateway::GatewayApiConverter>,
@@ -170,7 +166,7 @@ impl DiscoveryServer {
             if REGISTRY_KINDS.contains(&kind) {
                 // Their changes reach proxies through the registry, which raises nothing for some
                 // (a WorkloadGroup, a WorkloadEntry no ServiceEntry selects): MCP clients get them
-                // straight away, with no push context rebuild ([`crate::mcp`]).
+                // straight away, with no push context rebuild ([`mcp::server`]).
                 let weak = Arc::downgrade(&server);
                 store.register_event_handler(
                     kind,
@@ -260,7 +256,7 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
-        let api = crate::mcp::ApiGenerator::new(
+        let api = mcp::server::ApiGenerator::new(
             self.store.clone(),
             self.api_generator_auth.load(std::sync::atomic::Ordering::Relaxed),
         );
@@ -281,7 +277,7 @@ impl DiscoveryServer {
 
     /// Sets `ENABLE_XDS_API_GENERATOR_AUTH` (default true) for the xDS servers made after this call
     /// ([`DiscoveryServer::ads_server`], [`DiscoveryServer::serve_secure`]): whether the `api`
-    /// generator serves only callers authenticated in the mesh root namespace ([`crate::mcp`]).
+    /// generator serves only callers authenticated in the mesh root namespace ([`mcp::server`]).
     pub fn set_api_generator_auth(&self, required: bool) {
         self.api_generator_auth.store(required, std::sync::atomic::Ordering::Relaxed);
     }

@@ -12,7 +12,7 @@
 //! for the names the proxy may read (its verified identity, its gateways' verified certificate
 //! references, as istiod's `SecretGen`); names that cannot be served are left unanswered (never
 //! reported removed). MCP-over-xDS config
-//! types (`group/version/Kind`) are answered by the [`ApiGenerator`] ([`crate::mcp`]).
+//! types (`group/version/Kind`) are answered by the [`ApiGenerator`] ([`mcp::server`]).
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -32,15 +32,11 @@ use prost::Name;
 use tracing::debug;
 use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url};
 
+use mcp::server::{ApiGenerator, ApiState};
 use networking::credentials::{ProxyIdentity, is_credential_name, verified_certificate_references};
 use sds::{CredentialSecrets, FileSecrets};
 
-use crate::{
-    mcp::{ApiGenerator, ApiState},
-    objects::Tracking,
-    push::type_needs_push,
-    server::Snapshots,
-};
+use crate::{objects::Tracking, push::type_needs_push, server::Snapshots};
 
 /// What the generators read of a connected proxy ([`ProxyContext::from_proxy`]).
 ///
@@ -58,7 +54,7 @@ pub struct ConnectionContext {
     /// The proxy's Sidecar scope in the last snapshot it was checked against (Istio's
     /// `PrevSidecarScope`): a change that leaves the scope still concerns the proxy.
     pub scope: Option<Arc<SidecarScope>>,
-    /// The config types' versions last sent ([`crate::mcp`]).
+    /// The config types' versions last sent ([`mcp::server`]).
     pub api: ApiState,
 }
 

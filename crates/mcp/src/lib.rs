@@ -1,6 +1,8 @@
-//! meshpilot's MCP-over-xDS client: an `xds://HOST:PORT` entry of mesh config `configSources` as a
-//! config source (Istio: `pilot/pkg/bootstrap/configcontroller.go` `initConfigSources` with
-//! `pkg/adsc`).
+//! meshpilot's MCP-over-xDS, both sides. The client: an `xds://HOST:PORT` entry of mesh config
+//! `configSources` as a config source (Istio: `pilot/pkg/bootstrap/configcontroller.go`
+//! `initConfigSources` with `pkg/adsc`), described below. The server: [`server::ApiGenerator`], the
+//! `api` generator the DiscoveryServer's xDS source answers `GENERATOR: api` clients with (Istio's
+//! `apigen`; docs/MCP.md).
 //!
 //! ```text
 //!  McpSource::run ── dial (plaintext or tlsSettings) ── ADS stream, SotW ──────────────┐
@@ -44,6 +46,7 @@
 
 pub mod apply;
 mod client;
+pub mod server;
 mod source;
 pub mod tls;
 

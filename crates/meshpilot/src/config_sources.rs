@@ -17,7 +17,8 @@ use std::{
 };
 
 use config::FileSource;
-use discovery::{DiscoveryServer, mesh::ConfigSource};
+use config::mesh::ConfigSource;
+use discovery::DiscoveryServer;
 use model::ConfigStoreController;
 use serde_json::Value;
 use tracing::{info, warn};
@@ -139,7 +140,7 @@ fn mesh_handler(
     Ok(Arc::new(move |received: &Value| {
         let merged = merged_mesh(&local, received);
         let text = serde_json::to_string(&merged).map_err(|e| e.to_string())?;
-        let (mesh, warnings) = discovery::mesh::parse_mesh_config(&text, &domain)?;
+        let (mesh, warnings) = config::mesh::parse_mesh_config(&text, &domain)?;
         match server.get() {
             Some(server) => {
                 if server.set_mesh(mesh) {

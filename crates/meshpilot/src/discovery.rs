@@ -5,12 +5,9 @@
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
+use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{
-    DebounceOptions, DiscoveryServer, SecurityOptions,
-    mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config},
-    secure::SecurePort,
-};
+use discovery::{DebounceOptions, DiscoveryServer, SecurityOptions, secure::SecurePort};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
@@ -233,7 +230,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     if !config_sources.is_empty() {
         crate::config_sources::warn_ignored(&args.config_dirs, args.kubeconfig.is_some());
         let kube = match &args.kubeconfig {
-            Some(path) if config_sources.contains(&discovery::mesh::ConfigSource::Kubernetes) => {
+            Some(path) if config_sources.contains(&config::mesh::ConfigSource::Kubernetes) => {
                 Some(kube_config_source(path, args, &selectors).await?)
             }
             _ => None,

@@ -26,7 +26,7 @@ pub const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 /// # Errors
 /// A message naming the flag and the accepted form.
 pub fn parse_shutdown_duration(text: &str) -> Result<Duration, String> {
-    discovery::options::parse_go_duration(text).map_err(|reason| {
+    validation::common::parse_go_duration(text).map_err(|reason| {
         format!("invalid --shutdownDuration {text:?}: {reason} (a Go duration such as 10s)")
     })
 }

@@ -32,6 +32,10 @@ pub use validation::kube::{convert_protocol, protocol_from_port_name};
 
 use crate::{ConfigKey, Event};
 
+/// Config kinds whose changes reach the DiscoveryServer through the service registry instead of the
+/// config handlers (Istio: the ServiceEntry controller owns them, `pilot/pkg/serviceregistry/serviceentry`).
+pub const REGISTRY_KINDS: [Kind; 3] = [Kind::ServiceEntry, Kind::WorkloadEntry, Kind::WorkloadGroup];
+
 /// Labels of a service, workload or endpoint; also used as a selector (every pair must match).
 pub type Labels = BTreeMap<String, String>;
 

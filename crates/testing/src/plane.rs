@@ -14,8 +14,9 @@
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
+use config::mesh::parse_mesh_config;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource, mesh::parse_mesh_config};
+use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource};
 use model::{
     ConfigStoreController, Shutdown, ShutdownTrigger,
     push::{PushRequest, TriggerReason},

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use config::mesh::parse_mesh_config;
 use config::{MemoryStore, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, mesh::parse_mesh_config};
+use discovery::{DebounceOptions, DiscoveryServer};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, service::ServiceController};
 use registry::AggregateRegistry;

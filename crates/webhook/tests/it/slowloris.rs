@@ -5,8 +5,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use meshpilot_webhook::{WebhookTls, serve_with_header_timeout};
 use meshpilot_testing::http::trickle_headers_until_closed;
+use meshpilot_webhook::{WebhookTls, serve_with_header_timeout};
 use model::parse::ParseOptions;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::{

@@ -95,11 +95,11 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
                     mesh.default_export_to = list;
                 }
             }
-            "connectTimeout" => match value.as_str().map(crate::options::parse_go_duration) {
+            "connectTimeout" => match value.as_str().map(validation::common::parse_go_duration) {
                 Some(Ok(d)) if d > Duration::ZERO => mesh.connect_timeout = d,
                 _ => warnings.push(format!("connectTimeout: expected a duration such as 10s, got {value}; using 10s")),
             },
-            "dnsRefreshRate" => match value.as_str().map(crate::options::parse_go_duration) {
+            "dnsRefreshRate" => match value.as_str().map(validation::common::parse_go_duration) {
                 Some(Ok(d)) if d > Duration::ZERO => mesh.dns_refresh_rate = d,
                 _ => warnings.push(format!("dnsRefreshRate: expected a duration such as 60s, got {value}; using 60s")),
             },

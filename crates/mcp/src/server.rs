@@ -153,7 +153,7 @@ pub fn push_concerns(push: &PushRequest, kind: Kind) -> bool {
     if push.forced || push.configs_updated.iter().any(|k| k.kind == kind) {
         return true;
     }
-    let registry: BTreeSet<Kind> = crate::server::REGISTRY_KINDS.into_iter().collect();
+    let registry: BTreeSet<Kind> = model::service::REGISTRY_KINDS.into_iter().collect();
     registry.contains(&kind)
         && (!push.endpoints_updated.is_empty()
             || push.configs_updated.iter().any(|k| registry.contains(&k.kind)))
@@ -345,7 +345,7 @@ mod tests {
             false,
         );
         let mut state = ApiState::default();
-        let (local, _) = crate::mesh::parse_mesh_config(
+        let (local, _) = config::mesh::parse_mesh_config(
             "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\ningressClass: custom\n",
             "cluster.local",
         )
