@@ -24,7 +24,6 @@
 #![deny(missing_docs)]
 
 pub mod debounce;
-pub mod jwks;
 pub mod metrics;
 pub mod objects;
 pub mod options;

@@ -1,6 +1,6 @@
 //! Metric names of the push pipeline (Istio's; the Prometheus exporter adds no `_total`). The
 //! engine's own (`pilot_xds`, `pilot_xds_pushes`, `pilot_proxy_convergence_time`, …) are in
-//! [`xds::metrics`]; the JWKS resolver's in [`crate::jwks::metrics`].
+//! [`xds::metrics`]; the JWKS resolver's in [`jwks::metrics`].
 
 /// Counter `pilot_inbound_updates{type}`: config/eds/svc/svcdelete events received.
 pub const INBOUND_UPDATES: &str = "pilot_inbound_updates";
@@ -28,7 +28,7 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
 /// Registers descriptions with the installed recorder.
 pub fn describe() {
     xds::metrics::describe();
-    crate::jwks::metrics::describe();
+    jwks::metrics::describe();
     metrics::describe_counter!(INBOUND_UPDATES, "Total number of updates received by pilot.");
     metrics::describe_counter!(
         PUSH_TRIGGERS,

@@ -23,6 +23,8 @@
 
 use std::time::Duration;
 
+use ipnet::IpNet;
+use jwks::JwksOptions;
 use validation::common::parse_go_duration;
 
 /// A bad environment variable: names the variable, its value and what is accepted.
@@ -123,9 +125,94 @@ pub(crate) fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
     }
 }
 
+/// The JWKS resolver's settings from the process environment (the table in crate `meshpilot-jwks`'s
+/// doc: `PILOT_JWT_PUB_KEY_REFRESH_INTERVAL`, `PILOT_JWT_ENABLE_REMOTE_JWKS`,
+/// `JWKS_RESOLVER_INSECURE_SKIP_VERIFY`, `BLOCKED_CIDRS_IN_JWKS_URIS`), Istio's defaults otherwise.
+///
+/// # Errors
+/// [`EnvError`] naming the first bad variable; `PILOT_JWT_ENABLE_REMOTE_JWKS` set to a mode in which
+/// Envoy fetches keys (`true`, `hybrid`, `envoy`) is an error: meshpilot always fetches.
+pub fn jwks_options_from_env() -> Result<JwksOptions, EnvError> {
+    jwks_options_from_lookup(|name| std::env::var(name).ok())
+}
+
+/// As [`jwks_options_from_env`], reading variables through `lookup` (tests pass a map).
+///
+/// # Errors
+/// As [`jwks_options_from_env`].
+pub fn jwks_options_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<JwksOptions, EnvError> {
+    let mut out = JwksOptions::default();
+    if let Some(v) = lookup("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL") {
+        out.refresh_interval = duration_var("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", &v)?;
+        if out.refresh_interval.is_zero() {
+            return Err(EnvError {
+                name: "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL".into(),
+                value: v,
+                reason: "must be positive".into(),
+            });
+        }
+    }
+    if let Some(v) = lookup("PILOT_JWT_ENABLE_REMOTE_JWKS")
+        && matches!(v.as_str(), "true" | "hybrid" | "envoy")
+    {
+        return Err(EnvError {
+            name: "PILOT_JWT_ENABLE_REMOTE_JWKS".into(),
+            value: v,
+            reason: "meshpilot fetches JWKS itself: only `false` / `istiod` (the default) is supported"
+                .into(),
+        });
+    }
+    if let Some(v) = lookup("JWKS_RESOLVER_INSECURE_SKIP_VERIFY") {
+        out.insecure_skip_verify = bool_var("JWKS_RESOLVER_INSECURE_SKIP_VERIFY", &v)?;
+    }
+    if let Some(v) = lookup("BLOCKED_CIDRS_IN_JWKS_URIS") {
+        for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let net: IpNet = part.parse().map_err(|_| EnvError {
+                name: "BLOCKED_CIDRS_IN_JWKS_URIS".into(),
+                value: v.clone(),
+                reason: format!("{part:?} is not a CIDR (e.g. 10.0.0.0/8)"),
+            })?;
+            out.blocked_cidrs.push(net);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_from_env() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let defaults = jwks_options_from_lookup(env(&[])).unwrap();
+        assert_eq!(defaults, JwksOptions::default());
+        assert_eq!(defaults.refresh_interval, Duration::from_secs(1200));
+        assert_eq!(defaults.eviction_duration, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(defaults.extra_root_ca_paths, [std::path::PathBuf::from("/cacerts/extra.pem")]);
+
+        let set = jwks_options_from_lookup(env(&[
+            ("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "90s"),
+            ("PILOT_JWT_ENABLE_REMOTE_JWKS", "istiod"),
+            ("JWKS_RESOLVER_INSECURE_SKIP_VERIFY", "true"),
+            ("BLOCKED_CIDRS_IN_JWKS_URIS", "10.0.0.0/8, 192.168.1.0/24"),
+        ]))
+        .unwrap();
+        assert_eq!(set.refresh_interval, Duration::from_secs(90));
+        assert!(set.insecure_skip_verify);
+        assert_eq!(set.blocked_cidrs.len(), 2);
+
+        let err = jwks_options_from_lookup(env(&[("PILOT_JWT_ENABLE_REMOTE_JWKS", "envoy")])).unwrap_err();
+        assert_eq!(err.name, "PILOT_JWT_ENABLE_REMOTE_JWKS");
+        let err =
+            jwks_options_from_lookup(env(&[("BLOCKED_CIDRS_IN_JWKS_URIS", "10.0.0.0/8,nope")])).unwrap_err();
+        assert!(err.reason.contains("\"nope\""), "{err}");
+        let err =
+            jwks_options_from_lookup(env(&[("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "soon")])).unwrap_err();
+        assert_eq!(err.name, "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL");
+    }
 
     #[test]
     fn env_defaults_and_errors_name_variable_and_value() {

@@ -34,13 +34,13 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 use xds::{AdsConfig, AdsServer, ConnectionRegistry, Proxy};
 
+use jwks::{JwksOptions, JwksResolver};
 use networking::GenerationCache;
 use sds::FileSecrets;
 
 use crate::{
     NetworkingSource,
     debounce::{Debouncer, Decision},
-    jwks::{JwksOptions, JwksResolver},
     metrics as m,
     objects::Tracking,
     options::DebounceOptions,
@@ -132,7 +132,7 @@ impl DiscoveryServer {
         options: DebounceOptions,
     ) -> Arc<DiscoveryServer> {
         let jwks = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-            let options = JwksOptions::from_env().unwrap_or_else(|e| {
+            let options = crate::options::jwks_options_from_env().unwrap_or_else(|e| {
                 warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
                 JwksOptions::default()
             });

@@ -317,37 +317,6 @@ fn same_key_set_ignores_key_order() {
     assert!(!same_key_set(a, "not json"));
 }
 
-#[test]
-fn options_from_env() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-    };
-    let defaults = JwksOptions::from_lookup(env(&[])).unwrap();
-    assert_eq!(defaults, JwksOptions::default());
-    assert_eq!(defaults.refresh_interval, Duration::from_secs(1200));
-    assert_eq!(defaults.eviction_duration, Duration::from_secs(7 * 24 * 3600));
-    assert_eq!(defaults.extra_root_ca_paths, [PathBuf::from("/cacerts/extra.pem")]);
-
-    let set = JwksOptions::from_lookup(env(&[
-        ("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "90s"),
-        ("PILOT_JWT_ENABLE_REMOTE_JWKS", "istiod"),
-        ("JWKS_RESOLVER_INSECURE_SKIP_VERIFY", "true"),
-        ("BLOCKED_CIDRS_IN_JWKS_URIS", "10.0.0.0/8, 192.168.1.0/24"),
-    ]))
-    .unwrap();
-    assert_eq!(set.refresh_interval, Duration::from_secs(90));
-    assert!(set.insecure_skip_verify);
-    assert_eq!(set.blocked_cidrs.len(), 2);
-
-    let err = JwksOptions::from_lookup(env(&[("PILOT_JWT_ENABLE_REMOTE_JWKS", "envoy")])).unwrap_err();
-    assert_eq!(err.name, "PILOT_JWT_ENABLE_REMOTE_JWKS");
-    let err =
-        JwksOptions::from_lookup(env(&[("BLOCKED_CIDRS_IN_JWKS_URIS", "10.0.0.0/8,nope")])).unwrap_err();
-    assert!(err.reason.contains("\"nope\""), "{err}");
-    let err = JwksOptions::from_lookup(env(&[("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", "soon")])).unwrap_err();
-    assert_eq!(err.name, "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL");
-}
-
 #[tokio::test]
 async fn redirects_are_followed() {
     let (addr, routes) = server().await;

@@ -32,7 +32,7 @@
 //! - **Metrics**: counters [`metrics::FETCH_SUCCESS`] and [`metrics::FETCH_FAIL`] per HTTP attempt
 //!   (OpenID discovery documents included), Istio's names.
 //!
-//! Environment ([`JwksOptions::from_env`]):
+//! Environment (read by the binary: `discovery::options::jwks_options_from_env`):
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
@@ -40,6 +40,9 @@
 //! | `PILOT_JWT_ENABLE_REMOTE_JWKS` | `false` | only `false`/`istiod` (and unknown values, as Istio) are supported |
 //! | `JWKS_RESOLVER_INSECURE_SKIP_VERIFY` | `false` | accept any server certificate for `https` |
 //! | `BLOCKED_CIDRS_IN_JWKS_URIS` | empty | comma-separated CIDRs never connected to |
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod fetch;
 pub mod metrics;
@@ -56,8 +59,6 @@ use std::{
 use ipnet::IpNet;
 use networking::jwt::{DEFAULT_JWKS_TIMEOUT, JwksSource, JwksState};
 use tokio::sync::watch;
-
-use crate::options::{EnvError, bool_var, duration_var};
 
 /// The resolver's tuning, with Istio's defaults (`jwks_resolver.go` constants and `features`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,59 +108,6 @@ impl Default for JwksOptions {
             blocked_cidrs: Vec::new(),
             max_body_bytes: 1 << 20,
         }
-    }
-}
-
-impl JwksOptions {
-    /// Reads the process environment (see the module doc).
-    ///
-    /// # Errors
-    /// [`EnvError`] naming the first bad variable; `PILOT_JWT_ENABLE_REMOTE_JWKS` set to a mode in
-    /// which Envoy fetches keys (`true`, `hybrid`, `envoy`) is an error: meshpilot always fetches.
-    pub fn from_env() -> Result<Self, EnvError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// Reads variables through `lookup` (tests pass a map).
-    ///
-    /// # Errors
-    /// As [`JwksOptions::from_env`].
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
-        let mut out = JwksOptions::default();
-        if let Some(v) = lookup("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL") {
-            out.refresh_interval = duration_var("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", &v)?;
-            if out.refresh_interval.is_zero() {
-                return Err(EnvError {
-                    name: "PILOT_JWT_PUB_KEY_REFRESH_INTERVAL".into(),
-                    value: v,
-                    reason: "must be positive".into(),
-                });
-            }
-        }
-        if let Some(v) = lookup("PILOT_JWT_ENABLE_REMOTE_JWKS")
-            && matches!(v.as_str(), "true" | "hybrid" | "envoy")
-        {
-            return Err(EnvError {
-                name: "PILOT_JWT_ENABLE_REMOTE_JWKS".into(),
-                value: v,
-                reason: "meshpilot fetches JWKS itself: only `false` / `istiod` (the default) is supported"
-                    .into(),
-            });
-        }
-        if let Some(v) = lookup("JWKS_RESOLVER_INSECURE_SKIP_VERIFY") {
-            out.insecure_skip_verify = bool_var("JWKS_RESOLVER_INSECURE_SKIP_VERIFY", &v)?;
-        }
-        if let Some(v) = lookup("BLOCKED_CIDRS_IN_JWKS_URIS") {
-            for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                let net: IpNet = part.parse().map_err(|_| EnvError {
-                    name: "BLOCKED_CIDRS_IN_JWKS_URIS".into(),
-                    value: v.clone(),
-                    reason: format!("{part:?} is not a CIDR (e.g. 10.0.0.0/8)"),
-                })?;
-                out.blocked_cidrs.push(net);
-            }
-        }
-        Ok(out)
     }
 }
 
