@@ -9,6 +9,8 @@
 //! ```
 //!
 //! - [`options`]: `PILOT_DEBOUNCE_AFTER` / `PILOT_DEBOUNCE_MAX` / `PILOT_ENABLE_EDS_DEBOUNCE`.
+//! - [`input`]: [`Inputs`], the one door into the push model ([`Input`]: config, mesh settings, Gateway API
+//!   cluster objects).
 //! - [`push`]: which xDS types a change regenerates (Istio's per-type `*NeedsPush` tables).
 //! - [`push_log`]: the last pushes (version, reasons, full or incremental, proxies, duration).
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
@@ -24,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod debounce;
+pub mod input;
 pub mod metrics;
 pub mod objects;
 pub mod options;
@@ -33,6 +36,7 @@ pub mod secure;
 pub mod server;
 pub mod source;
 
+pub use input::{Input, Inputs};
 pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions};
 pub use server::{DiscoveryServer, Snapshots};
 pub use source::NetworkingSource;

@@ -3,8 +3,9 @@
 //! [`ConnectionRegistry`].
 //!
 //! ```text
-//!  Aggregate config store ── handler per kind ──┐            (one merged slot, never grows)
-//!  ServiceController ── RegistryEvent ──────────┼─► inbox ─► debounce (AFTER / MAX) ─► push():
+//!  Aggregate config store ── handler per kind ──┐            (one merged slot per kind of input)
+//!  ServiceController ── RegistryEvent ──────────┤
+//!  mesh config, Gateway API cluster objects ────┼─► Inputs ─► debounce (AFTER / MAX) ─► push():
 //!  /debug/adsz?push=true ── forced ─────────────┘              build PushContext (Arc, versioned)
 //!                                                              publish it (watch ─► NetworkingSource)
 //!                                                              ConnectionRegistry::push_where(needs)
@@ -30,7 +31,7 @@ use model::{
     push::{MeshSettings, ProxyKind, PushContext, PushRequest, TriggerReason, proxy_needs_push},
     service::{EndpointPush, REGISTRY_KINDS, RegistryEvent, ServiceController, service_config_key},
 };
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 use xds::{AdsConfig, AdsServer, ConnectionRegistry, Proxy};
 
@@ -41,6 +42,7 @@ use sds::FileSecrets;
 use crate::{
     NetworkingSource,
     debounce::{Debouncer, Decision},
+    input::{Input, Inputs, Pending},
     metrics as m,
     objects::Tracking,
     options::DebounceOptions,
@@ -80,13 +82,13 @@ pub type Snapshots = watch::Receiver<Option<Arc<PushContext>>>;
 pub struct DiscoveryServer {
     store: Arc<dyn ConfigStoreController>,
     services: Arc<dyn ServiceController>,
-    /// The mesh settings; replaced by [`DiscoveryServer::set_mesh`] (mesh config over MCP).
+    /// The mesh settings; replaced by an [`Input::Mesh`] (mesh config over MCP).
     mesh: Mutex<Arc<MeshSettings>>,
     options: DebounceOptions,
     current: watch::Sender<Option<Arc<PushContext>>>,
     counter: AtomicU64,
-    inbox: Mutex<Option<PushRequest>>,
-    wake: Notify,
+    /// The one door into the push model ([`crate::input`]).
+    inputs: Inputs,
     connections: ConnectionRegistry<PushRequest>,
     pushes: AtomicU64,
     /// The generators' cache, shared by every xDS server of this DiscoveryServer (and read by the
@@ -131,6 +133,19 @@ impl DiscoveryServer {
         mesh: MeshSettings,
         options: DebounceOptions,
     ) -> Arc<DiscoveryServer> {
+        Self::with_inputs(store, services, mesh, options, Inputs::new())
+    }
+
+    /// As [`DiscoveryServer::new`], taking its inputs from `inputs`, a handle made before the server
+    /// (and maybe already given to sources that send mesh config): what was sent before is applied to
+    /// the first snapshot.
+    pub fn with_inputs(
+        store: Arc<dyn ConfigStoreController>,
+        services: Arc<dyn ServiceController>,
+        mesh: MeshSettings,
+        options: DebounceOptions,
+        inputs: Inputs,
+    ) -> Arc<DiscoveryServer> {
         let jwks = tokio::runtime::Handle::try_current().ok().map(|runtime| {
             let options = crate::options::jwks_options_from_env().unwrap_or_else(|e| {
                 warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
@@ -146,8 +161,7 @@ impl DiscoveryServer {
             options,
             current: watch::Sender::new(None),
             counter: AtomicU64::new(0),
-            inbox: Mutex::new(None),
-            wake: Notify::new(),
+            inputs,
             connections: ConnectionRegistry::new(),
             pushes: AtomicU64::new(0),
             cache: Arc::new(match &jwks {
@@ -225,13 +239,12 @@ impl DiscoveryServer {
     /// Queues a change (Istio's `ConfigUpdate`): merged into the one pending request, picked up by
     /// the debounce loop. Never blocks.
     pub fn config_update(&self, request: PushRequest) {
-        let mut inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner());
-        match inbox.as_mut() {
-            Some(pending) => pending.merge_from(request),
-            None => *inbox = Some(request),
-        }
-        drop(inbox);
-        self.wake.notify_one();
+        self.inputs.send(Input::Config(request));
+    }
+
+    /// The handle through which every change reaches this server ([`crate::input`]).
+    pub fn inputs(&self) -> &Inputs {
+        &self.inputs
     }
 
     /// The current snapshot (`None` before the first one is built).
@@ -320,19 +333,33 @@ impl DiscoveryServer {
         self.mesh.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Replaces the mesh settings (a mesh config that changed at run time, e.g. received over
-    /// MCP) and queues a full push, as istiod does when its mesh watcher fires. Settings equal to
-    /// those in force change nothing and push nothing; returns whether they changed.
-    pub fn set_mesh(&self, mesh: MeshSettings) -> bool {
-        let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
-        if **current == mesh {
-            return false;
+    /// Applies what was taken from the inputs: new mesh settings and Gateway API cluster objects are
+    /// put in force (each, when it differs from what is in force, adds a forced push with reason
+    /// `global`, as istiod's mesh watcher); returns the request to push, if any.
+    fn apply(&self, pending: Pending) -> Option<PushRequest> {
+        let mut request = pending.request;
+        let mut global = |what: &str| {
+            info!("{what} changed; pushing to every proxy");
+            let forced = PushRequest::forced(TriggerReason::Global);
+            match request.as_mut() {
+                Some(r) => r.merge_from(forced),
+                None => request = Some(forced),
+            }
+        };
+        if let Some(mesh) = pending.mesh {
+            let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
+            if **current != mesh {
+                *current = Arc::new(mesh);
+                drop(current);
+                global("mesh config");
+            }
         }
-        *current = Arc::new(mesh);
-        drop(current);
-        info!("mesh config changed; pushing to every proxy");
-        self.config_update(PushRequest::forced(TriggerReason::Global));
-        true
+        if let Some(objects) = pending.gateway_objects
+            && self.gateway_api.set_kube_objects(objects)
+        {
+            global("the cluster's namespaces, Secrets or Service addresses for the Gateway API");
+        }
+        request
     }
 
     /// The most recent pushes (version, reasons, full or incremental, proxies, duration).
@@ -365,8 +392,9 @@ impl DiscoveryServer {
         if let Some(jwks) = &self.jwks {
             tokio::spawn(push_on_jwks_changes(Arc::downgrade(&self), jwks.subscribe(), shutdown.clone()));
         }
-        // Events raised while syncing are all in the first snapshot.
-        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Changes sent while syncing are all in the first snapshot (mesh settings and cluster objects
+        // applied now; the requests need no push of their own).
+        let _ = self.apply(self.inputs.take());
         self.clone().push(PushRequest::forced(TriggerReason::Global)).await;
         info!(version = ?self.push_context().map(|p| p.version().to_string()), "discovery server ready");
         self.debounce(stop.clone()).await;
@@ -384,8 +412,8 @@ impl DiscoveryServer {
         loop {
             let deadline = rule.deadline();
             tokio::select! {
-                () = self.wake.notified() => {
-                    let Some(request) = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take() else { continue };
+                () = self.inputs.notified() => {
+                    let Some(request) = self.apply(self.inputs.take()) else { continue };
                     if !opts.eds_debounce && pending.is_none() && request.is_endpoints_only() {
                         self.clone().push(request).await;
                         continue;

@@ -138,9 +138,15 @@ impl GatewayApiConverter {
         GatewayApiConverter::default()
     }
 
-    /// Replaces what the converter knows of namespaces and Secrets (a push is needed to apply it).
-    pub fn set_kube_objects(&self, kube: KubeObjects) {
-        *self.kube.write().unwrap_or_else(std::sync::PoisonError::into_inner) = kube;
+    /// Replaces what the converter knows of namespaces and Secrets; returns whether it changed (a
+    /// push is then needed to apply it: the DiscoveryServer's `Input::GatewayApiObjects` does both).
+    pub fn set_kube_objects(&self, kube: KubeObjects) -> bool {
+        let mut current = self.kube.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *current == kube {
+            return false;
+        }
+        *current = kube;
+        true
     }
 }
 

@@ -11,14 +11,11 @@
 //! local: `configSources` and `discoverySelectors` are taken from the local file (they are read
 //! once, at start) and so is `trustDomain` (the CA's identities are issued for it).
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, OnceLock},
-};
+use std::{path::PathBuf, sync::Arc};
 
 use config::FileSource;
 use config::mesh::ConfigSource;
-use discovery::DiscoveryServer;
+use discovery::{Input, Inputs};
 use model::ConfigStoreController;
 use serde_json::Value;
 use tracing::{info, warn};
@@ -31,8 +28,6 @@ pub(crate) struct Built {
     pub files: Vec<Arc<FileSource>>,
     /// The cluster source, when `k8s://` is listed.
     pub cluster: Option<Arc<kube_source::KubeSource>>,
-    /// Set once the DiscoveryServer exists, so that MeshConfig from a server can be applied.
-    pub server: Arc<OnceLock<Arc<DiscoveryServer>>>,
 }
 
 /// What building the sources needs from the command line.
@@ -49,6 +44,8 @@ pub(crate) struct Context<'a> {
     pub local_mesh: &'a str,
     /// The `--kubeconfig` cluster's config source (used for `k8s://`).
     pub kube: Option<Arc<kube_source::KubeSource>>,
+    /// The DiscoveryServer's inputs: MeshConfig from an MCP server is sent there.
+    pub inputs: &'a Inputs,
 }
 
 /// Builds the sources of `configured`, in order.
@@ -56,8 +53,7 @@ pub(crate) struct Context<'a> {
 /// # Errors
 /// An unreadable directory, `k8s://` without `--kubeconfig`, unusable TLS settings.
 pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Built, String> {
-    let server: Arc<OnceLock<Arc<DiscoveryServer>>> = Arc::new(OnceLock::new());
-    let mut built = Built { sources: Vec::new(), files: Vec::new(), cluster: None, server: server.clone() };
+    let mut built = Built { sources: Vec::new(), files: Vec::new(), cluster: None };
     for source in configured {
         match source {
             ConfigSource::File(dir) => {
@@ -85,7 +81,7 @@ pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Bui
                 options.tls = tls.clone();
                 options.parse.domain_suffix = cx.domain.to_string();
                 options.revision = cx.revision.map(str::to_string);
-                options.mesh_handler = Some(mesh_handler(cx.local_mesh, cx.domain, server.clone())?);
+                options.mesh_handler = Some(mesh_handler(cx.local_mesh, cx.domain, cx.inputs.clone())?);
                 let mcp = mcp::McpSource::new(options)?;
                 info!(source = %source.address(), tls = tls.is_some(), "reading Istio config from an MCP-over-xDS server");
                 built.sources.push(Arc::new(mcp));
@@ -129,26 +125,18 @@ pub(crate) fn merged_mesh(local: &serde_json::Map<String, Value>, received: &Val
     Value::Object(merged)
 }
 
-/// The handler applying MeshConfig from an MCP server to the DiscoveryServer.
-fn mesh_handler(
-    local_text: &str,
-    domain: &str,
-    server: Arc<OnceLock<Arc<DiscoveryServer>>>,
-) -> Result<mcp::MeshHandler, String> {
+/// The handler applying MeshConfig from an MCP server: merged over the local mesh config, checked, and
+/// sent to the DiscoveryServer as an [`Input::Mesh`] (a full push when it differs from what is in force;
+/// received before the server runs, it is in the first snapshot).
+fn mesh_handler(local_text: &str, domain: &str, inputs: Inputs) -> Result<mcp::MeshHandler, String> {
     let local = local_json(local_text).map_err(|e| format!("--mesh-config: {e}"))?;
     let domain = domain.to_string();
     Ok(Arc::new(move |received: &Value| {
         let merged = merged_mesh(&local, received);
         let text = serde_json::to_string(&merged).map_err(|e| e.to_string())?;
         let (mesh, warnings) = config::mesh::parse_mesh_config(&text, &domain)?;
-        match server.get() {
-            Some(server) => {
-                if server.set_mesh(mesh) {
-                    info!("applied the mesh config received from the config source");
-                }
-            }
-            None => warn!("mesh config received before the discovery server started; ignored"),
-        }
+        info!("mesh config received from the config source");
+        inputs.send(Input::Mesh(mesh));
         Ok(warnings)
     }))
 }

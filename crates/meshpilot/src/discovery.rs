@@ -224,7 +224,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let mut sources: Vec<Arc<dyn ConfigStoreController>> = Vec::new();
     let mut invalid_objects = Vec::new();
     let mut cluster = None;
-    let mut server_slot = None;
+    // Every change reaches the DiscoveryServer through these (mesh config from an MCP server too).
+    let inputs = discovery::Inputs::new();
     // Mesh config configSources replace --config-dir and the cluster's CRDs (istiod's rule).
     let config_dirs: &[PathBuf] = if config_sources.is_empty() { &args.config_dirs } else { &[] };
     if !config_sources.is_empty() {
@@ -244,6 +245,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
                 domain: &args.domain,
                 local_mesh: &mesh_text,
                 kube,
+                inputs: &inputs,
             },
         )?;
         if let Some(source) = &built.cluster {
@@ -252,7 +254,6 @@ async fn run_async(args: &Args) -> Result<(), String> {
         cluster = built.cluster;
         files = built.files;
         sources = built.sources;
-        server_slot = Some(built.server);
     }
     for dir in config_dirs {
         let source = Arc::new(
@@ -306,10 +307,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     })?;
     let push_throttle = debounce.push_throttle;
     let trust_domain = mesh.trust_domain.clone();
-    let server = DiscoveryServer::new(store, services, mesh, debounce);
-    if let Some(slot) = server_slot {
-        let _ = slot.set(server.clone());
-    }
+    let server = DiscoveryServer::with_inputs(store, services, mesh, debounce, inputs);
     let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     server.set_api_generator_auth(security_env.api_generator_auth);
     let ads_env = discovery::AdsOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;

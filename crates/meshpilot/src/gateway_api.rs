@@ -15,7 +15,7 @@
 
 use std::{collections::HashMap, path::Path, sync::Arc, time::Duration};
 
-use discovery::DiscoveryServer;
+use discovery::{DiscoveryServer, Input};
 use kube_source::{
     Client,
     gateway_objects::{GatewayObjects, GatewayObjectsOptions},
@@ -24,10 +24,7 @@ use kube_source::{
         GATEWAY_STATUS_CONTROLLER, LeaderElection, LeaderElectionOptions, LockScope, run_while_leading,
     },
 };
-use model::{
-    ConfigKey, ConfigStore, Shutdown,
-    push::{PushRequest, TriggerReason},
-};
+use model::{ConfigKey, ConfigStore, Shutdown};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
@@ -73,10 +70,8 @@ pub async fn start_inputs(
                 r = updates.changed() => if r.is_err() { return },
             }
             let Some(objects) = updates.borrow_and_update().clone() else { continue };
-            server.gateway_api().set_kube_objects(objects);
-            // Always pushed: the Gateway API objects may not be in the store yet (the config source
-            // syncs on its own), and the converter reads these with the next push context.
-            server.config_update(PushRequest::forced(TriggerReason::Global));
+            // A change is pushed to every proxy: the converter reads these on the next push context.
+            server.inputs().send(Input::GatewayApiObjects(objects));
         }
     }))
 }

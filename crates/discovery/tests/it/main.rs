@@ -5,6 +5,7 @@
 
 mod support;
 
+mod inputs;
 mod mcp_server;
 
 /// Tests that need a real peer process (see the crate doc above).

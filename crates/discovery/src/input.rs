@@ -1,0 +1,118 @@
+//! The one door into the push model: every change the DiscoveryServer must act on arrives as an
+//! [`Input`] through an [`Inputs`] handle, and the server's debounce loop turns what it takes into a
+//! [`PushRequest`] with its reason, as istiod turns each of its inputs into a `ConfigUpdate`
+//! (`pilot/pkg/bootstrap/server.go`: config and registry handlers, the mesh watcher's full push).
+//!
+//! ```text
+//!  config handlers ─┐
+//!  registry events ─┤                                 ┌─► mesh settings replaced (full push, Global)
+//!  MCP mesh config ─┼─► Inputs::send ─► pending ─► take ┼─► Gateway API cluster objects (full push, Global)
+//!  Gateway API objs ┤   (merged, never grows)          └─► PushRequest merged ─► debounce ─► push
+//!  JWKS, /debug ────┘
+//! ```
+//!
+//! An [`Inputs`] handle may exist before the server (the binary makes one and hands clones to the
+//! sources that need it, e.g. the MCP client's mesh handler, then to
+//! [`DiscoveryServer::with_inputs`](crate::DiscoveryServer::with_inputs)); what is sent before the
+//! server runs is applied to its first snapshot. Sending never blocks and never pushes by itself.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use model::push::{MeshSettings, PushRequest};
+use tokio::sync::Notify;
+
+/// One change for the push model.
+#[derive(Debug)]
+pub enum Input {
+    /// A config, service or endpoint change (Istio's `ConfigUpdate`); merged with those pending.
+    Config(PushRequest),
+    /// New mesh settings (mesh config received at run time, e.g. over MCP). Settings equal to those
+    /// in force change nothing; others replace them and cause a full push (reason `global`), as
+    /// istiod's mesh watcher does.
+    Mesh(MeshSettings),
+    /// What the cluster says about namespaces, Secrets and Service addresses, for the Gateway API
+    /// converter. A change causes a full push (reason `global`): the converter reads it on the next
+    /// push context build.
+    GatewayApiObjects(gateway::KubeObjects),
+}
+
+/// What has been sent and not yet taken: at most one of each (later replaces earlier, requests merge).
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    pub(crate) request: Option<PushRequest>,
+    pub(crate) mesh: Option<MeshSettings>,
+    pub(crate) gateway_objects: Option<gateway::KubeObjects>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    wake: Notify,
+}
+
+/// A handle for sending [`Input`]s to one DiscoveryServer; cheap to clone. Memory is bounded: pending
+/// inputs merge into one slot per kind of input.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs(Arc<Shared>);
+
+impl Inputs {
+    /// A new handle with nothing pending.
+    pub fn new() -> Inputs {
+        Inputs::default()
+    }
+
+    /// Queues `input` and wakes the server's loop. Never blocks.
+    pub fn send(&self, input: Input) {
+        let mut pending = self.0.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        match input {
+            Input::Config(request) => match pending.request.as_mut() {
+                Some(p) => p.merge_from(request),
+                None => pending.request = Some(request),
+            },
+            Input::Mesh(mesh) => pending.mesh = Some(mesh),
+            Input::GatewayApiObjects(objects) => pending.gateway_objects = Some(objects),
+        }
+        drop(pending);
+        self.0.wake.notify_one();
+    }
+
+    /// Takes everything pending.
+    pub(crate) fn take(&self) -> Pending {
+        std::mem::take(&mut *self.0.pending.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Completes when something was sent since the last wake-up.
+    pub(crate) async fn notified(&self) {
+        self.0.wake.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use model::push::TriggerReason;
+
+    use super::*;
+
+    #[test]
+    fn pending_inputs_merge_into_one_slot_each() {
+        let inputs = Inputs::new();
+        let key = |name: &str| model::ConfigKey {
+            kind: api::Kind::VirtualService,
+            namespace: "default".into(),
+            name: name.into(),
+        };
+        inputs.send(Input::Config(PushRequest::config([key("a")], TriggerReason::Config)));
+        inputs.send(Input::Config(PushRequest::config([key("b")], TriggerReason::Config)));
+        let first = MeshSettings { domain_suffix: "first.local".into(), ..MeshSettings::default() };
+        let second = MeshSettings { domain_suffix: "second.local".into(), ..MeshSettings::default() };
+        inputs.send(Input::Mesh(first));
+        inputs.clone().send(Input::Mesh(second.clone()));
+        let taken = inputs.take();
+        let request = taken.request.expect("merged request");
+        assert_eq!(request.configs_updated.len(), 2, "{request:?}");
+        assert_eq!(taken.mesh, Some(second), "the later mesh settings win");
+        assert!(taken.gateway_objects.is_none());
+        let again = inputs.take();
+        assert!(again.request.is_none() && again.mesh.is_none(), "taking empties the slots");
+    }
+}
