@@ -18,9 +18,14 @@
 //!   services the generators read), [`push::SidecarScope`], [`push::ProxyContext`],
 //!   [`push::PushRequest`] and the rules deciding which proxies a change concerns.
 //! - [`host`]: host names as Istio compares them; [`finding`]: what generation could not honour.
+//! - [`credentials`]: `credentialName` secrets: Istio's SDS names for Kubernetes Secrets and who may read
+//!   them.
+//! - [`file_secret`]: the SDS names of certificate files (`file-cert:CERT~KEY`, `file-root:CA`).
 //! - [`mcp`]: config objects as MCP-over-xDS resources (`PilotConfigToResource` and back).
 
 mod config;
+pub mod credentials;
+pub mod file_secret;
 pub mod finding;
 pub mod host;
 pub mod mcp;

@@ -141,7 +141,7 @@ fn validation_context(
     let root = FileSecret::root(ca).ok_or_else(|| unnamed("caCertificates", ca))?;
     Ok(ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
         default_validation_context: Some(static_part),
-        validation_context_sds_secret_config: Some(root.sds_secret_config()),
+        validation_context_sds_secret_config: Some(crate::sds::file_secret_config(&root)),
         ..Default::default()
     }))
 }
@@ -213,7 +213,7 @@ pub(crate) fn upstream(tls: &ClientTlsSettings, gateway: bool) -> Translated<Ups
             unsupported.push(unnamed(field, path));
             return Translated { context: None, unsupported };
         };
-        common.tls_certificate_sds_secret_configs.push(pair.sds_secret_config());
+        common.tls_certificate_sds_secret_configs.push(crate::sds::file_secret_config(&pair));
     }
     let context =
         UpstreamTlsContext { common_tls_context: Some(common), sni: tls.sni.clone(), ..Default::default() };
@@ -271,7 +271,7 @@ pub(crate) fn downstream(
     let mut sds = Vec::new();
     for (cert, key) in certs {
         match FileSecret::key_pair(cert, key) {
-            Some(pair) => sds.push(pair.sds_secret_config()),
+            Some(pair) => sds.push(crate::sds::file_secret_config(&pair)),
             None if cert.contains(RESOURCE_SEPARATOR) => unsupported.push(unnamed("serverCertificate", cert)),
             None => unsupported.push(unnamed("privateKey", key)),
         }

@@ -1,12 +1,12 @@
 //! [`CredentialSecrets`]: serves the SDS secrets of `credentialName` / `certificateRefs`
 //! (`kubernetes://NAME`, `kubernetes://NS/NAME`, `kubernetes-gateway://NS/NAME`, each with its
-//! `-cacert` CA resource; names in [`networking::credentials`]) from Kubernetes Secrets, as istiod's
+//! `-cacert` CA resource; names in [`model::credentials`]) from Kubernetes Secrets, as istiod's
 //! `SecretGen` (`pilot/pkg/xds/sds.go`) with the credentials controller
 //! (`pilot/pkg/credentials/kube/secrets.go`).
 //!
 //! ```text
 //!  Secret watch (kube) ─┐                      SDS request (names, proxy identity, verified refs)
-//!  --config-dir Secrets ┴► sources ─► get(ns, name)     │ networking::credentials::authorize
+//!  --config-dir Secrets ┴► sources ─► get(ns, name)     │ model::credentials::authorize
 //!        │ changed (ns, name)                            ▼
 //!        ▼                                  extract cert/key or CA ─► Envoy Secret (inline bytes)
 //!  SDS-only push of the subscribed names that resolve to a changed Secret (or its -cacert twin)
@@ -32,7 +32,7 @@ use envoy_types::pb::envoy::{
     config::core::v3::{DataSource, data_source},
     extensions::transport_sockets::tls::v3::{CertificateValidationContext, Secret, TlsCertificate, secret},
 };
-use networking::credentials::{self, Denied, ProxyIdentity, SecretResource};
+use model::credentials::{self, Denied, ProxyIdentity, SecretResource};
 use tracing::{info, warn};
 use xds::{ConnectionRegistry, PushEvent, Resource, type_url};
 

@@ -1,5 +1,5 @@
 //! [`FileSecrets`]: serves the SDS secrets `file-cert:CERT~KEY` and `file-root:CA` that the generators
-//! reference for certificate files of DestinationRules and Gateways ([`networking::sds`]).
+//! reference for certificate files of DestinationRules and Gateways (names: [`model::file_secret`]; references: `networking::sds`).
 //!
 //! In Istio, istio-agent answers these names from the proxy's own file system. meshpilot's proxies
 //! talk to the control plane directly over ADS, so the control plane reads the files and sends their
@@ -31,7 +31,11 @@ use std::{
     time::SystemTime,
 };
 
-use networking::sds::FileSecret;
+use envoy_types::pb::envoy::{
+    config::core::v3::{DataSource, data_source},
+    extensions::transport_sockets::tls::v3::{CertificateValidationContext, Secret, TlsCertificate, secret},
+};
+use model::file_secret::FileSecret;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -358,7 +362,7 @@ impl FileSecrets {
             let reason = format!("{key}: the private key does not belong to the first certificate of {cert}");
             return Loaded { result: Err(reason), dirs };
         }
-        let resource = Resource::new(name, &secret.to_secret(contents));
+        let resource = Resource::new(name, &to_secret(&secret, contents));
         Loaded { result: Ok(Served { resource, files }), dirs }
     }
 
@@ -519,12 +523,51 @@ pub fn lexical(path: &Path) -> PathBuf {
     out
 }
 
+/// The Envoy `Secret` named `name` with the files' contents inline (`inline_bytes`), in the order
+/// of [`FileSecret::paths`] of `file`: a `TlsCertificate` (chain, key) or a `CertificateValidationContext`
+/// (`trusted_ca`), as istio-agent sends them.
+///
+/// # Panics
+/// Never; missing contents give empty data sources.
+pub fn to_secret(file: &FileSecret, contents: Vec<Vec<u8>>) -> Secret {
+    let mut contents = contents.into_iter();
+    let mut next = || inline(contents.next().unwrap_or_default());
+    let r#type = match file {
+        FileSecret::KeyPair { .. } => secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: Some(next()),
+            private_key: Some(next()),
+            ..Default::default()
+        }),
+        FileSecret::Root { .. } => secret::Type::ValidationContext(CertificateValidationContext {
+            trusted_ca: Some(next()),
+            ..Default::default()
+        }),
+    };
+    Secret { name: file.resource_name(), r#type: Some(r#type) }
+}
+
+fn inline(bytes: Vec<u8>) -> DataSource {
+    DataSource { specifier: Some(data_source::Specifier::InlineBytes(bytes)), ..Default::default() }
+}
+
 #[cfg(test)]
 mod tests {
-    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, secret};
     use prost::Message;
 
     use super::*;
+
+    #[test]
+    fn secrets_carry_the_bytes_inline() {
+        let pair = FileSecret::key_pair("/c.pem", "/k.pem").unwrap();
+        let s = to_secret(&pair, vec![b"CERT".to_vec(), b"KEY".to_vec()]);
+        assert_eq!(s.name, "file-cert:/c.pem~/k.pem");
+        let Some(secret::Type::TlsCertificate(t)) = s.r#type else { panic!("{s:?}") };
+        assert_eq!(t.certificate_chain, Some(inline(b"CERT".to_vec())));
+        assert_eq!(t.private_key, Some(inline(b"KEY".to_vec())));
+        let s = to_secret(&FileSecret::root("/ca.pem").unwrap(), vec![b"CA".to_vec()]);
+        let Some(secret::Type::ValidationContext(v)) = s.r#type else { panic!("{s:?}") };
+        assert_eq!(v.trusted_ca, Some(inline(b"CA".to_vec())));
+    }
 
     /// A syntactically valid PEM block (its DER is an empty SEQUENCE).
     fn pem(label: &str) -> String {

@@ -1,6 +1,6 @@
 //! meshpilot's SDS file server: the secrets `file-cert:CERT~KEY` and `file-root:CA` that the
 //! generators reference for certificate files of DestinationRules and Gateways
-//! ([`networking::sds`]), read from files under `--file-secret-root`, sent inline, and re-pushed when
+//! (names: [`model::file_secret`]; references: `networking::sds`), read from files under `--file-secret-root`, sent inline, and re-pushed when
 //! the files change. In Istio, istio-agent answers these names from the proxy's own file system
 //! (`security/pkg/nodeagent/cache`); see [`file_secrets`] for why and how meshpilot's control plane
 //! does it.

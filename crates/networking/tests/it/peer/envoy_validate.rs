@@ -287,7 +287,8 @@ fn file_secrets(names: &std::collections::BTreeSet<String>) -> Vec<Secret> {
         .filter(|n| n.as_str() != SDS_GRPC_MARK)
         .map(|n| {
             let s = FileSecret::parse(n).unwrap_or_else(|e| panic!("{n}: {e}"));
-            s.to_secret(
+            sds::file_secrets::to_secret(
+                &s,
                 s.paths().iter().map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"))).collect(),
             )
         })
