@@ -485,18 +485,15 @@ impl GenerationCache {
     }
 
     /// The servers of the gateways selecting `proxy` merged by listener port (Istio's
-    /// `SetGatewaysForProxy`), computed once per generation and [`GatewayKey`] (labels and service
-    /// instances), then shared by the listener and route generators of every such router.
-    pub(crate) fn gateway_servers(&self, push: &PushContext, proxy: &ProxyContext) -> SharedGatewayServers {
-        self.get_or_make(
-            push,
-            GatewayKey::of(proxy),
-            |s| &mut s.gateways,
-            || {
-                let mut findings = Vec::new();
-                Arc::new((crate::gateway::merge(push, proxy, &mut findings), findings))
-            },
-        )
+    /// `SetGatewaysForProxy`), made by `make` once per generation and [`GatewayKey`] (labels and
+    /// service instances), then shared by the listener and route generators of every such router.
+    pub(crate) fn gateway_servers(
+        &self,
+        push: &PushContext,
+        proxy: &ProxyContext,
+        make: impl FnOnce() -> SharedGatewayServers,
+    ) -> SharedGatewayServers {
+        self.get_or_make(push, GatewayKey::of(proxy), |s| &mut s.gateways, make)
     }
 }
 
@@ -543,17 +540,6 @@ impl Snapshot {
         self.cache.sidecar_scope(&self.push, proxy)
     }
 
-    /// Computes what the generators look up per proxy and keeps it in the cache: the sidecar scope
-    /// and, for routers, the merged gateway servers (Istio's `SetSidecarScope` and
-    /// `SetGatewaysForProxy`, done when a proxy connects or a push starts). Optional: the generators
-    /// compute whatever is missing on first use.
-    pub fn init_proxy(&self, proxy: &ProxyContext) {
-        self.sidecar_scope(proxy);
-        if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
-            self.gateway_servers(proxy);
-        }
-    }
-
     pub(crate) fn sidecar_route(
         &self,
         key: SidecarRouteKey,
@@ -570,8 +556,12 @@ impl Snapshot {
         self.cache.assignment(&self.push, key, make)
     }
 
-    pub(crate) fn gateway_servers(&self, proxy: &ProxyContext) -> SharedGatewayServers {
-        self.cache.gateway_servers(&self.push, proxy)
+    pub(crate) fn gateway_servers(
+        &self,
+        proxy: &ProxyContext,
+        make: impl FnOnce() -> SharedGatewayServers,
+    ) -> SharedGatewayServers {
+        self.cache.gateway_servers(&self.push, proxy, make)
     }
 
     /// The encoded `virtualInbound` listener for `key`, made by `make` once per generation, then shared.

@@ -15,10 +15,13 @@ use std::{
 use api::networking::gateway::{Server, server_tls_settings::TlSmode};
 use model::Protocol;
 
-use crate::naming::{gateway_http_route_name, gateway_https_route_name};
+use crate::{
+    cache::{SharedGatewayServers, Snapshot},
+    naming::{gateway_http_route_name, gateway_https_route_name},
+};
 use model::{
     Finding, Severity, host,
-    push::{IndexedGateway, IndexedVirtualService, ProxyContext, PushContext},
+    push::{IndexedGateway, IndexedVirtualService, ProxyContext, ProxyKind, PushContext},
 };
 
 /// What one server does with its traffic.
@@ -230,6 +233,27 @@ pub(crate) fn resolve_ports(
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// The merged servers of the gateways selecting `proxy` ([`merge`]), from the generation cache.
+pub(crate) fn servers(push: &Snapshot, proxy: &ProxyContext) -> SharedGatewayServers {
+    push.gateway_servers(proxy, || {
+        let mut findings = Vec::new();
+        Arc::new((merge(push, proxy, &mut findings), findings))
+    })
+}
+
+impl Snapshot {
+    /// Computes what the generators look up per proxy and keeps it in the cache: the sidecar scope
+    /// and, for routers, the merged gateway servers (Istio's `SetSidecarScope` and
+    /// `SetGatewaysForProxy`, done when a proxy connects or a push starts). Optional: the generators
+    /// compute whatever is missing on first use.
+    pub fn init_proxy(&self, proxy: &ProxyContext) {
+        self.sidecar_scope(proxy);
+        if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
+            servers(self, proxy);
+        }
+    }
 }
 
 /// The servers of the gateways selecting `proxy`, by the port they are listened on

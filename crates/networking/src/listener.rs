@@ -781,7 +781,7 @@ fn server_tls(
 }
 
 fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
-    let shared = push.gateway_servers(proxy);
+    let shared = crate::gateway::servers(push, proxy);
     findings.extend(shared.1.iter().cloned());
     let merged = &shared.0;
     let scope = push.sidecar_scope(proxy);

@@ -830,7 +830,7 @@ pub fn route_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
             }
         }
     } else if proxy.kind == ProxyKind::Router {
-        for (port, merged) in push.gateway_servers(proxy).0.iter() {
+        for (port, merged) in crate::gateway::servers(push, proxy).0.iter() {
             for s in &merged.servers {
                 if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated)
                     && s.servable(proxy.has_workload_certificates())
@@ -869,7 +869,7 @@ pub fn generate_routes_encoded(
         names
     };
     let merged = if proxy.kind == ProxyKind::Router && !proxy.proxyless_grpc {
-        Some(push.gateway_servers(proxy))
+        Some(crate::gateway::servers(push, proxy))
     } else {
         None
     };
