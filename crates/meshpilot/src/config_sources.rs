@@ -18,7 +18,7 @@ use config::mesh::ConfigSource;
 use discovery::{Input, Inputs};
 use model::ConfigStoreController;
 use serde_json::Value;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// The sources built from `configSources`.
 pub(crate) struct Built {
@@ -135,7 +135,7 @@ fn mesh_handler(local_text: &str, domain: &str, inputs: Inputs) -> Result<mcp::M
         let merged = merged_mesh(&local, received);
         let text = serde_json::to_string(&merged).map_err(|e| e.to_string())?;
         let (mesh, warnings) = config::mesh::parse_mesh_config(&text, &domain)?;
-        info!("mesh config received from the config source");
+        debug!("mesh config received from the config source");
         inputs.send(Input::Mesh(mesh));
         Ok(warnings)
     }))
