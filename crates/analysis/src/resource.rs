@@ -2,7 +2,7 @@
 //! ([`IstioResource`]), everything else as [`KubeObject`]s — plus the mesh config, mesh networks and
 //! the istio namespace (Istio's `IstiodAnalyzer` sources, `pkg/config/analysis/local`).
 //!
-//! Istio objects go through [`model::parse`], the reader of `meshpilot validate`: a document that
+//! Istio objects go through [`config::parse`], the reader of `meshpilot validate`: a document that
 //! cannot be decoded (YAML syntax, unknown field, wrong type) is a load error (istioctl's "errors
 //! parsing content"); a document that decodes but fails the kind's validation is kept, with its
 //! findings, so the schema analyzers report them as IST0106 / IST0133 and the other analyzers still
@@ -21,10 +21,8 @@ use api::{
     schema::{self, Lookup},
     yaml::{self, Node, Value},
 };
-use model::{
-    Config,
-    parse::{self, Finding, ParseOptions, ParsedDocument},
-};
+use config::parse::{self, Finding, ParseOptions, ParsedDocument};
+use model::Config;
 use serde_json::Value as Json;
 
 use crate::{

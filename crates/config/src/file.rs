@@ -11,7 +11,7 @@
 //!                                  MemoryStore (read-only) ──► queue ──► handlers
 //! ```
 //!
-//! **Scans.** Every scan lists the directory with [`model::parse::config_files`] (recursive; hidden
+//! **Scans.** Every scan lists the directory with [`config::parse::config_files`] (recursive; hidden
 //! names skipped; symlinks followed, so a Kubernetes ConfigMap mount — `file.yaml → ..data/file.yaml`,
 //! `..data → ..2026_11_21…` — is read through its visible names), reads every file and re-parses only
 //! those whose bytes changed (content is compared byte for byte, not by modification time, which can
@@ -68,10 +68,10 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use crate::parse::{ParseOptions, ParsedDocument, config_files, parse_text};
 use api::Kind;
 use model::{
     Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
-    parse::{ParseOptions, ParsedDocument, config_files, parse_text},
     store::RunFuture,
 };
 use serde_json::json;

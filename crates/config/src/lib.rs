@@ -1,6 +1,10 @@
-//! meshpilot's config stores and sources.
+//! meshpilot's config reading, stores and sources.
 //!
 //! ```text
+//!  file / stdin / API text ──► parse::parse_text ──► ParsedDocument per document
+//!                                                 ├─ Config (typed spec + metadata) when valid
+//!                                                 └─ findings: errors / warnings with file, line, path
+//!
 //!  --config-dir DIR ──► FileSource ──┐ (read-only MemoryStore inside)
 //!  (later) Kubernetes, MCP ──────────┼──► Aggregate ──► Queue ──► handlers (per kind)
 //!  MemoryStore (writable) ───────────┘        │
@@ -9,6 +13,9 @@
 //!
 //! Every source implements [`model::ConfigStore`] and [`model::ConfigStoreController`]:
 //!
+//! - [`parse`]: turns Kubernetes-style YAML/JSON documents into typed, validated [`model::Config`]s, or
+//!   into findings that name the file, document, line, field path and reason (the only place documents
+//!   meet validation).
 //! - [`queue`]: the coalescing, retrying task queue between a store and its handlers (ordering
 //!   guarantees are documented there).
 //! - [`memory`]: [`MemoryStore`], writable or read-only (the sink of mirroring sources).
@@ -26,6 +33,7 @@ pub mod configz;
 pub mod file;
 pub mod memory;
 pub mod mesh;
+pub mod parse;
 pub mod queue;
 pub mod time;
 

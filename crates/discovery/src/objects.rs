@@ -801,7 +801,7 @@ mod tests {
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: ns}}\n\
              spec: {{hosts: [a.example], http: [{{route: [{{destination: {{host: a.example}}}}]}}]}}\n"
         );
-        let doc = model::parse::parse_text("t", &yaml, &model::parse::ParseOptions::default()).remove(0);
+        let doc = config::parse::parse_text("t", &yaml, &config::parse::ParseOptions::default()).remove(0);
         doc.config.unwrap_or_else(|| panic!("{:?}", doc.errors))
     }
 
@@ -852,7 +852,7 @@ mod tests {
         let yaml = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: b, namespace: ns}\n\
                     spec:\n  hosts: [a.example]\n  http:\n  - route: [{destination: {host: a.example}}]\n  \
                     - headers: {request: {set: {x-bad: \"%FOO%\"}}}\n    route: [{destination: {host: a.example}}]\n";
-        let doc = model::parse::parse_text("t", yaml, &model::parse::ParseOptions::default()).remove(0);
+        let doc = config::parse::parse_text("t", yaml, &config::parse::ParseOptions::default()).remove(0);
         let config = doc.config.unwrap_or_else(|| panic!("{:?}", doc.errors));
         assert_eq!(
             trace_field(&config, "Not supported field in StreamInfo: FOO").as_deref(),

@@ -14,7 +14,7 @@
 //!
 //! | target          | entry point               | what it drives                                               |
 //! |-----------------|---------------------------|--------------------------------------------------------------|
-//! | `yaml_config`   | [`fuzz_yaml_config`]      | `api::yaml` + typed decoding + `model::parse` (file source), `parse_json` (CRD source) |
+//! | `yaml_config`   | [`fuzz_yaml_config`]      | `api::yaml` + typed decoding + `config::parse` (file source), `parse_json` (CRD source) |
 //! | `validate`      | [`fuzz_validate`]         | any kind's spec (first byte picks the kind) → decode → `validation::validate` |
 //! | `ads_requests`  | [`fuzz_ads_requests`]     | DiscoveryRequest / DeltaDiscoveryRequest sequences → `xds::sotw`, `xds::delta`, `xds::node` |
 //! | `node_id`       | [`fuzz_node_id`]          | node id + metadata → `model::push::node::Proxy`, `ProxyContext` |
@@ -32,16 +32,14 @@ use api::{
     yaml::{self, Node},
 };
 use bytes::Bytes;
+use config::parse::{ParseOptions, parse_json, parse_text};
 use envoy_types::pb::envoy::{
     config::core::v3::Node as XdsNode,
     service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest},
 };
-use model::{
-    parse::{ParseOptions, parse_json, parse_text},
-    push::{
-        ProxyContext,
-        node::{NodeMetadata, Proxy},
-    },
+use model::push::{
+    ProxyContext,
+    node::{NodeMetadata, Proxy},
 };
 use prost::Message;
 use serde_json::Value as Json;

@@ -5,11 +5,12 @@
 //!
 //! Objects are handled as [`DynamicObject`]s addressed by the [`api`] schema registry (group, version,
 //! plural), so no Rust type per CRD is needed and the server's JSON reaches meshpilot's own strict
-//! parser ([`model::parse::parse_json`]) unchanged.
+//! parser ([`config::parse::parse_json`]) unchanged.
 
 use std::{path::Path, time::Duration};
 
 use api::{Kind, Schema};
+use config::parse::{Finding, ParseOptions, parse_json};
 use futures::{StreamExt, stream::BoxStream};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
@@ -19,10 +20,7 @@ use kube::{
     core::ApiResource,
     runtime::{WatchStreamExt, utils::Backoff, watcher},
 };
-use model::{
-    Config,
-    parse::{Finding, ParseOptions, parse_json},
-};
+use model::Config;
 
 /// The field manager meshpilot names in server-side apply and writes.
 pub const FIELD_MANAGER: &str = "meshpilot";

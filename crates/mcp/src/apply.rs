@@ -18,8 +18,9 @@ use std::{
 
 use api::{Kind, mcp::Resource};
 use config::Change;
+use config::parse::ParseOptions;
 use envoy_types::pb::google::protobuf::Any;
-use model::{Config, ConfigKey, parse::ParseOptions};
+use model::{Config, ConfigKey};
 use prost::Message;
 
 /// The label tying an object to a control-plane revision.
@@ -154,7 +155,7 @@ fn in_revision(labels: Option<&BTreeMap<String, String>>, revision: Option<&str>
 type Rejected = (Option<String>, Vec<String>);
 
 /// Decodes one resource and validates it as a file or CRD object would be: the decoded object is
-/// written as a Kubernetes document and read back through [`model::parse::parse_json`] (strict
+/// written as a Kubernetes document and read back through [`config::parse::parse_json`] (strict
 /// decoding and the kind's validation). Errors carry the resource's name when known.
 fn read_resource(
     kind: Kind,
@@ -166,7 +167,7 @@ fn read_resource(
         (named, vec![format!("{}: {}", e.field, e.reason)])
     })?;
     let id = format!("{kind} {}/{}", decoded.meta.namespace, decoded.meta.name);
-    let mut docs = model::parse::parse_json(&options.source, &decoded.to_json(), &options.parse);
+    let mut docs = config::parse::parse_json(&options.source, &decoded.to_json(), &options.parse);
     if docs.len() != 1 {
         return Err((Some(id), vec![format!("expected one object, decoded {}", docs.len())]));
     }

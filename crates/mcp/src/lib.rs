@@ -9,7 +9,7 @@
 //!    one DiscoveryRequest per type URL: core/v1alpha1/MeshConfig (when a mesh handler  │ DiscoveryResponse
 //!    is set) + group/version/Kind of every kind; node sidecar~IP~POD.NS~NS.svc…,       │ (full state of a type)
 //!    metadata GENERATOR: api                                                          ▼
-//!  ACK / NACK (error_detail) ◄── apply::apply_response ── decode (api::mcp) + validate (model::parse)
+//!  ACK / NACK (error_detail) ◄── apply::apply_response ── decode (api::mcp) + validate (config::parse)
 //!                                     │ changes (add / update on version change / delete the missing)
 //!                                     ▼
 //!                        MemoryStore (read-only) ──► queue ──► handlers (the aggregate)

@@ -10,10 +10,10 @@ use std::{
 };
 
 use api::{Kind, networking::destination_rule::ClientTlsSettings};
-use config::{MemoryStore, QueueOptions};
+use config::{MemoryStore, QueueOptions, parse::ParseOptions};
 use model::{
     Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
-    parse::ParseOptions, store::RunFuture,
+    store::RunFuture,
 };
 
 use crate::apply::InvalidResource;

@@ -17,8 +17,8 @@ use api::{
     Kind,
     schema::{self, Lookup},
 };
+use config::parse::{ParseOptions, ParsedDocument};
 use kube_source::{Connection, KubeError, client, kind_from_word};
-use model::parse::{ParseOptions, ParsedDocument};
 
 use crate::validate;
 

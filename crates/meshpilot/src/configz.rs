@@ -4,8 +4,9 @@
 
 use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
+use config::parse::ParseOptions;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, configz};
-use model::{ConfigStore, ConfigStoreController, Event, EventHandler, parse::ParseOptions, shutdown_channel};
+use model::{ConfigStore, ConfigStoreController, Event, EventHandler, shutdown_channel};
 
 /// Arguments of `meshpilot configz`.
 #[derive(clap::Args, Debug)]

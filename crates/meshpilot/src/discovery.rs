@@ -6,10 +6,11 @@
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
+use config::parse::ParseOptions;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
 use discovery::{DebounceOptions, DiscoveryServer, SecurityOptions, secure::SecurePort};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
-use model::{ConfigStoreController, parse::ParseOptions, service::ServiceController, shutdown_channel};
+use model::{ConfigStoreController, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use sds::{FileSecretOptions, FileSecrets};
 use security::{Authenticator, CaOptions, IstioCa, authn::TokenReviewer};

@@ -7,7 +7,7 @@ use std::{
     process::ExitCode,
 };
 
-use model::parse::{self, Finding, ParseOptions, ParsedDocument};
+use config::parse::{self, Finding, ParseOptions, ParsedDocument};
 
 /// Arguments of `meshpilot validate`.
 #[derive(clap::Args, Debug)]

@@ -6,8 +6,8 @@
 use std::{path::Path, sync::Arc};
 
 use ::webhook::{WebhookTls, serve};
+use config::parse::ParseOptions;
 use kube_source::webhook_config::{WebhookClient, WebhookConfigOptions};
-use model::parse::ParseOptions;
 use security::IstioCa;
 use tokio::task::JoinHandle;
 use tracing::info;

@@ -1,15 +1,9 @@
 //! meshpilot's config model.
 //!
-//! ```text
-//!   file / stdin text ──► parse::parse_text ──► ParsedDocument per document
-//!                                                 ├─ Config (typed spec + metadata) when valid
-//!                                                 └─ findings: errors / warnings with file, line, path
-//! ```
-//!
 //! - [`Config`], [`ConfigMeta`], [`ConfigKey`]: one Istio config object, as every later stage
 //!   (stores, registries, xDS generation) sees it. Follows Istio's `config.Config` (`pkg/config/model.go`).
-//! - [`parse`]: turns Kubernetes-style YAML/JSON documents into typed, validated [`Config`]s, or into
-//!   findings that name the file, document, line, field path and reason.
+//!   Documents are read into `Config`s by `config::parse` (the crate that reads them); the model itself
+//!   depends on the API types only.
 //! - [`store`]: the [`ConfigStore`] / [`ConfigStoreController`] traits every config source implements,
 //!   their events, errors and shutdown signal.
 //! - [`service`]: [`Service`], [`Endpoint`], [`ServiceInstance`], the [`ServiceDiscovery`] /
@@ -29,7 +23,6 @@ pub mod file_secret;
 pub mod finding;
 pub mod host;
 pub mod mcp;
-pub mod parse;
 pub mod push;
 pub mod selector;
 pub mod service;

@@ -27,8 +27,8 @@ use std::{
     sync::Arc,
 };
 
+pub use api::protocol::{convert_protocol, protocol_from_port_name};
 use api::{Kind, protocol::Protocol};
-pub use validation::kube::{convert_protocol, protocol_from_port_name};
 
 use crate::{ConfigKey, Event};
 

@@ -20,6 +20,7 @@ use std::{
 };
 
 use api::{Kind, Spec};
+use config::parse::{ParseOptions, parse_text};
 use config::{MemoryStore, QueueOptions};
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshpilot_registry::{
@@ -27,7 +28,6 @@ use meshpilot_registry::{
 };
 use model::{
     Config, ConfigStore, ConfigStoreController, EndpointPush, Event, RegistryEvent, ServiceController,
-    parse::{ParseOptions, parse_text},
     shutdown_channel,
 };
 

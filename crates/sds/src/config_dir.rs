@@ -128,7 +128,7 @@ impl ConfigDirSecrets {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let mut seen = BTreeSet::new();
         for dir in &self.dirs {
-            let list = match model::parse::config_files(dir) {
+            let list = match config::parse::config_files(dir) {
                 Ok(l) => l,
                 Err(e) => {
                     warn!(dir = %dir.display(), "cannot list the config directory for Secrets: {e}");

@@ -286,9 +286,9 @@ fn kube_parts(options: &KubeOptions) -> KubeParts {
     let source = KubeSource::new(
         options.config.clone(),
         KubeSourceOptions {
-            parse: model::parse::ParseOptions {
+            parse: config::parse::ParseOptions {
                 default_namespace: namespace.clone(),
-                ..model::parse::ParseOptions::default()
+                ..config::parse::ParseOptions::default()
             },
             namespaces: vec![namespace.clone()],
             backoff,

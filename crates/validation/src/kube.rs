@@ -13,8 +13,8 @@
 //! Objects in the Istio namespace (`istio-system` unless told otherwise) are skipped, and a `List`
 //! has its items checked one by one. Every other kind is accepted without checks.
 //!
-//! [`convert_protocol`] follows `pkg/config/kube` so that the service registry can derive a port's
-//! [`Protocol`] (`api::protocol`, Istio's `pkg/config/protocol`) the way Istio does.
+//! The port-protocol rule itself ([`api::protocol::convert_protocol`], Istio's `pkg/config/kube`) is shared
+//! with the service registry.
 
 use std::collections::BTreeMap;
 
@@ -32,54 +32,6 @@ pub const DEPLOYMENT_REQUIREMENTS_URL: &str = "https://istio.io/v1.30/docs/ops/d
 /// Istio's page on protocol selection, as linked from istioctl 1.30 messages.
 pub const PROTOCOL_SELECTION_URL: &str =
     "https://istio.io/v1.30/docs/ops/configuration/traffic-management/protocol-selection/";
-
-/// Ports on which Istio assumes TCP when the name gives no protocol (SMTP, DNS, MySQL, MongoDB), so that
-/// sniffing does not break server-first protocols.
-const WELL_KNOWN_TCP_PORTS: [i32; 4] = [25, 53, 3306, 27017];
-
-/// The protocol Istio derives for a Kubernetes Service port, following `kube.ConvertProtocol`.
-///
-/// - `k8s_protocol` `"UDP"` gives UDP;
-/// - otherwise `app_protocol` (if set) wins over `port_name`, with the Kubernetes names
-///   `kubernetes.io/h2c` (HTTP2), `kubernetes.io/ws` (HTTP) and `kubernetes.io/wss` (HTTPS);
-/// - a name starting with `grpc-web` (any case) is gRPC-Web; otherwise the text before the first `-`
-///   is parsed with [`Protocol::parse`];
-/// - an unknown protocol on a well-known port (25, 53, 3306, 27017) is TCP.
-pub fn convert_protocol(
-    port: i32,
-    port_name: &str,
-    k8s_protocol: &str,
-    app_protocol: Option<&str>,
-) -> Protocol {
-    if k8s_protocol == "UDP" {
-        return Protocol::Udp;
-    }
-    let mut name = port_name;
-    if let Some(app) = app_protocol {
-        match app {
-            "kubernetes.io/h2c" => return Protocol::Http2,
-            "kubernetes.io/ws" => return Protocol::Http,
-            "kubernetes.io/wss" => return Protocol::Https,
-            _ => name = app,
-        }
-    }
-    if name.get(..8).is_some_and(|head| head.eq_ignore_ascii_case("grpc-web")) {
-        return Protocol::GrpcWeb;
-    }
-    let prefix = name.split('-').next().unwrap_or("");
-    let protocol = Protocol::parse(prefix);
-    if protocol.is_unsupported() && WELL_KNOWN_TCP_PORTS.contains(&port) {
-        return Protocol::Tcp;
-    }
-    protocol
-}
-
-/// The protocol a port name declares by Istio's `<protocol>[-<suffix>]` convention, as the service
-/// registry reads it ([`convert_protocol`] for a TCP port without `appProtocol` or well-known number):
-/// `http-api` is HTTP, `grpc-web-x` is gRPC-Web, `api` is [`Protocol::Unsupported`].
-pub fn protocol_from_port_name(name: &str) -> Protocol {
-    convert_protocol(0, name, "TCP", None)
-}
 
 /// `true` when a Service port name follows the convention as `istioctl validate` checks it: the text
 /// before the first `-` (or the whole name) parses as a known protocol. (`istioctl` does not special-case
@@ -337,30 +289,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn convert_protocol_follows_istio() {
-        let cases: [(i32, &str, &str, Option<&str>, Protocol); 16] = [
-            (80, "http", "TCP", None, Protocol::Http),
-            (80, "http-test", "TCP", None, Protocol::Http),
-            (80, "HTTP-test", "TCP", None, Protocol::Http),
-            (80, "grpc-web", "TCP", None, Protocol::GrpcWeb),
-            (80, "grpc-web-test", "TCP", None, Protocol::GrpcWeb),
-            (80, "GRPC-WEB-x", "TCP", None, Protocol::GrpcWeb),
-            (80, "grpc-test", "TCP", None, Protocol::Grpc),
-            (80, "tcp", "UDP", None, Protocol::Udp),
-            (80, "", "TCP", None, Protocol::Unsupported),
-            (3306, "", "TCP", None, Protocol::Tcp),
-            (53, "dns", "TCP", None, Protocol::Tcp),
-            (80, "foo", "TCP", Some("http"), Protocol::Http),
-            (80, "http", "TCP", Some("kubernetes.io/h2c"), Protocol::Http2),
-            (80, "http", "TCP", Some("kubernetes.io/ws"), Protocol::Http),
-            (80, "http", "TCP", Some("kubernetes.io/wss"), Protocol::Https),
-            (80, "http", "TCP", Some("weird"), Protocol::Unsupported),
-        ];
-        for (port, name, proto, app, want) in cases {
-            assert_eq!(convert_protocol(port, name, proto, app), want, "{port} {name} {proto} {app:?}");
-        }
-        assert_eq!(protocol_from_port_name("mongo-db"), Protocol::Mongo);
-        assert_eq!(protocol_from_port_name("grpc-webby"), Protocol::GrpcWeb);
+    fn port_name_convention_follows_istioctl() {
         assert!(port_name_follows_convention("http-hello"));
         assert!(port_name_follows_convention("udp"));
         assert!(!port_name_follows_convention("hello"));

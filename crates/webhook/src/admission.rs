@@ -25,7 +25,7 @@
 //! dereferences the missing request and its HTTP server drops the connection).
 
 use api::{Kind, Schema, schema::GroupVersionKind};
-use model::parse::{Finding, ParseOptions, parse_json};
+use config::parse::{Finding, ParseOptions, parse_json};
 use serde_json::{Map, Value, json};
 
 /// Istio's `MaxRequestBodyBytes`: the largest review body read (6 MiB, twice Kubernetes' own limit).

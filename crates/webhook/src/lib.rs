@@ -20,10 +20,10 @@ pub mod admission;
 use std::{convert::Infallible, future::Future, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use bytes::Bytes;
+use config::parse::ParseOptions;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use model::parse::ParseOptions;
 use security::{CaOptions, IstioCa, ca::CaBundle, ca::CaError, ca::CaSource};
 use tokio::net::TcpListener;
 use tokio_rustls::{TlsAcceptor, rustls::ServerConfig};

@@ -46,12 +46,8 @@ impl Analyzer for PortNameAnalyzer {
                 let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
                 let name = str_field("name");
                 let app_protocol = port.get("appProtocol").and_then(Value::as_str);
-                let protocol = validation::kube::convert_protocol(
-                    number as i32,
-                    name,
-                    str_field("protocol"),
-                    app_protocol,
-                );
+                let protocol =
+                    api::protocol::convert_protocol(number as i32, name, str_field("protocol"), app_protocol);
                 if !(protocol.is_unsupported() || (name == "tcp" && external_name)) {
                     continue;
                 }

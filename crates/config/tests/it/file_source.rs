@@ -15,12 +15,9 @@ use common::{
     BARRIER, Barrier, ConfigMapMount, Recorder, contents, contents_without_barrier, dr_yaml, eventually,
     expected_objects, testdata, vs_yaml, write_atomic,
 };
+use meshpilot_config::parse::{ParseOptions, config_files, parse_text};
 use meshpilot_config::{FileSource, FileSourceOptions};
-use model::{
-    Config, ConfigKey, ConfigStore, ConfigStoreController, Event, StoreError,
-    parse::{ParseOptions, config_files, parse_text},
-    shutdown_channel,
-};
+use model::{Config, ConfigKey, ConfigStore, ConfigStoreController, Event, StoreError, shutdown_channel};
 
 fn key(kind: Kind, ns: &str, name: &str) -> ConfigKey {
     ConfigKey { kind, namespace: ns.into(), name: name.into() }

@@ -6,7 +6,9 @@
 mod common;
 
 mod aggregate;
+mod corpus;
 mod file_origin;
 mod file_proptest;
 mod file_source;
 mod memory;
+mod robustness;

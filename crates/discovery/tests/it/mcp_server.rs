@@ -8,6 +8,7 @@ use crate::support;
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 use api::{Kind, mcp};
+use config::parse::ParseOptions;
 use envoy_types::pb::{
     envoy::{
         config::core::v3::Node,
@@ -19,7 +20,7 @@ use envoy_types::pb::{
     google::protobuf::{Struct, Value, value::Kind as ValueKind},
 };
 use meshpilot_testing::{Plane, PlaneOptions, write_atomic};
-use model::{Config, parse::ParseOptions};
+use model::Config;
 use prost::Message;
 use support::secure::Secure;
 use tokio::sync::mpsc;
@@ -81,7 +82,7 @@ spec:
 
 /// The Istio objects of `text`, parsed as `meshpilot validate` reads files.
 fn parse(text: &str) -> Vec<Config> {
-    model::parse::parse_text("test.yaml", text, &ParseOptions::default())
+    config::parse::parse_text("test.yaml", text, &ParseOptions::default())
         .into_iter()
         .map(|d| d.config.unwrap_or_else(|| panic!("{:?}", d.errors)))
         .collect()

@@ -8,10 +8,10 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
+use config::parse::{ParseOptions, parse_text};
 use meshpilot_ingress::{
     Ingress, IngressClass, IngressControllerMode, IngressSettings, ServicePorts, convert,
 };
-use model::parse::{ParseOptions, parse_text};
 
 fn testdata() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata")

@@ -16,7 +16,7 @@
 //!   first served alias (`v1alpha3`, `v1beta1`).
 //! - **Objects** are decoded one at a time ([`ListedObject`]: an object nested deeper than serde_json's
 //!   128 levels is rejected alone instead of failing its kind's whole list), then go through
-//!   [`model::parse::parse_json`], the same strict decoding and validation as config files. An invalid object is skipped with a `tracing` warning naming kind, namespace, name,
+//!   [`config::parse::parse_json`], the same strict decoding and validation as config files. An invalid object is skipped with a `tracing` warning naming kind, namespace, name,
 //!   field path and reason, and listed by [`KubeSource::rejected`]; it is never fatal. If an object that
 //!   was valid becomes invalid, its last valid version stays in force (as a bad config file keeps its
 //!   last good objects) until it is fixed or deleted.
@@ -54,15 +54,14 @@ use std::{
 };
 
 use api::{Kind, Schema};
+use config::parse::{Finding, ParseOptions};
 use config::{Change, MemoryStore, QueueOptions};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
 use model::{
     Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown,
-    parse::{Finding, ParseOptions},
-    selector::DiscoverySelectors,
-    store::RunFuture,
+    selector::DiscoverySelectors, store::RunFuture,
 };
 use store::Writer;
 use tokio::task::JoinHandle;

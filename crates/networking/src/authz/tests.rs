@@ -3,11 +3,8 @@
 
 use std::sync::Arc;
 
-use ::model::{
-    Config, Severity,
-    parse::{ParseOptions, parse_text},
-    push::extension_provider::parse_extension_providers,
-};
+use ::config::parse::{ParseOptions, parse_text};
+use ::model::{Config, Severity, push::extension_provider::parse_extension_providers};
 use envoy_types::pb::envoy::{
     config::{
         listener::v3::{Filter, filter},

@@ -134,7 +134,7 @@ fn corpus_virtual_services() -> Vec<(ConfigKey, VirtualService, String)> {
     for file in files {
         let text = std::fs::read_to_string(&file).expect("read corpus file");
         let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
-        for doc in model::parse::parse_text(&name, &text, &model::parse::ParseOptions::default()) {
+        for doc in config::parse::parse_text(&name, &text, &config::parse::ParseOptions::default()) {
             if let Some(config) = doc.config
                 && let api::Spec::VirtualService(vs) = &config.spec
             {

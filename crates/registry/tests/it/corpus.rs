@@ -15,11 +15,9 @@ use std::{
 };
 
 use api::{Kind, Spec, networking::service_entry::Resolution as SeResolution};
+use config::parse::{ParseOptions, config_files, parse_text};
 use meshpilot_registry::{ServiceEntryIndex, ServiceEntryOptions, index_from_configs};
-use model::{
-    Config, RegistryEvent,
-    parse::{ParseOptions, config_files, parse_text},
-};
+use model::{Config, RegistryEvent};
 use support::*;
 
 fn read_configs(files: &[impl AsRef<Path>]) -> Vec<Config> {

@@ -5,9 +5,9 @@
 
 use std::{sync::Arc, time::Duration};
 
+use config::parse::ParseOptions;
 use meshpilot_testing::http::trickle_headers_until_closed;
 use meshpilot_webhook::{WebhookTls, serve_with_header_timeout};
-use model::parse::ParseOptions;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},

@@ -10,11 +10,8 @@ use std::{
 
 use api::{Kind, Spec, networking};
 use meshpilot_config::FileSource;
-use model::{
-    Config, ConfigKey, ConfigMeta, ConfigStore, Event, EventHandler,
-    parse::{ParseOptions, config_files, parse_text},
-    store::needs_push,
-};
+use meshpilot_config::parse::{ParseOptions, config_files, parse_text};
+use model::{Config, ConfigKey, ConfigMeta, ConfigStore, Event, EventHandler, store::needs_push};
 
 /// The shared Istio corpus.
 pub fn testdata() -> PathBuf {

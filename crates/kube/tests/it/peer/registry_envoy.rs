@@ -13,9 +13,10 @@ use std::{
 };
 
 use api::Kind;
+use config::parse::ParseOptions;
 use meshpilot_kube::testenv::TestEnv;
 use meshpilot_testing::{AdsApi, EchoOptions, EchoServer, Envoy, Plane, free_port, get, testdata, wait_for};
-use model::{ConfigStore, parse::ParseOptions};
+use model::ConfigStore;
 use support::{host_ip, namespace, pod, set_pod_ip, slice, slice_endpoint, start_plane};
 
 const NS: &str = "bookinfo-kube";
@@ -35,7 +36,7 @@ async fn reviews(addr: SocketAddr, user: Option<&str>) -> String {
 async fn write_sample(plane: &Plane, file: &str) {
     let text = std::fs::read_to_string(testdata().join("samples/bookinfo/networking").join(file)).unwrap();
     let options = ParseOptions { default_namespace: NS.into(), ..ParseOptions::default() };
-    for doc in model::parse::parse_text(file, &text, &options) {
+    for doc in config::parse::parse_text(file, &text, &options) {
         let config = doc.config.unwrap_or_else(|| panic!("{file}: {:?}", doc.errors));
         let source = plane.kube_source().clone();
         tokio::task::spawn_blocking(move || {

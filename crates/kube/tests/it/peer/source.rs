@@ -4,8 +4,9 @@
 use crate::support;
 
 use api::{Kind, Spec};
+use config::parse::ParseOptions;
 use meshpilot_kube::testenv::TestEnv;
-use model::{ConfigStore, Event, StoreError, parse::ParseOptions};
+use model::{ConfigStore, Event, StoreError};
 use support::{namespace, start, virtual_service, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,7 +54,7 @@ async fn writes_reach_the_api_server_and_conflicts_are_typed() {
     let source = running.source.clone();
 
     let text = virtual_service(ns, "w", "reviews", "reviews");
-    let parsed = model::parse::parse_text("t.yaml", &text, &ParseOptions::default());
+    let parsed = config::parse::parse_text("t.yaml", &text, &ParseOptions::default());
     let config = parsed[0].config.clone().unwrap();
 
     // The store's writes block; call them off the async workers.
@@ -119,7 +120,7 @@ async fn rbac_denials_are_backend_errors_in_plain_words() {
     let source = meshpilot_kube::KubeSource::new(config, meshpilot_kube::KubeSourceOptions::default());
     let text = virtual_service("default", "denied", "reviews", "reviews");
     let config =
-        model::parse::parse_text("t.yaml", &text, &ParseOptions::default())[0].config.clone().unwrap();
+        config::parse::parse_text("t.yaml", &text, &ParseOptions::default())[0].config.clone().unwrap();
     let err = tokio::task::spawn_blocking(move || source.create(config)).await.unwrap().unwrap_err();
     let StoreError::Backend { message, .. } = &err else { panic!("{err:?}") };
     assert!(message.contains("forbidden") && message.contains("RBAC"), "{message}");

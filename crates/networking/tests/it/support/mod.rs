@@ -8,6 +8,7 @@ use std::{
 };
 
 use api::Kind;
+use config::parse::{ParseOptions, parse_text};
 use config::{
     memory::{Change, MemoryStore},
     queue::QueueOptions,
@@ -18,7 +19,6 @@ use envoy_types::pb::envoy::config::route::v3::{
 use meshpilot_networking::Snapshot;
 use model::{
     Config, ServiceDiscovery,
-    parse::{ParseOptions, parse_text},
     push::{InterceptionMode, MeshSettings, ProxyContext, ProxyKind, PushContext},
     service::{Endpoint, Labels, Port, ProviderId, Resolution, Service, ServiceInstance},
 };

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use meshpilot_model::parse::{ParseOptions, ParsedDocument, config_files, parse_text};
+use meshpilot_config::parse::{ParseOptions, ParsedDocument, config_files, parse_text};
 use proptest::prelude::*;
 
 fn corpus() -> &'static [String] {

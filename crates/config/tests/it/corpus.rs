@@ -9,7 +9,7 @@ use api::{
     Spec,
     yaml::{self, Node, Value},
 };
-use meshpilot_model::parse::{ParseOptions, ParsedDocument, config_files, parse_node, parse_text};
+use meshpilot_config::parse::{ParseOptions, ParsedDocument, config_files, parse_node, parse_text};
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata")

@@ -1,13 +1,13 @@
 //! Parse + validate throughput over the whole shared corpus, in documents per second.
 //!
-//! Run: `cargo bench -p meshpilot-model --bench parse_validate`
+//! Run: `cargo bench -p meshpilot-config --bench parse_validate`
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use meshpilot_model::parse::{ParseOptions, config_files, parse_text};
+use meshpilot_config::parse::{ParseOptions, config_files, parse_text};
 
 fn corpus() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata");

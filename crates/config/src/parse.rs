@@ -23,7 +23,7 @@ use api::{
     yaml::{self, Node, Value},
 };
 
-use crate::{Config, ConfigMeta};
+use model::{Config, ConfigMeta};
 
 /// Reader settings.
 #[derive(Clone, Debug)]
@@ -151,9 +151,9 @@ pub fn parse_text(file: &str, text: &str, options: &ParseOptions) -> Vec<ParsedD
 /// bounded part of it.
 pub const MAX_FINDING_BYTES: usize = 4096;
 
-/// `text` replaced by its [`crate::finding::clip`] to `max` bytes.
+/// `text` replaced by its [`model::finding::clip`] to `max` bytes.
 fn clip(text: &mut String, max: usize) {
-    if let std::borrow::Cow::Owned(clipped) = crate::finding::clip(text, max) {
+    if let std::borrow::Cow::Owned(clipped) = model::finding::clip(text, max) {
         *text = clipped;
     }
 }

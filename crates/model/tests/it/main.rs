@@ -1,7 +1,0 @@
-//! The integration tests of `model`, one test binary (`cargo test -p <crate> --test it`);
-//! each module was once its own binary. Modules under `peer` drive a real peer process (Envoy,
-//! kube-apiserver, istiod or pilot-agent, Python grpcio, Chromium); `scripts/test.sh --pure`
-//! skips them (`-- --skip peer::`).
-
-mod corpus;
-mod robustness;
