@@ -49,7 +49,7 @@ use api::Kind;
 use config::{FileSource, ObjectOrigin};
 use model::{
     Config, ConfigKey, ConfigStore,
-    push::{ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope, TriggerReason},
+    push::{ProxyContext, ProxyKind, PushContext, PushRequest, SidecarScope, TriggerReason, node::Proxy},
 };
 use serde::Serialize;
 use xds::{ConnectionSnapshot, SyncState, type_url};
@@ -233,7 +233,7 @@ pub fn affected_types(kind: Kind, proxy_kind: ProxyKind) -> Vec<&'static str> {
 #[derive(Debug)]
 pub struct ProxyView {
     /// The connection.
-    pub connection: ConnectionSnapshot,
+    pub connection: ConnectionSnapshot<Proxy>,
     /// The proxy as the generators see it (labels, namespace, service instances).
     pub proxy: ProxyContext,
     /// Its SidecarScope (sidecars only).

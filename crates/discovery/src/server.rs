@@ -26,6 +26,7 @@ use std::{
 };
 
 use api::Kind;
+use model::push::node::Proxy;
 use model::{
     ConfigStore, ConfigStoreController, Event, Shutdown,
     push::{MeshSettings, ProxyKind, PushContext, PushRequest, TriggerReason, proxy_needs_push},
@@ -33,7 +34,7 @@ use model::{
 };
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
-use xds::{AdsConfig, AdsServer, ConnectionRegistry, Proxy};
+use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
 use jwks::{JwksOptions, JwksResolver};
 use networking::GenerationCache;
@@ -89,7 +90,7 @@ pub struct DiscoveryServer {
     counter: AtomicU64,
     /// The one door into the push model ([`crate::input`]).
     inputs: Inputs,
-    connections: ConnectionRegistry<PushRequest>,
+    connections: ConnectionRegistry<Proxy, PushRequest>,
     pushes: AtomicU64,
     /// The generators' cache, shared by every xDS server of this DiscoveryServer (and read by the
     /// debug handlers for generation findings).
@@ -308,7 +309,7 @@ impl DiscoveryServer {
     }
 
     /// The engine's connections.
-    pub fn connections(&self) -> &ConnectionRegistry<PushRequest> {
+    pub fn connections(&self) -> &ConnectionRegistry<Proxy, PushRequest> {
         &self.connections
     }
 

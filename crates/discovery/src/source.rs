@@ -23,6 +23,7 @@ use envoy_types::pb::{
     },
     google::protobuf::Any,
 };
+use model::push::node::{Locality, Proxy, VerifiedIdentity};
 use model::{
     ServiceDiscovery,
     push::{ProxyContext, PushContext, PushRequest, SidecarScope},
@@ -30,7 +31,10 @@ use model::{
 use networking::{GenerationCache, Snapshot, cache::EncodedResource, naming::parse_cluster_name};
 use prost::Name;
 use tracing::debug;
-use xds::{GenerateRequest, Generated, Proxy, Resource, ResourceSource, SourceError, Trigger, type_url};
+use xds::{
+    GenerateRequest, Generated, NodeInfo, NodeParts, Resource, ResourceSource, SourceError, Trigger,
+    server::StreamCaller, type_url,
+};
 
 use mcp::server::{ApiGenerator, ApiState};
 use networking::credentials::{ProxyIdentity, is_credential_name, verified_certificate_references};
@@ -163,7 +167,34 @@ impl NetworkingSource {
 
 impl ResourceSource for NetworkingSource {
     type Push = PushRequest;
+    type Node = Proxy;
     type Context = ConnectionContext;
+
+    /// Istio's `ParseServiceNodeWithMetadata`: the node id `TYPE~IP~ID~DOMAIN` and typed metadata
+    /// ([`Proxy::from_node`]), with the identities the caller proved (mTLS certificate or token).
+    fn node(&self, node: NodeParts, caller: Option<&StreamCaller>) -> Result<Proxy, SourceError> {
+        let locality = Locality { region: node.region, zone: node.zone, sub_zone: node.sub_zone };
+        let mut proxy = Proxy::from_node(&node.id, node.metadata, locality, node.user_agent_name)
+            .map_err(|e| SourceError::InvalidNode(e.to_string()))?;
+        if let Some(caller) = caller {
+            proxy.verified_identities = (caller.identities.iter().zip(&caller.namespaces))
+                .map(|(identity, namespace)| VerifiedIdentity {
+                    identity: identity.clone(),
+                    namespace: namespace.clone(),
+                })
+                .collect();
+        }
+        Ok(proxy)
+    }
+
+    fn node_info<'a>(&self, proxy: &'a Proxy) -> NodeInfo<'a> {
+        NodeInfo {
+            id: &proxy.id,
+            namespace: &proxy.config_namespace,
+            version: &proxy.metadata.istio_version,
+            node_id: &proxy.node_id,
+        }
+    }
 
     fn connect(&self, proxy: &Proxy) -> Result<ConnectionContext, SourceError> {
         let push = self.current()?;
@@ -199,7 +230,7 @@ impl ResourceSource for NetworkingSource {
     fn generate(
         &self,
         ctx: &mut ConnectionContext,
-        request: &GenerateRequest<'_, PushRequest>,
+        request: &GenerateRequest<'_, Proxy, PushRequest>,
     ) -> Result<Option<Generated>, SourceError> {
         if request.type_url == type_url::SECRET {
             return Ok(self.generate_secrets(ctx, request));
@@ -308,7 +339,7 @@ const SCAN_WATCH_NAMES: usize = 64;
 fn push_names_from_clusters(
     push: &Snapshot,
     proxy: &ProxyContext,
-    request: &GenerateRequest<'_, PushRequest>,
+    request: &GenerateRequest<'_, Proxy, PushRequest>,
 ) -> Option<Vec<String>> {
     let endpoints_only = match request.trigger {
         Trigger::Request => return None,
@@ -339,7 +370,7 @@ impl NetworkingSource {
     fn generate_secrets(
         &self,
         ctx: &ConnectionContext,
-        request: &GenerateRequest<'_, PushRequest>,
+        request: &GenerateRequest<'_, Proxy, PushRequest>,
     ) -> Option<Generated> {
         let names: BTreeSet<String> = match request.trigger {
             Trigger::Push(p) if !p.forced => {

@@ -4,7 +4,7 @@
 //!
 //! - [`ADS_OP_SOTW`]: a length-delimited protobuf `DiscoveryRequest` follows; it goes through
 //!   [`SotwSession::on_request`] (the first request of a stream also through
-//!   `xds::node::proxy_from_node`), and when the session says to answer, a simulated engine sends a
+//!   `crate::proxy_from_node`), and when the session says to answer, a simulated engine sends a
 //!   response (nonce `n<k>`) recorded with `on_sent`, as the server does.
 //! - [`ADS_OP_DELTA`]: the same with a `DeltaDiscoveryRequest`, [`DeltaSession::on_request`],
 //!   `plan` and `on_sent`.
@@ -110,7 +110,7 @@ impl Engine {
     fn sotw_request(&mut self, req: &DiscoveryRequest) {
         if !self.sotw_started {
             self.sotw_started = true;
-            let _ = xds::node::proxy_from_node(req.node.as_ref());
+            let _ = crate::proxy_from_node(req.node.as_ref());
         }
         let view = SotwRequest::from_proto(req);
         let outcome = self.sotw.on_request(&view);
@@ -163,7 +163,7 @@ impl Engine {
     fn delta_request(&mut self, req: &DeltaDiscoveryRequest) {
         if !self.delta_started {
             self.delta_started = true;
-            let _ = xds::node::proxy_from_node(req.node.as_ref());
+            let _ = crate::proxy_from_node(req.node.as_ref());
         }
         let view = DeltaRequest::from_proto(req);
         let outcome = self.delta.on_request(&view);

@@ -39,7 +39,7 @@ use envoy_types::pb::envoy::{
 };
 use model::push::{
     ProxyContext,
-    node::{NodeMetadata, Proxy},
+    node::{Locality, NodeMetadata, Proxy},
 };
 use prost::Message;
 use serde_json::Value as Json;
@@ -123,8 +123,9 @@ fn validate_node(kind: Kind, meta_node: Option<&Node>, spec_node: &Node) {
 ///
 /// - Text: the node id (`TYPE~IP~ID~DOMAIN`) up to the first newline, then the metadata as a JSON
 ///   object → `NodeMetadata::from_json` → `Proxy::parse` → `ProxyContext::from_proxy`.
-/// - Protobuf: the whole input as an Envoy `Node` → `xds::node::proxy_from_node` (metadata
-///   `Struct`, locality, user agent) → `ProxyContext::from_proxy`.
+/// - Protobuf: the whole input as an Envoy `Node` → [`proxy_from_node`] (`xds::node::node_parts`:
+///   size bounds, metadata `Struct`, locality, user agent; then `Proxy::from_node`) →
+///   `ProxyContext::from_proxy`.
 pub fn fuzz_node_id(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let (id, metadata) = text.split_once('\n').unwrap_or((text, ""));
@@ -141,10 +142,19 @@ pub fn fuzz_node_id(data: &[u8]) {
         }
     }
     if let Ok(node) = XdsNode::decode(data)
-        && let Ok(proxy) = xds::node::proxy_from_node(Some(&node))
+        && let Some(proxy) = proxy_from_node(Some(&node))
     {
         let _ = ProxyContext::from_proxy(&proxy);
     }
+}
+
+/// A node as meshpilot's ADS server reads it: the engine's bounds and unpacking
+/// (`xds::node::node_parts`), then Istio's node id and metadata (`Proxy::from_node`, as
+/// `discovery::source::NetworkingSource::node`). `None` when either refuses it.
+pub fn proxy_from_node(node: Option<&XdsNode>) -> Option<Proxy> {
+    let parts = xds::node::node_parts(node).ok()?;
+    let locality = Locality { region: parts.region, zone: parts.zone, sub_zone: parts.sub_zone };
+    Proxy::from_node(&parts.id, parts.metadata, locality, parts.user_agent_name).ok()
 }
 
 /// `grpc_frames`: the request side of an ADS stream's gRPC framing

@@ -49,6 +49,7 @@ use model::push::{PushRequest, TriggerReason};
 
 pub mod invalid;
 pub mod proxystatus;
+pub mod syncz;
 
 /// What the debug handlers read.
 #[derive(Clone, Debug)]
@@ -175,7 +176,7 @@ async fn configz(State(s): State<DebugState>) -> Json<Value> {
 }
 
 async fn syncz(State(s): State<DebugState>) -> Json<Value> {
-    Json(xds::debug::syncz(&s.server.connections().snapshot(), None))
+    Json(syncz::syncz(&s.server.connections().snapshot(), None))
 }
 
 #[derive(Deserialize)]
@@ -191,7 +192,7 @@ async fn adsz(State(s): State<DebugState>, Query(q): Query<AdszQuery>) -> Respon
         }
         s.server.config_update(PushRequest::forced(TriggerReason::Debug));
     }
-    Json(xds::debug::adsz(&s.server.connections().snapshot())).into_response()
+    Json(syncz::adsz(&s.server.connections().snapshot())).into_response()
 }
 
 async fn registryz(State(s): State<DebugState>) -> Json<Value> {
@@ -221,7 +222,7 @@ async fn config_dump(
             .into_response();
     };
     let conns = s.server.connections().snapshot();
-    let Some(conn) = xds::debug::find_connection(&conns, &id) else {
+    let Some(conn) = syncz::find_connection(&conns, &id) else {
         return (StatusCode::NOT_FOUND, format!("no connected proxy matches proxyID {id:?}\n"))
             .into_response();
     };

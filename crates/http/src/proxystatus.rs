@@ -19,6 +19,7 @@
 //! the acked nonce is the sent one, else `STALE`. A type the proxy does not watch has no entry
 //! (istioctl's `IGNORED`).
 
+use model::push::node::Proxy;
 use serde_json::{Map, Value, json};
 use xds::{ConnectionSnapshot, TypeStatus, debug::rfc3339_nano, source::Protocol};
 
@@ -66,7 +67,7 @@ fn type_json(t: &TypeStatus) -> Value {
     })
 }
 
-fn proxy_json(c: &ConnectionSnapshot) -> Value {
+fn proxy_json(c: &ConnectionSnapshot<Proxy>) -> Value {
     let types: Map<String, Value> = c.types.iter().map(|(url, t)| (url.clone(), type_json(t))).collect();
     json!({
         "proxy": c.proxy.id,
@@ -83,8 +84,8 @@ fn proxy_json(c: &ConnectionSnapshot) -> Value {
 }
 
 /// The `/debug/proxystatusz` body for `connections`, sorted by proxy id then connection id.
-pub fn proxystatusz(connections: &[ConnectionSnapshot], control_plane: &str) -> Value {
-    let mut conns: Vec<&ConnectionSnapshot> = connections.iter().collect();
+pub fn proxystatusz(connections: &[ConnectionSnapshot<Proxy>], control_plane: &str) -> Value {
+    let mut conns: Vec<&ConnectionSnapshot<Proxy>> = connections.iter().collect();
     conns.sort_by(|a, b| (&a.proxy.id, &a.id).cmp(&(&b.proxy.id, &b.id)));
     json!({
         "controlPlane": {"id": control_plane, "version": env!("CARGO_PKG_VERSION")},

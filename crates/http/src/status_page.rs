@@ -36,7 +36,7 @@ use discovery::{
     objects::{ProxyObjectStatus, SyncCounts, SyncStatus},
     push_log::PushRecord,
 };
-use model::ConfigStore;
+use model::{ConfigStore, push::node::Proxy};
 use serde::Deserialize;
 use xds::{
     ConnectionSnapshot, TypeStatus,
@@ -108,7 +108,7 @@ fn type_state(t: Option<&TypeStatus>) -> (&'static str, &'static str) {
 }
 
 /// A connection's overall state: the worst of its types.
-fn proxy_state(c: &ConnectionSnapshot) -> &'static str {
+fn proxy_state(c: &ConnectionSnapshot<Proxy>) -> &'static str {
     let states: Vec<&str> = c.types.values().map(|t| type_state(Some(t)).0).collect();
     if states.contains(&"NACKED") {
         "NACKED"
@@ -223,7 +223,7 @@ fn age(d: Duration) -> String {
     }
 }
 
-fn proxies_section(conns: &[ConnectionSnapshot], now: SystemTime) -> String {
+fn proxies_section(conns: &[ConnectionSnapshot<Proxy>], now: SystemTime) -> String {
     let mut out = String::from("<section id=\"proxies\"><h2>Proxies</h2>\n");
     if conns.is_empty() {
         out.push_str("<p class=\"empty\">No proxy is connected.</p></section>\n");
@@ -577,8 +577,9 @@ fn list(out: &mut String, id: &str, title: &str, items: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::push::node::NodeMetadata;
     use std::{collections::BTreeMap, sync::Arc, time::UNIX_EPOCH};
-    use xds::{NodeMetadata, Proxy, SyncState, source::Protocol};
+    use xds::{SyncState, source::Protocol};
 
     #[test]
     fn escapes_markup_and_quotes() {
@@ -597,7 +598,7 @@ mod tests {
         assert_eq!(xds_status("n2", "n1"), "STALE");
     }
 
-    fn conn(id: &str, types: BTreeMap<String, TypeStatus>) -> ConnectionSnapshot {
+    fn conn(id: &str, types: BTreeMap<String, TypeStatus>) -> ConnectionSnapshot<Proxy> {
         let proxy =
             Proxy::parse(&format!("sidecar~10.0.0.1~{id}~ns.svc.cluster.local"), NodeMetadata::default())
                 .unwrap();

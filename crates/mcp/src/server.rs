@@ -30,12 +30,13 @@ use std::sync::Arc;
 use api::mesh_config::MeshConfig;
 use api::{Kind, mcp::kind_from_type_url};
 use envoy_types::pb::google::protobuf::Any;
+use model::push::node::Proxy;
 use model::{
     ConfigStoreController,
     push::{MeshSettings, OutboundTrafficPolicy, PushRequest},
 };
 use prost::Message;
-use xds::{Generated, Proxy, Resource, SourceError, Trigger, type_url};
+use xds::{Generated, Resource, SourceError, Trigger, type_url};
 
 /// The MCP-over-xDS generator over a config store.
 pub struct ApiGenerator {

@@ -18,6 +18,7 @@ use std::{
 };
 
 use base64::Engine;
+use model::push::node::Proxy;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -170,7 +171,7 @@ impl ConfigDirSecrets {
     /// ([`CredentialSecrets::push_changed`]).
     pub async fn run<P: PushEvent>(
         self: Arc<Self>,
-        connections: ConnectionRegistry<P>,
+        connections: ConnectionRegistry<Proxy, P>,
         mut shutdown: model::Shutdown,
         secrets_push: impl Fn(BTreeSet<String>) -> P + Send + Sync + 'static,
     ) {

@@ -32,7 +32,10 @@ use envoy_types::pb::envoy::{
     config::core::v3::{DataSource, data_source},
     extensions::transport_sockets::tls::v3::{CertificateValidationContext, Secret, TlsCertificate, secret},
 };
-use model::credentials::{self, Denied, ProxyIdentity, SecretResource};
+use model::{
+    credentials::{self, Denied, ProxyIdentity, SecretResource},
+    push::node::Proxy,
+};
 use tracing::{info, warn};
 use xds::{ConnectionRegistry, PushEvent, Resource, type_url};
 
@@ -350,7 +353,7 @@ impl CredentialSecrets {
     /// connection gets `secrets_push(names)`, `names` being its affected subscribed names. Returns the
     /// number of connections pushed.
     pub fn push_changed<P: PushEvent>(
-        connections: &ConnectionRegistry<P>,
+        connections: &ConnectionRegistry<Proxy, P>,
         changed: &BTreeSet<SecretKey>,
         secrets_push: impl Fn(BTreeSet<String>) -> P,
     ) -> usize {

@@ -35,7 +35,7 @@ use envoy_types::pb::envoy::{
     config::core::v3::{DataSource, data_source},
     extensions::transport_sockets::tls::v3::{CertificateValidationContext, Secret, TlsCertificate, secret},
 };
-use model::file_secret::FileSecret;
+use model::{file_secret::FileSecret, push::node::Proxy};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -265,7 +265,7 @@ impl FileSecrets {
     /// discovery server passes `PushRequest::secrets`).
     pub async fn run<P: PushEvent>(
         self: Arc<Self>,
-        connections: ConnectionRegistry<P>,
+        connections: ConnectionRegistry<Proxy, P>,
         mut shutdown: model::Shutdown,
         secrets_push: impl Fn(BTreeSet<String>) -> P + Send + Sync + 'static,
     ) {
@@ -316,7 +316,7 @@ impl FileSecrets {
 
     async fn refresh_and_push<P: PushEvent>(
         self: &Arc<Self>,
-        connections: &ConnectionRegistry<P>,
+        connections: &ConnectionRegistry<Proxy, P>,
         secrets_push: &impl Fn(BTreeSet<String>) -> P,
     ) {
         let this = self.clone();
@@ -468,7 +468,7 @@ fn watch_dirs(state: &mut State, dirs: &[PathBuf]) {
 }
 
 /// The union of the connections' SDS subscriptions.
-fn subscribed<P>(connections: &ConnectionRegistry<P>) -> BTreeSet<String> {
+fn subscribed<P>(connections: &ConnectionRegistry<Proxy, P>) -> BTreeSet<String> {
     connections
         .snapshot()
         .into_iter()
@@ -480,7 +480,7 @@ fn subscribed<P>(connections: &ConnectionRegistry<P>) -> BTreeSet<String> {
 /// Pushes `changed` secrets to the connections subscribed to any of them: `secrets_push(names)` with
 /// the changed names each one watches (an SDS-only push event). Returns how many connections.
 pub fn push_secrets<P: PushEvent>(
-    connections: &ConnectionRegistry<P>,
+    connections: &ConnectionRegistry<Proxy, P>,
     changed: &BTreeSet<String>,
     secrets_push: impl Fn(BTreeSet<String>) -> P,
 ) -> usize {

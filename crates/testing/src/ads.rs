@@ -12,7 +12,7 @@ pub struct RunningAds<S: ResourceSource> {
     /// Where it listens.
     pub addr: SocketAddr,
     /// Its connection registry.
-    pub registry: ConnectionRegistry<S::Push>,
+    pub registry: ConnectionRegistry<S::Node, S::Push>,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }

@@ -3,14 +3,16 @@
 //!
 //! ```text
 //!                 ┌──────────────────────── meshpilot-xds ─────────────────────────┐
-//!  Envoy / gRPC ──┤ server (tonic ADS)  ─► node (Proxy, NodeMetadata)             │
+//!  Envoy / gRPC ──┤ server (tonic ADS)  ─► node (NodeParts) ─► source.node          │
 //!   client        │   per stream: sotw::SotwSession | delta::DeltaSession (pure)   ├──► ResourceSource
-//!                 │   registry: connections, push slots, TypeStatus ─► debug (syncz/adsz JSON)    (generators)
+//!                 │   registry: connections, push slots, TypeStatus, ConnectionSnapshot           (generators)
 //!                 │   metrics (pilot_xds, pilot_xds_pushes, pilot_total_xds_rejects, …)           │
 //!                 └────────────────────────────────────────────────────────────────┘
 //! ```
 //!
-//! - [`node`]: Istio node ids (`TYPE~IP~ID~DOMAIN`) and typed node metadata → [`Proxy`].
+//! - [`node`]: the first request's protobuf `node`, present and size-bounded, as [`NodeParts`]; the
+//!   source reads them into its own node type ([`ResourceSource::Node`]: meshpilot's is Istio's `Proxy`).
+//!   The engine depends on no Istio crate.
 //! - [`source`]: the [`ResourceSource`] trait the control plane implements, [`Resource`],
 //!   [`Generated`], [`Watch`], [`Trigger`], [`PushEvent`].
 //! - [`sotw`], [`delta`]: the per-type protocol state machines, pure and unit-tested without sockets
@@ -20,7 +22,8 @@
 //! - [`handshake`]: the HTTP/2 handshake deadline of the ADS ports.
 //! - [`registry`]: [`ConnectionRegistry`] (connection ids `<proxy id>-<n>`, push handles with one
 //!   pending merged event per connection, per-type [`TypeStatus`]).
-//! - [`debug`]: Istio-shaped `/debug/syncz` and `/debug/adsz` JSON.
+//! - [`debug`]: Go's RFC 3339 timestamps for debug JSON (the Istio-shaped `/debug/syncz` and `/debug/adsz`
+//!   are built by `meshpilot-http` from [`ConnectionSnapshot`]s).
 //! - [`metrics`]: Istio metric names through the `metrics` facade.
 //!
 //! The real-Envoy harness and loopback upstreams for end-to-end tests are in `meshpilot-testing`.
@@ -47,7 +50,7 @@ mod wire;
 
 pub use admission::{RequestLimiter, default_max_requests_per_second};
 pub use framing::AdsService;
-pub use node::{NodeError, NodeMetadata, NodeType, Proxy};
+pub use node::{NodeError, NodeParts};
 pub use registry::{
     ConnectionChurn, ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus, connection_churn,
 };
@@ -56,7 +59,7 @@ pub use server::{
     StreamAuthenticator, StreamCaller, StreamLimits, check_identity, default_push_throttle,
 };
 pub use source::{
-    GenerateRequest, Generated, Protocol, PushEvent, Resource, ResourceSource, SourceError, Trigger, Watch,
-    content_version,
+    GenerateRequest, Generated, NodeInfo, Protocol, PushEvent, Resource, ResourceSource, SourceError,
+    Trigger, Watch, content_version,
 };
 pub use state::SyncState;

@@ -1,31 +1,71 @@
-//! Reading a proxy's identity from the protobuf `node` of an xDS stream's first request into the
-//! model's [`Proxy`] (`model::push::node`: Istio's node id `TYPE~IP~ID~DOMAIN` and typed node
-//! metadata). Only the protobuf part lives here: `node.metadata` as a `Struct`, `node.locality`,
-//! `node.user_agent_name`.
+//! The `node` of an xDS stream's first request, as the engine reads it before the control plane
+//! interprets it: present, bounded in size, and unpacked into plain values ([`NodeParts`]). What the
+//! id and metadata mean (Istio's `TYPE~IP~ID~DOMAIN` and typed metadata) is the control plane's
+//! business: it turns the parts into its own node type ([`crate::ResourceSource::node`]).
 
-use envoy_types::pb::{envoy::config::core::v3::Node, google::protobuf::Struct};
-pub use model::push::node::{
-    Locality, MAX_NODE_ID_BYTES, MAX_NODE_METADATA_BYTES, NodeError, NodeMetadata, NodeType, Proxy,
-    VerifiedIdentity,
-};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use serde_json::{Map, Value as Json};
 
 use crate::convert::struct_to_json;
 
-/// Reads the typed metadata from `node.metadata`.
-///
-/// # Errors
-/// [`NodeError::Metadata`] when a modelled key has the wrong JSON type (Istio rejects those too).
-pub fn metadata_from_struct(s: &Struct) -> Result<NodeMetadata, NodeError> {
-    NodeMetadata::from_json(struct_to_json(s))
+/// The longest `node.id` accepted, bytes. Istio's ids are `TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN`:
+/// with Kubernetes' longest names (pod 253, namespace 63, domain 253 characters) under 700 bytes.
+/// A longer id is refused: it is kept for the stream's life and written in every log line of it.
+pub const MAX_NODE_ID_BYTES: usize = 1024;
+
+/// The largest `node.metadata` accepted, bytes of its protobuf encoding. Istio's agent sends a few KiB;
+/// labels and annotations copied from a pod are bounded by Kubernetes (256 KiB of annotations), so
+/// 1 MiB leaves room for any real proxy while keeping what one connection holds for its life far
+/// below the 4 MiB a request may carry.
+pub const MAX_NODE_METADATA_BYTES: usize = 1 << 20;
+
+/// Why the engine refused a stream's `node` before the control plane saw it. The text is what the
+/// client receives as the gRPC `InvalidArgument` message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    /// The first request of a stream carried no node or an empty `node.id`.
+    #[error(
+        "missing node information: the first request on an xDS stream must carry node.id \
+         (TYPE~IP~ID~DOMAIN, e.g. sidecar~10.1.2.3~reviews-v1-abc.default~default.svc.cluster.local)"
+    )]
+    MissingNode,
+    /// The node id or metadata is larger than a proxy ever sends ([`MAX_NODE_ID_BYTES`],
+    /// [`MAX_NODE_METADATA_BYTES`]): refused before anything of it is kept or logged.
+    #[error("node {what} of {bytes} bytes is over meshpilot's limit of {limit} bytes")]
+    TooLarge {
+        /// `id` or `metadata`.
+        what: &'static str,
+        /// Its size (the id's UTF-8 length, the metadata's protobuf encoding).
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
-/// Reads the identity from the `node` of a stream's first request: id and metadata
-/// ([`Proxy::parse`]), locality and user agent.
+/// The parts of an xDS `Node` a control plane identifies a client by, unpacked from protobuf.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeParts {
+    /// `node.id` (not empty, at most [`MAX_NODE_ID_BYTES`]).
+    pub id: String,
+    /// `node.metadata` as a JSON object (keys sorted), empty when absent.
+    pub metadata: Map<String, Json>,
+    /// `node.locality.region` (empty when absent).
+    pub region: String,
+    /// `node.locality.zone`.
+    pub zone: String,
+    /// `node.locality.sub_zone`.
+    pub sub_zone: String,
+    /// `node.user_agent_name` (`envoy`, `grpc-go`, …).
+    pub user_agent_name: String,
+}
+
+/// Reads the `node` of a stream's first request into [`NodeParts`].
 ///
 /// # Errors
-/// [`NodeError`] when the node is missing, the id malformed or the metadata mistyped, or either is
-/// over its size limit ([`MAX_NODE_ID_BYTES`], [`MAX_NODE_METADATA_BYTES`]).
-pub fn proxy_from_node(node: Option<&Node>) -> Result<Proxy, NodeError> {
+/// [`NodeError::MissingNode`] when the node or its id is missing; [`NodeError::TooLarge`] when the id
+/// or the metadata is over its limit ([`MAX_NODE_ID_BYTES`], [`MAX_NODE_METADATA_BYTES`]), checked
+/// before anything is copied.
+pub fn node_parts(node: Option<&Node>) -> Result<NodeParts, NodeError> {
     let node = node.filter(|n| !n.id.is_empty()).ok_or(NodeError::MissingNode)?;
     if node.id.len() > MAX_NODE_ID_BYTES {
         return Err(NodeError::TooLarge { what: "id", bytes: node.id.len(), limit: MAX_NODE_ID_BYTES });
@@ -38,22 +78,20 @@ pub fn proxy_from_node(node: Option<&Node>) -> Result<Proxy, NodeError> {
             limit: MAX_NODE_METADATA_BYTES,
         });
     }
-    let metadata = match &node.metadata {
-        Some(s) => metadata_from_struct(s)?,
-        None => NodeMetadata::default(),
-    };
-    let mut proxy = Proxy::parse(&node.id, metadata)?;
-    if let Some(l) = &node.locality {
-        proxy.locality =
-            Locality { region: l.region.clone(), zone: l.zone.clone(), sub_zone: l.sub_zone.clone() };
-    }
-    proxy.user_agent_name = node.user_agent_name.clone();
-    Ok(proxy)
+    let locality = node.locality.clone().unwrap_or_default();
+    Ok(NodeParts {
+        id: node.id.clone(),
+        metadata: node.metadata.as_ref().map(struct_to_json).unwrap_or_default(),
+        region: locality.region,
+        zone: locality.zone,
+        sub_zone: locality.sub_zone,
+        user_agent_name: node.user_agent_name.clone(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value as Json, json};
+    use serde_json::json;
 
     use super::*;
     use crate::convert::json_to_struct;
@@ -63,7 +101,7 @@ mod tests {
         let id =
             format!("sidecar~10.0.0.1~{}.default~default.svc.cluster.local", "p".repeat(MAX_NODE_ID_BYTES));
         let node = Node { id, ..Node::default() };
-        let err = proxy_from_node(Some(&node)).unwrap_err();
+        let err = node_parts(Some(&node)).unwrap_err();
         assert!(matches!(err, NodeError::TooLarge { what: "id", .. }), "{err}");
         assert!(err.to_string().len() < 200, "{err}");
         let big = json!({"NAMESPACE": "default", "BLOB": "x".repeat(MAX_NODE_METADATA_BYTES)});
@@ -72,30 +110,21 @@ mod tests {
             metadata: Some(json_to_struct(big.as_object().unwrap())),
             ..Node::default()
         };
-        let err = proxy_from_node(Some(&node)).unwrap_err();
+        let err = node_parts(Some(&node)).unwrap_err();
         assert!(matches!(err, NodeError::TooLarge { what: "metadata", .. }), "{err}");
-        // A malformed id just under the limit is quoted only in part.
+        // Exactly at the limit is accepted.
         let node = Node { id: "x".repeat(MAX_NODE_ID_BYTES), ..Node::default() };
-        let err = proxy_from_node(Some(&node)).unwrap_err().to_string();
-        assert!(err.contains("(1024 bytes)") && err.len() < 600, "{err}");
-        // A mistyped metadata value is quoted only in part.
-        let node = Node {
-            id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local".into(),
-            metadata: Some(json_to_struct(json!({"NAMESPACE": ["y".repeat(10_000)]}).as_object().unwrap())),
-            ..Node::default()
-        };
-        let err = proxy_from_node(Some(&node)).unwrap_err().to_string();
-        assert!(err.contains("NAMESPACE") && err.len() < 600, "{err}");
+        assert_eq!(node_parts(Some(&node)).unwrap().id.len(), MAX_NODE_ID_BYTES);
     }
 
     #[test]
     fn a_missing_node_or_id_is_refused() {
-        assert_eq!(proxy_from_node(None).unwrap_err(), NodeError::MissingNode);
-        assert_eq!(proxy_from_node(Some(&Node::default())).unwrap_err(), NodeError::MissingNode);
+        assert_eq!(node_parts(None).unwrap_err(), NodeError::MissingNode);
+        assert_eq!(node_parts(Some(&Node::default())).unwrap_err(), NodeError::MissingNode);
     }
 
     #[test]
-    fn from_node_reads_struct_metadata_and_locality() {
+    fn node_parts_reads_struct_metadata_locality_and_user_agent() {
         let node = Node {
             id: "sidecar~127.0.0.1~client-1.test~test.svc.cluster.local".into(),
             metadata: Some(json_to_struct(
@@ -111,13 +140,11 @@ mod tests {
             user_agent_name: "envoy".into(),
             ..Default::default()
         };
-        let p = proxy_from_node(Some(&node)).unwrap();
-        assert_eq!(p.locality.zone, "z");
-        assert_eq!(p.user_agent_name, "envoy");
-        assert_eq!(p.config_namespace, "test");
-        let j = p.metadata.to_json();
+        let parts = node_parts(Some(&node)).unwrap();
+        assert_eq!((parts.region.as_str(), parts.zone.as_str(), parts.sub_zone.as_str()), ("r", "z", "s"));
+        assert_eq!(parts.user_agent_name, "envoy");
         assert_eq!(
-            Json::Object(j),
+            Json::Object(parts.metadata),
             json!({"INSTANCE_IPS": "127.0.0.1", "NAMESPACE": "test", "GENERATOR": "grpc"})
         );
     }

@@ -23,8 +23,7 @@ use tokio::sync::Notify;
 
 use crate::{
     metrics,
-    node::Proxy,
-    source::{Protocol, PushEvent, Watch},
+    source::{NodeInfo, Protocol, PushEvent, Watch},
     state::{SyncState, TypeMap},
 };
 
@@ -80,13 +79,14 @@ impl Default for TypeStatus {
     }
 }
 
-/// A copy of one connection's state, for debug endpoints and tests.
-#[derive(Debug, Clone)]
-pub struct ConnectionSnapshot {
+/// A copy of one connection's state, for debug endpoints and tests. `N` is the source's node type
+/// ([`crate::ResourceSource::Node`]).
+#[derive(Debug)]
+pub struct ConnectionSnapshot<N> {
     /// `<proxy id>-<counter>`.
     pub id: String,
     /// The proxy's identity.
-    pub proxy: Arc<Proxy>,
+    pub proxy: Arc<N>,
     /// The peer address, when the transport knows it.
     pub peer: Option<SocketAddr>,
     /// When the stream's node was accepted.
@@ -95,6 +95,19 @@ pub struct ConnectionSnapshot {
     pub protocol: Protocol,
     /// Status per watched type URL.
     pub types: BTreeMap<String, TypeStatus>,
+}
+
+impl<N> Clone for ConnectionSnapshot<N> {
+    fn clone(&self) -> Self {
+        ConnectionSnapshot {
+            id: self.id.clone(),
+            proxy: Arc::clone(&self.proxy),
+            peer: self.peer,
+            connected_at: self.connected_at,
+            protocol: self.protocol,
+            types: self.types.clone(),
+        }
+    }
 }
 
 /// A push waiting for its connection.
@@ -106,11 +119,13 @@ pub struct PendingPush<P> {
     pub enqueued: Instant,
 }
 
-pub(crate) struct Entry<P> {
+pub(crate) struct Entry<N, P> {
     pub(crate) id: String,
     /// Registration order (the counter in the id): pushes go out oldest connection first.
     seq: u64,
-    pub(crate) proxy: Arc<Proxy>,
+    pub(crate) proxy: Arc<N>,
+    /// The client's version ([`crate::NodeInfo::version`]), for `pilot_xds{version}`.
+    version: Box<str>,
     peer: Option<SocketAddr>,
     connected_at: SystemTime,
     protocol: Protocol,
@@ -122,7 +137,7 @@ pub(crate) struct Entry<P> {
     status: Mutex<TypeMap<TypeStatus>>,
 }
 
-impl<P: PushEvent> Entry<P> {
+impl<N, P: PushEvent> Entry<N, P> {
     fn push(&self, event: P) {
         {
             let mut slot = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -140,7 +155,7 @@ impl<P: PushEvent> Entry<P> {
     }
 }
 
-impl<P> Entry<P> {
+impl<N, P> Entry<N, P> {
     pub(crate) fn update_type(&self, type_url: &str, f: impl FnOnce(&mut TypeStatus)) {
         let mut status = self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(status.get_or_insert_with(type_url, TypeStatus::default));
@@ -150,7 +165,7 @@ impl<P> Entry<P> {
         self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(type_url);
     }
 
-    fn snapshot(&self) -> ConnectionSnapshot {
+    fn snapshot(&self) -> ConnectionSnapshot<N> {
         ConnectionSnapshot {
             id: self.id.clone(),
             proxy: Arc::clone(&self.proxy),
@@ -166,23 +181,23 @@ impl<P> Entry<P> {
 
 /// A handle to push to one connection (cheap to clone; stays valid but inert after the connection
 /// ends).
-pub struct PushHandle<P> {
-    entry: Arc<Entry<P>>,
+pub struct PushHandle<N, P> {
+    entry: Arc<Entry<N, P>>,
 }
 
-impl<P> Clone for PushHandle<P> {
+impl<N, P> Clone for PushHandle<N, P> {
     fn clone(&self) -> Self {
         PushHandle { entry: Arc::clone(&self.entry) }
     }
 }
 
-impl<P> std::fmt::Debug for PushHandle<P> {
+impl<N, P> std::fmt::Debug for PushHandle<N, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PushHandle").field("connection", &self.entry.id).finish()
     }
 }
 
-impl<P: PushEvent> PushHandle<P> {
+impl<N, P: PushEvent> PushHandle<N, P> {
     /// Enqueues `event` (merged into the pending one, if any) and wakes the connection. Never blocks.
     pub fn push(&self, event: P) {
         self.entry.push(event);
@@ -194,13 +209,13 @@ impl<P: PushEvent> PushHandle<P> {
     }
 
     /// The connected proxy.
-    pub fn proxy(&self) -> &Proxy {
+    pub fn proxy(&self) -> &N {
         &self.entry.proxy
     }
 }
 
-struct Inner<P> {
-    connections: RwLock<BTreeMap<String, Arc<Entry<P>>>>,
+struct Inner<N, P> {
+    connections: RwLock<BTreeMap<String, Arc<Entry<N, P>>>>,
     counter: AtomicU64,
 }
 
@@ -258,31 +273,32 @@ pub fn connection_churn() -> ConnectionChurn {
     ConnectionChurn { opened: OPENED.load(Ordering::Relaxed), closed: CLOSED.load(Ordering::Relaxed) }
 }
 
-/// The connected proxies (cheap to clone; clones share the registry).
-pub struct ConnectionRegistry<P> {
-    inner: Arc<Inner<P>>,
+/// The connected proxies (cheap to clone; clones share the registry): `N` is the source's node type
+/// ([`crate::ResourceSource::Node`]), `P` its push event.
+pub struct ConnectionRegistry<N, P> {
+    inner: Arc<Inner<N, P>>,
 }
 
-impl<P> Clone for ConnectionRegistry<P> {
+impl<N, P> Clone for ConnectionRegistry<N, P> {
     fn clone(&self) -> Self {
         ConnectionRegistry { inner: Arc::clone(&self.inner) }
     }
 }
 
-impl<P> std::fmt::Debug for ConnectionRegistry<P> {
+impl<N, P> std::fmt::Debug for ConnectionRegistry<N, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectionRegistry").field("connections", &self.len()).finish()
     }
 }
 
-impl<P: PushEvent> Default for ConnectionRegistry<P> {
+impl<N, P: PushEvent> Default for ConnectionRegistry<N, P> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<P> ConnectionRegistry<P> {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Entry<P>>>> {
+impl<N, P> ConnectionRegistry<N, P> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Entry<N, P>>>> {
         self.inner.connections.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -297,12 +313,12 @@ impl<P> ConnectionRegistry<P> {
     }
 
     /// Copies of every connection's state, sorted by connection id.
-    pub fn snapshot(&self) -> Vec<ConnectionSnapshot> {
+    pub fn snapshot(&self) -> Vec<ConnectionSnapshot<N>> {
         self.read().values().map(|e| e.snapshot()).collect()
     }
 
     /// A copy of one connection's state.
-    pub fn connection(&self, id: &str) -> Option<ConnectionSnapshot> {
+    pub fn connection(&self, id: &str) -> Option<ConnectionSnapshot<N>> {
         self.read().get(id).map(|e| e.snapshot())
     }
 
@@ -329,7 +345,7 @@ impl<P> ConnectionRegistry<P> {
     }
 }
 
-impl<P: PushEvent> ConnectionRegistry<P> {
+impl<N, P: PushEvent> ConnectionRegistry<N, P> {
     /// An empty registry.
     pub fn new() -> Self {
         ConnectionRegistry {
@@ -351,7 +367,7 @@ impl<P: PushEvent> ConnectionRegistry<P> {
     /// that order: a stream that connected recently has just been sent the current config in its
     /// first responses (in a reconnect storm, the new streams), while the long-lived ones only get
     /// the change from this push. Istio's push queue has no order (map iteration).
-    pub fn push_where(&self, matches: impl FnMut(&Proxy) -> bool, event: P) -> usize
+    pub fn push_where(&self, matches: impl FnMut(&N) -> bool, event: P) -> usize
     where
         P: Clone,
     {
@@ -363,35 +379,38 @@ impl<P: PushEvent> ConnectionRegistry<P> {
     }
 
     /// The connections whose proxy matches, in push order: oldest registration first.
-    fn push_targets(&self, mut matches: impl FnMut(&Proxy) -> bool) -> Vec<Arc<Entry<P>>> {
-        let mut targets: Vec<Arc<Entry<P>>> =
+    fn push_targets(&self, mut matches: impl FnMut(&N) -> bool) -> Vec<Arc<Entry<N, P>>> {
+        let mut targets: Vec<Arc<Entry<N, P>>> =
             self.read().values().filter(|e| matches(&e.proxy)).cloned().collect();
         targets.sort_unstable_by_key(|e| e.seq);
         targets
     }
 
     /// A push handle for one connection.
-    pub fn handle(&self, id: &str) -> Option<PushHandle<P>> {
+    pub fn handle(&self, id: &str) -> Option<PushHandle<N, P>> {
         self.read().get(id).map(|e| PushHandle { entry: Arc::clone(e) })
     }
 
     /// Push handles for every connection.
-    pub fn handles(&self) -> Vec<PushHandle<P>> {
+    pub fn handles(&self) -> Vec<PushHandle<N, P>> {
         self.read().values().map(|e| PushHandle { entry: Arc::clone(e) }).collect()
     }
 
+    /// Registers a connection of `proxy` under `<info.id>-<counter>`.
     pub(crate) fn register(
         &self,
-        proxy: Arc<Proxy>,
+        proxy: Arc<N>,
+        info: NodeInfo<'_>,
         peer: Option<SocketAddr>,
         protocol: Protocol,
-    ) -> Registration<P> {
+    ) -> Registration<N, P> {
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("{}-{n}", proxy.id);
+        let id = format!("{}-{n}", info.id);
         let entry = Arc::new(Entry {
             id: id.clone(),
             seq: n,
             proxy,
+            version: info.version.into(),
             peer,
             connected_at: SystemTime::now(),
             protocol,
@@ -405,19 +424,19 @@ impl<P: PushEvent> ConnectionRegistry<P> {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(id, Arc::clone(&entry));
-        count_version(&entry.proxy.metadata.istio_version, true);
+        count_version(&entry.version, true);
         OPENED.fetch_add(1, Ordering::Relaxed);
         Registration { registry: self.clone(), entry }
     }
 }
 
 /// A registered connection; unregisters when dropped (also on panic).
-pub(crate) struct Registration<P: PushEvent> {
-    registry: ConnectionRegistry<P>,
-    pub(crate) entry: Arc<Entry<P>>,
+pub(crate) struct Registration<N, P: PushEvent> {
+    registry: ConnectionRegistry<N, P>,
+    pub(crate) entry: Arc<Entry<N, P>>,
 }
 
-impl<P: PushEvent> Drop for Registration<P> {
+impl<N, P: PushEvent> Drop for Registration<N, P> {
     fn drop(&mut self) {
         let removed = self
             .registry
@@ -427,7 +446,7 @@ impl<P: PushEvent> Drop for Registration<P> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&self.entry.id);
         if removed.is_some() {
-            count_version(&self.entry.proxy.metadata.istio_version, false);
+            count_version(&self.entry.version, false);
             CLOSED.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -436,7 +455,6 @@ impl<P: PushEvent> Drop for Registration<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::NodeMetadata;
     use futures::FutureExt as _;
 
     #[test]
@@ -456,28 +474,33 @@ mod tests {
     #[derive(Debug, Clone, PartialEq)]
     struct Keys(Vec<&'static str>);
 
-    impl PushEvent for Keys {
-        fn merge(&mut self, newer: Self) {
-            self.0.extend(newer.0);
+    impl Extend<Keys> for Keys {
+        fn extend<I: IntoIterator<Item = Keys>>(&mut self, newer: I) {
+            self.0.extend(newer.into_iter().flat_map(|k| k.0));
         }
     }
 
-    fn proxy(id: &str) -> Arc<Proxy> {
-        Arc::new(
-            Proxy::parse(
-                &format!("sidecar~10.0.0.1~{id}~default.svc.cluster.local"),
-                NodeMetadata::default(),
-            )
-            .unwrap(),
-        )
+    /// A node type of the registry's own: the engine holds whatever the source reads.
+    #[derive(Debug)]
+    struct TestNode {
+        id: String,
+    }
+
+    fn register<P: PushEvent>(
+        reg: &ConnectionRegistry<TestNode, P>,
+        id: &str,
+        protocol: Protocol,
+    ) -> Registration<TestNode, P> {
+        let info = NodeInfo { id, namespace: "default", version: "1.30.0", node_id: id };
+        reg.register(Arc::new(TestNode { id: id.to_owned() }), info, None, protocol)
     }
 
     #[tokio::test]
     async fn pushes_merge_into_one_pending_event() {
-        let reg = ConnectionRegistry::<Keys>::new();
-        let r = reg.register(proxy("a.default"), None, Protocol::Sotw);
+        let reg = ConnectionRegistry::<TestNode, Keys>::new();
+        let r = register(&reg, "a.default", Protocol::Sotw);
         assert_eq!(r.entry.id, "a.default-1");
-        let r2 = reg.register(proxy("a.default"), None, Protocol::Delta);
+        let r2 = register(&reg, "a.default", Protocol::Delta);
         assert_eq!(r2.entry.id, "a.default-2", "same proxy, new connection id");
         assert_eq!(reg.push_all(Keys(vec!["vs"])), 2);
         assert_eq!(reg.push_where(|p| p.id == "a.default", Keys(vec!["dr"])), 2);
@@ -497,11 +520,11 @@ mod tests {
 
     #[test]
     fn pushes_go_to_the_oldest_connections_first() {
-        let reg = ConnectionRegistry::<()>::new();
+        let reg = ConnectionRegistry::<TestNode, ()>::new();
         // Registration order differs from the ids' order (the registry's map is sorted by id), and
         // the 10th connection's id sorts before the 9th's ("-10" < "-9").
         let names = ["z.ns", "m.ns", "a.ns", "q.ns", "b.ns", "y.ns", "c.ns", "x.ns", "d.ns", "e.ns"];
-        let held: Vec<_> = names.iter().map(|n| reg.register(proxy(n), None, Protocol::Sotw)).collect();
+        let held: Vec<_> = names.iter().map(|n| register(&reg, n, Protocol::Sotw)).collect();
         let order: Vec<String> = reg.push_targets(|_| true).iter().map(|e| e.id.clone()).collect();
         let registered: Vec<String> = held.iter().map(|r| r.entry.id.clone()).collect();
         assert_eq!(order, registered);
@@ -514,9 +537,9 @@ mod tests {
     fn churn_counts_registrations_and_their_ends() {
         // Process-wide counters: other tests may register meanwhile, so compare by at least.
         let before = connection_churn();
-        let reg = ConnectionRegistry::<()>::new();
-        let a = reg.register(proxy("churn-a.ns"), None, Protocol::Sotw);
-        let b = reg.register(proxy("churn-b.ns"), None, Protocol::Delta);
+        let reg = ConnectionRegistry::<TestNode, ()>::new();
+        let a = register(&reg, "churn-a.ns", Protocol::Sotw);
+        let b = register(&reg, "churn-b.ns", Protocol::Delta);
         let opened = connection_churn();
         assert!(opened.opened >= before.opened + 2, "{before:?} → {opened:?}");
         drop((a, b));
@@ -526,8 +549,8 @@ mod tests {
 
     #[tokio::test]
     async fn status_and_disconnect() {
-        let reg = ConnectionRegistry::<()>::new();
-        let r = reg.register(proxy("b.ns"), None, Protocol::Sotw);
+        let reg = ConnectionRegistry::<TestNode, ()>::new();
+        let r = register(&reg, "b.ns", Protocol::Sotw);
         r.entry.update_type("t", |s| s.nonce_sent = "n1".into());
         let snap = reg.connection("b.ns-1").unwrap();
         assert_eq!(snap.types["t"].nonce_sent, "n1");

@@ -4,7 +4,7 @@
 //! Each stream runs as one task:
 //!
 //! ```text
-//!   first request ──► node → Proxy (InvalidArgument if malformed) ──► source.connect ──► register
+//!   first request ──► node_parts ─► source.node (InvalidArgument if malformed) ─► source.connect ─► register
 //!   loop (biased select): stop ▸ request ▸ push wake-up
 //!     request ──► session.on_request (pure) ──► answer?  generate ─► send ─► session.on_sent
 //!     push    ──► source.needs_push ──► per watched type in CDS, EDS, LDS, RDS order: generate ─► send
@@ -41,7 +41,7 @@ use crate::{
     delta::DeltaSession,
     framing::{AdsService, Requests},
     metrics,
-    node::{NodeError, Proxy},
+    node::NodeError,
     registry::{ConnectionRegistry, Entry, PendingPush, Registration},
     sotw::SotwSession,
     source::{
@@ -285,7 +285,7 @@ impl AdsConfig {
 /// The ADS server: Envoy's `AggregatedDiscoveryService` (both methods) for any [`ResourceSource`].
 pub struct AdsServer<S: ResourceSource> {
     source: Arc<S>,
-    registry: ConnectionRegistry<S::Push>,
+    registry: ConnectionRegistry<S::Node, S::Push>,
     config: AdsConfig,
     throttle: Arc<Semaphore>,
 }
@@ -309,14 +309,18 @@ impl<S: ResourceSource> AdsServer<S> {
 
     /// A server over `source` with `config`, registering its connections in `registry` (one the
     /// control plane created first, e.g. its DiscoveryServer's).
-    pub fn with_registry(source: Arc<S>, config: AdsConfig, registry: ConnectionRegistry<S::Push>) -> Self {
+    pub fn with_registry(
+        source: Arc<S>,
+        config: AdsConfig,
+        registry: ConnectionRegistry<S::Node, S::Push>,
+    ) -> Self {
         let throttle = Arc::new(Semaphore::new(config.push_throttle.max(1)));
         AdsServer { source, registry, config, throttle }
     }
 
     /// The connection registry (clone it before [`AdsServer::into_service`] to push and to read
     /// sync status).
-    pub fn registry(&self) -> &ConnectionRegistry<S::Push> {
+    pub fn registry(&self) -> &ConnectionRegistry<S::Node, S::Push> {
         &self.registry
     }
 
@@ -409,33 +413,31 @@ impl<S: ResourceSource> AdsServer<S> {
         protocol: Protocol,
         caller: Option<&StreamCaller>,
     ) -> Result<Connection<S>, Status> {
-        let mut proxy = crate::node::proxy_from_node(first_node).map_err(|e| {
+        let rejected = |e: &dyn std::fmt::Display| {
             warn!(peer = ?peer, protocol = protocol.as_str(), "ADS: rejecting stream: {e}");
+        };
+        let parts = crate::node::node_parts(first_node).map_err(|e| {
+            rejected(&e);
             node_status(&e)
         })?;
-        if let Some(caller) = caller {
-            proxy.verified_identities = caller
-                .identities
-                .iter()
-                .zip(&caller.namespaces)
-                .map(|(identity, namespace)| crate::node::VerifiedIdentity {
-                    identity: identity.clone(),
-                    namespace: namespace.clone(),
-                })
-                .collect();
-        }
+        let proxy = self.source.node(parts, caller).map_err(|e| {
+            rejected(&e);
+            source_status(&e)
+        })?;
+        let info = self.source.node_info(&proxy);
         if let Some(caller) = caller.filter(|_| self.config.identity_check) {
-            check_identity(caller, &proxy.config_namespace).inspect_err(|e| {
-                warn!(node = %proxy.node_id, peer = ?peer, "ADS: rejecting stream: {}", e.message());
+            check_identity(caller, info.namespace).inspect_err(|e| {
+                warn!(node = %info.node_id, peer = ?peer, "ADS: rejecting stream: {}", e.message());
                 metrics::record_auth_failure("identity");
             })?;
         }
         let ctx = self.source.connect(&proxy).map_err(|e| {
-            warn!(node = %proxy.node_id, "ADS: source refused connection: {e}");
+            warn!(node = %info.node_id, "ADS: source refused connection: {e}");
             source_status(&e)
         })?;
         let proxy = Arc::new(proxy);
-        let reg = self.registry.register(Arc::clone(&proxy), peer, protocol);
+        let info = self.source.node_info(&proxy);
+        let reg = self.registry.register(Arc::clone(&proxy), info, peer, protocol);
         info!(connection = %reg.entry.id, peer = ?peer, protocol = protocol.as_str(), "ADS: new connection");
         Ok(Connection {
             source: Arc::clone(&self.source),
@@ -461,6 +463,7 @@ fn node_status(e: &NodeError) -> Status {
 
 fn source_status(e: &SourceError) -> Status {
     match e {
+        SourceError::InvalidNode(_) => Status::invalid_argument(e.to_string()),
         SourceError::Refused(_) => Status::permission_denied(e.to_string()),
         SourceError::Unauthenticated(_) => Status::unauthenticated(e.to_string()),
         SourceError::NotReady(_) => Status::unavailable(e.to_string()),
@@ -841,8 +844,8 @@ pub(crate) struct Sent {
 pub(crate) struct Connection<S: ResourceSource> {
     source: Arc<S>,
     ctx: Option<S::Context>,
-    proxy: Arc<Proxy>,
-    reg: Registration<S::Push>,
+    proxy: Arc<S::Node>,
+    reg: Registration<S::Node, S::Push>,
     convergence: Convergence,
     /// The server-wide push throttle (`PILOT_PUSH_THROTTLE`).
     throttle: Arc<Semaphore>,
@@ -899,7 +902,7 @@ impl<S: ResourceSource> Connection<S> {
         }
     }
 
-    pub(crate) fn entry(&self) -> &Entry<S::Push> {
+    pub(crate) fn entry(&self) -> &Entry<S::Node, S::Push> {
         &self.reg.entry
     }
 
@@ -1048,7 +1051,7 @@ impl<S: ResourceSource> Connection<S> {
         trigger: Trigger<'_, S::Push>,
     ) -> Option<Generated> {
         let ctx = self.ctx.as_mut()?;
-        let request = GenerateRequest { proxy: &self.proxy, type_url, protocol, watch, trigger };
+        let request = GenerateRequest { proxy: &*self.proxy, type_url, protocol, watch, trigger };
         match self.source.generate(ctx, &request) {
             Ok(g) => g.map(|g| {
                 let (g, dropped) = check_resources(type_url, g);

@@ -2,8 +2,9 @@
 //!
 //! The engine knows xDS (subscriptions, nonces, versions, ACK/NACK, delta bookkeeping, push order);
 //! it knows nothing about Istio config. Whatever owns config (meshpilot's DiscoveryServer and its
-//! generators) implements [`ResourceSource`]: given the connected [`Proxy`], a type URL, the names
-//! to produce and why ([`Trigger`]), it returns the [`Resource`]s. Server-side changes reach
+//! generators) implements [`ResourceSource`]: it reads each stream's node into its own node type
+//! ([`ResourceSource::node`]; meshpilot's is Istio's `Proxy`), and given that node, a type URL, the
+//! names to produce and why ([`Trigger`]), it returns the [`Resource`]s. Server-side changes reach
 //! connections as [`PushEvent`]s through the [`ConnectionRegistry`](crate::ConnectionRegistry).
 //!
 //! ```text
@@ -20,7 +21,7 @@ use std::collections::BTreeSet;
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 
-use crate::node::Proxy;
+use crate::{node::NodeParts, server::StreamCaller};
 
 /// One resource to send: its name, its version and the encoded message.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,9 +184,9 @@ impl<P> Copy for Trigger<'_, P> {}
 
 /// One call to [`ResourceSource::generate`].
 #[derive(Debug)]
-pub struct GenerateRequest<'a, P> {
-    /// The connected proxy.
-    pub proxy: &'a Proxy,
+pub struct GenerateRequest<'a, N, P> {
+    /// The connected proxy (the source's node type, [`ResourceSource::Node`]).
+    pub proxy: &'a N,
     /// The type to generate.
     pub type_url: &'a str,
     /// The stream's protocol variant.
@@ -198,6 +199,11 @@ pub struct GenerateRequest<'a, P> {
 
 /// A server-side change delivered to connections. At most one event is pending per connection;
 /// a newer event is folded into the pending one with [`PushEvent::merge`] (Istio's push queue).
+///
+/// Implemented for every type that can extend itself with newer events (`Extend<Self>`), so the
+/// control plane's event type needs no dependency on this crate: meshpilot's `PushRequest` extends
+/// itself as Istio's `PushRequest.Merge`, and `()` ("something changed, regenerate everything") is
+/// covered by the standard library's `Extend<()> for ()`.
 pub trait PushEvent: Send + Sync + 'static {
     /// Folds `newer` into `self` (e.g. union the changed config keys; keep the newer snapshot).
     fn merge(&mut self, newer: Self)
@@ -205,21 +211,34 @@ pub trait PushEvent: Send + Sync + 'static {
         Self: Sized;
 }
 
-/// "Something changed, regenerate everything".
-impl PushEvent for () {
-    fn merge(&mut self, _newer: Self) {}
+impl<T: Extend<T> + Send + Sync + 'static> PushEvent for T {
+    fn merge(&mut self, newer: Self) {
+        self.extend(std::iter::once(newer));
+    }
 }
 
-/// meshpilot's push: merged as Istio's `PushRequest.Merge` ([`model::push::PushRequest::merge_from`]).
-impl PushEvent for model::push::PushRequest {
-    fn merge(&mut self, newer: Self) {
-        self.merge_from(newer);
-    }
+/// What the engine needs to know of a connected node, borrowed from the source's node type
+/// ([`ResourceSource::node_info`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeInfo<'a> {
+    /// The start of the connection id `<id>-<counter>` (Istio's proxy id, `pod.namespace`).
+    pub id: &'a str,
+    /// The namespace the node claims, checked against the caller's verified namespaces when the port
+    /// authenticates (`AdsConfig::identity_check`).
+    pub namespace: &'a str,
+    /// The client's version, the `version` label of `pilot_xds` (Istio's `ISTIO_VERSION`).
+    pub version: &'a str,
+    /// The node as it named itself, for log lines (`node.id`).
+    pub node_id: &'a str,
 }
 
 /// Errors a [`ResourceSource`] reports to the engine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
+    /// The node of the first request is malformed (e.g. an id not in the control plane's format).
+    /// The stream ends with `InvalidArgument` and this message, which says what was expected.
+    #[error("{0}")]
+    InvalidNode(String),
     /// The proxy may not connect (e.g. its type is not served). The stream ends with
     /// `PermissionDenied` and this message.
     #[error("connection refused: {0}")]
@@ -248,18 +267,32 @@ pub enum SourceError {
 pub trait ResourceSource: Send + Sync + 'static {
     /// The server-side change event (Istio's `PushRequest`).
     type Push: PushEvent;
+    /// The connected node as the control plane models it (meshpilot: Istio's `Proxy`, read from the
+    /// node id `TYPE~IP~ID~DOMAIN` and the node metadata).
+    type Node: Send + Sync + 'static;
     /// Per-connection state the source keeps (e.g. the proxy's sidecar scope).
     type Context: Send + 'static;
 
-    /// Called once per stream after the node is parsed, before any response.
+    /// Reads the node of a stream's first request, already present and within the engine's size
+    /// limits ([`crate::node::node_parts`]), together with what the caller proved (`None` on a port
+    /// that does not authenticate).
+    ///
+    /// # Errors
+    /// [`SourceError::InvalidNode`] (or any other variant) ends the stream before it is registered.
+    fn node(&self, node: NodeParts, caller: Option<&StreamCaller>) -> Result<Self::Node, SourceError>;
+
+    /// The engine's view of a node: connection id, claimed namespace, version, node id for logs.
+    fn node_info<'a>(&self, node: &'a Self::Node) -> NodeInfo<'a>;
+
+    /// Called once per stream after the node is read and the caller checked, before any response.
     ///
     /// # Errors
     /// [`SourceError::Refused`] or [`SourceError::NotReady`] end the stream.
-    fn connect(&self, proxy: &Proxy) -> Result<Self::Context, SourceError>;
+    fn connect(&self, proxy: &Self::Node) -> Result<Self::Context, SourceError>;
 
     /// Whether `push` concerns this proxy at all (Istio's `ProxyNeedsPush`); `false` skips every
     /// type. Default: always.
-    fn needs_push(&self, _ctx: &mut Self::Context, _proxy: &Proxy, _push: &Self::Push) -> bool {
+    fn needs_push(&self, _ctx: &mut Self::Context, _proxy: &Self::Node, _push: &Self::Push) -> bool {
         true
     }
 
@@ -271,11 +304,11 @@ pub trait ResourceSource: Send + Sync + 'static {
     fn generate(
         &self,
         ctx: &mut Self::Context,
-        request: &GenerateRequest<'_, Self::Push>,
+        request: &GenerateRequest<'_, Self::Node, Self::Push>,
     ) -> Result<Option<Generated>, SourceError>;
 
     /// Called once when the stream ends.
-    fn disconnect(&self, _ctx: Self::Context, _proxy: &Proxy) {}
+    fn disconnect(&self, _ctx: Self::Context, _proxy: &Self::Node) {}
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ pub(crate) trait Wire<S: ResourceSource>: Send {
     fn step(&mut self, req: &Self::Request) -> Step<Self::Due>;
 
     /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
-    fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str);
+    fn mirror_type(&self, entry: &Entry<S::Node, S::Push>, type_url: &str);
 
     /// The subscribed types in push order.
     fn watched_types(&self) -> Vec<String>;
@@ -144,10 +144,8 @@ impl<S: ResourceSource> Connection<S> {
             }
             Answer::Nack { nonce, message, current } => {
                 if let Some(suppressed) = self.nack_log.admit(std::time::Instant::now()) {
-                    let (nonce, message) = (
-                        model::finding::clip(&nonce, 64),
-                        model::finding::clip(&message, NackLog::MAX_MESSAGE_BYTES),
-                    );
+                    let (nonce, message) =
+                        (NackLog::clip(&nonce, 64), NackLog::clip(&message, NackLog::MAX_MESSAGE_BYTES));
                     warn!(connection = %self.id(), %nonce, current, suppressed, "{short}: NACK{detail}: {message}");
                 }
                 metrics::record_reject(type_url);
@@ -213,7 +211,7 @@ impl<S: ResourceSource> Wire<S> for SotwWire {
         Step { type_url: req.type_url.clone(), answer, detail, respond: outcome.respond.map(|r| r.watch) }
     }
 
-    fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str) {
+    fn mirror_type(&self, entry: &Entry<S::Node, S::Push>, type_url: &str) {
         self.mirror(entry, type_url);
     }
 
@@ -366,7 +364,7 @@ impl SotwWire {
     }
 
     /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
-    fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
+    fn mirror<N, P>(&self, entry: &Entry<N, P>, type_url: &str) {
         let Some(t) = self.session.get(type_url) else { return };
         entry.update_type(type_url, |s| {
             s.watch = Arc::clone(&t.watch);
@@ -446,7 +444,7 @@ impl<S: ResourceSource> Wire<S> for DeltaWire {
         Step { type_url: req.type_url.clone(), answer, detail, respond }
     }
 
-    fn mirror_type(&self, entry: &Entry<S::Push>, type_url: &str) {
+    fn mirror_type(&self, entry: &Entry<S::Node, S::Push>, type_url: &str) {
         self.mirror(entry, type_url);
     }
 
@@ -576,7 +574,7 @@ impl DeltaWire {
     }
 
     /// Copies the session's view of `type_url` into the registry entry (`/debug/syncz`).
-    fn mirror<P>(&self, entry: &Entry<P>, type_url: &str) {
+    fn mirror<N, P>(&self, entry: &Entry<N, P>, type_url: &str) {
         let Some(t) = self.session.get(type_url) else { return };
         entry.update_type(type_url, |s| {
             if *s.watch != t.subscription {
@@ -652,6 +650,16 @@ impl NackLog {
     pub(crate) const INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
     /// Longest NACK message logged, in bytes.
     pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
+
+    /// `text` (the client's, untrusted) as a log line quotes it: cut at a character boundary to at
+    /// most `max` bytes, with the full length noted when cut.
+    pub(crate) fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+        if text.len() <= max {
+            return text.into();
+        }
+        let end = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        format!("{}… ({} bytes)", &text[..end], text.len()).into()
+    }
 
     /// `Some(left out since the last line)` if a NACK at `now` may be logged, else `None` (counted).
     pub(crate) fn admit(&mut self, now: std::time::Instant) -> Option<u64> {

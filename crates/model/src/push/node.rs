@@ -1,6 +1,7 @@
 //! Proxy identity: Istio's node id `TYPE~IP~ID~DOMAIN` and the typed node metadata ([`Proxy`], the
-//! identity part of Istio's `model.Proxy`). The xDS engine reads the protobuf `node` into it
-//! (`xds::node::proxy_from_node`); [`super::ProxyContext::from_proxy`] derives what the generators read.
+//! identity part of Istio's `model.Proxy`). The xDS engine reads the protobuf `node` into plain parts
+//! and bounds their sizes (`xds::node::node_parts`); [`Proxy::from_node`] reads those parts;
+//! [`super::ProxyContext::from_proxy`] derives what the generators read.
 //!
 //! An Envoy (or proxyless gRPC client) names itself in the first request of an xDS stream
 //! (`node.id`, `node.metadata`, `node.locality`). Istio's agent writes
@@ -18,17 +19,6 @@
 use std::{collections::BTreeMap, fmt, net::IpAddr, str::FromStr};
 
 use serde_json::{Map, Value as Json};
-
-/// The longest node id accepted, bytes. Istio's ids are `TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN`:
-/// with Kubernetes' longest names (pod 253, namespace 63, domain 253 characters) under 700 bytes.
-/// A longer id is refused: it is kept for the stream's life and written in every log line of it.
-pub const MAX_NODE_ID_BYTES: usize = 1024;
-
-/// The largest node metadata accepted, bytes of its protobuf encoding. Istio's agent sends a few KiB;
-/// labels and annotations copied from a pod are bounded by Kubernetes (256 KiB of annotations), so
-/// 1 MiB leaves room for any real proxy while keeping what one connection holds for its life far
-/// below the 4 MiB a request may carry.
-pub const MAX_NODE_METADATA_BYTES: usize = 1 << 20;
 
 /// How much of a client-chosen value an error message quotes, bytes.
 const QUOTED_BYTES: usize = 256;
@@ -80,17 +70,6 @@ pub enum NodeError {
         id: String,
         /// The IP part of the node id.
         ip: String,
-    },
-    /// The node id or metadata is larger than a proxy ever sends ([`MAX_NODE_ID_BYTES`],
-    /// [`MAX_NODE_METADATA_BYTES`]): refused before anything of it is kept or logged.
-    #[error("node {what} of {bytes} bytes is over meshpilot's limit of {limit} bytes")]
-    TooLarge {
-        /// `id` or `metadata`.
-        what: &'static str,
-        /// Its size (the id's UTF-8 length, the metadata's protobuf encoding).
-        bytes: usize,
-        /// The limit.
-        limit: usize,
     },
     /// A metadata key Istio reads has a value of the wrong JSON type.
     #[error("invalid node metadata {key}: expected {expected}, got {found}")]
@@ -416,6 +395,25 @@ impl Proxy {
         })
     }
 
+    /// Reads a proxy from what the first request's `node` carries: `node.id`, `node.metadata` as
+    /// JSON, `node.locality` and `node.user_agent_name` (the xDS engine unpacks the protobuf and bounds
+    /// the sizes before: `xds::node::node_parts`).
+    ///
+    /// # Errors
+    /// [`NodeError`] when the metadata is mistyped ([`NodeMetadata::from_json`]) or the id malformed
+    /// ([`Proxy::parse`]).
+    pub fn from_node(
+        node_id: &str,
+        metadata: Map<String, Json>,
+        locality: Locality,
+        user_agent_name: String,
+    ) -> Result<Self, NodeError> {
+        let mut proxy = Proxy::parse(node_id, NodeMetadata::from_json(metadata)?)?;
+        proxy.locality = locality;
+        proxy.user_agent_name = user_agent_name;
+        Ok(proxy)
+    }
+
     /// Whether this is a proxyless gRPC client (`GENERATOR=grpc`).
     pub fn is_proxyless_grpc(&self) -> bool {
         self.metadata.generator == "grpc"
@@ -435,6 +433,41 @@ mod tests {
 
     fn meta(j: Json) -> NodeMetadata {
         NodeMetadata::from_json(j.as_object().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn from_node_reads_metadata_locality_and_user_agent() {
+        let metadata = json!({"GENERATOR": "grpc", "NAMESPACE": "test", "INSTANCE_IPS": "127.0.0.1"});
+        let locality = Locality { region: "r".into(), zone: "z".into(), sub_zone: "s".into() };
+        let p = Proxy::from_node(
+            "sidecar~127.0.0.1~client-1.test~test.svc.cluster.local",
+            metadata.as_object().unwrap().clone(),
+            locality.clone(),
+            "envoy".into(),
+        )
+        .unwrap();
+        assert_eq!(p.locality, locality);
+        assert_eq!(p.user_agent_name, "envoy");
+        assert_eq!(p.config_namespace, "test");
+        assert_eq!(Json::Object(p.metadata.to_json()), metadata);
+    }
+
+    #[test]
+    fn malformed_ids_and_mistyped_metadata_are_quoted_only_in_part() {
+        let err = Proxy::from_node(&"x".repeat(1024), Map::new(), Locality::default(), String::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(1024 bytes)") && err.len() < 600, "{err}");
+        let mistyped = json!({"NAMESPACE": ["y".repeat(10_000)]});
+        let err = Proxy::from_node(
+            "sidecar~10.0.0.1~a.default~default.svc.cluster.local",
+            mistyped.as_object().unwrap().clone(),
+            Locality::default(),
+            String::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("NAMESPACE") && err.len() < 600, "{err}");
     }
 
     #[test]

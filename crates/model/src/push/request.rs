@@ -132,6 +132,17 @@ impl PushRequest {
     }
 }
 
+/// Merging through `Extend`, so that the xDS engine's pending-push slot can merge meshpilot's requests
+/// without knowing the type (`xds::PushEvent` is implemented for every `T: Extend<T>`): each request in
+/// turn is folded in with [`PushRequest::merge_from`].
+impl Extend<PushRequest> for PushRequest {
+    fn extend<I: IntoIterator<Item = PushRequest>>(&mut self, requests: I) {
+        for newer in requests {
+            self.merge_from(newer);
+        }
+    }
+}
+
 /// Whether a change of `kind` can matter to a proxy of `proxy_kind` (Istio's
 /// `UnAffectedConfigKinds`: gateways ignore Sidecars, sidecars ignore Gateways; gateways also ignore
 /// PeerAuthentications, which only shape sidecar inbound chains here).

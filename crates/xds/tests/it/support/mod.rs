@@ -40,14 +40,16 @@ use envoy_types::pb::{
 use envoy_types::util::pack_any;
 use meshpilot_testing::{AdsApi, Bootstrap, EchoServer, Envoy, RunningAds, free_port, http_get, wait_for};
 use meshpilot_xds::{
-    AdsServer, ConnectionSnapshot, GenerateRequest, Generated, Proxy, PushEvent, Resource, ResourceSource,
+    AdsServer, ConnectionSnapshot, GenerateRequest, Generated, NodeInfo, NodeParts, Resource, ResourceSource,
     SourceError, SyncState, Trigger,
+    server::StreamCaller,
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use model::push::node::{Locality, Proxy};
 
 /// Whether `type_url` is ACKed at its latest response.
-pub fn is_acked(c: &ConnectionSnapshot, type_url: &str) -> bool {
+pub fn is_acked(c: &ConnectionSnapshot<Proxy>, type_url: &str) -> bool {
     c.types.get(type_url).is_some_and(|s| s.state == SyncState::Acked && s.nonce_sent == s.nonce_acked)
 }
 
@@ -227,12 +229,14 @@ impl Changed {
     }
 }
 
-impl PushEvent for Changed {
-    fn merge(&mut self, newer: Self) {
-        if self.0.is_empty() || newer.0.is_empty() {
-            self.0.clear();
-        } else {
-            self.0.extend(newer.0);
+impl Extend<Changed> for Changed {
+    fn extend<I: IntoIterator<Item = Changed>>(&mut self, newer: I) {
+        for newer in newer {
+            if self.0.is_empty() || newer.0.is_empty() {
+                self.0.clear();
+            } else {
+                self.0.extend(newer.0);
+            }
         }
     }
 }
@@ -307,7 +311,23 @@ impl TestSource {
 
 impl ResourceSource for TestSource {
     type Push = Changed;
+    type Node = Proxy;
     type Context = ();
+
+    fn node(&self, node: NodeParts, _caller: Option<&StreamCaller>) -> Result<Proxy, SourceError> {
+        let locality = Locality { region: node.region, zone: node.zone, sub_zone: node.sub_zone };
+        Proxy::from_node(&node.id, node.metadata, locality, node.user_agent_name)
+            .map_err(|e| SourceError::InvalidNode(e.to_string()))
+    }
+
+    fn node_info<'a>(&self, p: &'a Proxy) -> NodeInfo<'a> {
+        NodeInfo {
+            id: &p.id,
+            namespace: &p.config_namespace,
+            version: &p.metadata.istio_version,
+            node_id: &p.node_id,
+        }
+    }
 
     fn connect(&self, _proxy: &Proxy) -> Result<(), SourceError> {
         Ok(())
@@ -316,7 +336,7 @@ impl ResourceSource for TestSource {
     fn generate(
         &self,
         _ctx: &mut (),
-        req: &GenerateRequest<'_, Changed>,
+        req: &GenerateRequest<'_, Proxy, Changed>,
     ) -> Result<Option<Generated>, SourceError> {
         let trigger = match req.trigger {
             Trigger::Request => "request",
@@ -405,7 +425,7 @@ impl Scenario {
     }
 
     /// The one connection (panics if there is not exactly one).
-    pub fn connection(&self) -> ConnectionSnapshot {
+    pub fn connection(&self) -> ConnectionSnapshot<Proxy> {
         let mut all = self.ads.registry.snapshot();
         assert_eq!(
             all.len(),
@@ -420,8 +440,8 @@ impl Scenario {
     pub async fn wait_until(
         &self,
         what: &str,
-        cond: impl Fn(&ConnectionSnapshot) -> bool,
-    ) -> ConnectionSnapshot {
+        cond: impl Fn(&ConnectionSnapshot<Proxy>) -> bool,
+    ) -> ConnectionSnapshot<Proxy> {
         let r = wait_for(what, STEP, async || {
             let c = self.ads.registry.snapshot().into_iter().next()?;
             cond(&c).then_some(c)
@@ -438,12 +458,12 @@ impl Scenario {
     }
 
     /// Waits until every type in `types` is ACKed at its latest response on the one connection.
-    pub async fn wait_acked(&self, types: &[&str]) -> ConnectionSnapshot {
+    pub async fn wait_acked(&self, types: &[&str]) -> ConnectionSnapshot<Proxy> {
         self.wait_until(&format!("ACK of {types:?}"), |c| types.iter().all(|t| is_acked(c, t))).await
     }
 
     /// Waits until `type_url` is ACKed at `version`.
-    pub async fn wait_version(&self, type_url: &str, version: &str) -> ConnectionSnapshot {
+    pub async fn wait_version(&self, type_url: &str, version: &str) -> ConnectionSnapshot<Proxy> {
         self.wait_until(&format!("ACK of {type_url} version {version}"), |c| {
             is_acked(c, type_url) && c.types[type_url].version_acked == version
         })
