@@ -4,19 +4,23 @@
 //! (`pilot/pkg/bootstrap/server.go`: config and registry handlers, the mesh watcher's full push).
 //!
 //! ```text
-//!  config handlers ─┐
-//!  registry events ─┤                                 ┌─► mesh settings replaced (full push, Global)
-//!  MCP mesh config ─┼─► Inputs::send ─► pending ─► take ┼─► Gateway API cluster objects (full push, Global)
-//!  Gateway API objs ┤   (merged, never grows)          └─► PushRequest merged ─► debounce ─► push
+//!  config handlers ─┐                                  ┌─► mesh settings replaced (full push, Global)
+//!  registry events ─┤                                  ├─► Gateway API cluster objects (full push, Global)
+//!  MCP mesh config ─┼─► Inputs::send ─► pending ─► take ─┼─► secrets: SDS push, now, to the connections
+//!  Gateway API objs ┤   (merged, never grows)           │   watching them (non-full, reason `secret`)
+//!  Secret watches ──┤                                  └─► PushRequest merged ─► debounce ─► push
 //!  JWKS, /debug ────┘
 //! ```
 //!
 //! An [`Inputs`] handle may exist before the server (the binary makes one and hands clones to the
 //! sources that need it, e.g. the MCP client's mesh handler, then to
-//! [`DiscoveryServer::with_inputs`](crate::DiscoveryServer::with_inputs)); what is sent before the
+//! [`ServerOptions::inputs`](crate::ServerOptions::inputs)); what is sent before the
 //! server runs is applied to its first snapshot. Sending never blocks and never pushes by itself.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use model::push::{MeshSettings, PushRequest};
 use tokio::sync::Notify;
@@ -34,6 +38,47 @@ pub enum Input {
     /// converter. A change causes a full push (reason `global`): the converter reads it on the next
     /// push context build.
     GatewayApiObjects(gateway::KubeObjects),
+    /// Secrets whose content changed. Pushed over SDS only, without a new push context, to the
+    /// connections that watch them, each with the changed names it watches (istiod: a non-full push
+    /// naming the Secrets, reason `secret`; `pilot/pkg/xds/sds.go`, `credentials/kube`).
+    Secrets(SecretsChanged),
+}
+
+/// Secrets whose content changed, as their sources name them (merged by union).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretsChanged {
+    /// Kubernetes Secrets `(namespace, name)` served as `credentialName` secrets (from the cluster's
+    /// Secret watch or `kind: Secret` documents in `--config-dir`); a connection is concerned when one
+    /// of its SDS names resolves to one of them ([`sds::CredentialSecrets::affected_names`]).
+    pub kubernetes: BTreeSet<sds::credentials::SecretKey>,
+    /// SDS names of certificate files (`file-cert:CERT~KEY`, `file-root:CA`); a connection is
+    /// concerned when it watches the name.
+    pub files: BTreeSet<String>,
+}
+
+impl SecretsChanged {
+    /// Changed Kubernetes Secrets.
+    pub fn kubernetes(keys: BTreeSet<sds::credentials::SecretKey>) -> Self {
+        SecretsChanged { kubernetes: keys, files: BTreeSet::new() }
+    }
+
+    /// Changed certificate files, by SDS name.
+    pub fn files(names: BTreeSet<String>) -> Self {
+        SecretsChanged { kubernetes: BTreeSet::new(), files: names }
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.kubernetes.is_empty() && self.files.is_empty()
+    }
+
+    /// The names of `watched` (a connection's SDS subscriptions, its proxy in `proxy_namespace`) that
+    /// these changes concern.
+    pub fn affected(&self, watched: &BTreeSet<String>, proxy_namespace: &str) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = watched.intersection(&self.files).cloned().collect();
+        names.extend(sds::CredentialSecrets::affected_names(watched, proxy_namespace, &self.kubernetes));
+        names
+    }
 }
 
 /// What has been sent and not yet taken: at most one of each (later replaces earlier, requests merge).
@@ -42,6 +87,7 @@ pub(crate) struct Pending {
     pub(crate) request: Option<PushRequest>,
     pub(crate) mesh: Option<MeshSettings>,
     pub(crate) gateway_objects: Option<gateway::KubeObjects>,
+    pub(crate) secrets: SecretsChanged,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +117,10 @@ impl Inputs {
             },
             Input::Mesh(mesh) => pending.mesh = Some(mesh),
             Input::GatewayApiObjects(objects) => pending.gateway_objects = Some(objects),
+            Input::Secrets(changed) => {
+                pending.secrets.kubernetes.extend(changed.kubernetes);
+                pending.secrets.files.extend(changed.files);
+            }
         }
         drop(pending);
         self.0.wake.notify_one();
@@ -112,7 +162,41 @@ mod tests {
         assert_eq!(request.configs_updated.len(), 2, "{request:?}");
         assert_eq!(taken.mesh, Some(second), "the later mesh settings win");
         assert!(taken.gateway_objects.is_none());
+        assert!(taken.secrets.is_empty());
         let again = inputs.take();
         assert!(again.request.is_none() && again.mesh.is_none(), "taking empties the slots");
+    }
+
+    #[test]
+    fn secret_changes_merge_and_concern_the_names_a_connection_watches() {
+        let inputs = Inputs::new();
+        inputs
+            .send(Input::Secrets(SecretsChanged::files(BTreeSet::from(["file-root:/a/ca.pem".to_owned()]))));
+        inputs.send(Input::Secrets(SecretsChanged::kubernetes(BTreeSet::from([(
+            "apps".to_owned(),
+            "gw-cert".to_owned(),
+        )]))));
+        let taken = inputs.take().secrets;
+        assert_eq!(taken.files.len() + taken.kubernetes.len(), 2, "{taken:?}");
+        let watched = BTreeSet::from([
+            "file-root:/a/ca.pem".to_owned(),
+            "kubernetes://gw-cert".to_owned(),
+            "kubernetes://gw-cert-cacert".to_owned(),
+            "kubernetes://other".to_owned(),
+            "file-root:/b/ca.pem".to_owned(),
+        ]);
+        let affected = taken.affected(&watched, "apps");
+        assert_eq!(
+            affected,
+            BTreeSet::from([
+                "file-root:/a/ca.pem".to_owned(),
+                "kubernetes://gw-cert".to_owned(),
+                "kubernetes://gw-cert-cacert".to_owned(),
+            ])
+        );
+        assert!(
+            taken.affected(&watched, "elsewhere").len() == 1,
+            "kubernetes:// names resolve in the proxy's namespace"
+        );
     }
 }

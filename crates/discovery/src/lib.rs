@@ -36,7 +36,7 @@ pub mod secure;
 pub mod server;
 pub mod source;
 
-pub use input::{Input, Inputs};
-pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions};
+pub use input::{Input, Inputs, SecretsChanged};
+pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions, ServerOptions};
 pub use server::{DiscoveryServer, Snapshots};
 pub use source::NetworkingSource;

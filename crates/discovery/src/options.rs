@@ -39,6 +39,36 @@ pub struct EnvError {
     pub reason: String,
 }
 
+/// What a [`DiscoveryServer`](crate::DiscoveryServer) is built with besides its config store, service
+/// registry and mesh settings: every setting in one value, given once at construction (no setter
+/// changes the server afterwards). The binary fills it from flags and the environment
+/// ([`DebounceOptions::from_lookup`], [`SecurityOptions::from_lookup`], [`jwks_options_from_env`]);
+/// tests start from `Default` (Istio's defaults).
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// The push pipeline's tuning.
+    pub debounce: DebounceOptions,
+    /// `ENABLE_XDS_API_GENERATOR_AUTH` (true): the `api` generator (MCP-over-xDS config) serves only
+    /// callers authenticated in the mesh root namespace ([`mcp::server`]).
+    pub api_generator_auth: bool,
+    /// The JWKS resolver's settings (`PILOT_JWT_*`).
+    pub jwks: JwksOptions,
+    /// The server's input handle ([`crate::Inputs`]). A new one by default; make one first to hand
+    /// clones to sources built before the server (what they send is in its first snapshot).
+    pub inputs: crate::Inputs,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            debounce: DebounceOptions::default(),
+            api_generator_auth: true,
+            jwks: JwksOptions::default(),
+            inputs: crate::Inputs::new(),
+        }
+    }
+}
+
 /// The push pipeline's tuning (Istio's `features/tuning.go`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DebounceOptions {

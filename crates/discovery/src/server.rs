@@ -36,17 +36,17 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 use xds::{AdsConfig, AdsServer, ConnectionRegistry};
 
-use jwks::{JwksOptions, JwksResolver};
+use jwks::JwksResolver;
 use networking::GenerationCache;
 use sds::FileSecrets;
 
 use crate::{
     NetworkingSource,
     debounce::{Debouncer, Decision},
-    input::{Input, Inputs, Pending},
+    input::{Input, Inputs, Pending, SecretsChanged},
     metrics as m,
     objects::Tracking,
-    options::DebounceOptions,
+    options::{DebounceOptions, ServerOptions},
 };
 
 /// Turns changes of fetched key sets into a push of every RequestAuthentication (their listeners
@@ -104,7 +104,7 @@ pub struct DiscoveryServer {
     /// ([`crate::objects`]).
     tracking: Arc<Tracking>,
     /// `ENABLE_XDS_API_GENERATOR_AUTH` for the xDS servers made next ([`mcp::server`]).
-    api_generator_auth: std::sync::atomic::AtomicBool,
+    api_generator_auth: bool,
     /// The Gateway API converter (always installed, as istiod's `PILOT_ENABLE_GATEWAY_API`).
     gateway_api: Arc<gateway::GatewayApiConverter>,
     /// Converters run on each full push context build ([`model::push::ConfigConverter`]).
@@ -126,40 +126,25 @@ impl std::fmt::Debug for DiscoveryServer {
 
 impl DiscoveryServer {
     /// A server over `store` (config) and `services` (service registry) with its own connection
-    /// registry; serve it with [`DiscoveryServer::ads_server`]. Registers its event handlers right
-    /// away; call [`DiscoveryServer::run`] to start.
+    /// registry; serve it with [`DiscoveryServer::ads_server`]. Everything else it is built with is in
+    /// `options` (debounce, `ENABLE_XDS_API_GENERATOR_AUTH`, the JWKS resolver's settings, the input
+    /// handle). Registers its event handlers right away; call [`DiscoveryServer::run`] to start.
     pub fn new(
         store: Arc<dyn ConfigStoreController>,
         services: Arc<dyn ServiceController>,
         mesh: MeshSettings,
-        options: DebounceOptions,
+        options: ServerOptions,
     ) -> Arc<DiscoveryServer> {
-        Self::with_inputs(store, services, mesh, options, Inputs::new())
-    }
-
-    /// As [`DiscoveryServer::new`], taking its inputs from `inputs`, a handle made before the server
-    /// (and maybe already given to sources that send mesh config): what was sent before is applied to
-    /// the first snapshot.
-    pub fn with_inputs(
-        store: Arc<dyn ConfigStoreController>,
-        services: Arc<dyn ServiceController>,
-        mesh: MeshSettings,
-        options: DebounceOptions,
-        inputs: Inputs,
-    ) -> Arc<DiscoveryServer> {
-        let jwks = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-            let options = crate::options::jwks_options_from_env().unwrap_or_else(|e| {
-                warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
-                JwksOptions::default()
-            });
-            JwksResolver::with_runtime(options, runtime)
-        });
+        let ServerOptions { debounce, api_generator_auth, jwks, inputs } = options;
+        let jwks = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|runtime| JwksResolver::with_runtime(jwks, runtime));
         let gateway_api = Arc::new(gateway::GatewayApiConverter::new());
         let server = Arc::new(DiscoveryServer {
             store: store.clone(),
             services: services.clone(),
             mesh: Mutex::new(Arc::new(mesh)),
-            options,
+            options: debounce,
             current: watch::Sender::new(None),
             counter: AtomicU64::new(0),
             inputs,
@@ -172,7 +157,7 @@ impl DiscoveryServer {
             jwks,
             push_log: crate::push_log::PushLog::default(),
             tracking: Arc::new(Tracking::new()),
-            api_generator_auth: std::sync::atomic::AtomicBool::new(true),
+            api_generator_auth,
             gateway_api: gateway_api.clone(),
             converters: vec![gateway_api],
             credentials: sds::CredentialSecrets::new(),
@@ -270,10 +255,7 @@ impl DiscoveryServer {
     /// where the server, the source and the engine are wired together.
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
-        let api = mcp::server::ApiGenerator::new(
-            self.store.clone(),
-            self.api_generator_auth.load(std::sync::atomic::Ordering::Relaxed),
-        );
+        let api = mcp::server::ApiGenerator::new(self.store.clone(), self.api_generator_auth);
         let source = NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone())
             .with_tracking(self.tracking.clone())
             .with_credentials(self.credentials.clone())
@@ -283,17 +265,10 @@ impl DiscoveryServer {
     }
 
     /// The `credentialName` secret store its xDS servers answer SDS from: feed it with
-    /// [`sds::ConfigDirSecrets`] and the cluster's Secret watch, push changes with
-    /// [`sds::CredentialSecrets::push_changed`] over [`DiscoveryServer::connections`].
+    /// [`sds::ConfigDirSecrets`] and the cluster's Secret watch, and send what changed as
+    /// [`Input::Secrets`] ([`DiscoveryServer::inputs`]): the server pushes it over SDS.
     pub fn credentials(&self) -> &Arc<sds::CredentialSecrets> {
         &self.credentials
-    }
-
-    /// Sets `ENABLE_XDS_API_GENERATOR_AUTH` (default true) for the xDS servers made after this call
-    /// ([`DiscoveryServer::ads_server`], [`DiscoveryServer::serve_secure`]): whether the `api`
-    /// generator serves only callers authenticated in the mesh root namespace ([`mcp::server`]).
-    pub fn set_api_generator_auth(&self, required: bool) {
-        self.api_generator_auth.store(required, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The generators' cache (shared by [`DiscoveryServer::ads_server`]'s sources): scopes, route
@@ -336,8 +311,12 @@ impl DiscoveryServer {
 
     /// Applies what was taken from the inputs: new mesh settings and Gateway API cluster objects are
     /// put in force (each, when it differs from what is in force, adds a forced push with reason
-    /// `global`, as istiod's mesh watcher); returns the request to push, if any.
+    /// `global`, as istiod's mesh watcher); changed secrets are pushed at once over SDS
+    /// ([`DiscoveryServer::push_secrets`]); returns the request to push, if any.
     fn apply(&self, pending: Pending) -> Option<PushRequest> {
+        if !pending.secrets.is_empty() {
+            self.push_secrets(&pending.secrets);
+        }
         let mut request = pending.request;
         let mut global = |what: &str| {
             info!("{what} changed; pushing to every proxy");
@@ -361,6 +340,33 @@ impl DiscoveryServer {
             global("the cluster's namespaces, Secrets or Service addresses for the Gateway API");
         }
         request
+    }
+
+    /// Pushes changed secrets over SDS, with no new push context and no debounce (they change nothing
+    /// else): each connection watching one of them gets a non-full [`PushRequest::secrets`] (reason
+    /// `secret`) naming the changed names it watches, and the engine regenerates SDS only. Returns how
+    /// many connections.
+    fn push_secrets(&self, changed: &SecretsChanged) -> usize {
+        let mut pushed = 0;
+        for conn in self.connections.snapshot() {
+            let Some(t) = conn.types.get(xds::type_url::SECRET) else { continue };
+            let names = changed.affected(&t.watch.names, &conn.proxy.config_namespace);
+            if names.is_empty() {
+                continue;
+            }
+            if let Some(handle) = self.connections.handle(&conn.id) {
+                handle.push(PushRequest::secrets(names));
+                pushed += 1;
+            }
+        }
+        metrics::counter!(m::PUSH_TRIGGERS, "type" => TriggerReason::Secret.as_str()).increment(1);
+        info!(
+            kubernetes_secrets = changed.kubernetes.len(),
+            certificate_files = changed.files.len(),
+            connections = pushed,
+            "secrets changed: SDS push"
+        );
+        pushed
     }
 
     /// The most recent pushes (version, reasons, full or incremental, proxies, duration).

@@ -4,12 +4,9 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use discovery::DiscoveryServer;
+use discovery::{DiscoveryServer, Input, SecretsChanged};
 use kube_source::secrets::{SecretChange, watch_secrets};
-use sds::{
-    CredentialSecrets,
-    credentials::{KUBERNETES_SOURCE, SecretData},
-};
+use sds::credentials::{KUBERNETES_SOURCE, SecretData};
 use tracing::info;
 
 /// client-go's watch backoff (800 ms, capped at 30 s), as the other watches.
@@ -39,7 +36,9 @@ pub async fn run_kube_secrets(
                 changed.insert(key);
             }
         }
-        CredentialSecrets::push_changed(server.connections(), &changed, model::push::PushRequest::secrets);
+        if !changed.is_empty() {
+            server.inputs().send(Input::Secrets(SecretsChanged::kubernetes(changed)));
+        }
     };
     let synced = || info!("Kubernetes Secrets listed for credentialName secrets");
     watch_secrets(connection.client, BACKOFF, apply, synced, shutdown).await;

@@ -8,7 +8,10 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
 use config::parse::ParseOptions;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, SecurityOptions, secure::SecurePort};
+use discovery::{
+    DebounceOptions, DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions,
+    secure::SecurePort,
+};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
@@ -308,9 +311,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
     })?;
     let push_throttle = debounce.push_throttle;
     let trust_domain = mesh.trust_domain.clone();
-    let server = DiscoveryServer::with_inputs(store, services, mesh, debounce, inputs);
     let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    server.set_api_generator_auth(security_env.api_generator_auth);
+    let jwks = discovery::options::jwks_options_from_env().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
+        Default::default()
+    });
+    let options =
+        ServerOptions { debounce, api_generator_auth: security_env.api_generator_auth, jwks, inputs };
+    let server = DiscoveryServer::new(store, services, mesh, options);
     let ads_env = discovery::AdsOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     // One admission limiter per ADS port (Istio: one per DiscoveryServer, shared by both): admission
     // comes before authentication, so unauthenticated streams on 15010 must not spend 15012's budget
@@ -446,8 +454,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
         shutdown.clone(),
     )
     .await?;
-    let secrets_task =
-        tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), model::push::PushRequest::secrets));
+    let files_changed = {
+        let inputs = server.inputs().clone();
+        move |names| inputs.send(Input::Secrets(SecretsChanged::files(names)))
+    };
+    let secrets_task = tokio::spawn(secrets.run(registry.clone(), shutdown.clone(), files_changed));
     // Kubernetes Secrets in the config directories, served as credentialName secrets (docs/GATEWAY-API.md).
     let config_dir_secrets = sds::ConfigDirSecrets::new(
         config_dirs.to_vec(),
@@ -462,11 +473,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
             }
         });
     }
-    let credentials_task = tokio::spawn(config_dir_secrets.run(
-        registry.clone(),
-        shutdown.clone(),
-        model::push::PushRequest::secrets,
-    ));
+    let secrets_changed = {
+        let inputs = server.inputs().clone();
+        move |keys| inputs.send(Input::Secrets(SecretsChanged::kubernetes(keys)))
+    };
+    let credentials_task = tokio::spawn(config_dir_secrets.run(shutdown.clone(), secrets_changed));
 
     wait_for_signal().await;
     trigger.trigger();

@@ -18,11 +18,9 @@ use std::{
 };
 
 use base64::Engine;
-use model::push::node::Proxy;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
-use xds::{ConnectionRegistry, PushEvent};
 
 use crate::credentials::{CONFIG_DIR_SOURCE, CredentialSecrets, SecretData, SecretKey};
 
@@ -167,13 +165,13 @@ impl ConfigDirSecrets {
         self.store.replace(CONFIG_DIR_SOURCE, all)
     }
 
-    /// Watches the directories until `shutdown`; each re-scan that changes Secrets pushes them
-    /// ([`CredentialSecrets::push_changed`]).
-    pub async fn run<P: PushEvent>(
+    /// Watches the directories until `shutdown`; each re-scan that changes Secrets reports their keys
+    /// to `changed` (the binary sends them to the discovery server as `Input::Secrets`, which pushes
+    /// them over SDS to the connections using them).
+    pub async fn run(
         self: Arc<Self>,
-        connections: ConnectionRegistry<Proxy, P>,
         mut shutdown: model::Shutdown,
-        secrets_push: impl Fn(BTreeSet<String>) -> P + Send + Sync + 'static,
+        changed: impl Fn(BTreeSet<SecretKey>) + Send + Sync + 'static,
     ) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -196,8 +194,10 @@ impl ConfigDirSecrets {
             }
         };
         let rescan = |this: &Arc<Self>| {
-            let changed = this.rescan();
-            CredentialSecrets::push_changed(&connections, &changed, &secrets_push);
+            let keys = this.rescan();
+            if !keys.is_empty() {
+                changed(keys);
+            }
         };
         rescan(&self);
         let mut ticker = config::Periodic::new(self.rescan_interval);

@@ -32,12 +32,9 @@ use envoy_types::pb::envoy::{
     config::core::v3::{DataSource, data_source},
     extensions::transport_sockets::tls::v3::{CertificateValidationContext, Secret, TlsCertificate, secret},
 };
-use model::{
-    credentials::{self, Denied, ProxyIdentity, SecretResource},
-    push::node::Proxy,
-};
-use tracing::{info, warn};
-use xds::{ConnectionRegistry, PushEvent, Resource, type_url};
+use model::credentials::{self, Denied, ProxyIdentity, SecretResource};
+use tracing::warn;
+use xds::Resource;
 
 /// Counter of secrets that could not be sent (Istio's `pilot_sds_certificate_errors_total`).
 pub const SDS_CERTIFICATE_ERRORS: &str = "pilot_sds_certificate_errors_total";
@@ -348,46 +345,28 @@ impl CredentialSecrets {
         }
     }
 
-    /// Pushes the Secrets `changed` to the connections whose SDS subscriptions resolve (for their
-    /// proxy's namespace) to one of them or to its `-cacert` twin (Istio's `relatedConfigs`): each such
-    /// connection gets `secrets_push(names)`, `names` being its affected subscribed names. Returns the
-    /// number of connections pushed.
-    pub fn push_changed<P: PushEvent>(
-        connections: &ConnectionRegistry<Proxy, P>,
+    /// Of the SDS names a connection `watched` (its proxy in `proxy_namespace`), those that resolve to
+    /// one of the Secrets `changed` or to its `-cacert` twin (Istio's `relatedConfigs`): what an SDS
+    /// push of `changed` sends that connection. Pure.
+    pub fn affected_names(
+        watched: &BTreeSet<String>,
+        proxy_namespace: &str,
         changed: &BTreeSet<SecretKey>,
-        secrets_push: impl Fn(BTreeSet<String>) -> P,
-    ) -> usize {
+    ) -> BTreeSet<String> {
         if changed.is_empty() {
-            return 0;
+            return BTreeSet::new();
         }
-        let mut pushed = 0;
-        for conn in connections.snapshot() {
-            let Some(t) = conn.types.get(type_url::SECRET) else { continue };
-            let names: BTreeSet<String> = t
-                .watch
-                .names
-                .iter()
-                .filter(|n| {
-                    credentials::parse_resource_name(n, &conn.proxy.config_namespace).is_ok_and(|r| {
-                        let base =
-                            r.name.strip_suffix(credentials::SDS_CA_SUFFIX).unwrap_or(&r.name).to_string();
-                        let ca = format!("{base}{}", credentials::SDS_CA_SUFFIX);
-                        changed.contains(&(r.namespace.clone(), base)) || changed.contains(&(r.namespace, ca))
-                    })
+        watched
+            .iter()
+            .filter(|n| {
+                credentials::parse_resource_name(n, proxy_namespace).is_ok_and(|r| {
+                    let base = r.name.strip_suffix(credentials::SDS_CA_SUFFIX).unwrap_or(&r.name).to_string();
+                    let ca = format!("{base}{}", credentials::SDS_CA_SUFFIX);
+                    changed.contains(&(r.namespace.clone(), base)) || changed.contains(&(r.namespace, ca))
                 })
-                .cloned()
-                .collect();
-            if names.is_empty() {
-                continue;
-            }
-            if let Some(handle) = connections.handle(&conn.id) {
-                handle.push(secrets_push(names));
-                pushed += 1;
-            }
-        }
-        metrics::counter!("pilot_push_triggers", "type" => "secret").increment(1);
-        info!(secrets = changed.len(), connections = pushed, "Kubernetes Secrets changed: SDS push");
-        pushed
+            })
+            .cloned()
+            .collect()
     }
 }
 

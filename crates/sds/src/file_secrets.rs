@@ -39,17 +39,13 @@ use model::{file_secret::FileSecret, push::node::Proxy};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
-use xds::{ConnectionRegistry, PushEvent, Resource, type_url};
+use xds::{ConnectionRegistry, Resource, type_url};
 
 use crate::{
     FileSecretOptions,
     key_match::key_matches_certificate,
     pem::{check_certificates, check_private_key},
 };
-
-/// Counter `pilot_push_triggers{type="secret"}` (Istio's push trigger count, described with the
-/// discovery server's metrics): one per re-read that changed served secrets.
-const PUSH_TRIGGERS: &str = "pilot_push_triggers";
 
 /// Largest certificate or key file read (1 MiB); larger files are refused as not certificates.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -259,15 +255,15 @@ impl FileSecrets {
 
     /// Keeps served secrets up to date until `shutdown`: watches the directories of the files read
     /// (notify), re-reads after `options.debounce`, and every `options.recheck_interval` re-reads
-    /// all names (lost events, files that appear later) and forgets names no connection watches.
-    /// Changed secrets are pushed to the connections subscribed to them, as SDS-only pushes: each
-    /// such connection gets `secrets_push(names)`, `names` being the changed secrets it watches (the
-    /// discovery server passes `PushRequest::secrets`).
-    pub async fn run<P: PushEvent>(
+    /// all names (lost events, files that appear later) and forgets names no connection of
+    /// `connections` watches (read only: their SDS subscriptions). The names of changed secrets are
+    /// reported to `changed` (the binary sends them to the discovery server as `Input::Secrets`, which
+    /// pushes them over SDS to the connections subscribed to them).
+    pub async fn run<P>(
         self: Arc<Self>,
         connections: ConnectionRegistry<Proxy, P>,
         mut shutdown: model::Shutdown,
-        secrets_push: impl Fn(BTreeSet<String>) -> P + Send + Sync + 'static,
+        changed: impl Fn(BTreeSet<String>) + Send + Sync + 'static,
     ) {
         let (tx, mut rx) = mpsc::channel::<()>(1);
         match notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
@@ -291,7 +287,7 @@ impl FileSecrets {
             }
         }
         // Catch up with changes made before the watch.
-        self.refresh_and_push(&connections, &secrets_push).await;
+        self.refresh_and_report(&changed).await;
         let mut ticker = config::Periodic::new(self.options.recheck_interval);
         loop {
             tokio::select! {
@@ -302,11 +298,11 @@ impl FileSecrets {
                         () = tokio::time::sleep(self.options.debounce) => {}
                     }
                     while rx.try_recv().is_ok() {}
-                    self.refresh_and_push(&connections, &secrets_push).await;
+                    self.refresh_and_report(&changed).await;
                 }
                 () = ticker.tick() => {
                     self.retain(&subscribed(&connections));
-                    self.refresh_and_push(&connections, &secrets_push).await;
+                    self.refresh_and_report(&changed).await;
                 }
             }
         }
@@ -314,11 +310,7 @@ impl FileSecrets {
         debug!("certificate file watch stopped");
     }
 
-    async fn refresh_and_push<P: PushEvent>(
-        self: &Arc<Self>,
-        connections: &ConnectionRegistry<Proxy, P>,
-        secrets_push: &impl Fn(BTreeSet<String>) -> P,
-    ) {
+    async fn refresh_and_report(self: &Arc<Self>, report: &impl Fn(BTreeSet<String>)) {
         let this = self.clone();
         let changed = match tokio::task::spawn_blocking(move || this.refresh()).await {
             Ok(changed) => changed,
@@ -328,7 +320,8 @@ impl FileSecrets {
             }
         };
         if !changed.is_empty() {
-            push_secrets(connections, &changed, secrets_push);
+            info!(secrets = changed.len(), "certificate files changed");
+            report(changed);
         }
     }
 
@@ -475,30 +468,6 @@ fn subscribed<P>(connections: &ConnectionRegistry<Proxy, P>) -> BTreeSet<String>
         .filter_map(|c| c.types.get(type_url::SECRET).map(|t| t.watch.names.clone()))
         .flatten()
         .collect()
-}
-
-/// Pushes `changed` secrets to the connections subscribed to any of them: `secrets_push(names)` with
-/// the changed names each one watches (an SDS-only push event). Returns how many connections.
-pub fn push_secrets<P: PushEvent>(
-    connections: &ConnectionRegistry<Proxy, P>,
-    changed: &BTreeSet<String>,
-    secrets_push: impl Fn(BTreeSet<String>) -> P,
-) -> usize {
-    let mut pushed = 0;
-    for conn in connections.snapshot() {
-        let Some(t) = conn.types.get(type_url::SECRET) else { continue };
-        let names: BTreeSet<String> = t.watch.names.intersection(changed).cloned().collect();
-        if names.is_empty() {
-            continue;
-        }
-        if let Some(handle) = connections.handle(&conn.id) {
-            handle.push(secrets_push(names));
-            pushed += 1;
-        }
-    }
-    metrics::counter!(PUSH_TRIGGERS, "type" => "secret").increment(1);
-    info!(secrets = changed.len(), connections = pushed, "certificate files changed: SDS push");
-    pushed
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -16,7 +16,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use config::mesh::parse_mesh_config;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer, NetworkingSource};
+use discovery::{DiscoveryServer, Input, NetworkingSource, SecretsChanged, ServerOptions};
 use model::{
     ConfigStoreController, Shutdown, ShutdownTrigger,
     push::{PushRequest, TriggerReason},
@@ -180,7 +180,11 @@ impl Plane {
             tokio::spawn(k.registry.run(shutdown.clone()));
         }
         tokio::spawn(server.clone().run(shutdown.clone()));
-        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown.clone(), PushRequest::secrets));
+        let files_changed = {
+            let inputs = server.inputs().clone();
+            move |names| inputs.send(Input::Secrets(SecretsChanged::files(names)))
+        };
+        tokio::spawn(secrets.clone().run(ads.registry.clone(), shutdown.clone(), files_changed));
         let http = serve_debug_http(&server, &file_sources, &secrets, shutdown).await?;
         wait_for("the discovery server to be ready", options.ready_timeout, async || {
             server.is_ready().then_some(())
@@ -241,8 +245,8 @@ fn wire(
     mesh: model::push::MeshSettings,
     api_generator_auth: bool,
 ) -> (Arc<DiscoveryServer>, AdsServer<NetworkingSource>) {
-    let server = DiscoveryServer::new(store, services, mesh, DebounceOptions::default());
-    server.set_api_generator_auth(api_generator_auth);
+    let options = ServerOptions { api_generator_auth, ..ServerOptions::default() };
+    let server = DiscoveryServer::new(store, services, mesh, options);
     let ads = server.ads_server(secrets, AdsConfig::default());
     (server, ads)
 }

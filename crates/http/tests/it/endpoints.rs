@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use config::mesh::parse_mesh_config;
 use config::{MemoryStore, QueueOptions};
-use discovery::{DebounceOptions, DiscoveryServer};
+use discovery::{DiscoveryServer, ServerOptions};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, service::ServiceController};
 use registry::AggregateRegistry;
@@ -32,7 +32,7 @@ fn empty_server() -> Arc<DiscoveryServer> {
         Arc::new(MemoryStore::new("test", api::Kind::ALL, QueueOptions::default()));
     let services: Arc<dyn ServiceController> = Arc::new(AggregateRegistry::new());
     let (mesh, _) = parse_mesh_config("", "cluster.local").unwrap();
-    DiscoveryServer::new(store, services, mesh, DebounceOptions::default())
+    DiscoveryServer::new(store, services, mesh, ServerOptions::default())
 }
 
 /// The debug handlers' state over `server`, guarded by `access`.

@@ -86,7 +86,11 @@ async fn gateway_serves_credential_name_secrets_from_the_config_dir_and_rotates_
         plane.server.credentials().clone(),
         None,
     );
-    tokio::spawn(reader.run(plane.server.connections().clone(), shutdown, model::push::PushRequest::secrets));
+    let inputs = plane.server.inputs().clone();
+    tokio::spawn(reader.run(shutdown, move |keys| {
+        inputs
+            .send(meshpilot_discovery::Input::Secrets(meshpilot_discovery::SecretsChanged::kubernetes(keys)))
+    }));
     let secure = Secure::start(&plane).await;
     let envoy = Envoy::start_json(&secure.router_bootstrap(&plane)).await.unwrap();
     let client = ca.client();
