@@ -100,6 +100,7 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
     // Rotation: the files are rewritten in place (certificate first, then key); Envoy gets the new
     // secret over SDS and serves it on new connections, without a restart.
     let second = ca.issue("second");
+    let pushes_before = plane.server.push_count();
     let rotated = std::time::Instant::now();
     write_pair(certs.path(), &second);
     wait_for("the rotated certificate served", Duration::from_secs(10), async || {
@@ -108,6 +109,9 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{:#?}\n{}", plane.secrets.status(), envoy.log_tail(40)));
     eprintln!("rotated certificate served {:?} after the files were rewritten", rotated.elapsed());
+    // The change went through the server's input door as an SDS-only push (`Input::Secrets`): no new
+    // push context was built for it.
+    assert_eq!(plane.server.push_count(), pushes_before, "a secret change rebuilt the push context");
     for i in 0..5 {
         let (status, body, served) = https_get(&client, addr).await.unwrap();
         assert_eq!((status, body.as_str(), served == second.2), (200, "secure-backend", true), "request {i}");
