@@ -143,7 +143,7 @@ fn testdata() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/istio-testdata")
 }
 
-fn docs(text: &str) -> Vec<Value> {
+pub(crate) fn docs(text: &str) -> Vec<Value> {
     yaml::parse_documents(text)
         .into_iter()
         .filter_map(|d| d.ok().and_then(|d| d.root).map(|r| r.to_json()))
@@ -163,7 +163,7 @@ fn string_map(v: &Value) -> BTreeMap<String, String> {
 
 /// A config object from a document of a kind meshpilot reads (no validation: Istio's test feeds
 /// objects straight to the controller).
-fn to_config(doc: &Value) -> Option<Config> {
+pub(crate) fn to_config(doc: &Value) -> Option<Config> {
     let api_version = doc["apiVersion"].as_str()?;
     let kind = doc["kind"].as_str()?;
     let schema::Lookup::Istio(s) = schema::lookup(api_version, kind) else { return None };
@@ -211,7 +211,7 @@ fn config_map(doc: &Value) -> ((String, String), BTreeMap<String, bool>) {
     )
 }
 
-fn service(
+pub(crate) fn service(
     hostname: &str,
     namespace: &str,
     ports: &[(String, u32, String)],

@@ -4,3 +4,4 @@
 //! skips them (`-- --skip peer::`).
 
 mod golden;
+mod unrepresentable;
