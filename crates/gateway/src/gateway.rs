@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     Ctx, GATEWAY_SEMANTICS_ANNOTATION, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION,
-    SERVICE_ACCOUNT_ANNOTATION, istio_config, parent_meta,
+    SERVICE_ACCOUNT_ANNOTATION, istio_config_json, parent_meta,
     status::{ConfigError, Wanted, conditions},
 };
 
@@ -507,7 +507,7 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
                     (SERVICE_ACCOUNT_ANNOTATION.to_string(), service_account.clone()),
                 ]);
                 let spec_json = json!({"servers": [server.clone()]});
-                if let Some(c) = istio_config(
+                if let Some(c) = istio_config_json(
                     Kind::Gateway,
                     &gw.meta.namespace,
                     &name,

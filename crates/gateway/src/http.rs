@@ -10,34 +10,55 @@ use api::{
             HTTPRequestRedirectFilter, HTTPRouteMatch, HTTPRouteRule, HTTPURLRewriteFilter,
         },
     },
+    networking::virtual_service::{
+        CorsPolicy, Headers, HttpDirectResponse, HttpMatchRequest, HttpMirrorPolicy, HttpRedirect, HttpRetry,
+        HttpRewrite, HttpRoute, HttpRouteDestination, RegexRewrite, StringMatch,
+        cors_policy::UnmatchedPreflights, headers::HeaderOperations, http_redirect::RedirectPortSelection,
+    },
+    wkt::Duration,
 };
-use serde_json::{Map, Value, json};
+
+use std::collections::BTreeMap;
 
 use crate::{
-    Ctx,
+    Ctx, Generated, Representable, percent, proto_duration,
     refs::{INVALID_CONFIGURATION, INVALID_FILTER, is_invalid_backend},
     status::ConfigError,
+    unsigned,
 };
 
 /// The result of converting one rule: the route (`None`: the rule is rejected) and the error to
 /// report in `ResolvedRefs`.
-pub(crate) type RuleResult = (Option<Value>, Option<ConfigError>);
+pub(crate) type RuleResult<T = HttpRoute> = (Option<Generated<T>>, Option<ConfigError>);
 
-fn string_match(kind: &str, value: &str) -> Value {
-    json!({ kind: value })
+/// The kinds of [`StringMatch`] the conversion builds.
+#[derive(Clone, Copy)]
+enum MatchKind {
+    Exact,
+    Prefix,
+    Regex,
 }
 
-fn uri_match(m: &HTTPRouteMatch) -> Result<Option<Value>, ConfigError> {
+fn string_match(kind: MatchKind, value: &str) -> StringMatch {
+    let value = Some(value.to_string());
+    match kind {
+        MatchKind::Exact => StringMatch { exact: value, ..Default::default() },
+        MatchKind::Prefix => StringMatch { prefix: value, ..Default::default() },
+        MatchKind::Regex => StringMatch { regex: value, ..Default::default() },
+    }
+}
+
+fn uri_match(m: &HTTPRouteMatch) -> Result<Option<StringMatch>, ConfigError> {
     let Some(path) = &m.path else { return Ok(None) };
     let value = path.value.clone().unwrap_or_else(|| "/".to_string());
     match path.r#type.as_deref().unwrap_or("PathPrefix") {
         "PathPrefix" => {
             let v = if value == "/" { value } else { value.trim_end_matches('/').to_string() };
             let v = if v.is_empty() { "/".to_string() } else { v };
-            Ok(Some(string_match("prefix", &v)))
+            Ok(Some(string_match(MatchKind::Prefix, &v)))
         }
-        "Exact" => Ok(Some(string_match("exact", &value))),
-        "RegularExpression" => Ok(Some(string_match("regex", &value))),
+        "Exact" => Ok(Some(string_match(MatchKind::Exact, &value))),
+        "RegularExpression" => Ok(Some(string_match(MatchKind::Regex, &value))),
         t => Err(ConfigError::new(
             INVALID_CONFIGURATION,
             format!("unknown type: {t:?} is not supported Path match type"),
@@ -48,12 +69,12 @@ fn uri_match(m: &HTTPRouteMatch) -> Result<Option<Value>, ConfigError> {
 fn keyed_matches<'a>(
     items: impl Iterator<Item = (&'a str, Option<&'a str>, &'a str)>,
     what: &str,
-) -> Result<Option<Value>, ConfigError> {
-    let mut out = Map::new();
+) -> Result<BTreeMap<String, StringMatch>, ConfigError> {
+    let mut out = BTreeMap::new();
     for (name, ty, value) in items {
         let m = match ty.unwrap_or("Exact") {
-            "Exact" => string_match("exact", value),
-            "RegularExpression" => string_match("regex", value),
+            "Exact" => string_match(MatchKind::Exact, value),
+            "RegularExpression" => string_match(MatchKind::Regex, value),
             t => {
                 return Err(ConfigError::new(
                     INVALID_CONFIGURATION,
@@ -63,7 +84,7 @@ fn keyed_matches<'a>(
         };
         out.insert(name.to_string(), m);
     }
-    Ok(if out.is_empty() { None } else { Some(Value::Object(out)) })
+    Ok(out)
 }
 
 fn valid_header_value(v: &str) -> bool {
@@ -71,7 +92,7 @@ fn valid_header_value(v: &str) -> bool {
 }
 
 /// Header changes (Istio's `createHeadersFilter`): names lower-cased, the first of a name wins.
-fn headers_filter(f: &HTTPHeaderFilter) -> Result<Value, ConfigError> {
+fn headers_filter(f: &HTTPHeaderFilter) -> Result<HeaderOperations, ConfigError> {
     for h in f.set.iter().chain(&f.add) {
         if !valid_header_value(&h.value) {
             return Err(ConfigError::new(
@@ -81,85 +102,78 @@ fn headers_filter(f: &HTTPHeaderFilter) -> Result<Value, ConfigError> {
         }
     }
     let to_map = |list: &[api::gateway_api::HTTPHeader]| {
-        let mut m = Map::new();
+        let mut m = BTreeMap::new();
         for h in list {
-            m.entry(h.name.to_ascii_lowercase()).or_insert_with(|| Value::String(h.value.clone()));
+            m.entry(h.name.to_ascii_lowercase()).or_insert_with(|| h.value.clone());
         }
         m
     };
-    let mut out = Map::new();
-    let add = to_map(&f.add);
-    if !add.is_empty() {
-        out.insert("add".into(), Value::Object(add));
-    }
-    if !f.remove.is_empty() {
-        out.insert("remove".into(), json!(f.remove));
-    }
-    let set = to_map(&f.set);
-    if !set.is_empty() {
-        out.insert("set".into(), Value::Object(set));
-    }
-    Ok(Value::Object(out))
+    Ok(HeaderOperations { set: to_map(&f.set), add: to_map(&f.add), remove: f.remove.clone() })
 }
 
-fn redirect(f: &HTTPRequestRedirectFilter) -> Value {
-    let mut out = Map::new();
+/// Sets the request or response header changes of `headers`.
+fn set_headers(headers: &mut Option<Headers>, request: bool, ops: HeaderOperations) {
+    let headers = headers.get_or_insert_default();
+    if request {
+        headers.request = Some(ops);
+    } else {
+        headers.response = Some(ops);
+    }
+}
+
+fn redirect(f: &HTTPRequestRedirectFilter, rep: &mut Representable) -> HttpRedirect {
+    let mut out = HttpRedirect::default();
     if let Some(code) = f.status_code {
-        out.insert("redirectCode".into(), code.into());
+        out.redirect_code = rep.take(unsigned(code));
     }
     if let Some(h) = &f.hostname {
-        out.insert("authority".into(), h.clone().into());
+        out.authority.clone_from(h);
     }
     if let Some(s) = &f.scheme {
-        out.insert("scheme".into(), s.clone().into());
+        out.scheme.clone_from(s);
     }
     match (f.port, &f.scheme) {
-        (Some(p), _) => {
-            out.insert("port".into(), p.into());
-        }
-        (None, Some(_)) => {
-            out.insert("derivePort".into(), "FROM_PROTOCOL_DEFAULT".into());
-        }
-        (None, None) => {
-            out.insert("derivePort".into(), "FROM_REQUEST_PORT".into());
-        }
+        (Some(p), _) => out.port = Some(rep.take(unsigned(p))),
+        (None, Some(_)) => out.derive_port = Some(RedirectPortSelection::FromProtocolDefault as i32),
+        (None, None) => out.derive_port = Some(RedirectPortSelection::FromRequestPort as i32),
     }
     if let Some(p) = &f.path {
         match p.r#type.as_str() {
-            "ReplaceFullPath" => {
-                out.insert("uri".into(), p.replace_full_path.clone().unwrap_or_default().into());
-            }
-            "ReplacePrefixMatch" => {
-                out.insert("prefixRewrite".into(), p.replace_prefix_match.clone().unwrap_or_default().into());
-            }
+            "ReplaceFullPath" => out.uri = p.replace_full_path.clone().unwrap_or_default(),
+            "ReplacePrefixMatch" => out.prefix_rewrite = p.replace_prefix_match.clone().unwrap_or_default(),
             _ => {}
         }
     }
-    Value::Object(out)
+    out
 }
 
-fn rewrite(f: &HTTPURLRewriteFilter) -> Option<Value> {
-    let mut out = Map::new();
+/// The rewrite of a URLRewrite filter; `None` when it changes nothing (not even an empty hostname).
+fn rewrite(f: &HTTPURLRewriteFilter) -> Option<HttpRewrite> {
+    let mut out = HttpRewrite::default();
+    let mut set = false;
     if let Some(p) = &f.path {
         match p.r#type.as_str() {
             "ReplacePrefixMatch" => {
                 let uri = p.replace_prefix_match.clone().unwrap_or_default();
                 let uri = uri.trim_end_matches('/');
-                out.insert("uri".into(), if uri.is_empty() { "/" } else { uri }.into());
+                out.uri = if uri.is_empty() { "/" } else { uri }.to_string();
+                set = true;
             }
             "ReplaceFullPath" => {
-                out.insert(
-                    "uriRegexRewrite".into(),
-                    json!({"match": "/.*", "rewrite": p.replace_full_path.clone().unwrap_or_default()}),
-                );
+                out.uri_regex_rewrite = Some(RegexRewrite {
+                    r#match: "/.*".to_string(),
+                    rewrite: p.replace_full_path.clone().unwrap_or_default(),
+                });
+                set = true;
             }
             _ => {}
         }
     }
     if let Some(h) = &f.hostname {
-        out.insert("authority".into(), h.clone().into());
+        out.authority.clone_from(h);
+        set = true;
     }
-    if out.is_empty() { None } else { Some(Value::Object(out)) }
+    set.then_some(out)
 }
 
 /// Go's `regexp.QuoteMeta`.
@@ -174,40 +188,30 @@ fn quote_meta(s: &str) -> String {
     out
 }
 
-fn cors(f: &HTTPCORSFilter) -> Value {
+fn cors(f: &HTTPCORSFilter) -> CorsPolicy {
     let mut origins = Vec::new();
     for o in f.allow_origins.iter().filter(|o| !o.is_empty()) {
         if o == "*" {
-            origins.push(string_match("regex", r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#]+$"));
+            origins.push(string_match(MatchKind::Regex, r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#]+$"));
         } else if !o.contains('*') {
-            origins.push(string_match("exact", o));
+            origins.push(string_match(MatchKind::Exact, o));
         } else if o.matches('*').count() == 1 && o.ends_with('*') {
-            origins.push(string_match("prefix", o.trim_end_matches('*')));
+            origins.push(string_match(MatchKind::Prefix, o.trim_end_matches('*')));
         } else {
-            origins.push(string_match("regex", &format!("^{}$", quote_meta(o).replace("\\*", ".*"))));
+            origins
+                .push(string_match(MatchKind::Regex, &format!("^{}$", quote_meta(o).replace("\\*", ".*"))));
         }
     }
-    let mut out = Map::new();
-    if !origins.is_empty() {
-        out.insert("allowOrigins".into(), origins.into());
+    CorsPolicy {
+        allow_origins: origins,
+        allow_credentials: (f.allow_credentials == Some(true)).then_some(true),
+        allow_methods: f.allow_methods.clone(),
+        allow_headers: f.allow_headers.clone(),
+        expose_headers: f.expose_headers.clone(),
+        max_age: f.max_age.filter(|a| *a > 0).map(|age| Duration { seconds: i64::from(age), nanos: 0 }),
+        unmatched_preflights: UnmatchedPreflights::Ignore as i32,
+        ..Default::default()
     }
-    if f.allow_credentials == Some(true) {
-        out.insert("allowCredentials".into(), true.into());
-    }
-    for (field, list) in [
-        ("allowMethods", &f.allow_methods),
-        ("allowHeaders", &f.allow_headers),
-        ("exposeHeaders", &f.expose_headers),
-    ] {
-        if !list.is_empty() {
-            out.insert(field.into(), json!(list));
-        }
-    }
-    if let Some(age) = f.max_age.filter(|a| *a > 0) {
-        out.insert("maxAge".into(), format!("{age}s").into());
-    }
-    out.insert("unmatchedPreflights".into(), "IGNORE".into());
-    Value::Object(out)
 }
 
 /// A Gateway API duration (`1h2m3s4ms`) → seconds as Istio prints a protobuf Duration (`0.003s`).
@@ -256,16 +260,17 @@ fn mirror(
     ns: &str,
     enforce: bool,
     kind: Kind,
-) -> Result<Value, ConfigError> {
+) -> Result<Generated<HttpMirrorPolicy>, ConfigError> {
     let dst = ctx.destination(&f.backend_ref, ns, enforce, kind).map_err(|(_, e)| e)?;
-    let mut out = json!({"destination": dst});
-    if let Some(fr) = &f.fraction {
-        let value = 100.0 * f64::from(fr.numerator) / f64::from(fr.denominator.unwrap_or(100));
-        out["percentage"] = json!({"value": value});
-    } else if let Some(p) = f.percent {
-        out["percentage"] = json!({"value": f64::from(p)});
-    }
-    Ok(out)
+    let percentage = if let Some(fr) = &f.fraction {
+        Some(100.0 * f64::from(fr.numerator) / f64::from(fr.denominator.unwrap_or(100)))
+    } else {
+        f.percent.map(f64::from)
+    };
+    let mut rep = Representable::default();
+    let destination = Some(rep.take(dst));
+    let percentage = percentage.map(|p| rep.take(percent(p)));
+    Ok(rep.finish(HttpMirrorPolicy { destination, percentage }))
 }
 
 /// A backend, its weight, and its filters (type, header changes).
@@ -280,7 +285,8 @@ fn destinations(
     ns: &str,
     enforce: bool,
     kind: Kind,
-) -> Result<(Vec<Value>, Option<ConfigError>), ConfigError> {
+    rep: &mut Representable,
+) -> Result<(Vec<HttpRouteDestination>, Option<ConfigError>), ConfigError> {
     let action: Vec<_> = refs.iter().filter(|r| r.1.unwrap_or(1) != 0).collect();
     let single = action.len() == 1;
     let mut invalid = None;
@@ -294,14 +300,14 @@ fn destinations(
             }
             Err((_, e)) => return Err(e),
         };
-        let mut rd = json!({"destination": dst});
+        let mut rd = HttpRouteDestination { destination: Some(rep.take(dst)), ..Default::default() };
         if !single {
-            rd["weight"] = weight.unwrap_or(1).into();
+            rd.weight = weight.unwrap_or(1);
         }
         for (ty, f) in filters {
-            let field = match *ty {
-                "RequestHeaderModifier" => "request",
-                "ResponseHeaderModifier" => "response",
+            let request = match *ty {
+                "RequestHeaderModifier" => true,
+                "ResponseHeaderModifier" => false,
                 other => {
                     return Err(ConfigError::new(
                         INVALID_FILTER,
@@ -310,12 +316,73 @@ fn destinations(
                 }
             };
             if let Some(f) = f {
-                rd["headers"][field] = headers_filter(f)?;
+                set_headers(&mut rd.headers, request, headers_filter(f)?);
             }
         }
         out.push(rd);
     }
     Ok((out, invalid))
+}
+
+/// Applies a RequestHeaderModifier or ResponseHeaderModifier filter of a rule to `vs`.
+fn header_modifier(
+    vs: &mut HttpRoute,
+    request: bool,
+    filter: Option<&HTTPHeaderFilter>,
+) -> Result<(), ConfigError> {
+    if let Some(filter) = filter {
+        set_headers(&mut vs.headers, request, headers_filter(filter)?);
+    }
+    Ok(())
+}
+
+/// The `match` of an HTTPRoute match.
+fn http_match(m: &HTTPRouteMatch) -> Result<HttpMatchRequest, ConfigError> {
+    Ok(HttpMatchRequest {
+        uri: uri_match(m)?,
+        headers: keyed_matches(
+            m.headers.iter().map(|h| (h.name.as_str(), h.r#type.as_deref(), h.value.as_str())),
+            "HeaderMatch",
+        )?,
+        query_params: keyed_matches(
+            m.query_params.iter().map(|h| (h.name.as_str(), h.r#type.as_deref(), h.value.as_str())),
+            "QueryParams",
+        )?,
+        method: m.method.as_deref().map(|method| string_match(MatchKind::Exact, method)),
+        ..Default::default()
+    })
+}
+
+/// The retry policy and timeouts of an HTTPRoute rule.
+fn retries_and_timeouts(rule: &HTTPRouteRule, vs: &mut HttpRoute, rep: &mut Representable) {
+    if let Some(r) = &rule.retry {
+        let mut retry_on = vec!["connect-failure", "refused-stream", "unavailable", "cancelled"]
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+        retry_on.extend(r.codes.iter().map(i32::to_string));
+        let attempts = r.attempts.unwrap_or(2);
+        let mut retries = HttpRetry { attempts, ..Default::default() };
+        if attempts != 0 {
+            retries.retry_on = retry_on.join(",");
+        }
+        if let Some(b) = r.backoff.as_deref().and_then(duration) {
+            retries.backoff = Some(rep.take(proto_duration(&b)));
+        }
+        vs.retries = Some(retries);
+    }
+    if let Some(t) = &rule.timeouts {
+        if let Some(d) = t.request.as_deref().and_then(duration).filter(|d| d != "0s") {
+            vs.timeout = Some(rep.take(proto_duration(&d)));
+        }
+        if let Some(d) = t.backend_request.as_deref().and_then(duration).filter(|d| d != "0s") {
+            let d = Some(rep.take(proto_duration(&d)));
+            match &mut vs.retries {
+                Some(r) => r.per_try_timeout = d,
+                None => vs.timeout = d,
+            }
+        }
+    }
 }
 
 /// Converts one HTTPRoute rule restricted to at most one match (Istio splits rules per match).
@@ -328,38 +395,12 @@ pub(crate) fn convert_http_rule(
     enforce: bool,
 ) -> RuleResult {
     let ns = &route.meta.namespace;
-    let mut vs = Map::new();
+    let mut rep = Representable::default();
     let name = rule.name.clone().unwrap_or_else(|| format!("{ns}.{}.{pos}", route.meta.name));
-    vs.insert("name".into(), name.into());
+    let mut vs = HttpRoute { name, ..Default::default() };
     if let Some(m) = matched {
-        let built = (|| -> Result<Value, ConfigError> {
-            let mut out = Map::new();
-            if let Some(u) = uri_match(m)? {
-                out.insert("uri".into(), u);
-            }
-            let headers = keyed_matches(
-                m.headers.iter().map(|h| (h.name.as_str(), h.r#type.as_deref(), h.value.as_str())),
-                "HeaderMatch",
-            )?;
-            if let Some(h) = headers {
-                out.insert("headers".into(), h);
-            }
-            let qp = keyed_matches(
-                m.query_params.iter().map(|h| (h.name.as_str(), h.r#type.as_deref(), h.value.as_str())),
-                "QueryParams",
-            )?;
-            if let Some(q) = qp {
-                out.insert("queryParams".into(), q);
-            }
-            if let Some(method) = &m.method {
-                out.insert("method".into(), string_match("exact", method));
-            }
-            Ok(Value::Object(out))
-        })();
-        match built {
-            Ok(m) => {
-                vs.insert("match".into(), json!([m]));
-            }
+        match http_match(m) {
+            Ok(m) => vs.r#match = vec![m],
             Err(e) => return (None, Some(e)),
         }
     }
@@ -367,50 +408,34 @@ pub(crate) fn convert_http_rule(
     let mut has_redirect = false;
     for f in &rule.filters {
         match f.r#type.as_str() {
-            "RequestHeaderModifier" | "ResponseHeaderModifier" => {
-                let (field, filter) = if f.r#type == "RequestHeaderModifier" {
-                    ("request", &f.request_header_modifier)
-                } else {
-                    ("response", &f.response_header_modifier)
-                };
-                let Some(filter) = filter else { continue };
-                match headers_filter(filter) {
-                    Ok(h) => {
-                        let headers = vs.entry("headers").or_insert_with(|| json!({}));
-                        headers[field] = h;
-                    }
-                    Err(e) => return (None, Some(e)),
+            "RequestHeaderModifier" => {
+                if let Err(e) = header_modifier(&mut vs, true, f.request_header_modifier.as_ref()) {
+                    return (None, Some(e));
+                }
+            }
+            "ResponseHeaderModifier" => {
+                if let Err(e) = header_modifier(&mut vs, false, f.response_header_modifier.as_ref()) {
+                    return (None, Some(e));
                 }
             }
             "RequestRedirect" => {
                 if let Some(r) = &f.request_redirect {
-                    vs.insert("redirect".into(), redirect(r));
+                    vs.redirect = Some(redirect(r, &mut rep));
                     has_redirect = true;
                 }
             }
             "RequestMirror" => {
                 if let Some(m) = &f.request_mirror {
                     match mirror(ctx, m, ns, enforce, Kind::HTTPRoute) {
-                        Ok(m) => vs
-                            .entry("mirrors")
-                            .or_insert_with(|| json!([]))
-                            .as_array_mut()
-                            .expect("array")
-                            .push(m),
+                        Ok(m) => vs.mirrors.push(rep.take(m)),
                         Err(e) => mirror_error = Some(e),
                     }
                 }
             }
-            "URLRewrite" => {
-                if let Some(r) = f.url_rewrite.as_ref().and_then(rewrite) {
-                    vs.insert("rewrite".into(), r);
-                } else {
-                    vs.remove("rewrite");
-                }
-            }
+            "URLRewrite" => vs.rewrite = f.url_rewrite.as_ref().and_then(rewrite),
             "CORS" => {
                 if let Some(c) = &f.cors {
-                    vs.insert("corsPolicy".into(), cors(c));
+                    vs.cors_policy = Some(cors(c));
                 }
             }
             other => {
@@ -421,42 +446,14 @@ pub(crate) fn convert_http_rule(
             }
         }
     }
-    if let Some(r) = &rule.retry {
-        let mut retry_on = vec!["connect-failure", "refused-stream", "unavailable", "cancelled"]
-            .into_iter()
-            .map(str::to_string)
-            .collect::<Vec<_>>();
-        retry_on.extend(r.codes.iter().map(i32::to_string));
-        let attempts = r.attempts.unwrap_or(2);
-        let mut retries = json!({"attempts": attempts});
-        if attempts != 0 {
-            retries["retryOn"] = retry_on.join(",").into();
-        }
-        if let Some(b) = r.backoff.as_deref().and_then(duration) {
-            retries["backoff"] = b.into();
-        }
-        vs.insert("retries".into(), retries);
-    }
-    if let Some(t) = &rule.timeouts {
-        if let Some(d) = t.request.as_deref().and_then(duration).filter(|d| d != "0s") {
-            vs.insert("timeout".into(), d.into());
-        }
-        if let Some(d) = t.backend_request.as_deref().and_then(duration).filter(|d| d != "0s") {
-            match vs.get_mut("retries") {
-                Some(r) => r["perTryTimeout"] = d.into(),
-                None => {
-                    vs.insert("timeout".into(), d.into());
-                }
-            }
-        }
-    }
+    retries_and_timeouts(rule, &mut vs, &mut rep);
     let weight_sum: i32 = rule.backend_refs.iter().map(|b| b.weight.unwrap_or(1)).sum();
     if weight_sum == 0 && !has_redirect {
-        vs.insert("directResponse".into(), json!({"status": 500}));
-        return (Some(Value::Object(vs)), mirror_error);
+        vs.direct_response = Some(HttpDirectResponse { status: 500, body: None });
+        return (Some(rep.finish(vs)), mirror_error);
     }
     if rule.backend_refs.is_empty() {
-        return (Some(Value::Object(vs)), mirror_error);
+        return (Some(rep.finish(vs)), mirror_error);
     }
     let refs: Vec<_> = rule
         .backend_refs
@@ -477,16 +474,16 @@ pub(crate) fn convert_http_rule(
             (b.object_ref(), b.weight, filters)
         })
         .collect();
-    match destinations(ctx, &refs, ns, enforce, Kind::HTTPRoute) {
+    match destinations(ctx, &refs, ns, enforce, Kind::HTTPRoute, &mut rep) {
         Ok((route_dsts, invalid)) => {
-            vs.insert("route".into(), route_dsts.into());
-            (Some(Value::Object(vs)), invalid.or(mirror_error))
+            vs.route = route_dsts;
+            (Some(rep.finish(vs)), invalid.or(mirror_error))
         }
         Err(e) => (None, Some(e)),
     }
 }
 
-fn grpc_uri_match(m: &GRPCRouteMatch) -> Result<Option<Value>, ConfigError> {
+fn grpc_uri_match(m: &GRPCRouteMatch) -> Result<Option<StringMatch>, ConfigError> {
     let Some(method) = &m.method else { return Ok(None) };
     let (service, name) = (method.service.as_deref(), method.method.as_deref());
     if service.is_none() && name.is_none() {
@@ -495,12 +492,13 @@ fn grpc_uri_match(m: &GRPCRouteMatch) -> Result<Option<Value>, ConfigError> {
             "gRPC match must have method or service defined",
         ));
     }
+    use MatchKind::{Exact, Prefix, Regex};
     Ok(Some(match (method.r#type.as_deref().unwrap_or("Exact"), service, name) {
-        ("Exact", Some(s), None) => string_match("prefix", &format!("/{s}/")),
-        ("Exact" | "RegularExpression", None, Some(n)) => string_match("regex", &format!("/[^/]+/{n}")),
-        ("Exact", Some(s), Some(n)) => string_match("exact", &format!("/{s}/{n}")),
-        ("RegularExpression", Some(s), None) => string_match("regex", &format!("/{s}/.+")),
-        ("RegularExpression", Some(s), Some(n)) => string_match("regex", &format!("/{s}/{n}")),
+        ("Exact", Some(s), None) => string_match(Prefix, &format!("/{s}/")),
+        ("Exact" | "RegularExpression", None, Some(n)) => string_match(Regex, &format!("/[^/]+/{n}")),
+        ("Exact", Some(s), Some(n)) => string_match(Exact, &format!("/{s}/{n}")),
+        ("RegularExpression", Some(s), None) => string_match(Regex, &format!("/{s}/.+")),
+        ("RegularExpression", Some(s), Some(n)) => string_match(Regex, &format!("/{s}/{n}")),
         (t, _, _) => {
             return Err(ConfigError::new(
                 INVALID_CONFIGURATION,
@@ -508,6 +506,18 @@ fn grpc_uri_match(m: &GRPCRouteMatch) -> Result<Option<Value>, ConfigError> {
             ));
         }
     }))
+}
+
+/// The `match` of a GRPCRoute match.
+fn grpc_match(m: &GRPCRouteMatch) -> Result<HttpMatchRequest, ConfigError> {
+    Ok(HttpMatchRequest {
+        uri: grpc_uri_match(m)?,
+        headers: keyed_matches(
+            m.headers.iter().map(|h| (h.name.as_str(), h.r#type.as_deref(), h.value.as_str())),
+            "HeaderMatch",
+        )?,
+        ..Default::default()
+    })
 }
 
 /// Converts one GRPCRoute rule restricted to at most one match.
@@ -520,57 +530,32 @@ pub(crate) fn convert_grpc_rule(
     enforce: bool,
 ) -> RuleResult {
     let ns = &route.meta.namespace;
-    let mut vs = Map::new();
+    let mut rep = Representable::default();
     let name = rule.name.clone().unwrap_or_else(|| format!("{ns}.{}.{pos}", route.meta.name));
-    vs.insert("name".into(), name.into());
+    let mut vs = HttpRoute { name, ..Default::default() };
     if let Some(m) = matched {
-        let mut out = Map::new();
-        match grpc_uri_match(m) {
-            Ok(Some(u)) => {
-                out.insert("uri".into(), u);
-            }
-            Ok(None) => {}
+        match grpc_match(m) {
+            Ok(m) => vs.r#match = vec![m],
             Err(e) => return (None, Some(e)),
         }
-        match keyed_matches(
-            m.headers.iter().map(|h| (h.name.as_str(), h.r#type.as_deref(), h.value.as_str())),
-            "HeaderMatch",
-        ) {
-            Ok(Some(h)) => {
-                out.insert("headers".into(), h);
-            }
-            Ok(None) => {}
-            Err(e) => return (None, Some(e)),
-        }
-        vs.insert("match".into(), json!([out]));
     }
     let mut mirror_error = None;
     for f in &rule.filters {
         match f.r#type.as_str() {
-            "RequestHeaderModifier" | "ResponseHeaderModifier" => {
-                let (field, filter) = if f.r#type == "RequestHeaderModifier" {
-                    ("request", &f.request_header_modifier)
-                } else {
-                    ("response", &f.response_header_modifier)
-                };
-                let Some(filter) = filter else { continue };
-                match headers_filter(filter) {
-                    Ok(h) => {
-                        let headers = vs.entry("headers").or_insert_with(|| json!({}));
-                        headers[field] = h;
-                    }
-                    Err(e) => return (None, Some(e)),
+            "RequestHeaderModifier" => {
+                if let Err(e) = header_modifier(&mut vs, true, f.request_header_modifier.as_ref()) {
+                    return (None, Some(e));
+                }
+            }
+            "ResponseHeaderModifier" => {
+                if let Err(e) = header_modifier(&mut vs, false, f.response_header_modifier.as_ref()) {
+                    return (None, Some(e));
                 }
             }
             "RequestMirror" => {
                 if let Some(m) = &f.request_mirror {
                     match mirror(ctx, m, ns, enforce, Kind::GRPCRoute) {
-                        Ok(m) => vs
-                            .entry("mirrors")
-                            .or_insert_with(|| json!([]))
-                            .as_array_mut()
-                            .expect("array")
-                            .push(m),
+                        Ok(m) => vs.mirrors.push(rep.take(m)),
                         Err(e) => mirror_error = Some(e),
                     }
                 }
@@ -585,8 +570,8 @@ pub(crate) fn convert_grpc_rule(
     }
     let weight_sum: i32 = rule.backend_refs.iter().map(|b| b.weight.unwrap_or(1)).sum();
     if weight_sum == 0 {
-        vs.insert("directResponse".into(), json!({"status": 500}));
-        return (Some(Value::Object(vs)), mirror_error);
+        vs.direct_response = Some(HttpDirectResponse { status: 500, body: None });
+        return (Some(rep.finish(vs)), mirror_error);
     }
     let refs: Vec<_> = rule
         .backend_refs
@@ -607,37 +592,32 @@ pub(crate) fn convert_grpc_rule(
             (b.object_ref(), b.weight, filters)
         })
         .collect();
-    match destinations(ctx, &refs, ns, enforce, Kind::GRPCRoute) {
+    match destinations(ctx, &refs, ns, enforce, Kind::GRPCRoute, &mut rep) {
         Ok((route_dsts, invalid)) => {
-            vs.insert("route".into(), route_dsts.into());
-            (Some(Value::Object(vs)), invalid.or(mirror_error))
+            vs.route = route_dsts;
+            (Some(rep.finish(vs)), invalid.or(mirror_error))
         }
         Err(e) => (None, Some(e)),
     }
 }
 
-fn uri_rank(m: &Value) -> (i32, i64) {
-    let Some(u) = m.get("uri") else { return (-1, 0) };
-    for (rank, key) in [(3, "exact"), (2, "prefix"), (1, "regex")] {
-        if let Some(s) = u.get(key).and_then(Value::as_str) {
+/// The rank of a match's path for ordering: exact, prefix, regex, then none; and the path's length.
+fn uri_rank(m: &HttpMatchRequest) -> (i32, i64) {
+    let Some(u) = &m.uri else { return (-1, 0) };
+    for (rank, value) in [(3, &u.exact), (2, &u.prefix), (1, &u.regex)] {
+        if let Some(s) = value {
             return (rank, s.len() as i64);
         }
     }
     (-1, -1)
 }
 
-fn count(m: &Value, field: &str) -> usize {
-    m.get(field).and_then(Value::as_object).map_or(0, Map::len)
-}
-
 /// Istio's `sortHTTPRoutes` (stable): routes without a match last; then exact before prefix before
 /// regex paths, longer paths first, a method match first, more headers, more query parameters.
-pub(crate) fn sort_http_routes(routes: &mut [Value]) {
+pub(crate) fn sort_http_routes(routes: &mut [HttpRoute]) {
     routes.sort_by(|a, b| {
         use std::cmp::Ordering;
-        let ma = a.get("match").and_then(|m| m.get(0));
-        let mb = b.get("match").and_then(|m| m.get(0));
-        match (ma, mb) {
+        match (a.r#match.first(), b.r#match.first()) {
             (None, None) => Ordering::Equal,
             (None, Some(_)) => Ordering::Greater,
             (Some(_), None) => Ordering::Less,
@@ -646,9 +626,9 @@ pub(crate) fn sort_http_routes(routes: &mut [Value]) {
                 let (r2, l2) = uri_rank(m2);
                 r2.cmp(&r1)
                     .then(l2.cmp(&l1))
-                    .then(m2.get("method").is_some().cmp(&m1.get("method").is_some()))
-                    .then(count(m2, "headers").cmp(&count(m1, "headers")))
-                    .then(count(m2, "queryParams").cmp(&count(m1, "queryParams")))
+                    .then(m2.method.is_some().cmp(&m1.method.is_some()))
+                    .then(m2.headers.len().cmp(&m1.headers.len()))
+                    .then(m2.query_params.len().cmp(&m1.query_params.len()))
             }
         }
     });

@@ -38,7 +38,7 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use api::{GroupVersionKind, Kind, Spec, yaml::Node};
+use api::{GroupVersionKind, Kind, Spec, networking::virtual_service::Percent, wkt::Duration};
 use model::{
     Config, ConfigMeta,
     push::{ConfigConverter, Converted, MeshSettings, ObjectStatus},
@@ -250,21 +250,70 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A generated Istio object from its spec JSON (Istio field names). The JSON is built by this crate,
-/// so a decoding failure is a bug: the object is then dropped rather than served half-built.
+/// A value Istio's types cannot hold that a generated object would carry: a negative port or status
+/// code, a duration beyond protobuf's ±10,000 years, a non-finite percentage. When the objects were
+/// built as JSON and decoded, such a value failed the decoding and the whole object was dropped; the
+/// typed conversion keeps that behaviour: an object holding one is not generated (its source's status
+/// is unaffected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Unrepresentable;
+
+/// A generated value, or [`Unrepresentable`] when part of it cannot be expressed.
+pub(crate) type Generated<T> = Result<T, Unrepresentable>;
+
+/// Records whether any part of an object under construction was [`Unrepresentable`], so the object
+/// can be built field by field and dropped at the end.
+#[derive(Debug)]
+pub(crate) struct Representable(Generated<()>);
+
+impl Default for Representable {
+    fn default() -> Self {
+        Representable(Ok(()))
+    }
+}
+
+impl Representable {
+    /// The value, or its type's default after recording that it is unrepresentable.
+    pub(crate) fn take<T: Default>(&mut self, value: Generated<T>) -> T {
+        value.unwrap_or_else(|e| {
+            self.0 = Err(e);
+            T::default()
+        })
+    }
+
+    /// `value`, unless a part of it was unrepresentable.
+    pub(crate) fn finish<T>(self, value: T) -> Generated<T> {
+        self.0.map(|()| value)
+    }
+}
+
+/// A port or status code as Istio's unsigned fields hold it.
+pub(crate) fn unsigned(value: i32) -> Generated<u32> {
+    u32::try_from(value).map_err(|_| Unrepresentable)
+}
+
+/// A duration in the text form [`http::duration`] prints, as a protobuf Duration.
+pub(crate) fn proto_duration(text: &str) -> Generated<Duration> {
+    Duration::parse(text).map_err(|_| Unrepresentable)
+}
+
+/// A percentage (Istio's `Percent`); a non-finite one is unrepresentable (JSON has no such number).
+pub(crate) fn percent(value: f64) -> Generated<Percent> {
+    if value.is_finite() { Ok(Percent { value }) } else { Err(Unrepresentable) }
+}
+
+/// A generated Istio object of `spec`'s kind.
 pub(crate) fn istio_config(
-    kind: Kind,
     namespace: &str,
     name: &str,
     annotations: BTreeMap<String, String>,
     creation: Option<String>,
     domain_suffix: &str,
-    spec: serde_json::Value,
-) -> Option<Config> {
-    let node = Node::from_json(&spec, api::yaml::Mark::default());
-    let (spec, _) = Spec::from_node(kind, Some(&node)).ok()?;
+    spec: Spec,
+) -> Config {
+    let kind = spec.kind();
     let schema = kind.schema();
-    Some(Config {
+    Config {
         meta: ConfigMeta {
             gvk: GroupVersionKind {
                 group: schema.group.to_string(),
@@ -282,7 +331,24 @@ pub(crate) fn istio_config(
         },
         spec,
         status: None,
-    })
+    }
+}
+
+/// A generated Istio object from its spec JSON (Istio field names), for the objects not yet built as
+/// typed structs. The JSON is built by this crate, so a decoding failure is a bug: the object is then
+/// dropped rather than served half-built.
+pub(crate) fn istio_config_json(
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    annotations: BTreeMap<String, String>,
+    creation: Option<String>,
+    domain_suffix: &str,
+    spec: serde_json::Value,
+) -> Option<Config> {
+    let node = api::yaml::Node::from_json(&spec, api::yaml::Mark::default());
+    let (spec, _) = Spec::from_node(kind, Some(&node)).ok()?;
+    Some(istio_config(namespace, name, annotations, creation, domain_suffix, spec))
 }
 
 /// `Kind/name.namespace` (Istio's `parentMeta`), with a section: `Kind/name/section.namespace`.

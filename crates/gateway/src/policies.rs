@@ -20,7 +20,7 @@ use model::{Config, push::ObjectStatus};
 use serde_json::{Value, json};
 
 use crate::{
-    Ctx, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, istio_config,
+    Ctx, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, istio_config_json,
     status::{ConfigError, Wanted, conditions},
 };
 
@@ -641,7 +641,7 @@ fn destination_rules(ctx: &Ctx<'_>, mut policies: Vec<BackendPolicy>) -> Vec<Con
             policy.insert("portLevelSettings".into(), Value::Array(settings));
         }
         let annotations = BTreeMap::from([(PARENTS_ANNOTATION.to_string(), parents.join(","))]);
-        out.extend(istio_config(
+        out.extend(istio_config_json(
             Kind::DestinationRule,
             &target.namespace,
             &destination_rule_name(target.kind, &target.name, &host),

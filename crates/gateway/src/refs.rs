@@ -1,10 +1,16 @@
 //! References from routes to backends: ReferenceGrant checks and the destination Istio builds for a
 //! backendRef (`buildDestination`, `ReferenceGrants.BackendAllowed`).
 
-use api::{Kind, Spec, gateway_api::BackendObjectReference};
-use serde_json::{Value, json};
+use api::{
+    Kind, Spec,
+    gateway_api::BackendObjectReference,
+    networking::virtual_service::{Destination, PortSelector},
+};
 
-use crate::{Ctx, status::ConfigError};
+use crate::{Ctx, Generated, status::ConfigError, unsigned};
+
+/// The destination of a backendRef; [`crate::Unrepresentable`] for a negative port.
+pub(crate) type BackendDestination = Generated<Destination>;
 
 /// Reasons of route `ResolvedRefs` failures (Gateway API names).
 pub(crate) const INVALID_DESTINATION: &str = "InvalidDestination";
@@ -52,7 +58,7 @@ impl Ctx<'_> {
         namespace: &str,
         enforce_grant: bool,
         route_kind: Kind,
-    ) -> Result<Value, (Option<Value>, ConfigError)> {
+    ) -> Result<BackendDestination, (Option<BackendDestination>, ConfigError)> {
         let group = to.group_or_default();
         let kind = to.kind_or_default();
         if enforce_grant
@@ -61,7 +67,7 @@ impl Ctx<'_> {
             && !self.grant_allows(route_kind, namespace, group, kind, &to.name, to_ns)
         {
             return Err((
-                Some(json!({})),
+                Some(Ok(Destination::default())),
                 ConfigError::new(
                     REF_NOT_PERMITTED,
                     format!(
@@ -107,7 +113,7 @@ impl Ctx<'_> {
             }
             _ => {
                 return Err((
-                    Some(json!({})),
+                    Some(Ok(Destination::default())),
                     ConfigError::new(
                         INVALID_KIND,
                         format!(
@@ -122,7 +128,11 @@ impl Ctx<'_> {
         let Some(port) = to.port else {
             return Err((None, ConfigError::new(INVALID_DESTINATION, "port is required in backendRef")));
         };
-        let destination = json!({"host": hostname, "port": {"number": port}});
+        let destination = unsigned(port).map(|number| Destination {
+            host: hostname,
+            port: Some(PortSelector { number }),
+            ..Default::default()
+        });
         match invalid {
             Some(e) => Err((Some(destination), e)),
             None => Ok(destination),

@@ -15,17 +15,25 @@ use api::{
         gateway::RouteGroupKind,
         status::{RouteParentStatus, RouteStatus},
     },
+    networking::{
+        VirtualService,
+        virtual_service::{
+            Destination, HttpMatchRequest, HttpRoute, L4MatchAttributes, PortSelector, RouteDestination,
+            TcpRoute, TlsMatchAttributes, TlsRoute,
+        },
+    },
 };
 use model::{Config, host, push::ObjectStatus};
-use serde_json::{Value, json};
 
 use crate::{
-    Ctx, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, ROUTE_SEMANTICS_ANNOTATION,
+    Ctx, Generated, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, ROUTE_SEMANTICS_ANNOTATION,
+    Representable,
     gateway::{Gateways, ParentInfo},
     http::{RuleResult, convert_grpc_rule, convert_http_rule, sort_http_routes},
     istio_config, parent_meta,
     refs::is_invalid_backend,
     status::{ConfigError, Wanted, conditions},
+    unsigned,
 };
 
 const MESH: &str = "mesh";
@@ -319,21 +327,24 @@ fn route_status(
 }
 
 /// Runs `convert` over every rule (Istio's `convertRules`): a rejected rule drops them all.
-fn convert_rules(results: impl Iterator<Item = RuleResult>) -> (Vec<Value>, Option<ConfigError>) {
+fn convert_rules<T: Default>(
+    results: impl Iterator<Item = RuleResult<T>>,
+) -> (Generated<Vec<T>>, Option<ConfigError>) {
     let mut routes = Vec::new();
+    let mut rep = Representable::default();
     let mut error = None;
     for (route, e) in results {
         match route {
-            None => return (Vec::new(), e),
+            None => return (Ok(Vec::new()), e),
             Some(r) => {
                 if e.is_some() {
                     error = e;
                 }
-                routes.push(r);
+                routes.push(rep.take(r));
             }
         }
     }
-    (routes, error)
+    (rep.finish(routes), error)
 }
 
 fn route_annotations(route: &Config) -> BTreeMap<String, String> {
@@ -349,7 +360,7 @@ struct BaseVs {
     route: Arc<Config>,
     host: String,
     gateway: String,
-    http: Vec<Value>,
+    http: Generated<Vec<HttpRoute>>,
 }
 
 /// Hosts a mesh parent routes for: the Service's hostname or the ServiceEntry's hosts.
@@ -366,16 +377,18 @@ fn mesh_hosts(ctx: &Ctx<'_>, p: &RouteParent, route_ns: &str) -> Vec<String> {
     }
 }
 
-fn with_port(routes: &[Value], port: i32) -> Vec<Value> {
+/// Sets the port of a mesh parent on every match of the routes; a route without matches gets one.
+fn with_port(routes: Vec<HttpRoute>, port: i32) -> Generated<Vec<HttpRoute>> {
     routes
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            match r.get_mut("match").and_then(Value::as_array_mut) {
-                Some(ms) if !ms.is_empty() => ms.iter_mut().for_each(|m| m["port"] = port.into()),
-                _ => r["match"] = json!([{"port": port}]),
+        .into_iter()
+        .map(|mut r| {
+            let port = unsigned(port)?;
+            if r.r#match.is_empty() {
+                r.r#match = vec![HttpMatchRequest { port, ..Default::default() }];
+            } else {
+                r.r#match.iter_mut().for_each(|m| m.port = port);
             }
-            r
+            Ok(r)
         })
         .collect()
 }
@@ -419,7 +432,7 @@ pub(crate) fn convert_routes(ctx: &Ctx<'_>, gateways: &mut Gateways, out: &mut O
             let need_mesh = parents.iter().any(RouteParent::is_mesh);
             let need_gw = parents.iter().any(|p| !p.is_mesh());
             let route_ref: &Config = &route;
-            let run = |mesh: bool| -> (Vec<Value>, Option<ConfigError>) {
+            let run = |mesh: bool| -> (Generated<Vec<HttpRoute>>, Option<ConfigError>) {
                 match &route_ref.spec {
                     Spec::HTTPRoute(s) => convert_rules(s.rules.iter().enumerate().flat_map(|(n, rule)| {
                         let matches: Vec<Option<&_>> = if rule.matches.is_empty() {
@@ -443,11 +456,11 @@ pub(crate) fn convert_routes(ctx: &Ctx<'_>, gateways: &mut Gateways, out: &mut O
                             .map(move |m| convert_grpc_rule(ctx, rule, m, route_ref, n, !mesh))
                             .collect::<Vec<_>>()
                     })),
-                    _ => (Vec::new(), None),
+                    _ => (Ok(Vec::new()), None),
                 }
             };
-            let (mesh_routes, mesh_error) = if need_mesh { run(true) } else { (Vec::new(), None) };
-            let (gw_routes, gw_error) = if need_gw { run(false) } else { (Vec::new(), None) };
+            let (mesh_routes, mesh_error) = if need_mesh { run(true) } else { (Ok(Vec::new()), None) };
+            let (gw_routes, gw_error) = if need_gw { run(false) } else { (Ok(Vec::new()), None) };
             let status = route_status(&parents, &gw_error, &mesh_error, &route);
             record(gateways, &parents, &route);
             for p in filtered(&parents) {
@@ -458,20 +471,22 @@ pub(crate) fn convert_routes(ctx: &Ctx<'_>, gateways: &mut Gateways, out: &mut O
                     routes = mesh_routes.clone();
                     key = route.meta.namespace.clone();
                     if let Some(port) = p.original.port {
-                        routes = with_port(&routes, port);
+                        routes = routes.and_then(|r| with_port(r, port));
                         key = format!("{key}/{port}");
                     }
                     hosts = mesh_hosts(ctx, p, &route.meta.namespace);
                 }
-                if routes.is_empty() {
+                if routes.as_ref().is_ok_and(Vec::is_empty) {
                     continue;
                 }
                 for h in hosts {
                     if !p.hostname_allowed(&h) {
                         continue;
                     }
-                    let mut http = routes.clone();
-                    sort_http_routes(&mut http);
+                    let http = routes.clone().map(|mut http| {
+                        sort_http_routes(&mut http);
+                        http
+                    });
                     base.push(BaseVs {
                         key: format!("{key}/{h}"),
                         route: route.clone(),
@@ -509,25 +524,38 @@ fn merge_http(ctx: &Ctx<'_>, base: Vec<BaseVs>, out: &mut Output) {
         let mut annotations = route_annotations(&first.route);
         let parents: Vec<String> = list.iter().map(|b| parent_meta(&b.route, None)).collect();
         annotations.insert(PARENTS_ANNOTATION.to_string(), parents.join(","));
-        let mut http: Vec<Value> = list.iter().flat_map(|b| b.http.iter().cloned()).collect();
+        // An unrepresentable route drops the whole merged VirtualService.
+        let Ok(parts) = list.iter().map(|b| b.http.clone()).collect::<Generated<Vec<_>>>() else { continue };
+        let mut http: Vec<HttpRoute> = parts.into_iter().flatten().collect();
         sort_http_routes(&mut http);
-        let spec = json!({"hosts": [first.host], "gateways": [first.gateway], "http": http});
-        if let Some(c) = istio_config(
-            Kind::VirtualService,
+        let spec = VirtualService {
+            hosts: vec![first.host.clone()],
+            gateways: vec![first.gateway.clone()],
+            http,
+            ..Default::default()
+        };
+        out.virtual_services.push(istio_config(
             &first.route.meta.namespace,
             &key.replace('/', "~"),
             annotations,
             first.route.meta.creation_timestamp.clone(),
             ctx.domain_suffix,
-            spec,
-        ) {
-            out.virtual_services.push(c);
-        }
+            Spec::VirtualService(Box::new(spec)),
+        ));
     }
 }
 
-fn zero_weight() -> Value {
-    json!({"route": [{"destination": {"host": "internal.cluster.local", "subset": "zero-weight", "port": {"number": 65535}}}]})
+/// The route of an L4 rule whose backends all have weight 0: a destination that does not exist.
+fn zero_weight() -> TlsRoute {
+    let destination = Destination {
+        host: "internal.cluster.local".to_string(),
+        subset: "zero-weight".to_string(),
+        port: Some(PortSelector { number: 65535 }),
+    };
+    TlsRoute {
+        route: vec![RouteDestination { destination: Some(destination), weight: 0 }],
+        ..Default::default()
+    }
 }
 
 /// TCP and TLS route destinations (Istio's `buildTCPDestination`).
@@ -537,7 +565,8 @@ fn l4_destinations(
     ns: &str,
     enforce: bool,
     kind: Kind,
-) -> Result<(Vec<Value>, Option<ConfigError>), ConfigError> {
+    rep: &mut Representable,
+) -> Result<(Vec<RouteDestination>, Option<ConfigError>), ConfigError> {
     let action: Vec<&BackendRef> = refs.iter().filter(|r| r.weight.unwrap_or(1) != 0).collect();
     let single = action.len() == 1;
     let mut invalid = None;
@@ -551,37 +580,85 @@ fn l4_destinations(
             }
             Err((_, e)) => return Err(e),
         };
-        let mut rd = json!({"destination": dst});
+        let mut rd = RouteDestination { destination: Some(rep.take(dst)), weight: 0 };
         if !single {
-            rd["weight"] = r.weight.unwrap_or(1).into();
+            rd.weight = r.weight.unwrap_or(1);
         }
         out.push(rd);
     }
     Ok((out, invalid))
 }
 
+/// One TCPRoute or TLSRoute rule (`sni`: the TLSRoute's hostnames). Both kinds are built as a
+/// [`TlsRoute`]; a TCP rule has no SNI match and becomes a [`TcpRoute`] with [`tcp_route`].
 fn l4_rule(
     ctx: &Ctx<'_>,
     refs: &[BackendRef],
     route: &Config,
     enforce: bool,
     sni: Option<&[String]>,
-) -> RuleResult {
+) -> RuleResult<TlsRoute> {
     if refs.iter().map(|b| b.weight.unwrap_or(1)).sum::<i32>() == 0 {
-        return (Some(zero_weight()), None);
+        return (Some(Ok(zero_weight())), None);
     }
-    match l4_destinations(ctx, refs, &route.meta.namespace, enforce, route.kind()) {
+    let mut rep = Representable::default();
+    match l4_destinations(ctx, refs, &route.meta.namespace, enforce, route.kind(), &mut rep) {
         Ok((dsts, invalid)) => {
-            let mut r = json!({"route": dsts});
+            let mut r = TlsRoute { route: dsts, ..Default::default() };
             if let Some(hosts) = sni {
-                let hosts: Vec<String> =
-                    if hosts.is_empty() { vec!["*".to_string()] } else { hosts.to_vec() };
-                r["match"] = json!([{"sniHosts": hosts}]);
+                let sni_hosts = if hosts.is_empty() { vec!["*".to_string()] } else { hosts.to_vec() };
+                r.r#match = vec![TlsMatchAttributes { sni_hosts, ..Default::default() }];
             }
-            (Some(r), invalid)
+            (Some(rep.finish(r)), invalid)
         }
         Err(e) => (None, Some(e)),
     }
+}
+
+/// A TCP rule built by [`l4_rule`] as a [`TcpRoute`]: its matches only ever carry a mesh parent's port.
+fn tcp_route(r: TlsRoute) -> TcpRoute {
+    TcpRoute {
+        r#match: r
+            .r#match
+            .into_iter()
+            .map(|m| L4MatchAttributes { port: m.port, ..Default::default() })
+            .collect(),
+        route: r.route,
+    }
+}
+
+/// Sets the port of a mesh parent on every match of L4 routes; a TCP route without matches gets one.
+fn l4_with_port(routes: Vec<TlsRoute>, port: i32, tls: bool) -> Generated<Vec<TlsRoute>> {
+    routes
+        .into_iter()
+        .map(|mut r| {
+            if !r.r#match.is_empty() {
+                let port = unsigned(port)?;
+                r.r#match.iter_mut().for_each(|m| m.port = port);
+            } else if !tls {
+                r.r#match = vec![TlsMatchAttributes { port: unsigned(port)?, ..Default::default() }];
+            }
+            Ok(r)
+        })
+        .collect()
+}
+
+/// Keeps the SNI hosts of TLS routes that a gateway listener's hostname allows; drops a route left
+/// without any (a route without matches is kept).
+fn restrict_sni(routes: Vec<TlsRoute>, listener: &[String]) -> Vec<TlsRoute> {
+    routes
+        .into_iter()
+        .filter_map(|mut r| {
+            let no_match = r.r#match.is_empty();
+            let mut has_hosts = false;
+            for m in &mut r.r#match {
+                let kept = intersect_names(&m.sni_hosts, listener);
+                has_hosts |= !kept.is_empty();
+                m.sni_hosts = kept;
+            }
+            (has_hosts || no_match).then_some(r)
+        })
+        .collect()
 }
 
 /// `host.NewNames(a).Intersection(b)`: for each matching pair, the more specific name.
@@ -624,8 +701,8 @@ fn convert_l4(ctx: &Ctx<'_>, gateways: &mut Gateways, out: &mut Output) {
             };
             let need_mesh = parents.iter().any(RouteParent::is_mesh);
             let need_gw = parents.iter().any(|p| !p.is_mesh());
-            let (mesh_routes, mesh_error) = if need_mesh { run(true) } else { (Vec::new(), None) };
-            let (gw_routes, gw_error) = if need_gw { run(false) } else { (Vec::new(), None) };
+            let (mesh_routes, mesh_error) = if need_mesh { run(true) } else { (Ok(Vec::new()), None) };
+            let (gw_routes, gw_error) = if need_gw { run(false) } else { (Ok(Vec::new()), None) };
             let status = route_status(&parents, &gw_error, &mesh_error, &route);
             record(gateways, &parents, &route);
             let mut count = 0;
@@ -639,55 +716,39 @@ fn convert_l4(ctx: &Ctx<'_>, gateways: &mut Gateways, out: &mut Output) {
                 if p.is_mesh() {
                     hosts = mesh_hosts(ctx, p, &route.meta.namespace);
                     if let Some(port) = p.original.port {
-                        for r in &mut routes {
-                            match r.get_mut("match").and_then(Value::as_array_mut) {
-                                Some(ms) if !ms.is_empty() => {
-                                    ms.iter_mut().for_each(|m| m["port"] = port.into())
-                                }
-                                _ if !tls => r["match"] = json!([{"port": port}]),
-                                _ => {}
-                            }
-                        }
+                        routes = routes.and_then(|r| l4_with_port(r, port, tls));
                     }
                 } else if tls && !p.hostname.is_empty() {
                     let listener = [p.hostname.clone()];
                     hosts = intersect_names(&hosts, &listener);
-                    routes = routes
-                        .into_iter()
-                        .filter_map(|mut r| {
-                            let mut has_hosts = false;
-                            let no_match = r.get("match").and_then(Value::as_array).is_none_or(Vec::is_empty);
-                            if let Some(ms) = r.get_mut("match").and_then(Value::as_array_mut) {
-                                for m in ms {
-                                    let sni: Vec<String> = m["sniHosts"]
-                                        .as_array()
-                                        .map(|a| {
-                                            a.iter().filter_map(|h| h.as_str().map(str::to_string)).collect()
-                                        })
-                                        .unwrap_or_default();
-                                    let kept = intersect_names(&sni, &listener);
-                                    has_hosts |= !kept.is_empty();
-                                    m["sniHosts"] = json!(kept);
-                                }
-                            }
-                            (has_hosts || no_match).then_some(r)
-                        })
-                        .collect();
+                    routes = routes.map(|r| restrict_sni(r, &listener));
                 }
                 for h in hosts {
-                    let (infix, field) = if tls { ("tls", "tls") } else { ("tcp", "tcp") };
-                    let name = format!("{}~{infix}~{count}~{KUBERNETES_GATEWAY_NAME}", route.meta.name);
-                    let spec = json!({"hosts": [h], "gateways": [p.internal_name], field: routes});
-                    if let Some(c) = istio_config(
-                        Kind::VirtualService,
-                        &route.meta.namespace,
-                        &name,
-                        route_annotations(&route),
-                        route.meta.creation_timestamp.clone(),
-                        ctx.domain_suffix,
-                        spec,
-                    ) {
-                        out.virtual_services.push(c);
+                    let name = format!(
+                        "{}~{}~{count}~{KUBERNETES_GATEWAY_NAME}",
+                        route.meta.name,
+                        if tls { "tls" } else { "tcp" }
+                    );
+                    // An unrepresentable route drops the VirtualService (it still takes its number).
+                    if let Ok(routes) = &routes {
+                        let mut spec = VirtualService {
+                            hosts: vec![h],
+                            gateways: vec![p.internal_name.clone()],
+                            ..Default::default()
+                        };
+                        if tls {
+                            spec.tls = routes.clone();
+                        } else {
+                            spec.tcp = routes.iter().cloned().map(tcp_route).collect();
+                        }
+                        out.virtual_services.push(istio_config(
+                            &route.meta.namespace,
+                            &name,
+                            route_annotations(&route),
+                            route.meta.creation_timestamp.clone(),
+                            ctx.domain_suffix,
+                            Spec::VirtualService(Box::new(spec)),
+                        ));
                     }
                     count += 1;
                 }
