@@ -13,17 +13,21 @@ use api::{
         gateway::{GatewaySpecAddress, RouteGroupKind},
         status::{GatewayClassStatus, GatewayStatus, ListenerStatus},
     },
+    networking::{
+        Gateway,
+        gateway::{Port, Server, ServerTlsSettings, server_tls_settings::TlSmode},
+    },
 };
 use model::{
     Config,
     push::{GATEWAY_SERVICE_ANNOTATION, ObjectStatus},
 };
-use serde_json::{Map, Value, json};
 
 use crate::{
     Ctx, GATEWAY_SEMANTICS_ANNOTATION, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION,
-    SERVICE_ACCOUNT_ANNOTATION, istio_config_json, parent_meta,
+    SERVICE_ACCOUNT_ANNOTATION, istio_config, parent_meta,
     status::{ConfigError, Wanted, conditions},
+    unsigned,
 };
 
 /// A listener routes can attach to (Istio's `parentInfo`), keyed by its Gateway.
@@ -168,30 +172,24 @@ fn gateway_services(ctx: &Ctx<'_>, gw: &Config, spec: &GatewaySpec) -> (Vec<Stri
 }
 
 /// The server TLS settings of a listener (Istio's `buildTLS`, certificates from Secrets).
-fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option<ConfigError>) {
+fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<ServerTlsSettings>, Option<ConfigError>) {
     let Some(tls) = &l.tls else { return (None, None) };
     let namespace = &gw.meta.namespace;
-    let mut out = Map::new();
+    let mut out = ServerTlsSettings::default();
     match tls.mode_or_default() {
-        "Passthrough" => {
-            out.insert("mode".into(), "PASSTHROUGH".into());
-        }
+        "Passthrough" => out.mode = TlSmode::Passthrough as i32,
         _ => {
-            out.insert("mode".into(), "SIMPLE".into());
+            out.mode = TlSmode::Simple as i32;
             match tls.options.get("gateway.istio.io/tls-terminate-mode").map(String::as_str) {
-                Some("MUTUAL") => {
-                    out.insert("mode".into(), "MUTUAL".into());
-                }
-                Some("OPTIONAL_MUTUAL") => {
-                    out.insert("mode".into(), "OPTIONAL_MUTUAL".into());
-                }
+                Some("MUTUAL") => out.mode = TlSmode::Mutual as i32,
+                Some("OPTIONAL_MUTUAL") => out.mode = TlSmode::OptionalMutual as i32,
                 Some("ISTIO_SIMPLE") => {
-                    out.insert("credentialName".into(), "builtin://".into());
-                    return (Some(Value::Object(out)), None);
+                    out.credential_name = "builtin://".to_string();
+                    return (Some(out), None);
                 }
                 Some("ISTIO_MUTUAL") => {
-                    out.insert("mode".into(), "ISTIO_MUTUAL".into());
-                    return (Some(Value::Object(out)), None);
+                    out.mode = TlSmode::IstioMutual as i32;
+                    return (Some(out), None);
                 }
                 _ => {}
             }
@@ -200,7 +198,7 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
                     "InvalidCertificateRef",
                     "TLS mode can only support up to 2 server certificates",
                 );
-                return (Some(Value::Object(out)), Some(e));
+                return (Some(out), Some(e));
             }
             let mut names = Vec::new();
             let mut error: Option<ConfigError> = None;
@@ -250,13 +248,9 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
                 names.push(format!("kubernetes-gateway://{cred_ns}/{}", r.name));
             }
             match names.len() {
-                0 => return (Some(Value::Object(out)), error),
-                1 => {
-                    out.insert("credentialName".into(), names.remove(0).into());
-                }
-                _ => {
-                    out.insert("credentialNames".into(), names.into());
-                }
+                0 => return (Some(out), error),
+                1 => out.credential_name = names.remove(0),
+                _ => out.credential_names = names,
             }
             let spec_tls = match &gw.spec {
                 Spec::KubernetesGateway(g) => g.tls.as_ref(),
@@ -266,17 +260,14 @@ fn build_tls(ctx: &Ctx<'_>, gw: &Config, l: &Listener) -> (Option<Value>, Option
                 && !v.ca_certificate_refs.is_empty()
                 && let Err(e) = client_validation(ctx, namespace, v, &tls.options, &mut out)
             {
-                return (Some(Value::Object(out)), Some(e));
+                return (Some(out), Some(e));
             }
         }
     }
     if let Some(opts) = tls.options.get(TLS_CIPHER_SUITES_OPTION) {
-        let ciphers = cipher_suites(opts);
-        if !ciphers.is_empty() {
-            out.insert("cipherSuites".into(), ciphers.into());
-        }
+        out.cipher_suites = cipher_suites(opts);
     }
-    (Some(Value::Object(out)), None)
+    (Some(out), None)
 }
 
 /// The frontend (client certificate) validation of a listener port (Istio's `resolveGatewayTLS`):
@@ -305,7 +296,7 @@ fn client_validation(
     namespace: &str,
     v: &api::gateway_api::gateway::FrontendTLSValidation,
     options: &BTreeMap<String, String>,
-    out: &mut Map<String, Value>,
+    out: &mut ServerTlsSettings,
 ) -> Result<(), ConfigError> {
     if v.ca_certificate_refs.len() > 1 {
         return Err(ConfigError::new("InvalidCACertificateRef", "only one caCertificateRef is supported"));
@@ -357,15 +348,16 @@ fn client_validation(
         ));
     }
     let insecure = v.mode.as_deref() == Some("AllowInsecureFallback");
-    let (mut mode, mut skip) = if insecure { ("OPTIONAL_MUTUAL", true) } else { ("MUTUAL", false) };
+    let (mut mode, mut skip) =
+        if insecure { (TlSmode::OptionalMutual, true) } else { (TlSmode::Mutual, false) };
     match options.get("gateway.istio.io/tls-terminate-mode").map(String::as_str) {
-        Some("MUTUAL") => (mode, skip) = ("MUTUAL", false),
-        Some("OPTIONAL_MUTUAL") => (mode, skip) = ("OPTIONAL_MUTUAL", false),
+        Some("MUTUAL") => (mode, skip) = (TlSmode::Mutual, false),
+        Some("OPTIONAL_MUTUAL") => (mode, skip) = (TlSmode::OptionalMutual, false),
         _ => {}
     }
-    out.insert("mode".into(), mode.into());
-    out.insert("insecureSkipVerify".into(), skip.into());
-    out.insert("caCertCredentialName".into(), format!("{resource_type}://{ns}/{}-cacert", r.name).into());
+    out.mode = mode as i32;
+    out.insecure_skip_verify = Some(skip);
+    out.ca_cert_credential_name = format!("{resource_type}://{ns}/{}-cacert", r.name);
     Ok(())
 }
 
@@ -491,13 +483,12 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
                 if tls.is_none() && matches!(l.protocol.as_str(), "HTTPS" | "TLS") {
                     continue;
                 }
-                let mut server = json!({
-                    "port": {"name": "default", "number": l.port, "protocol": protocol},
-                    "hosts": hosts,
+                let server = unsigned(l.port).map(|number| Server {
+                    port: Some(Port { number, protocol, name: "default".to_string(), target_port: 0 }),
+                    hosts: hosts.clone(),
+                    tls,
+                    ..Default::default()
                 });
-                if let Some(tls) = tls {
-                    server["tls"] = tls;
-                }
                 servers.push(l.port);
                 let name = format!("{}~{KUBERNETES_GATEWAY_NAME}~{}", gw.meta.name, l.name);
                 let annotations = BTreeMap::from([
@@ -506,25 +497,22 @@ pub(crate) fn convert_gateways(ctx: &Ctx<'_>, out: &mut Output) -> Gateways {
                     (GATEWAY_SERVICE_ANNOTATION.to_string(), services.join(",")),
                     (SERVICE_ACCOUNT_ANNOTATION.to_string(), service_account.clone()),
                 ]);
-                let spec_json = json!({"servers": [server.clone()]});
-                if let Some(c) = istio_config_json(
-                    Kind::Gateway,
-                    &gw.meta.namespace,
-                    &name,
-                    annotations,
-                    gw.meta.creation_timestamp.clone(),
-                    ctx.domain_suffix,
-                    spec_json,
-                ) {
-                    out.gateways.push(c);
+                // A negative port cannot be an Istio port: the listener then has no Gateway.
+                if let Ok(server) = server {
+                    let spec = Gateway { servers: vec![server], ..Default::default() };
+                    out.gateways.push(istio_config(
+                        &gw.meta.namespace,
+                        &name,
+                        annotations,
+                        gw.meta.creation_timestamp.clone(),
+                        ctx.domain_suffix,
+                        Spec::Gateway(Box::new(spec)),
+                    ));
                 }
                 parents.push(ParentInfo {
                     internal_name: format!("{}/{name}", gw.meta.namespace),
                     allowed_kinds: supported_kinds(l).0,
-                    hostnames: server["hosts"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_string)).collect())
-                        .unwrap_or_default(),
+                    hostnames: hosts,
                     original_hostname: l.hostname.clone().unwrap_or_default(),
                     section_name: l.name.clone(),
                     port: l.port,
