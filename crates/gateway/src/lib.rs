@@ -334,23 +334,6 @@ pub(crate) fn istio_config(
     }
 }
 
-/// A generated Istio object from its spec JSON (Istio field names), for the objects not yet built as
-/// typed structs. The JSON is built by this crate, so a decoding failure is a bug: the object is then
-/// dropped rather than served half-built.
-pub(crate) fn istio_config_json(
-    kind: Kind,
-    namespace: &str,
-    name: &str,
-    annotations: BTreeMap<String, String>,
-    creation: Option<String>,
-    domain_suffix: &str,
-    spec: serde_json::Value,
-) -> Option<Config> {
-    let node = api::yaml::Node::from_json(&spec, api::yaml::Mark::default());
-    let (spec, _) = Spec::from_node(kind, Some(&node)).ok()?;
-    Some(istio_config(namespace, name, annotations, creation, domain_suffix, spec))
-}
-
 /// `Kind/name.namespace` (Istio's `parentMeta`), with a section: `Kind/name/section.namespace`.
 pub(crate) fn parent_meta(config: &Config, section: Option<&str>) -> String {
     let kind = config.kind().as_str();

@@ -15,12 +15,21 @@ use api::{
         LocalPolicyTargetReference, ParentReference,
         status::{PolicyAncestorStatus, PolicyStatus},
     },
+    networking::{
+        DestinationRule,
+        destination_rule::{
+            ClientTlsSettings, LoadBalancerSettings, TrafficPolicy,
+            client_tls_settings::TlSmode,
+            traffic_policy::{PortTrafficPolicy, RetryBudget},
+        },
+        virtual_service::PortSelector,
+    },
 };
 use model::{Config, push::ObjectStatus};
-use serde_json::{Value, json};
 
 use crate::{
-    Ctx, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, istio_config_json,
+    Ctx, Generated, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, Representable, istio_config,
+    proto_duration,
     status::{ConfigError, Wanted, conditions},
 };
 
@@ -76,9 +85,9 @@ struct BackendPolicy {
     target: Target,
     host: String,
     section: Option<String>,
-    tls: Option<Value>,
-    load_balancer: Option<Value>,
-    retry_budget: Option<Value>,
+    tls: Option<ClientTlsSettings>,
+    load_balancer: Option<LoadBalancerSettings>,
+    retry_budget: Option<Generated<RetryBudget>>,
 }
 
 /// What a local reference (policy target, CA certificate) resolves to (Istio's `ReferenceSet`).
@@ -384,27 +393,23 @@ fn tls_credential_name(
 pub(crate) fn client_tls(
     validation: &api::gateway_api::policy::BackendTLSPolicyValidation,
     credential: &str,
-) -> Value {
-    let mut tls = json!({"mode": "SIMPLE"});
-    if !validation.hostname.is_empty() {
-        tls["sni"] = json!(validation.hostname);
-    }
-    let sans: Vec<&str> = validation
+) -> ClientTlsSettings {
+    let subject_alt_names = validation
         .subject_alt_names
         .iter()
         .filter_map(|s| match s.r#type.as_str() {
-            "Hostname" => Some(s.hostname.as_deref().unwrap_or_default()),
-            "URI" => Some(s.uri.as_deref().unwrap_or_default()),
+            "Hostname" => Some(s.hostname.clone().unwrap_or_default()),
+            "URI" => Some(s.uri.clone().unwrap_or_default()),
             _ => None,
         })
         .collect();
-    if !sans.is_empty() {
-        tls["subjectAltNames"] = json!(sans);
+    ClientTlsSettings {
+        mode: TlSmode::Simple as i32,
+        sni: validation.hostname.clone(),
+        subject_alt_names,
+        credential_name: credential.to_string(),
+        ..Default::default()
     }
-    if !credential.is_empty() {
-        tls["credentialName"] = json!(credential);
-    }
-    tls
 }
 
 /// A port name a policy's `sectionName` must match: `Err` with Istio's message when the target has
@@ -504,21 +509,22 @@ fn tls_policy(
 }
 
 /// The retry budget of an XBackendTrafficPolicy (Istio's defaults: interval 10s, 10 concurrent).
-pub(crate) fn retry_budget(rc: &api::gateway_api::policy::RetryConstraint) -> Value {
-    let mut rb = serde_json::Map::new();
-    if let Some(p) = rc.budget.as_ref().and_then(|b| b.percent) {
-        rb.insert("percent".into(), json!(f64::from(p)));
-    }
+pub(crate) fn retry_budget(rc: &api::gateway_api::policy::RetryConstraint) -> Generated<RetryBudget> {
     let interval = rc
         .budget
         .as_ref()
         .and_then(|b| b.interval.as_deref())
         .and_then(crate::http::duration)
         .unwrap_or_else(|| "10s".to_string());
-    rb.insert("budgetInterval".into(), json!(interval));
-    let min = rc.min_retry_rate.as_ref().and_then(|r| r.count).map_or(10, |c| c.max(0));
-    rb.insert("minRetryConcurrency".into(), json!(min));
-    Value::Object(rb)
+    Ok(RetryBudget {
+        percent: rc.budget.as_ref().and_then(|b| b.percent).map(f64::from),
+        min_retry_concurrency: rc
+            .min_retry_rate
+            .as_ref()
+            .and_then(|r| r.count)
+            .map_or(10, |c| c.max(0).unsigned_abs()),
+        budget_interval: Some(proto_duration(&interval)?),
+    })
 }
 
 /// One XBackendTrafficPolicy: its settings per Service target into `res`, and its status.
@@ -556,7 +562,7 @@ fn traffic_policy(ctx: &Ctx<'_>, policy: &Config, res: &mut Vec<BackendPolicy>) 
                 host: ctx.service_hostname(&t.name, ns),
                 section: None,
                 tls: None,
-                load_balancer: Some(json!({})),
+                load_balancer: Some(LoadBalancerSettings::default()),
                 retry_budget: retry.clone(),
             }),
         }
@@ -592,8 +598,9 @@ fn destination_rules(ctx: &Ctx<'_>, mut policies: Vec<BackendPolicy>) -> Vec<Con
     }
     let mut out = Vec::new();
     for ((target, host), pols) in by_target {
-        let mut policy = serde_json::Map::new();
-        let mut ports: BTreeMap<String, Value> = BTreeMap::new();
+        let mut policy = TrafficPolicy::default();
+        let mut rep = Representable::default();
+        let mut ports: BTreeMap<String, ClientTlsSettings> = BTreeMap::new();
         let mut parents: Vec<String> = Vec::new();
         for p in &pols {
             if let Some(tls) = &p.tls {
@@ -601,23 +608,21 @@ fn destination_rules(ctx: &Ctx<'_>, mut policies: Vec<BackendPolicy>) -> Vec<Con
                     Some(port) => {
                         ports.entry(port.clone()).or_insert_with(|| tls.clone());
                     }
-                    None if policy.contains_key("tls") => continue,
-                    None => {
-                        policy.insert("tls".into(), tls.clone());
-                    }
+                    None if policy.tls.is_some() => continue,
+                    None => policy.tls = Some(tls.clone()),
                 }
             }
             if let Some(lb) = &p.load_balancer {
-                if policy.contains_key("loadBalancer") {
+                if policy.load_balancer.is_some() {
                     continue;
                 }
-                policy.insert("loadBalancer".into(), lb.clone());
+                policy.load_balancer = Some(lb.clone());
             }
             if let Some(rb) = &p.retry_budget {
-                if policy.contains_key("retryBudget") {
+                if policy.retry_budget.is_some() {
                     continue;
                 }
-                policy.insert("retryBudget".into(), rb.clone());
+                policy.retry_budget = Some(rep.take(rb.clone()));
             }
             let parent = format!("{}/{}.{}", p.source_kind.as_str(), p.source_namespace, p.source_name);
             if !parents.contains(&parent) {
@@ -631,24 +636,30 @@ fn destination_rules(ctx: &Ctx<'_>, mut policies: Vec<BackendPolicy>) -> Vec<Con
                     Ok(Referent::Service(p)) | Ok(Referent::ServiceEntry(_, p)) => p,
                     _ => Vec::new(),
                 };
-            let settings: Vec<Value> = ports
+            policy.port_level_settings = ports
                 .into_iter()
                 .map(|(name, tls)| {
                     let number = numbers.iter().find(|(n, _)| *n == name).map_or(0, |(_, n)| *n);
-                    json!({"port": {"number": number}, "tls": tls})
+                    PortTrafficPolicy {
+                        port: Some(PortSelector { number }),
+                        tls: Some(tls),
+                        ..Default::default()
+                    }
                 })
                 .collect();
-            policy.insert("portLevelSettings".into(), Value::Array(settings));
         }
+        // An unrepresentable retry budget drops the DestinationRule.
+        let Ok(policy) = rep.finish(policy) else { continue };
         let annotations = BTreeMap::from([(PARENTS_ANNOTATION.to_string(), parents.join(","))]);
-        out.extend(istio_config_json(
-            Kind::DestinationRule,
+        let name = destination_rule_name(target.kind, &target.name, &host);
+        let spec = DestinationRule { host, traffic_policy: Some(policy), ..Default::default() };
+        out.push(istio_config(
             &target.namespace,
-            &destination_rule_name(target.kind, &target.name, &host),
+            &name,
             annotations,
             None,
             ctx.domain_suffix,
-            json!({"host": host, "trafficPolicy": Value::Object(policy)}),
+            Spec::DestinationRule(Box::new(spec)),
         ));
     }
     out
@@ -659,6 +670,8 @@ mod tests {
     use api::gateway_api::policy::{
         BackendTLSPolicyValidation, BudgetDetails, RequestRate, RetryConstraint, SubjectAltName,
     };
+
+    use serde_json::json;
 
     use super::*;
 
@@ -698,12 +711,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            client_tls(&v, "configmap://default/ca"),
+            serde_json::to_value(client_tls(&v, "configmap://default/ca")).unwrap(),
             json!({"mode": "SIMPLE", "sni": "auth.example.com",
                    "subjectAltNames": ["a.example", "spiffe://td/ns/x"],
                    "credentialName": "configmap://default/ca"})
         );
-        assert_eq!(client_tls(&v, "").get("credentialName"), None);
+        assert_eq!(serde_json::to_value(client_tls(&v, "")).unwrap().get("credentialName"), None);
     }
 
     #[test]
@@ -712,19 +725,17 @@ mod tests {
             budget: Some(BudgetDetails { percent: Some(30), interval: Some("1m30s".into()) }),
             min_retry_rate: Some(RequestRate { count: Some(5), interval: Some("1s".into()) }),
         };
+        let to_json = |rc: &RetryConstraint| serde_json::to_value(retry_budget(rc).unwrap()).unwrap();
+        assert_eq!(to_json(&rc), json!({"percent": 30.0, "budgetInterval": "90s", "minRetryConcurrency": 5}));
         assert_eq!(
-            retry_budget(&rc),
-            json!({"percent": 30.0, "budgetInterval": "90s", "minRetryConcurrency": 5})
-        );
-        assert_eq!(
-            retry_budget(&RetryConstraint::default()),
+            to_json(&RetryConstraint::default()),
             json!({"budgetInterval": "10s", "minRetryConcurrency": 10})
         );
         let bad = RetryConstraint {
             budget: Some(BudgetDetails { percent: None, interval: Some("soon".into()) }),
             ..Default::default()
         };
-        assert_eq!(retry_budget(&bad)["budgetInterval"], json!("10s"));
+        assert_eq!(to_json(&bad)["budgetInterval"], json!("10s"));
     }
 
     #[test]
