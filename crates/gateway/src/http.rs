@@ -21,7 +21,7 @@ use api::{
 use std::collections::BTreeMap;
 
 use crate::{
-    Ctx, Generated, Representable, percent, proto_duration,
+    Ctx, Fits, Representable, percent, proto_duration,
     refs::{INVALID_CONFIGURATION, INVALID_FILTER, is_invalid_backend},
     status::ConfigError,
     unsigned,
@@ -29,7 +29,7 @@ use crate::{
 
 /// The result of converting one rule: the route (`None`: the rule is rejected) and the error to
 /// report in `ResolvedRefs`.
-pub(crate) type RuleResult<T = HttpRoute> = (Option<Generated<T>>, Option<ConfigError>);
+pub(crate) type RuleResult<T = HttpRoute> = (Option<Fits<T>>, Option<ConfigError>);
 
 /// The kinds of [`StringMatch`] the conversion builds.
 #[derive(Clone, Copy)]
@@ -260,7 +260,7 @@ fn mirror(
     ns: &str,
     enforce: bool,
     kind: Kind,
-) -> Result<Generated<HttpMirrorPolicy>, ConfigError> {
+) -> Result<Fits<HttpMirrorPolicy>, ConfigError> {
     let dst = ctx.destination(&f.backend_ref, ns, enforce, kind).map_err(|(_, e)| e)?;
     let percentage = if let Some(fr) = &f.fraction {
         Some(100.0 * f64::from(fr.numerator) / f64::from(fr.denominator.unwrap_or(100)))

@@ -93,11 +93,11 @@ pub struct Input<'a> {
 /// The result of one conversion.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Output {
-    /// Generated Istio Gateways, by creation time, namespace and name.
+    /// Fits Istio Gateways, by creation time, namespace and name.
     pub gateways: Vec<Config>,
-    /// Generated VirtualServices, by creation time, namespace and name.
+    /// Fits VirtualServices, by creation time, namespace and name.
     pub virtual_services: Vec<Config>,
-    /// Generated DestinationRules (BackendTLSPolicy, XBackendTrafficPolicy), by target and host.
+    /// Fits DestinationRules (BackendTLSPolicy, XBackendTrafficPolicy), by target and host.
     pub destination_rules: Vec<Config>,
     /// The status of every Gateway API object Istio's controller handles: GatewayClasses, Gateways,
     /// then routes (HTTP, GRPC, TLS, TCP), each by creation time, namespace and name.
@@ -259,12 +259,12 @@ impl<'a> Ctx<'a> {
 pub(crate) struct Unrepresentable;
 
 /// A generated value, or [`Unrepresentable`] when part of it cannot be expressed.
-pub(crate) type Generated<T> = Result<T, Unrepresentable>;
+pub(crate) type Fits<T> = Result<T, Unrepresentable>;
 
 /// Records whether any part of an object under construction was [`Unrepresentable`], so the object
 /// can be built field by field and dropped at the end.
 #[derive(Debug)]
-pub(crate) struct Representable(Generated<()>);
+pub(crate) struct Representable(Fits<()>);
 
 impl Default for Representable {
     fn default() -> Self {
@@ -274,7 +274,7 @@ impl Default for Representable {
 
 impl Representable {
     /// The value, or its type's default after recording that it is unrepresentable.
-    pub(crate) fn take<T: Default>(&mut self, value: Generated<T>) -> T {
+    pub(crate) fn take<T: Default>(&mut self, value: Fits<T>) -> T {
         value.unwrap_or_else(|e| {
             self.0 = Err(e);
             T::default()
@@ -282,23 +282,23 @@ impl Representable {
     }
 
     /// `value`, unless a part of it was unrepresentable.
-    pub(crate) fn finish<T>(self, value: T) -> Generated<T> {
+    pub(crate) fn finish<T>(self, value: T) -> Fits<T> {
         self.0.map(|()| value)
     }
 }
 
 /// A port or status code as Istio's unsigned fields hold it.
-pub(crate) fn unsigned(value: i32) -> Generated<u32> {
+pub(crate) fn unsigned(value: i32) -> Fits<u32> {
     u32::try_from(value).map_err(|_| Unrepresentable)
 }
 
 /// A duration in the text form [`http::duration`] prints, as a protobuf Duration.
-pub(crate) fn proto_duration(text: &str) -> Generated<Duration> {
+pub(crate) fn proto_duration(text: &str) -> Fits<Duration> {
     Duration::parse(text).map_err(|_| Unrepresentable)
 }
 
 /// A percentage (Istio's `Percent`); a non-finite one is unrepresentable (JSON has no such number).
-pub(crate) fn percent(value: f64) -> Generated<Percent> {
+pub(crate) fn percent(value: f64) -> Fits<Percent> {
     if value.is_finite() { Ok(Percent { value }) } else { Err(Unrepresentable) }
 }
 

@@ -28,7 +28,7 @@ use api::{
 use model::{Config, push::ObjectStatus};
 
 use crate::{
-    Ctx, Generated, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, Representable, istio_config,
+    Ctx, Fits, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, Representable, istio_config,
     proto_duration,
     status::{ConfigError, Wanted, conditions},
 };
@@ -87,7 +87,7 @@ struct BackendPolicy {
     section: Option<String>,
     tls: Option<ClientTlsSettings>,
     load_balancer: Option<LoadBalancerSettings>,
-    retry_budget: Option<Generated<RetryBudget>>,
+    retry_budget: Option<Fits<RetryBudget>>,
 }
 
 /// What a local reference (policy target, CA certificate) resolves to (Istio's `ReferenceSet`).
@@ -509,7 +509,7 @@ fn tls_policy(
 }
 
 /// The retry budget of an XBackendTrafficPolicy (Istio's defaults: interval 10s, 10 concurrent).
-pub(crate) fn retry_budget(rc: &api::gateway_api::policy::RetryConstraint) -> Generated<RetryBudget> {
+pub(crate) fn retry_budget(rc: &api::gateway_api::policy::RetryConstraint) -> Fits<RetryBudget> {
     let interval = rc
         .budget
         .as_ref()

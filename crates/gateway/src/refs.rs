@@ -7,10 +7,10 @@ use api::{
     networking::virtual_service::{Destination, PortSelector},
 };
 
-use crate::{Ctx, Generated, status::ConfigError, unsigned};
+use crate::{Ctx, Fits, status::ConfigError, unsigned};
 
 /// The destination of a backendRef; [`crate::Unrepresentable`] for a negative port.
-pub(crate) type BackendDestination = Generated<Destination>;
+pub(crate) type BackendDestination = Fits<Destination>;
 
 /// Reasons of route `ResolvedRefs` failures (Gateway API names).
 pub(crate) const INVALID_DESTINATION: &str = "InvalidDestination";

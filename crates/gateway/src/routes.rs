@@ -26,7 +26,7 @@ use api::{
 use model::{Config, host, push::ObjectStatus};
 
 use crate::{
-    Ctx, Generated, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, ROUTE_SEMANTICS_ANNOTATION,
+    Ctx, Fits, KUBERNETES_GATEWAY_NAME, Output, PARENTS_ANNOTATION, ROUTE_SEMANTICS_ANNOTATION,
     Representable,
     gateway::{Gateways, ParentInfo},
     http::{RuleResult, convert_grpc_rule, convert_http_rule, sort_http_routes},
@@ -329,7 +329,7 @@ fn route_status(
 /// Runs `convert` over every rule (Istio's `convertRules`): a rejected rule drops them all.
 fn convert_rules<T: Default>(
     results: impl Iterator<Item = RuleResult<T>>,
-) -> (Generated<Vec<T>>, Option<ConfigError>) {
+) -> (Fits<Vec<T>>, Option<ConfigError>) {
     let mut routes = Vec::new();
     let mut rep = Representable::default();
     let mut error = None;
@@ -360,7 +360,7 @@ struct BaseVs {
     route: Arc<Config>,
     host: String,
     gateway: String,
-    http: Generated<Vec<HttpRoute>>,
+    http: Fits<Vec<HttpRoute>>,
 }
 
 /// Hosts a mesh parent routes for: the Service's hostname or the ServiceEntry's hosts.
@@ -378,7 +378,7 @@ fn mesh_hosts(ctx: &Ctx<'_>, p: &RouteParent, route_ns: &str) -> Vec<String> {
 }
 
 /// Sets the port of a mesh parent on every match of the routes; a route without matches gets one.
-fn with_port(routes: Vec<HttpRoute>, port: i32) -> Generated<Vec<HttpRoute>> {
+fn with_port(routes: Vec<HttpRoute>, port: i32) -> Fits<Vec<HttpRoute>> {
     routes
         .into_iter()
         .map(|mut r| {
@@ -432,7 +432,7 @@ pub(crate) fn convert_routes(ctx: &Ctx<'_>, gateways: &mut Gateways, out: &mut O
             let need_mesh = parents.iter().any(RouteParent::is_mesh);
             let need_gw = parents.iter().any(|p| !p.is_mesh());
             let route_ref: &Config = &route;
-            let run = |mesh: bool| -> (Generated<Vec<HttpRoute>>, Option<ConfigError>) {
+            let run = |mesh: bool| -> (Fits<Vec<HttpRoute>>, Option<ConfigError>) {
                 match &route_ref.spec {
                     Spec::HTTPRoute(s) => convert_rules(s.rules.iter().enumerate().flat_map(|(n, rule)| {
                         let matches: Vec<Option<&_>> = if rule.matches.is_empty() {
@@ -525,7 +525,7 @@ fn merge_http(ctx: &Ctx<'_>, base: Vec<BaseVs>, out: &mut Output) {
         let parents: Vec<String> = list.iter().map(|b| parent_meta(&b.route, None)).collect();
         annotations.insert(PARENTS_ANNOTATION.to_string(), parents.join(","));
         // An unrepresentable route drops the whole merged VirtualService.
-        let Ok(parts) = list.iter().map(|b| b.http.clone()).collect::<Generated<Vec<_>>>() else { continue };
+        let Ok(parts) = list.iter().map(|b| b.http.clone()).collect::<Fits<Vec<_>>>() else { continue };
         let mut http: Vec<HttpRoute> = parts.into_iter().flatten().collect();
         sort_http_routes(&mut http);
         let spec = VirtualService {
@@ -628,7 +628,7 @@ fn tcp_route(r: TlsRoute) -> TcpRoute {
 }
 
 /// Sets the port of a mesh parent on every match of L4 routes; a TCP route without matches gets one.
-fn l4_with_port(routes: Vec<TlsRoute>, port: i32, tls: bool) -> Generated<Vec<TlsRoute>> {
+fn l4_with_port(routes: Vec<TlsRoute>, port: i32, tls: bool) -> Fits<Vec<TlsRoute>> {
     routes
         .into_iter()
         .map(|mut r| {
