@@ -38,5 +38,5 @@ pub mod source;
 
 pub use input::{Input, Inputs, SecretsChanged};
 pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions, ServerOptions};
-pub use server::{DiscoveryServer, Snapshots};
+pub use server::{DiscoveryServer, PushContexts};
 pub use source::NetworkingSource;

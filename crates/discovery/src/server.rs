@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Data flows one way: the server never calls into the source; the source reads the published
-//! snapshots ([`DiscoveryServer::snapshots`]) and the snapshot a push carries.
+//! snapshots ([`DiscoveryServer::push_contexts`]) and the snapshot a push carries.
 
 use std::{
     sync::{
@@ -75,9 +75,11 @@ async fn push_on_jwks_changes(
     }
 }
 
-/// The published snapshots: `None` until the first [`PushContext`] is built (config and services
-/// synced), then always the newest. Readers never block the server.
-pub type Snapshots = watch::Receiver<Option<Arc<PushContext>>>;
+/// The published push contexts (a `tokio::sync::watch` receiver; named apart from
+/// `networking::Snapshot`, a push context with the generators' cache): `None` until the first
+/// [`PushContext`] is built (config and services synced), then always the newest. Readers never block
+/// the server.
+pub type PushContexts = watch::Receiver<Option<Arc<PushContext>>>;
 
 /// Shared state of the control plane: stores, the current snapshot, the connections.
 pub struct DiscoveryServer {
@@ -240,7 +242,7 @@ impl DiscoveryServer {
 
     /// A receiver of the published snapshots (for the xDS source and debug handlers): `None` until the
     /// first snapshot, then each new one.
-    pub fn snapshots(&self) -> Snapshots {
+    pub fn push_contexts(&self) -> PushContexts {
         self.current.subscribe()
     }
 
@@ -256,10 +258,11 @@ impl DiscoveryServer {
     pub fn ads_server(&self, secrets: Arc<FileSecrets>, config: AdsConfig) -> AdsServer<NetworkingSource> {
         let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
         let api = mcp::server::ApiGenerator::new(self.store.clone(), self.api_generator_auth);
-        let source = NetworkingSource::with_cache(self.snapshots(), services, secrets, self.cache.clone())
-            .with_tracking(self.tracking.clone())
-            .with_credentials(self.credentials.clone())
-            .with_api_generator(api);
+        let source =
+            NetworkingSource::with_cache(self.push_contexts(), services, secrets, self.cache.clone())
+                .with_tracking(self.tracking.clone())
+                .with_credentials(self.credentials.clone())
+                .with_api_generator(api);
         let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
     }

@@ -1,5 +1,5 @@
 //! [`NetworkingSource`]: the engine's [`ResourceSource`], backed by the `networking` generators and
-//! the snapshots the [`crate::DiscoveryServer`] publishes ([`crate::server::Snapshots`]).
+//! the snapshots the [`crate::DiscoveryServer`] publishes ([`crate::server::PushContexts`]).
 //!
 //! The xDS [`Proxy`] (node id + metadata) becomes a model [`ProxyContext`] once per stream
 //! ([`proxy_context`]); a request generates from the newest published [`PushContext`], a push from the
@@ -40,7 +40,7 @@ use mcp::server::{ApiGenerator, ApiState};
 use networking::credentials::{ProxyIdentity, is_credential_name, verified_certificate_references};
 use sds::{CredentialSecrets, FileSecrets};
 
-use crate::{objects::Tracking, push::type_needs_push, server::Snapshots};
+use crate::{objects::Tracking, push::type_needs_push, server::PushContexts};
 
 /// What the generators read of a connected proxy ([`ProxyContext::from_proxy`]).
 ///
@@ -66,7 +66,7 @@ pub struct ConnectionContext {
 /// registry (for the proxy's own service instances); never calls back into the server.
 #[derive(Clone)]
 pub struct NetworkingSource {
-    snapshots: Snapshots,
+    snapshots: PushContexts,
     services: Arc<dyn ServiceDiscovery>,
     cache: Arc<GenerationCache>,
     secrets: Arc<FileSecrets>,
@@ -85,16 +85,16 @@ impl std::fmt::Debug for NetworkingSource {
 }
 
 impl NetworkingSource {
-    /// A source generating from the snapshots `snapshots` publishes ([`crate::DiscoveryServer::snapshots`];
+    /// A source generating from the snapshots `snapshots` publishes ([`crate::DiscoveryServer::push_contexts`];
     /// connections are refused as not ready until the first one), with `services` for the proxies' own
     /// service instances, serving no file secrets.
-    pub fn new(snapshots: Snapshots, services: Arc<dyn ServiceDiscovery>) -> Self {
+    pub fn new(snapshots: PushContexts, services: Arc<dyn ServiceDiscovery>) -> Self {
         Self::with_file_secrets(snapshots, services, FileSecrets::disabled())
     }
 
     /// As [`NetworkingSource::new`], answering SDS requests from `secrets`.
     pub fn with_file_secrets(
-        snapshots: Snapshots,
+        snapshots: PushContexts,
         services: Arc<dyn ServiceDiscovery>,
         secrets: Arc<FileSecrets>,
     ) -> Self {
@@ -104,7 +104,7 @@ impl NetworkingSource {
     /// As [`NetworkingSource::with_file_secrets`], generating through `cache` (the DiscoveryServer's:
     /// shared with other sources and the debug handlers, carrying the JWKS resolver).
     pub fn with_cache(
-        snapshots: Snapshots,
+        snapshots: PushContexts,
         services: Arc<dyn ServiceDiscovery>,
         secrets: Arc<FileSecrets>,
         cache: Arc<GenerationCache>,

@@ -21,7 +21,7 @@
 
 use model::push::node::Proxy;
 use serde_json::{Map, Value, json};
-use xds::{ConnectionSnapshot, TypeStatus, debug::rfc3339_nano, source::Protocol};
+use xds::{ConnectionSnapshot, TypeStatus, debug::rfc3339_nano, source::Variant};
 
 /// The control plane's name in `ISTIOD` columns: `$POD_NAME` when set (the pod name, as istiod's
 /// control-plane identifier), else `meshpilot-<hostname>` (`/proc/sys/kernel/hostname`, then
@@ -78,7 +78,7 @@ fn proxy_json(c: &ConnectionSnapshot<Proxy>) -> Value {
         "istioVersion": c.proxy.metadata.istio_version,
         "address": c.peer.map(|p| p.to_string()),
         "connectedAt": rfc3339_nano(Some(c.connected_at)),
-        "protocol": match c.protocol { Protocol::Sotw => "sotw", Protocol::Delta => "delta" },
+        "protocol": match c.protocol { Variant::Sotw => "sotw", Variant::Delta => "delta" },
         "types": types,
     })
 }

@@ -579,7 +579,7 @@ mod tests {
     use super::*;
     use model::push::node::NodeMetadata;
     use std::{collections::BTreeMap, sync::Arc, time::UNIX_EPOCH};
-    use xds::{SyncState, source::Protocol};
+    use xds::{SyncState, source::Variant};
 
     #[test]
     fn escapes_markup_and_quotes() {
@@ -607,7 +607,7 @@ mod tests {
             proxy: Arc::new(proxy),
             peer: None,
             connected_at: UNIX_EPOCH,
-            protocol: Protocol::Sotw,
+            protocol: Variant::Sotw,
             types,
         }
     }

@@ -139,7 +139,7 @@ mod tests {
     };
     use xds::{
         SyncState, TypeStatus,
-        source::{Protocol, Watch},
+        source::{Variant, Watch},
     };
 
     fn conn(id: &str, ns: &str, types: BTreeMap<String, TypeStatus>) -> ConnectionSnapshot<Proxy> {
@@ -156,7 +156,7 @@ mod tests {
             proxy: Arc::new(proxy),
             peer: Some("127.0.0.1:5555".parse().unwrap()),
             connected_at: UNIX_EPOCH + Duration::from_secs(86_400),
-            protocol: Protocol::Sotw,
+            protocol: Variant::Sotw,
             types,
         }
     }

@@ -124,7 +124,7 @@ struct Written {
 impl Writer {
     async fn run(self: Arc<Self>, mut term: Shutdown) {
         info!("Gateway API status writer: leading, writing status");
-        let mut snapshots = self.server.snapshots();
+        let mut snapshots = self.server.push_contexts();
         let mut written: HashMap<ConfigKey, Written> = HashMap::new();
         loop {
             self.pass(&mut written).await;

@@ -63,11 +63,11 @@ use model::{
 
 use crate::{
     Snapshot,
+    built::Built,
     cache::{Encoded, EncodedResource, OutboundClustersKey, SharedClusters},
     convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
     endpoint::locality_lb_endpoints,
     filters::TLS_TRANSPORT_SOCKET,
-    generated::Generated,
     mtls,
     naming::{
         BLACK_HOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND_IPV4, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
@@ -1221,12 +1221,12 @@ fn finish<T>(
 
 /// CDS for `proxy`: clusters sorted by name; with `names` non-empty, only those (proxyless gRPC asks
 /// by name).
-pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Cluster> {
+pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Built<Cluster> {
     let mut findings = Vec::new();
     let mut clusters = outbound_for(push, proxy, &mut findings);
     clusters.extend(own_clusters(push, proxy, &mut findings));
     let clusters = finish(clusters, |c: &Cluster| &c.name, names, &mut findings);
-    Generated::new(clusters, findings)
+    Built::new(clusters, findings)
 }
 
 /// CDS for `proxy`, encoded: [`generate_clusters`]'s clusters in protobuf wire format. The outbound
@@ -1238,14 +1238,14 @@ pub fn generate_clusters_encoded(
     push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
-) -> Generated<EncodedResource> {
+) -> Built<EncodedResource> {
     let mut findings = Vec::new();
     let shared = shared_outbound(push, proxy);
     findings.extend(shared.1.iter().cloned());
     let mut clusters = shared.0.clone();
     clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(shared_form));
     let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
-    Generated::new(clusters, findings)
+    Built::new(clusters, findings)
 }
 
 /// The proxy's outbound clusters, encoded, from the snapshot's cache: made once per snapshot and

@@ -22,9 +22,9 @@ use prost::Message;
 
 use crate::{
     Snapshot,
+    built::Built,
     cache::{AssignmentKey, Encoded, EncodedResource},
     convert::{address, is_ip, u32v},
-    generated::Generated,
     naming::{TrafficDirection, parse_cluster_name},
 };
 use model::{Finding, Severity, push::ProxyContext};
@@ -210,13 +210,13 @@ pub fn generate_endpoints(
     push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
-) -> Generated<ClusterLoadAssignment> {
+) -> Built<ClusterLoadAssignment> {
     let mut findings = Vec::new();
     let resources = requested_names(push, proxy, names)
         .iter()
         .map(|n| load_assignment(push, proxy, n, &mut findings))
         .collect();
-    Generated::new(resources, findings)
+    Built::new(resources, findings)
 }
 
 /// EDS for `proxy`, encoded ([`generate_endpoints`]'s assignments in protobuf wire format). The
@@ -231,7 +231,7 @@ pub fn generate_endpoints_encoded(
     proxy: &ProxyContext,
     names: &[String],
     known_only: bool,
-) -> Generated<EncodedResource> {
+) -> Built<EncodedResource> {
     let mut findings = Vec::new();
     let tls_metadata = wants_tls_metadata(proxy);
     let mut out = Vec::new();
@@ -262,7 +262,7 @@ pub fn generate_endpoints_encoded(
         };
         out.push(EncodedResource { name: name.clone(), encoded });
     }
-    Generated::new(out, findings)
+    Built::new(out, findings)
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@
 //! set by [`route`] in `typed_per_filter_config` under those filter names.
 
 pub mod authz;
+pub mod built;
 pub mod cache;
 pub mod check;
 pub mod cluster;
@@ -32,7 +33,6 @@ pub mod debug;
 pub mod endpoint;
 pub mod filters;
 mod gateway;
-pub mod generated;
 pub mod inbound;
 pub mod jwt;
 pub mod listener;
@@ -45,5 +45,5 @@ pub mod sds;
 mod tls;
 pub use tls::file_secret_references;
 
+pub use built::Built;
 pub use cache::{GenerationCache, Snapshot};
-pub use generated::Generated;

@@ -28,6 +28,7 @@ use model::{Protocol, service::Service};
 
 use crate::{
     Snapshot,
+    built::Built,
     cache::{Encoded, EncodedResource, SecurityKey},
     convert::{address, any, boolv, std_duration, transport_socket},
     filters::{
@@ -35,7 +36,6 @@ use crate::{
         tcp_proxy_filter, tls_inspector,
     },
     gateway::{GatewayServer, PortKind, ServerKind},
-    generated::Generated,
     naming::{
         BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
         VIRTUAL_INBOUND_LISTENER, VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, listener_name,
@@ -1063,7 +1063,7 @@ fn grpc_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Ve
 
 /// LDS for `proxy`, sorted by name; with `names` non-empty, only those (proxyless gRPC asks by name
 /// and gets listeners named exactly as asked).
-pub fn generate_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<Listener> {
+pub fn generate_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Built<Listener> {
     listeners_as(push, proxy, names)
 }
 
@@ -1075,11 +1075,11 @@ pub fn generate_listeners_encoded(
     push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
-) -> Generated<EncodedResource> {
+) -> Built<EncodedResource> {
     listeners_as(push, proxy, names)
 }
 
-fn listeners_as<T: ListenerForm>(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Generated<T> {
+fn listeners_as<T: ListenerForm>(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Built<T> {
     let mut findings = Vec::new();
     let mut listeners: Vec<T> = if proxy.proxyless_grpc {
         grpc_listeners(push, proxy, names).into_iter().map(T::own).collect()
@@ -1110,7 +1110,7 @@ fn listeners_as<T: ListenerForm>(push: &Snapshot, proxy: &ProxyContext, names: &
             ),
         });
     }
-    Generated::new(listeners, findings)
+    Built::new(listeners, findings)
 }
 
 #[cfg(test)]

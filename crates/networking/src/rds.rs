@@ -31,10 +31,10 @@ use prost::Message;
 
 use crate::{
     Snapshot,
+    built::Built,
     cache::{Encoded, SidecarRouteKey},
     convert::{boolv, zero_duration},
     gateway::{GatewayServer, PortKind, ServerKind},
-    generated::Generated,
     naming::{
         ALLOW_ANY_VHOST, BLOCK_ALL_VHOST, DEFAULT_ROUTE_NAME, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
         TrafficDirection, outbound_cluster_name, parse_cluster_name,
@@ -859,7 +859,7 @@ pub fn generate_routes_encoded(
     push: &Snapshot,
     proxy: &ProxyContext,
     names: &[String],
-) -> Generated<EncodedRouteConfiguration> {
+) -> Built<EncodedRouteConfiguration> {
     let mut findings = Vec::new();
     let owned;
     let names = if names.is_empty() {
@@ -907,17 +907,13 @@ pub fn generate_routes_encoded(
         };
         out.push(EncodedRouteConfiguration { name: name.clone(), encoded });
     }
-    Generated::new(out, findings)
+    Built::new(out, findings)
 }
 
 /// RDS for `proxy` as messages ([`generate_routes_encoded`], decoded): for tests, debug output
 /// and tools. A configuration that fails to decode (a bug, never expected) is replaced by an empty
 /// one of that name and reported as a finding.
-pub fn generate_routes(
-    push: &Snapshot,
-    proxy: &ProxyContext,
-    names: &[String],
-) -> Generated<RouteConfiguration> {
+pub fn generate_routes(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Built<RouteConfiguration> {
     let encoded = generate_routes_encoded(push, proxy, names);
     let mut findings = encoded.findings;
     let resources = encoded
@@ -938,7 +934,7 @@ pub fn generate_routes(
             })
         })
         .collect();
-    Generated::new(resources, findings)
+    Built::new(resources, findings)
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub use server::{
     StreamAuthenticator, StreamCaller, StreamLimits, check_identity, default_push_throttle,
 };
 pub use source::{
-    GenerateRequest, Generated, NodeInfo, Protocol, PushEvent, Resource, ResourceSource, SourceError,
-    Trigger, Watch, content_version,
+    GenerateRequest, Generated, NodeInfo, PushEvent, Resource, ResourceSource, SourceError, Trigger, Variant,
+    Watch, content_version,
 };
 pub use state::SyncState;

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 use crate::{
     metrics,
-    source::{NodeInfo, Protocol, PushEvent, Watch},
+    source::{NodeInfo, PushEvent, Variant, Watch},
     state::{SyncState, TypeMap},
 };
 
@@ -92,7 +92,7 @@ pub struct ConnectionSnapshot<N> {
     /// When the stream's node was accepted.
     pub connected_at: SystemTime,
     /// SotW or Delta.
-    pub protocol: Protocol,
+    pub protocol: Variant,
     /// Status per watched type URL.
     pub types: BTreeMap<String, TypeStatus>,
 }
@@ -128,7 +128,7 @@ pub(crate) struct Entry<N, P> {
     version: Box<str>,
     peer: Option<SocketAddr>,
     connected_at: SystemTime,
-    protocol: Protocol,
+    protocol: Variant,
     pending: Mutex<Option<PendingPush<P>>>,
     /// Signalled when a push is pending; one stored wake-up at most (a `Notify` permit), like a
     /// channel of one `()` but without a channel's allocation per stream.
@@ -402,7 +402,7 @@ impl<N, P: PushEvent> ConnectionRegistry<N, P> {
         proxy: Arc<N>,
         info: NodeInfo<'_>,
         peer: Option<SocketAddr>,
-        protocol: Protocol,
+        protocol: Variant,
     ) -> Registration<N, P> {
         let n = self.inner.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}-{n}", info.id);
@@ -489,7 +489,7 @@ mod tests {
     fn register<P: PushEvent>(
         reg: &ConnectionRegistry<TestNode, P>,
         id: &str,
-        protocol: Protocol,
+        protocol: Variant,
     ) -> Registration<TestNode, P> {
         let info = NodeInfo { id, namespace: "default", version: "1.30.0", node_id: id };
         reg.register(Arc::new(TestNode { id: id.to_owned() }), info, None, protocol)
@@ -498,9 +498,9 @@ mod tests {
     #[tokio::test]
     async fn pushes_merge_into_one_pending_event() {
         let reg = ConnectionRegistry::<TestNode, Keys>::new();
-        let r = register(&reg, "a.default", Protocol::Sotw);
+        let r = register(&reg, "a.default", Variant::Sotw);
         assert_eq!(r.entry.id, "a.default-1");
-        let r2 = register(&reg, "a.default", Protocol::Delta);
+        let r2 = register(&reg, "a.default", Variant::Delta);
         assert_eq!(r2.entry.id, "a.default-2", "same proxy, new connection id");
         assert_eq!(reg.push_all(Keys(vec!["vs"])), 2);
         assert_eq!(reg.push_where(|p| p.id == "a.default", Keys(vec!["dr"])), 2);
@@ -524,7 +524,7 @@ mod tests {
         // Registration order differs from the ids' order (the registry's map is sorted by id), and
         // the 10th connection's id sorts before the 9th's ("-10" < "-9").
         let names = ["z.ns", "m.ns", "a.ns", "q.ns", "b.ns", "y.ns", "c.ns", "x.ns", "d.ns", "e.ns"];
-        let held: Vec<_> = names.iter().map(|n| register(&reg, n, Protocol::Sotw)).collect();
+        let held: Vec<_> = names.iter().map(|n| register(&reg, n, Variant::Sotw)).collect();
         let order: Vec<String> = reg.push_targets(|_| true).iter().map(|e| e.id.clone()).collect();
         let registered: Vec<String> = held.iter().map(|r| r.entry.id.clone()).collect();
         assert_eq!(order, registered);
@@ -538,8 +538,8 @@ mod tests {
         // Process-wide counters: other tests may register meanwhile, so compare by at least.
         let before = connection_churn();
         let reg = ConnectionRegistry::<TestNode, ()>::new();
-        let a = register(&reg, "churn-a.ns", Protocol::Sotw);
-        let b = register(&reg, "churn-b.ns", Protocol::Delta);
+        let a = register(&reg, "churn-a.ns", Variant::Sotw);
+        let b = register(&reg, "churn-b.ns", Variant::Delta);
         let opened = connection_churn();
         assert!(opened.opened >= before.opened + 2, "{before:?} → {opened:?}");
         drop((a, b));
@@ -550,7 +550,7 @@ mod tests {
     #[tokio::test]
     async fn status_and_disconnect() {
         let reg = ConnectionRegistry::<TestNode, ()>::new();
-        let r = register(&reg, "b.ns", Protocol::Sotw);
+        let r = register(&reg, "b.ns", Variant::Sotw);
         r.entry.update_type("t", |s| s.nonce_sent = "n1".into());
         let snap = reg.connection("b.ns-1").unwrap();
         assert_eq!(snap.types["t"].nonce_sent, "n1");

@@ -45,7 +45,7 @@ use crate::{
     registry::{ConnectionRegistry, Entry, PendingPush, Registration},
     sotw::SotwSession,
     source::{
-        FNV_OFFSET, GenerateRequest, Generated, Protocol, Resource, ResourceSource, SourceError, Trigger,
+        FNV_OFFSET, GenerateRequest, Generated, Resource, ResourceSource, SourceError, Trigger, Variant,
         Watch, content_version, fnv1a,
     },
     type_url::{CLUSTER, ENDPOINT, short_name},
@@ -410,7 +410,7 @@ impl<S: ResourceSource> AdsServer<S> {
         &self,
         first_node: Option<&envoy_types::pb::envoy::config::core::v3::Node>,
         peer: Option<SocketAddr>,
-        protocol: Protocol,
+        protocol: Variant,
         caller: Option<&StreamCaller>,
     ) -> Result<Connection<S>, Status> {
         let rejected = |e: &dyn std::fmt::Display| {
@@ -659,7 +659,7 @@ impl<S: ResourceSource> AdsServer<S> {
     async fn open<T: prost::Message + Default + HasNode>(
         &self,
         request: Request<Requests<T>>,
-        protocol: Protocol,
+        protocol: Variant,
     ) -> Result<(Connection<S>, T, Requests<T>), Status> {
         let peer = self.peer_addr(&request);
         self.config.request_limiter.admit(peer).await?;
@@ -681,7 +681,7 @@ impl<S: ResourceSource> AdsServer<S> {
         &self,
         request: Request<Requests<DiscoveryRequest>>,
     ) -> Result<Queue<DiscoveryResponse>, Status> {
-        let (conn, first, inbound) = self.open(request, Protocol::Sotw).await?;
+        let (conn, first, inbound) = self.open(request, Variant::Sotw).await?;
         let (tx, responses) = Outbox::new(
             self.config.response_buffer,
             self.config.response_buffer_bytes,
@@ -699,7 +699,7 @@ impl<S: ResourceSource> AdsServer<S> {
         &self,
         request: Request<Requests<DeltaDiscoveryRequest>>,
     ) -> Result<Queue<DeltaDiscoveryResponse>, Status> {
-        let (conn, first, inbound) = self.open(request, Protocol::Delta).await?;
+        let (conn, first, inbound) = self.open(request, Variant::Delta).await?;
         let (tx, responses) = Outbox::new(
             self.config.response_buffer,
             self.config.response_buffer_bytes,
@@ -1045,7 +1045,7 @@ impl<S: ResourceSource> Connection<S> {
     /// Calls the source; `None` when it has nothing or failed (logged, counted).
     pub(crate) fn generate(
         &mut self,
-        protocol: Protocol,
+        protocol: Variant,
         type_url: &str,
         watch: &Watch,
         trigger: Trigger<'_, S::Push>,

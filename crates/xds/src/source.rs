@@ -134,21 +134,22 @@ impl Watch {
     }
 }
 
-/// The xDS protocol variant of a stream.
+/// The xDS transport protocol variant of a stream (Envoy's xDS protocol doc: "State of the World" or
+/// "Incremental"); named `Variant` so as not to clash with a port's application `api::protocol::Protocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Protocol {
+pub enum Variant {
     /// State of the World (`StreamAggregatedResources`).
     Sotw,
     /// Incremental (`DeltaAggregatedResources`).
     Delta,
 }
 
-impl Protocol {
+impl Variant {
     /// `sotw` or `delta`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Protocol::Sotw => "sotw",
-            Protocol::Delta => "delta",
+            Variant::Sotw => "sotw",
+            Variant::Delta => "delta",
         }
     }
 }
@@ -190,7 +191,7 @@ pub struct GenerateRequest<'a, N, P> {
     /// The type to generate.
     pub type_url: &'a str,
     /// The stream's protocol variant.
-    pub protocol: Protocol,
+    pub protocol: Variant,
     /// What to generate: the client's whole subscription, or only newly subscribed names.
     pub watch: &'a Watch,
     /// Why.

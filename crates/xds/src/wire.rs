@@ -20,7 +20,7 @@ use crate::{
     server::Outbox,
     server::{Connection, End, Sent, StreamLimits, content_hash, next_nonce, trigger_label},
     sotw::{self, SentResponse, SotwSession},
-    source::{Generated, Protocol, Resource, ResourceSource, Trigger, Watch},
+    source::{Generated, Resource, ResourceSource, Trigger, Variant, Watch},
     type_url::{self, CLUSTER, ENDPOINT, short_name},
 };
 
@@ -278,7 +278,7 @@ impl SotwWire {
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
         let full_state = type_url::sotw_requires_full_state(type_url);
-        let generated = match conn.generate(Protocol::Sotw, type_url, watch, trigger) {
+        let generated = match conn.generate(Variant::Sotw, type_url, watch, trigger) {
             Some(g) => g,
             // Answer a request even without resources, where an empty response changes nothing.
             None if is_request && !full_state => Generated::full(
@@ -518,7 +518,7 @@ impl DeltaWire {
         let (watch, full, always) = (watch, *full, *always);
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
-        let generated = match conn.generate(Protocol::Delta, type_url, watch, trigger) {
+        let generated = match conn.generate(Variant::Delta, type_url, watch, trigger) {
             Some(g) => g,
             // Nothing from the source changes nothing for the client.
             None if always => Generated::incremental(String::new(), Vec::new(), Vec::new()),

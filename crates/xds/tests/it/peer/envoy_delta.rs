@@ -4,7 +4,7 @@ use crate::support;
 
 use meshpilot_testing::{AdsApi, wait_for};
 use meshpilot_xds::{
-    Protocol, SyncState,
+    SyncState, Variant,
     type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE},
 };
 use support::{Changed, STEP, Scenario, prom_value, prometheus, route_bad_regex, route_canary, route_to};
@@ -15,7 +15,7 @@ const ALL: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
 async fn delta_envoy_acks_every_type_and_traffic_reaches_the_upstream() {
     let s = Scenario::start("delta-startup", AdsApi::Delta).await;
     let c = s.connection();
-    assert_eq!(c.protocol, Protocol::Delta);
+    assert_eq!(c.protocol, Variant::Delta);
     for t in ALL {
         assert_eq!(c.types[t].state, SyncState::Acked, "{t}");
         assert_eq!(c.types[t].last_error, None, "{t}");
