@@ -12,8 +12,8 @@ use std::{
 
 use api::Kind;
 use common::{
-    BARRIER, Barrier, ConfigMapMount, Recorder, contents, contents_without_barrier, dr_yaml, eventually,
-    expected_objects, testdata, vs_yaml, write_atomic,
+    Barrier, ConfigMapMount, Recorder, contents, contents_without_barrier, dr_yaml, eventually,
+    expected_objects, is_barrier, testdata, vs_yaml, write_atomic,
 };
 use meshpilot_config::parse::{ParseOptions, config_files, parse_text};
 use meshpilot_config::{FileSource, FileSourceOptions};
@@ -202,14 +202,14 @@ async fn the_watcher_turns_file_changes_into_events() {
     // handler, every event of earlier scans has too (one FIFO queue per source).
     let mut barrier = Barrier::new(&d);
     let mut through_barrier = async || -> Vec<(Event, ConfigKey)> {
-        barrier.pass(&source).await;
+        let name = barrier.pass(&source).await;
         let seen = eventually(Duration::from_secs(10), || {
-            rec.events.lock().unwrap().iter().any(|(_, k)| k.name == BARRIER)
+            rec.events.lock().unwrap().iter().any(|(_, k)| k.name == name)
         })
         .await;
         assert!(seen, "the barrier's event did not reach the handler");
         let mut events = rec.take_events();
-        events.retain(|(_, k)| k.name != BARRIER);
+        events.retain(|(_, k)| !is_barrier(&k.name));
         events
     };
     let mut settle = async |expect: Vec<(Event, ConfigKey)>| {
@@ -329,15 +329,15 @@ async fn configmap_data_symlink_swaps_are_seen() {
     mount.swap(&[("a.yaml", a2.as_bytes()), ("b.yaml", b"")]);
     assert!(eventually(Duration::from_secs(5), || rec.events.lock().unwrap().len() >= 2).await);
     // No stray events: a later change (the barrier) arrives with nothing else before it.
-    Barrier::new(&d).pass(&source).await;
+    let name = Barrier::new(&d).pass(&source).await;
     assert!(
         eventually(Duration::from_secs(10), || {
-            rec.events.lock().unwrap().iter().any(|(_, k)| k.name == BARRIER)
+            rec.events.lock().unwrap().iter().any(|(_, k)| k.name == name)
         })
         .await
     );
     let mut events = rec.take_events();
-    assert_eq!(events.pop().map(|(e, k)| (e, k.name)), Some((Event::Add, BARRIER.to_owned())));
+    assert_eq!(events.pop().map(|(e, k)| (e, k.name)), Some((Event::Add, name)));
     // The two objects' events may come from one scan or from two (a scan that began before the swap
     // reads one file through the old `..data` and one through the new): their order is not the point.
     events.sort_by(|a, b| a.1.name.cmp(&b.1.name));
@@ -410,7 +410,7 @@ async fn a_replaced_directory_is_watched_again() {
     );
     // Only a watch on the new directory can see this.
     barrier.pass(&source).await;
-    assert_eq!(names(&source), ["DestinationRule/default/zz-barrier", "DestinationRule/ns/b"]);
+    assert_eq!(names(&source), ["DestinationRule/default/zz-barrier-2", "DestinationRule/ns/b"]);
     trigger.trigger();
     run.await.unwrap();
 }

@@ -145,11 +145,16 @@ pub fn contents(store: &dyn ConfigStore) -> BTreeMap<ConfigKey, Config> {
     out
 }
 
-/// `contents` without the test's barrier object.
+/// `contents` without the test's barrier objects.
 pub fn contents_without_barrier(store: &dyn ConfigStore) -> BTreeMap<ConfigKey, Config> {
     let mut out = contents(store);
-    out.retain(|k, _| k.name != BARRIER);
+    out.retain(|k, _| !is_barrier(&k.name));
     out
+}
+
+/// Whether `name` is one of the barrier objects ([`Barrier`]).
+pub fn is_barrier(name: &str) -> bool {
+    name.starts_with(BARRIER)
 }
 
 /// The objects a fresh parse of `dir` gives, per the file source's rules, given each file's last
@@ -175,16 +180,19 @@ pub fn expected_objects(
             out.entry(config.key()).or_insert_with(|| config.clone());
         }
     }
-    out.retain(|k, _| k.name != BARRIER);
+    out.retain(|k, _| !is_barrier(&k.name));
     out
 }
 
-/// Name of the barrier object (see [`Barrier`]).
+/// Prefix of the barrier objects' names (see [`Barrier`]).
 pub const BARRIER: &str = "zz-barrier";
 
-/// Proves that the file source has scanned after some point: writes (atomically) a DestinationRule
-/// whose host carries a counter into `zz-barrier.yaml`, and waits until the store shows it. The scan
-/// that read it started after the write, so it saw every change made before.
+/// Proves that the file source has scanned after some point: writes (atomically) a new file
+/// `zz-barrier-<n>.yaml` holding a new DestinationRule `zz-barrier-<n>`, and waits until the store
+/// shows it. A scan lists every path before it reads any file, so only a scan that listed the tree
+/// after the write can have read the new file: it saw every change made before. (Rewriting one file in
+/// place proved less: a scan that listed the tree before a step's writes could still read the new
+/// barrier content and pass the barrier without the step.)
 pub struct Barrier {
     dir: PathBuf,
     n: u64,
@@ -195,20 +203,19 @@ impl Barrier {
         Barrier { dir: dir.to_path_buf(), n: 0 }
     }
 
-    pub async fn pass(&mut self, source: &FileSource) {
+    /// Passes the next barrier; returns its object's name.
+    pub async fn pass(&mut self, source: &FileSource) -> String {
         self.n += 1;
-        let n = self.n.to_string();
-        let text = dr_yaml("default", BARRIER, &format!("barrier-{n}.example.com"));
-        write_atomic(&self.dir.join("zz-barrier.yaml"), text.as_bytes());
-        let host = format!("barrier-{n}.example.com");
+        let n = self.n;
+        let name = format!("{BARRIER}-{n}");
+        let text = dr_yaml("default", &name, &format!("barrier-{n}.example.com"));
+        write_atomic(&self.dir.join(format!("{name}.yaml")), text.as_bytes());
         let seen = eventually(Duration::from_secs(10), || {
-            source.get(Kind::DestinationRule, "default", BARRIER).is_some_and(|c| match &c.spec {
-                Spec::DestinationRule(dr) => dr.host == host,
-                _ => false,
-            })
+            source.get(Kind::DestinationRule, "default", &name).is_some()
         })
         .await;
         assert!(seen, "the file source did not pick up barrier {n} within 10 s");
+        name
     }
 }
 
