@@ -63,7 +63,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, RwLock,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, SystemTime},
 };
@@ -666,6 +666,12 @@ impl FileSource {
                     while rx.try_recv().is_ok() {}
                     self.rescan_async().await;
                     watch.check();
+                    if writes.take_new_dir() {
+                        tokio::select! {
+                            () = shutdown.wait() => break,
+                            () = tokio::time::sleep(NEW_DIR_SETTLE) => self.rescan_async().await,
+                        }
+                    }
                 }
                 () = ticker.tick() => {
                     self.rescan_async().await;
@@ -687,8 +693,19 @@ impl FileSource {
 /// waits while any is open, so a file is not read half-written, and starts at once when none is: an
 /// atomic rename or a plain write-and-close is scanned without a fixed delay (issue 22: the debounce
 /// is only the longest wait for a write that stays open).
+///
+/// It also notes whether a directory appeared (created, or renamed into the tree): see
+/// [`NEW_DIR_SETTLE`].
 #[derive(Debug, Default)]
-struct Writes(Mutex<HashSet<PathBuf>>);
+struct Writes(Mutex<HashSet<PathBuf>>, AtomicBool);
+
+/// How long after a scan prompted by a new directory the scan loop scans once more. notify (8, inotify)
+/// delivers the event announcing a directory before it adds the watch on it (a batch's events first,
+/// then the batch's new watches: `notify/src/inotify.rs`), so a file created in the directory in
+/// between has no event of its own, and a scan that ran in that window did not see it either: without
+/// a second scan it would wait for the periodic rescan (60 s). A few milliseconds is enough for notify
+/// to add the watch; after it, every file gets its own event.
+const NEW_DIR_SETTLE: Duration = Duration::from_millis(50);
 
 /// What one watch event means for a scan (see [`classify`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -715,9 +732,19 @@ impl Writes {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
+    /// Whether a directory appeared since the last call (and forgets it).
+    fn take_new_dir(&self) -> bool {
+        self.1.swap(false, Ordering::Relaxed)
+    }
+
     /// Records `event`; returns whether it wakes the scan loop.
     fn record(&self, event: &notify::Result<notify::Event>) -> bool {
         let meaning = classify(event);
+        if let Ok(event) = event
+            && announces_dir(event)
+        {
+            self.1.store(true, Ordering::Relaxed);
+        }
         if let Ok(event) = event {
             let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
             match meaning {
@@ -729,6 +756,19 @@ impl Writes {
             }
         }
         meaning != EventMeaning::Ignore
+    }
+}
+
+/// Whether `event` announces a directory in the tree: created, or renamed into it (a rename's
+/// path is checked on disk; a file's rename, the common atomic write, is not a directory).
+fn announces_dir(event: &notify::Event) -> bool {
+    use notify::event::{CreateKind, EventKind, ModifyKind, RenameMode};
+    match event.kind {
+        EventKind::Create(CreateKind::Folder) => true,
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any)) => {
+            event.paths.last().is_some_and(|p| p.is_dir())
+        }
+        _ => false,
     }
 }
 
@@ -1116,6 +1156,24 @@ mod tests {
             assert_eq!(classify(&event(kind)), meaning, "{kind:?}");
         }
         assert_eq!(classify(&Err(notify::Error::generic("inotify queue overflow"))), EventMeaning::Error);
+    }
+
+    #[test]
+    fn a_new_directory_is_noted_once_and_a_renamed_file_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let file = dir.path().join("a.yaml");
+        std::fs::write(&file, "x").unwrap();
+        let writes = Writes::default();
+        assert!(!writes.take_new_dir());
+        writes.record(&event_on(EventKind::Modify(ModifyKind::Name(RenameMode::To)), file.to_str().unwrap()));
+        assert!(!writes.take_new_dir(), "a file renamed into place is not a directory");
+        writes.record(&event_on(EventKind::Create(CreateKind::Folder), sub.to_str().unwrap()));
+        assert!(writes.take_new_dir());
+        assert!(!writes.take_new_dir(), "taken once");
+        writes.record(&event_on(EventKind::Modify(ModifyKind::Name(RenameMode::To)), sub.to_str().unwrap()));
+        assert!(writes.take_new_dir(), "a directory renamed into the tree");
     }
 
     #[test]
