@@ -1,4 +1,6 @@
 //! Tuning read from the environment, with Istio's variable names and defaults, parsed in one place.
+//! Nothing here reads the process environment: each group parses a lookup the binary hands it (its
+//! one snapshot, taken at start), so tests pass maps.
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
@@ -42,7 +44,8 @@ pub struct EnvError {
 /// What a [`DiscoveryServer`](crate::DiscoveryServer) is built with besides its config store, service
 /// registry and mesh settings: every setting in one value, given once at construction (no setter
 /// changes the server afterwards). The binary fills it from flags and the environment
-/// ([`DebounceOptions::from_lookup`], [`SecurityOptions::from_lookup`], [`jwks_options_from_env`]);
+/// (`meshpilot`'s `env` module: one snapshot of the environment parsed with
+/// [`DebounceOptions::from_lookup`], [`SecurityOptions::from_lookup`], [`jwks_options_from_lookup`]);
 /// tests start from `Default` (Istio's defaults).
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
@@ -98,14 +101,6 @@ impl Default for DebounceOptions {
 }
 
 impl DebounceOptions {
-    /// Reads the process environment.
-    ///
-    /// # Errors
-    /// [`EnvError`] naming the first bad variable.
-    pub fn from_env() -> Result<Self, EnvError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
     /// Reads variables through `lookup` (tests pass a map).
     ///
     /// # Errors
@@ -155,21 +150,14 @@ pub(crate) fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
     }
 }
 
-/// The JWKS resolver's settings from the process environment (the table in crate `meshpilot-jwks`'s
-/// doc: `PILOT_JWT_PUB_KEY_REFRESH_INTERVAL`, `PILOT_JWT_ENABLE_REMOTE_JWKS`,
+/// The JWKS resolver's settings read through `lookup` (the binary passes its one snapshot of the
+/// environment; tests a map): the table in crate `meshpilot-jwks`'s doc
+/// (`PILOT_JWT_PUB_KEY_REFRESH_INTERVAL`, `PILOT_JWT_ENABLE_REMOTE_JWKS`,
 /// `JWKS_RESOLVER_INSECURE_SKIP_VERIFY`, `BLOCKED_CIDRS_IN_JWKS_URIS`), Istio's defaults otherwise.
 ///
 /// # Errors
 /// [`EnvError`] naming the first bad variable; `PILOT_JWT_ENABLE_REMOTE_JWKS` set to a mode in which
 /// Envoy fetches keys (`true`, `hybrid`, `envoy`) is an error: meshpilot always fetches.
-pub fn jwks_options_from_env() -> Result<JwksOptions, EnvError> {
-    jwks_options_from_lookup(|name| std::env::var(name).ok())
-}
-
-/// As [`jwks_options_from_env`], reading variables through `lookup` (tests pass a map).
-///
-/// # Errors
-/// As [`jwks_options_from_env`].
 pub fn jwks_options_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<JwksOptions, EnvError> {
     let mut out = JwksOptions::default();
     if let Some(v) = lookup("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL") {
@@ -317,7 +305,7 @@ impl Default for SecurityOptions {
 }
 
 impl SecurityOptions {
-    /// Reads the variables through `lookup` (`std::env::var` in the binary).
+    /// Reads the variables through `lookup` (the binary's one snapshot of the environment; tests a map).
     ///
     /// # Errors
     /// [`EnvError`] naming the first bad variable.
@@ -434,7 +422,7 @@ fn count_var(name: &str, value: &str) -> Result<usize, EnvError> {
 }
 
 impl AdsOptions {
-    /// Reads variables through `lookup` (`|k| std::env::var(k).ok()` in the binary).
+    /// Reads variables through `lookup` (the binary's one snapshot of the environment; tests a map).
     ///
     /// # Errors
     /// [`EnvError`] naming the bad variable.

@@ -68,6 +68,9 @@ pub struct DebugState {
     pub access: Arc<DebugAccess>,
     /// The bounds of the expensive handlers ([`DebugLimits`]).
     pub limits: Arc<DebugLimits>,
+    /// This control plane's name in `/debug/proxystatusz`'s `ISTIOD` column
+    /// ([`proxystatus::control_plane_id`], computed once by the binary).
+    pub control_plane_id: Arc<str>,
 }
 
 /// The bounds of the debug handlers that cost the control plane work: a forced push
@@ -307,8 +310,7 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
 }
 
 async fn proxystatusz(State(s): State<DebugState>) -> Json<Value> {
-    let id = proxystatus::control_plane_id();
-    Json(proxystatus::proxystatusz(&s.server.connections().snapshot(), &id))
+    Json(proxystatus::proxystatusz(&s.server.connections().snapshot(), &s.control_plane_id))
 }
 
 #[derive(Deserialize)]

@@ -23,16 +23,16 @@ use model::push::node::Proxy;
 use serde_json::{Map, Value, json};
 use xds::{ConnectionSnapshot, TypeStatus, debug::rfc3339_nano, source::Variant};
 
-/// The control plane's name in `ISTIOD` columns: `$POD_NAME` when set (the pod name, as istiod's
-/// control-plane identifier), else `meshpilot-<hostname>` (`/proc/sys/kernel/hostname`, then
-/// `$HOSTNAME`, else `meshpilot`).
-pub fn control_plane_id() -> String {
-    if let Some(pod) = std::env::var("POD_NAME").ok().filter(|p| !p.trim().is_empty()) {
-        return pod.trim().to_owned();
+/// The control plane's name in `ISTIOD` columns: `pod_name` (`$POD_NAME`, as istiod's control-plane
+/// identifier) when given and not blank, else `meshpilot-<hostname>` (`/proc/sys/kernel/hostname`,
+/// then `hostname_var`, `$HOSTNAME`), else `meshpilot`. The binary computes it once at start.
+pub fn control_plane_id(pod_name: Option<&str>, hostname_var: Option<&str>) -> String {
+    if let Some(pod) = pod_name.map(str::trim).filter(|p| !p.is_empty()) {
+        return pod.to_owned();
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| hostname_var.map(str::to_owned))
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty());
     host.map_or_else(|| "meshpilot".to_owned(), |h| format!("meshpilot-{h}"))
@@ -112,10 +112,10 @@ mod tests {
     }
 
     #[test]
-    fn control_plane_id_is_never_empty() {
-        let id = control_plane_id();
-        assert!(!id.is_empty());
-        if std::env::var("POD_NAME").map_or(true, |p| p.trim().is_empty()) {
+    fn control_plane_id_is_the_pod_name_or_the_host() {
+        assert_eq!(control_plane_id(Some(" istiod-5f7c8 "), None), "istiod-5f7c8");
+        for blank in [None, Some(""), Some("  ")] {
+            let id = control_plane_id(blank, Some("node-a"));
             assert!(id.starts_with("meshpilot"), "{id}");
         }
     }

@@ -32,7 +32,7 @@
 //! - **Metrics**: counters [`metrics::FETCH_SUCCESS`] and [`metrics::FETCH_FAIL`] per HTTP attempt
 //!   (OpenID discovery documents included), Istio's names.
 //!
-//! Environment (read by the binary: `discovery::options::jwks_options_from_env`):
+//! Environment (read once by the binary, parsed by `discovery::options::jwks_options_from_lookup`):
 //!
 //! | variable | default | meaning |
 //! |---|---|---|

@@ -123,7 +123,7 @@ pub fn istiod_lock_kind(election_id: &str, scope: LockScope) -> LockKind {
     }
 }
 
-/// Settings of an election (see [`LeaderElectionOptions::from_env`] for istiod's defaults).
+/// Settings of an election (see [`LeaderElectionOptions::from_lookup`] for istiod's defaults).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderElectionOptions {
     /// Namespace of the Lease (`POD_NAMESPACE`, default `istio-system`).
@@ -146,7 +146,7 @@ impl Default for LeaderElectionOptions {
     fn default() -> Self {
         LeaderElectionOptions {
             namespace: "istio-system".into(),
-            identity: default_identity(None),
+            identity: default_identity(None, None),
             revision: DEFAULT_REVISION.into(),
             lease_duration: Duration::ZERO,
             renew_deadline: Duration::ZERO,
@@ -158,8 +158,9 @@ impl Default for LeaderElectionOptions {
 }
 
 impl LeaderElectionOptions {
-    /// Options from the environment through `lookup` (`std::env::var(k).ok()` in production):
-    /// `POD_NAMESPACE`, `POD_NAME`, `REVISION`, `PILOT_ENABLE_LEADER_ELECTION` (default true).
+    /// Options from the environment through `lookup` (the binary's one snapshot of it; tests a map):
+    /// `POD_NAMESPACE`, `POD_NAME`, `REVISION`, `PILOT_ENABLE_LEADER_ELECTION` (default true), and
+    /// `HOSTNAME` for the identity when the kernel's host name cannot be read.
     ///
     /// # Errors
     /// `PILOT_ENABLE_LEADER_ELECTION` is not a boolean (the message names it and the value).
@@ -172,19 +173,11 @@ impl LeaderElectionOptions {
         };
         Ok(LeaderElectionOptions {
             namespace: non_empty("POD_NAMESPACE").unwrap_or_else(|| "istio-system".into()),
-            identity: default_identity(non_empty("POD_NAME")),
+            identity: default_identity(non_empty("POD_NAME"), non_empty("HOSTNAME")),
             revision: non_empty("REVISION").unwrap_or_else(|| DEFAULT_REVISION.into()),
             enabled,
             ..LeaderElectionOptions::default()
         })
-    }
-
-    /// [`LeaderElectionOptions::from_lookup`] over the process environment.
-    ///
-    /// # Errors
-    /// As [`LeaderElectionOptions::from_lookup`].
-    pub fn from_env() -> Result<Self, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
     }
 
     /// Sets istiod's timing from one TTL: lease duration `ttl`, renew deadline `ttl/2`, retry period
@@ -204,15 +197,17 @@ fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
-/// `pod_name` when given, else `unknown-<hostname>-<pid>` (see the module docs).
-pub fn default_identity(pod_name: Option<String>) -> String {
+/// `pod_name` when given, else `unknown-<hostname>-<pid>` (see the module docs); the host name is
+/// the kernel's (`/proc/sys/kernel/hostname`, `/etc/hostname`), else `hostname_var` (`$HOSTNAME`),
+/// else `localhost`.
+pub fn default_identity(pod_name: Option<String>, hostname_var: Option<String>) -> String {
     pod_name.unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
             .map(|h| h.trim().to_string())
             .ok()
             .filter(|h| !h.is_empty())
-            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or(hostname_var)
             .unwrap_or_else(|| "localhost".into());
         format!("unknown-{host}-{}", std::process::id())
     })

@@ -34,10 +34,18 @@ pub struct NodeIdentity {
     pub ip: Option<String>,
 }
 
+impl Default for NodeIdentity {
+    /// istiod's defaults: pod `test-1` in `istio-system`, the IP of the connection.
+    fn default() -> Self {
+        NodeIdentity::from_lookup(|_| None)
+    }
+}
+
 impl NodeIdentity {
-    /// From `POD_NAME`, `POD_NAMESPACE` and `INSTANCE_IP`, with istiod's defaults.
-    pub fn from_env() -> NodeIdentity {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    /// From `POD_NAME`, `POD_NAMESPACE` and `INSTANCE_IP` read through `lookup` (the binary's one
+    /// snapshot of the environment; tests a map), with istiod's defaults for unset or empty ones.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> NodeIdentity {
+        let var = |k: &str| lookup(k).filter(|v| !v.is_empty());
         NodeIdentity {
             pod_name: var("POD_NAME").unwrap_or_else(|| "test-1".into()),
             pod_namespace: var("POD_NAMESPACE").unwrap_or_else(|| "istio-system".into()),
@@ -68,7 +76,8 @@ pub struct McpOptions {
     /// `collections.Pilot`; kinds MCP does not carry, such as the Gateway API's, are never subscribed
     /// to and never waited for).
     pub kinds: Vec<Kind>,
-    /// The node of the requests.
+    /// The node of the requests (default: istiod's, [`NodeIdentity::default`]; the binary sets
+    /// the one of its environment).
     pub node: NodeIdentity,
     /// Reconnect backoff: first delay and cap (doubling in between). Default 500 ms and 30 s.
     pub backoff: (Duration, Duration),
@@ -98,7 +107,7 @@ impl McpOptions {
             parse: ParseOptions::default(),
             revision: None,
             kinds: Kind::ISTIO.to_vec(),
-            node: NodeIdentity::from_env(),
+            node: NodeIdentity::default(),
             backoff: (Duration::from_millis(500), Duration::from_secs(30)),
             queue: QueueOptions::default(),
             mesh_handler: None,

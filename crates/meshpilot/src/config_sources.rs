@@ -42,6 +42,8 @@ pub(crate) struct Context<'a> {
     pub domain: &'a str,
     /// The local mesh config text (`--mesh-config`, or empty).
     pub local_mesh: &'a str,
+    /// The node an MCP client presents (`POD_NAME`, `POD_NAMESPACE`, `INSTANCE_IP`).
+    pub mcp_node: &'a mcp::NodeIdentity,
     /// The `--kubeconfig` cluster's config source (used for `k8s://`).
     pub kube: Option<Arc<kube_source::KubeSource>>,
     /// The DiscoveryServer's inputs: MeshConfig from an MCP server is sent there.
@@ -79,6 +81,7 @@ pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Bui
             ConfigSource::Xds { address, tls } => {
                 let mut options = mcp::McpOptions::new(address.clone());
                 options.tls = tls.clone();
+                options.node = cx.mcp_node.clone();
                 options.parse.domain_suffix = cx.domain.to_string();
                 options.revision = cx.revision.map(str::to_string);
                 options.mesh_handler = Some(mesh_handler(cx.local_mesh, cx.domain, cx.inputs.clone())?);

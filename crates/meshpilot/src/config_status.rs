@@ -29,14 +29,13 @@ use config::FileSource;
 use discovery::{DiscoveryServer, objects::ObjectStatusSummary};
 use kube_source::{
     Client,
-    leader::{
-        ANALYZE_CONTROLLER, LeaderElection, LeaderElectionOptions, LockScope, STATUS_CONTROLLER,
-        run_while_leading,
-    },
+    leader::{ANALYZE_CONTROLLER, LeaderElection, LockScope, STATUS_CONTROLLER, run_while_leading},
     status::{Condition, DesiredStatus, ValidationMessage, merge_patch, patch_status, status_update},
 };
 use model::{ConfigKey, ConfigStore, Shutdown};
 use tracing::{debug, info, warn};
+
+use crate::env::DiscoveryEnv;
 
 /// Counter of status writes (label `kind`): only the leader's grows.
 pub const STATUS_WRITES: &str = "meshpilot_status_writes_total";
@@ -129,15 +128,16 @@ struct Ctx {
 /// cluster (a warning says so).
 ///
 /// # Errors
-/// Bad environment values, or no Kubernetes client.
+/// No Kubernetes client.
 pub async fn start(
     server: Arc<DiscoveryServer>,
     files: Vec<Arc<FileSource>>,
     cluster: Option<Arc<dyn ConfigStore>>,
     kubeconfig: Option<&std::path::Path>,
+    env: &DiscoveryEnv,
     shutdown: Shutdown,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
-    let options = StatusOptions::from_lookup(|k| std::env::var(k).ok())?;
+    let options = env.status.clone();
     if !options.analysis && !options.reconciled {
         return Ok(None);
     }
@@ -148,7 +148,7 @@ pub async fn start(
         );
         return Ok(None);
     };
-    let leader = LeaderElectionOptions::from_env()?;
+    let leader = env.leader.clone();
     let client = kube_source::client::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?.client;
     // One writer for both: istiod's analysis lock when analysis is on, else its status lock.
     let lock = if options.analysis { ANALYZE_CONTROLLER } else { STATUS_CONTROLLER };

@@ -8,16 +8,15 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
 use config::parse::ParseOptions;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
-use discovery::{
-    DebounceOptions, DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions,
-    secure::SecurePort,
-};
+use discovery::{DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions, secure::SecurePort};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, service::ServiceController, shutdown_channel};
 use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use sds::{FileSecretOptions, FileSecrets};
 use security::{Authenticator, CaOptions, IstioCa, authn::TokenReviewer};
 use tracing::{error, info, warn};
+
+use crate::env::{DiscoveryEnv, Environment};
 use xds::AdsConfig;
 
 /// Arguments of `meshpilot discovery`.
@@ -179,7 +178,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let grpc_addr = parse_addr("--grpc-addr", &args.grpc_addr)?;
     let http_addr = parse_addr("--http-addr", &args.http_addr)?;
     let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
-    let debounce = DebounceOptions::from_env().map_err(|e| e.to_string())?;
+    // The environment, read once (crate::env).
+    let env = DiscoveryEnv::parse(&Environment::from_process())?;
+    let debounce = env.debounce;
 
     let (mesh, mesh_warnings, selectors, config_sources, mesh_text) = match &args.mesh_config {
         Some(path) => {
@@ -248,6 +249,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
                 revision: args.revision.as_deref(),
                 domain: &args.domain,
                 local_mesh: &mesh_text,
+                mcp_node: &env.mcp_node,
                 kube,
                 inputs: &inputs,
             },
@@ -279,7 +281,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     }
     if let Some(path) = args.kubeconfig.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
     {
-        sources.push(crate::ingress_source::source(path, &mesh.source, &args.domain).await?);
+        sources.push(crate::ingress_source::source(path, &mesh.source, &args.domain, &env).await?);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
@@ -294,7 +296,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let services = Arc::new(AggregateRegistry::new());
     if let Some(path) = args.kubeconfig.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
         && let Some(deployer) =
-            crate::ingress_source::gateway_deployer(path, args.revision.as_deref()).await?
+            crate::ingress_source::gateway_deployer(path, args.revision.as_deref(), &env).await?
     {
         tokio::spawn(deployer.run(shutdown.clone()));
     }
@@ -311,15 +313,12 @@ async fn run_async(args: &Args) -> Result<(), String> {
     })?;
     let push_throttle = debounce.push_throttle;
     let trust_domain = mesh.trust_domain.clone();
-    let security_env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    let jwks = discovery::options::jwks_options_from_env().unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
-        Default::default()
-    });
+    let security_env = &env.security;
+    let jwks = env.jwks.clone();
     let options =
         ServerOptions { debounce, api_generator_auth: security_env.api_generator_auth, jwks, inputs };
     let server = DiscoveryServer::new(store, services, mesh, options);
-    let ads_env = discovery::AdsOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    let ads_env = env.ads;
     // One admission limiter per ADS port (Istio: one per DiscoveryServer, shared by both): admission
     // comes before authentication, so unauthenticated streams on 15010 must not spend 15012's budget
     // (docs/SECURITY.md).
@@ -329,7 +328,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let ads = server.ads_server(secrets.clone(), ads_config);
 
     let secure = match &args.secure_grpc_addr {
-        Some(addr) => Some(secure_port(args, addr, &trust_domain).await?),
+        Some(addr) => Some(secure_port(args, security_env, addr, &trust_domain).await?),
         None => None,
     };
 
@@ -347,10 +346,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
         secrets: secrets.clone(),
         invalid_objects,
         access: Arc::new(
-            debug_access(args, &security_env, &trust_domain, secure.as_ref().map(|(p, ..)| &p.authenticator))
+            debug_access(args, security_env, &trust_domain, secure.as_ref().map(|(p, ..)| &p.authenticator))
                 .await?,
         ),
         limits: Default::default(),
+        control_plane_id: env.control_plane_id.as_str().into(),
     };
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
@@ -383,14 +383,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
         (Some((port, ..)), _, _) => Some(port.ca.clone()),
         (None, Some(_), Some(path)) => {
             let kube = kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?;
-            control_plane_ca(args, &security_env, &trust_domain, Some(&kube)).await?
+            control_plane_ca(args, security_env, &trust_domain, Some(&kube)).await?
         }
         _ => None,
     };
     // istiod's namespace controller: one replica (the leader of its ConfigMap lock) writes
     // istio-ca-root-cert.
     let root_cert_leader = match &secure {
-        Some((.., Some(_))) => Some(kube_source::leader::LeaderElectionOptions::from_env()?),
+        Some((.., Some(_))) => Some(env.leader.clone()),
         _ => None,
     };
     let mut root_cert_task = None;
@@ -418,6 +418,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
             revision: args.revision.as_deref(),
             domain: &args.domain,
             trust_domain: &trust_domain,
+            pod_namespace: &env.pod_namespace,
             ca: webhook_ca,
             shutdown: shutdown.clone(),
         },
@@ -440,6 +441,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
                     cluster.clone(),
                     path,
                     args.revision.as_deref(),
+                    &env,
                     shutdown.clone(),
                 )
                 .await?,
@@ -451,6 +453,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         state_files,
         cluster,
         args.kubeconfig.as_deref(),
+        &env,
         shutdown.clone(),
     )
     .await?;
@@ -502,17 +505,17 @@ async fn run_async(args: &Args) -> Result<(), String> {
 /// TokenReview when --kubeconfig is given), and the cluster client for publishing the root.
 async fn secure_port(
     args: &Args,
+    env: &SecurityOptions,
     addr: &str,
     trust_domain: &str,
 ) -> Result<(SecurePort, tokio::net::TcpListener, AdsConfig, Option<kube_source::client::Connection>), String>
 {
     let addr = parse_addr("--secure-grpc-addr", addr)?;
-    let env = SecurityOptions::from_lookup(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
     let kube = match &args.kubeconfig {
         Some(path) => Some(kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?),
         None => None,
     };
-    let ca = control_plane_ca(args, &env, trust_domain, kube.as_ref()).await?.ok_or_else(|| {
+    let ca = control_plane_ca(args, env, trust_domain, kube.as_ref()).await?.ok_or_else(|| {
         format!(
             "--secure-grpc-addr needs a place for the CA: --ca-dir DIR (where the self-signed root is kept), \
              --kubeconfig (kept in the secret istio-ca-secret, as istiod), or a plugged-in CA in \

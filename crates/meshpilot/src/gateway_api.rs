@@ -20,13 +20,13 @@ use kube_source::{
     Client,
     gateway_objects::{GatewayObjects, GatewayObjectsOptions},
     gateway_status::{STATUS_KINDS, desired_status, needs_write, replace_status},
-    leader::{
-        GATEWAY_STATUS_CONTROLLER, LeaderElection, LeaderElectionOptions, LockScope, run_while_leading,
-    },
+    leader::{GATEWAY_STATUS_CONTROLLER, LeaderElection, LockScope, run_while_leading},
 };
 use model::{ConfigKey, ConfigStore, Shutdown};
 use serde_json::Value;
 use tracing::{debug, info, warn};
+
+use crate::env::DiscoveryEnv;
 
 /// Counter of Gateway API status writes (label `kind`): only the leader's grows.
 pub const GATEWAY_STATUS_WRITES: &str = "meshpilot_gateway_status_writes_total";
@@ -81,19 +81,20 @@ pub async fn start_inputs(
 /// the writer over the objects of `cluster`.
 ///
 /// # Errors
-/// A bad environment value; no Kubernetes client.
+/// No Kubernetes client.
 pub async fn start_status(
     server: Arc<DiscoveryServer>,
     cluster: Arc<dyn ConfigStore>,
     kubeconfig: &Path,
     revision: Option<&str>,
+    env: &DiscoveryEnv,
     shutdown: Shutdown,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
-    if !crate::ingress_source::env_bool("PILOT_ENABLE_GATEWAY_API_STATUS", true)? {
+    if !env.gateway_status {
         info!("Gateway API status not written (PILOT_ENABLE_GATEWAY_API_STATUS=false)");
         return Ok(None);
     }
-    let mut leader = LeaderElectionOptions::from_env()?;
+    let mut leader = env.leader.clone();
     leader.revision = revision.unwrap_or_default().to_string();
     let client = kube_source::client::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?.client;
     let election =

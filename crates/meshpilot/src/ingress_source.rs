@@ -9,30 +9,32 @@ use ingress::IngressSettings;
 use kube_source::{
     gateway_deployment::{DeploymentOptions, GatewayDeployer},
     ingress_source::{IngressSource, IngressSourceOptions},
-    leader::LeaderElectionOptions,
 };
 use model::ConfigStoreController;
 use tracing::{info, warn};
 
+use crate::env::DiscoveryEnv;
+
 /// The source for the cluster of `kubeconfig`, with the Ingress fields of the mesh config (`mesh`, as
-/// JSON) and `K8S_INGRESS_NS` (default `istio-system`).
+/// JSON), `K8S_INGRESS_NS` (default `istio-system`) and the leader election of `env`.
 ///
 /// # Errors
-/// The kubeconfig cannot be read; `PILOT_ENABLE_LEADER_ELECTION` is not a boolean.
+/// The kubeconfig cannot be read.
 pub async fn source(
     kubeconfig: &Path,
     mesh: &serde_json::Value,
     domain: &str,
+    env: &DiscoveryEnv,
 ) -> Result<Arc<dyn ConfigStoreController>, String> {
     let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
     let (mut settings, warnings) = IngressSettings::from_mesh_json(mesh);
     for w in warnings {
         warn!("mesh config {w}");
     }
-    if let Some(ns) = std::env::var("K8S_INGRESS_NS").ok().filter(|n| !n.is_empty()) {
-        settings.namespace = ns;
+    if let Some(ns) = &env.ingress_namespace {
+        settings.namespace = ns.clone();
     }
-    let leader = LeaderElectionOptions::from_env()?;
+    let leader = env.leader.clone();
     info!(
         mode = settings.mode.as_str(),
         class = %settings.ingress_class,
@@ -53,33 +55,20 @@ pub async fn source(
 /// `PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false` (Istio's switch, default true).
 ///
 /// # Errors
-/// The kubeconfig cannot be read; an environment variable is not a boolean.
+/// The kubeconfig cannot be read.
 pub async fn gateway_deployer(
     kubeconfig: &Path,
     revision: Option<&str>,
+    env: &DiscoveryEnv,
 ) -> Result<Option<GatewayDeployer>, String> {
-    if !env_bool("PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER", true)? {
+    if !env.gateway_deployment_controller {
         return Ok(None);
     }
     let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
     let options = DeploymentOptions {
         revision: revision.unwrap_or_default().to_string(),
-        leader: LeaderElectionOptions::from_env()?,
+        leader: env.leader.clone(),
         ..DeploymentOptions::default()
     };
     Ok(Some(GatewayDeployer::new(config, options)))
-}
-
-/// A boolean environment variable as Go's `strconv.ParseBool` reads it (Istio's `env.Register`), `default`
-/// when unset or empty.
-///
-/// # Errors
-/// Any other value, naming the variable.
-pub fn env_bool(name: &str, default: bool) -> Result<bool, String> {
-    match std::env::var(name).ok().as_deref() {
-        None | Some("") => Ok(default),
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-        Some(other) => Err(format!("{name}={other:?}: expected true or false")),
-    }
 }

@@ -18,6 +18,7 @@ mod configz;
 mod credentials;
 mod debug_client;
 mod discovery;
+mod env;
 mod gateway_api;
 mod ingress_source;
 mod proxy;

@@ -60,6 +60,8 @@ pub struct Context<'a> {
     pub domain: &'a str,
     /// The mesh's trust domain (names the in-memory root).
     pub trust_domain: &'a str,
+    /// `POD_NAMESPACE` (`istio-system`): names the serving certificate's DNS names.
+    pub pod_namespace: &'a str,
     /// The control plane's CA (the secure port's, or with a cluster the root it would use); `None`
     /// makes a root in memory, whose caBundle is never patched into a cluster.
     pub ca: Option<Arc<IstioCa>>,
@@ -76,9 +78,7 @@ pub struct Context<'a> {
 pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle<()>>, String> {
     let Some(addr) = &args.https_addr else { return Ok(Vec::new()) };
     let addr = crate::discovery::parse_addr("--https-addr", addr)?;
-    let namespace = std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty());
-    let namespace = namespace.unwrap_or_else(|| "istio-system".to_string());
-    let mut names = discovery::secure::istiod_dns_names(&namespace, cx.revision);
+    let mut names = discovery::secure::istiod_dns_names(cx.pod_namespace, cx.revision);
     if let Some(url) = &args.url {
         names.push(url_host(url)?);
     }
@@ -101,7 +101,7 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
         let connection = kube_source::connect(Some(path)).await.map_err(|e| e.to_string())?;
         let options = WebhookConfigOptions {
             revision: cx.revision.map(str::to_string),
-            istio_namespace: namespace,
+            istio_namespace: cx.pod_namespace.to_string(),
             client: args.url.clone().map_or(WebhookClient::Service, WebhookClient::Url),
             create_if_missing: true,
         };

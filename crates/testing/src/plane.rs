@@ -270,6 +270,7 @@ async fn serve_debug_http(
         invalid_objects: Vec::new(),
         access: Default::default(),
         limits: Default::default(),
+        control_plane_id: meshpilot_http::proxystatus::control_plane_id(None, None).into(),
     };
     // The binary's server: it tells the debug guard the caller's address (loopback here).
     tokio::spawn(meshpilot_http::serve::serve(

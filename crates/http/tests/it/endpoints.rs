@@ -49,6 +49,7 @@ fn debug_state(
         invalid_objects: Vec::new(),
         access: Arc::new(access),
         limits: Default::default(),
+        control_plane_id: meshpilot_http::proxystatus::control_plane_id(None, None).into(),
     }
 }
 
