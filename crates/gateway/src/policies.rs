@@ -200,8 +200,9 @@ fn ignored_status(policy: &Config, refs: Vec<ParentReference>) -> PolicyStatus {
 impl Ctx<'_> {
     /// Resolves a reference to a `group`/`kind` object `name` in `namespace` (Istio's
     /// `ReferenceSet`: Services, ServiceEntries, ConfigMaps and Secrets), with Istio's messages.
-    fn local_ref(&self, group: &str, kind: &str, name: &str, namespace: &str) -> Result<Referent, String> {
-        let not_found = || format!("reference {namespace}/{name} (of kind {kind}) not found");
+    fn local_ref(&self, group: &str, kind: &str, name: &str, namespace: &str) -> Result<Referent, RefError> {
+        let not_found =
+            || RefError::NotFound(format!("reference {namespace}/{name} (of kind {kind}) not found"));
         let kube = self.input.kube;
         match (group, kind) {
             ("", "Service") => {
@@ -228,7 +229,25 @@ impl Ctx<'_> {
                 Some(s) if !s.contains(&(namespace.to_string(), name.to_string())) => Err(not_found()),
                 _ => Ok(Referent::Secret),
             },
-            _ => Err(format!("unsupported kind {kind}")),
+            _ => Err(RefError::UnsupportedKind(kind.to_string())),
+        }
+    }
+}
+
+/// Why [`Ctx::local_ref`] resolved nothing; the message is Istio's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RefError {
+    /// No such object (the whole message).
+    NotFound(String),
+    /// A kind references cannot name (the kind).
+    UnsupportedKind(String),
+}
+
+impl std::fmt::Display for RefError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefError::NotFound(message) => f.write_str(message),
+            RefError::UnsupportedKind(kind) => write!(f, "unsupported kind {kind}"),
         }
     }
 }
@@ -367,15 +386,15 @@ fn tls_credential_name(
             let resolved = ConfigError::new("InvalidKind", format!("Certificate reference invalid: {e}"));
             (e, resolved)
         }
-        Err(e) if e.contains("unsupported kind") => {
+        Err(e @ RefError::UnsupportedKind(_)) => {
             let resolved =
                 ConfigError::new("InvalidKind", format!("Certificate reference not supported: {e}"));
-            (e, resolved)
+            (e.to_string(), resolved)
         }
-        Err(e) => {
+        Err(e @ RefError::NotFound(_)) => {
             let resolved =
                 ConfigError::new("InvalidCACertificateRef", format!("Certificate reference not found: {e}"));
-            (e, resolved)
+            (e.to_string(), resolved)
         }
     };
     if let Some(w) = wanted.get_mut(RESOLVED_REFS) {
@@ -451,17 +470,18 @@ fn tls_policy(
     let mut incoming = Vec::new();
     let mut gateways = BTreeSet::new();
     for t in &spec.target_refs {
-        let resolved = ctx.local_ref(&t.group, &t.kind, &t.name, ns).and_then(|r| match r {
-            Referent::Service(ports) => {
-                let section = check_section(t, &ports, "Service", ns)?;
-                Ok((TargetKind::Service, vec![ctx.service_hostname(&t.name, ns)], section))
-            }
-            Referent::ServiceEntry(hosts, ports) => {
-                let section = check_section(t, &ports, "ServiceEntry", ns)?;
-                Ok((TargetKind::ServiceEntry, hosts, section))
-            }
-            _ => Err(format!("unsupported reference kind: {}", t.kind)),
-        });
+        let resolved =
+            ctx.local_ref(&t.group, &t.kind, &t.name, ns).map_err(|e| e.to_string()).and_then(|r| match r {
+                Referent::Service(ports) => {
+                    let section = check_section(t, &ports, "Service", ns)?;
+                    Ok((TargetKind::Service, vec![ctx.service_hostname(&t.name, ns)], section))
+                }
+                Referent::ServiceEntry(hosts, ports) => {
+                    let section = check_section(t, &ports, "ServiceEntry", ns)?;
+                    Ok((TargetKind::ServiceEntry, hosts, section))
+                }
+                _ => Err(format!("unsupported reference kind: {}", t.kind)),
+            });
         match resolved {
             Err(e) => {
                 if let Some(w) = wanted.get_mut(ACCEPTED) {
@@ -543,10 +563,11 @@ fn traffic_policy(ctx: &Ctx<'_>, policy: &Config, res: &mut Vec<BackendPolicy>) 
     let retry = spec.retry_constraint.as_ref().map(retry_budget);
     let mut incoming = Vec::new();
     for t in &spec.target_refs {
-        let resolved = ctx.local_ref(&t.group, &t.kind, &t.name, ns).and_then(|r| match r {
-            Referent::Service(_) => Ok(()),
-            _ => Err(format!("unsupported reference kind: {}", t.kind)),
-        });
+        let resolved =
+            ctx.local_ref(&t.group, &t.kind, &t.name, ns).map_err(|e| e.to_string()).and_then(|r| match r {
+                Referent::Service(_) => Ok(()),
+                _ => Err(format!("unsupported reference kind: {}", t.kind)),
+            });
         match resolved {
             Err(e) => {
                 if let Some(w) = wanted.get_mut(ACCEPTED) {
