@@ -24,10 +24,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::{
-        Arc, Mutex, MutexGuard, OnceLock, Weak,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex, MutexGuard, Weak},
 };
 
 use api::Kind;
@@ -36,7 +33,7 @@ use model::{
     store::RunFuture,
 };
 
-use crate::queue::{Queue, QueueOptions};
+use crate::queue::{Queue, QueueOptions, SyncBarrier};
 
 /// Several [`ConfigStoreController`]s as one. Cheap to clone (a handle).
 #[derive(Clone)]
@@ -58,8 +55,7 @@ struct Inner {
     /// Per key, the state in each source (only keys present in at least one).
     view: Mutex<HashMap<ConfigKey, Vec<Option<Arc<Config>>>>>,
     queue: Queue,
-    barrier: OnceLock<u64>,
-    synced: AtomicBool,
+    sync: SyncBarrier,
 }
 
 impl Aggregate {
@@ -87,8 +83,7 @@ impl Aggregate {
             writer: writers.first().copied(),
             kinds,
             view: Mutex::default(),
-            barrier: OnceLock::new(),
-            synced: AtomicBool::new(false),
+            sync: SyncBarrier::default(),
             sources,
         });
         for (index, source) in inner.sources.iter().enumerate() {
@@ -290,18 +285,7 @@ impl ConfigStoreController for Aggregate {
 
     fn has_synced(&self) -> bool {
         let inner = &self.inner;
-        if inner.synced.load(Ordering::Acquire) {
-            return true;
-        }
-        if !inner.sources.iter().all(|s| s.has_synced()) {
-            return false;
-        }
-        // Everything the sources delivered up to their sync is queued before this mark.
-        let barrier = *inner.barrier.get_or_init(|| inner.queue.mark());
-        let synced = inner.queue.passed(barrier);
-        if synced {
-            inner.synced.store(true, Ordering::Release);
-        }
-        synced
+        // Everything the sources delivered up to their sync is queued before the mark.
+        inner.sync.passed(&inner.queue, || inner.sources.iter().all(|s| s.has_synced()))
     }
 }

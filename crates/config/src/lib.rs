@@ -5,10 +5,11 @@
 //!                                                 ├─ Config (typed spec + metadata) when valid
 //!                                                 └─ findings: errors / warnings with file, line, path
 //!
-//!  --config-dir DIR ──► FileSource ──┐ (read-only MemoryStore inside)
-//!  (later) Kubernetes, MCP ──────────┼──► Aggregate ──► Queue ──► handlers (per kind)
-//!  MemoryStore (writable) ───────────┘        │
-//!                                             └──► configz() for /debug/configz
+//!  --config-dir DIR ──► FileSource ─► ReadOnlySource ───┐ (read-only MemoryStore inside)
+//!  Ingress, MCP feeds ──► ReadOnlySource ───────────────┤
+//!  Kubernetes CRDs (kube::KubeSource) ──────────────────┼──► Aggregate ──► Queue ──► handlers
+//!  MemoryStore (writable) ──────────────────────────────┘        │
+//!                                                                └──► configz() for /debug/configz
 //! ```
 //!
 //! Every source implements [`model::ConfigStore`] and [`model::ConfigStoreController`]:
@@ -19,7 +20,10 @@
 //! - [`queue`]: the coalescing, retrying task queue between a store and its handlers (ordering
 //!   guarantees are documented there).
 //! - [`memory`]: [`MemoryStore`], writable or read-only (the sink of mirroring sources).
-//! - [`file`](mod@file): [`FileSource`], a watched directory of YAML/JSON (bad-file and duplicate policy there).
+//! - [`source`]: [`ReadOnlySource`], the one read-only source type, over a [`Feed`] that fills its
+//!   store (the file source here; the Ingress and MCP sources in their crates).
+//! - [`file`](mod@file): [`FileSource`], a watched directory of YAML/JSON (bad-file and duplicate policy
+//!   there), the feed of `--config-dir`.
 //! - [`aggregate`]: [`Aggregate`], several sources as one (precedence, shadowing, writes).
 //! - [`configz`](mod@configz): the JSON dump of a store for `/debug/configz`.
 //! - [`mesh`]: the mesh config file (`--mesh-config`, Istio's `MeshConfig` YAML) → `model::push::MeshSettings`, and its `configSources`.
@@ -35,11 +39,13 @@ pub mod memory;
 pub mod mesh;
 pub mod parse;
 pub mod queue;
+pub mod source;
 pub mod time;
 
 pub use aggregate::Aggregate;
 pub use configz::{configz, kubernetes_object};
 pub use file::{FileSource, FileSourceOptions, FileSourceStatus, ObjectOrigin};
 pub use memory::{Change, MemoryStore};
-pub use queue::{Queue, QueueOptions};
+pub use queue::{Queue, QueueOptions, SyncBarrier};
+pub use source::{Feed, ReadOnlySource};
 pub use time::{Periodic, rfc3339};

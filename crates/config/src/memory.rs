@@ -1,9 +1,10 @@
 //! The in-memory store and controller (Istio's `pilot/pkg/config/memory`).
 //!
 //! Used directly as a writable store (tests, later status writers), and as the sink of sources that
-//! mirror another system: the file source and, later, the MCP-over-xDS client write into a read-only
-//! [`MemoryStore`] through its sink methods ([`MemoryStore::apply`], [`MemoryStore::replace_kind`]),
-//! while [`ConfigStore`] writes from outside get [`StoreError::ReadOnly`].
+//! mirror another system: the feeds of a [`crate::ReadOnlySource`] (files, Kubernetes Ingresses, an
+//! MCP-over-xDS server) and the Kubernetes CRD source write into a read-only [`MemoryStore`] through
+//! its sink methods ([`MemoryStore::apply`], [`MemoryStore::replace_kind`]), while [`ConfigStore`]
+//! writes from outside get [`StoreError::ReadOnly`].
 //!
 //! Every change goes through one [`Queue`] to the handlers, in the order it was applied. An update
 //! whose spec, labels and annotations are unchanged raises no event (Istio's `NeedsPush`).

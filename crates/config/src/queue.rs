@@ -44,13 +44,17 @@
 //! before [`Queue::run`] was started has been delivered once; a delivery that failed and waits for
 //! a retry counts as delivered (as in Istio, so one bad object cannot hold readiness forever).
 //! [`Queue::run`] returns when the shutdown signal fires: a handler call in progress finishes, pending
-//! entries are dropped.
+//! entries are dropped. [`SyncBarrier`] is the sync check of a store that first waits for something
+//! else (its initial state, its sources) and then for the queue to deliver what came before.
 
 use std::{
     cmp::Reverse,
     collections::{BinaryHeap, HashMap, VecDeque},
     panic::{AssertUnwindSafe, catch_unwind},
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -370,6 +374,40 @@ impl Queue {
         );
         drop(state);
         self.inner.wake.notify_one();
+    }
+}
+
+/// A latched "synced" check over a [`Queue`]: once a condition holds (a source's initial state is
+/// loaded, every source of an aggregate has synced), a mark is taken ([`Queue::mark`]); the check
+/// passes once everything queued before the mark has been delivered once ([`Queue::passed`]), and
+/// stays passed.
+#[derive(Debug, Default)]
+pub struct SyncBarrier {
+    mark: OnceLock<u64>,
+    passed: AtomicBool,
+}
+
+impl SyncBarrier {
+    /// Takes the mark now unless it is taken already; returns it.
+    pub fn set(&self, queue: &Queue) -> u64 {
+        *self.mark.get_or_init(|| queue.mark())
+    }
+
+    /// `true` once `ready` held (the mark is taken the first time it does, unless [`SyncBarrier::set`]
+    /// took it before) and `queue` has delivered everything queued before the mark. Once true,
+    /// neither `ready` nor the queue is asked again.
+    pub fn passed(&self, queue: &Queue, ready: impl FnOnce() -> bool) -> bool {
+        if self.passed.load(Ordering::Acquire) {
+            return true;
+        }
+        if !ready() {
+            return false;
+        }
+        let passed = queue.passed(self.set(queue));
+        if passed {
+            self.passed.store(true, Ordering::Release);
+        }
+        passed
     }
 }
 
