@@ -17,7 +17,7 @@ use std::{
 
 use api::Kind;
 use criterion::{Criterion, criterion_group, criterion_main};
-use meshpilot_config::{FileSource, FileSourceOptions};
+use meshpilot_config::{FileSource, FileSourceOptions, ReadOnlySource};
 use model::{ConfigStore, ConfigStoreController, shutdown_channel};
 
 fn vs(ns: &str, name: &str, host: &str) -> String {
@@ -57,8 +57,9 @@ fn generate(dir: &Path, files: usize, per_file: usize) {
 fn initial_load(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), 500, 20);
-    let count =
-        |s: &FileSource| s.list(Kind::VirtualService, None).len() + s.list(Kind::DestinationRule, None).len();
+    let count = |s: &FileSource| {
+        s.store().list(Kind::VirtualService, None).len() + s.store().list(Kind::DestinationRule, None).len()
+    };
     assert_eq!(count(&FileSource::new(dir.path(), FileSourceOptions::default()).unwrap()), 10_000);
     let mut group = c.benchmark_group("initial_load");
     group.sample_size(10).measurement_time(Duration::from_secs(15));
@@ -89,7 +90,7 @@ impl LatencyRig {
         std::fs::write(&path, vs("bench", "target", "h0")).unwrap();
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let source = FileSource::new(dir.path(), FileSourceOptions::default()).unwrap();
+        let source = ReadOnlySource::new(FileSource::new(dir.path(), FileSourceOptions::default()).unwrap());
         let (tx, rx) = mpsc::channel();
         source.register_event_handler(
             Kind::VirtualService,

@@ -19,7 +19,7 @@
 //! every definition in precedence order; only keys whose definitions changed get their winner
 //! re-evaluated against the store, so exactly the add/update/delete events that turn the old object
 //! set into the new one are emitted, at a cost proportional to what changed (plus reading the files:
-//! about 5 ms for 500 files holding 10,000 objects). Scans are serialized. A scan runs at start ([`FileSource::new`]), when [`FileSource::run`] starts watching, after
+//! about 5 ms for 500 files holding 10,000 objects). Scans are serialized. A scan runs at start ([`FileSource::new`]), when the source's `run` starts watching, after
 //! file-system events (notify 8 on the directory, recursive; `Access` events other than a close after
 //! writing are ignored, since an open or read changes nothing), and every `rescan_interval` as a safety
 //! net against lost events. A scan starts **as soon as no file is being written**: a file is "being
@@ -55,7 +55,13 @@
 //! that cannot be set (a directory vanishing while notify walks the tree) is retried, and a watched
 //! directory that is removed or replaced is watched again once it exists (see `DirWatch`).
 //!
-//! The source is read-only: [`ConfigStore`] writes return [`StoreError::ReadOnly`].
+//! **As a config source.** A [`FileSource`] is the [`Feed`] of a
+//! [`ReadOnlySource`](crate::ReadOnlySource) (`ReadOnlySource::new(source)`), which is the
+//! [`model::ConfigStoreController`] (as Istio's `--configDir` controller): reads from the
+//! store, writes refused with [`model::StoreError::ReadOnly`], `run` = the queue and the watch,
+//! `source_of` = `file:///ABS/PATH` of the winning file, synced once everything queued before `run`
+//! has been delivered once. The inherent methods ([`FileSource::status`], [`FileSource::origin`],
+//! [`FileSource::rescan`]) stay on the [`FileSource`]; it is a cheap handle, so keep a clone.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -70,16 +76,14 @@ use std::{
 
 use crate::parse::{ParseOptions, ParsedDocument, config_files, parse_text};
 use api::Kind;
-use model::{
-    Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
-    store::RunFuture,
-};
+use model::{Config, ConfigKey, ConfigStore, Shutdown, store::RunFuture};
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::{
     memory::{Change, MemoryStore},
     queue::QueueOptions,
+    source::Feed,
     time::rfc3339,
 };
 
@@ -230,7 +234,8 @@ pub struct ScanCounts {
     pub completed: u64,
 }
 
-/// A read-only [`ConfigStoreController`] over a directory. Cheap to clone (a handle).
+/// A watched directory of config files (see the module documentation), the [`Feed`] of a read-only
+/// [`ReadOnlySource`](crate::ReadOnlySource). Cheap to clone (a handle).
 #[derive(Clone)]
 pub struct FileSource {
     inner: Arc<Inner>,
@@ -317,7 +322,8 @@ enum Read {
 }
 
 impl FileSource {
-    /// Reads `dir` (the initial scan) and returns the source; call [`FileSource::run`] to watch it.
+    /// Reads `dir` (the initial scan) and returns the source; run its
+    /// [`ReadOnlySource`](crate::ReadOnlySource) to watch it.
     ///
     /// # Errors
     /// `dir` is not a directory or cannot be listed. Bad files are not errors (see the module doc).
@@ -355,6 +361,11 @@ impl FileSource {
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// `file:DIR`: the store's name, in logs.
+    fn name(&self) -> &str {
+        self.inner.store.name()
     }
 
     /// The store the source fills (its queue, snapshot).
@@ -1046,74 +1057,26 @@ fn parse_file(
     if errors.is_empty() { Ok(configs) } else { Err(errors) }
 }
 
-impl ConfigStore for FileSource {
-    fn name(&self) -> &str {
-        self.inner.store.name()
+impl Feed for FileSource {
+    fn store(&self) -> &MemoryStore {
+        &self.inner.store
     }
 
     /// `file:///PATH` of the file defining the object (absolute).
-    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
-        let key = ConfigKey { kind, namespace: namespace.to_string(), name: name.to_string() };
-        let origin = self.origin(&key)?;
+    fn source_of(&self, key: &ConfigKey) -> Option<String> {
+        let origin = self.origin(key)?;
         let file = std::path::absolute(&origin.file).unwrap_or(origin.file);
         Some(format!("file://{}", file.display()))
     }
 
-    fn schemas(&self) -> &[Kind] {
-        self.inner.store.schemas()
-    }
-
-    fn writable(&self) -> bool {
-        false
-    }
-
-    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Config>> {
-        self.inner.store.get(kind, namespace, name)
-    }
-
-    fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
-        self.inner.store.list(kind, namespace)
-    }
-
-    fn create(&self, config: Config) -> Result<String, StoreError> {
-        self.inner.store.create(config)
-    }
-
-    fn update(&self, config: Config) -> Result<String, StoreError> {
-        self.inner.store.update(config)
-    }
-
-    fn update_status(&self, config: Config) -> Result<String, StoreError> {
-        self.inner.store.update_status(config)
-    }
-
-    fn delete(
-        &self,
-        kind: Kind,
-        namespace: &str,
-        name: &str,
-        resource_version: Option<&str>,
-    ) -> Result<(), StoreError> {
-        self.inner.store.delete(kind, namespace, name, resource_version)
-    }
-}
-
-impl ConfigStoreController for FileSource {
-    fn register_event_handler(&self, kind: Kind, handler: EventHandler) {
-        self.inner.store.register_event_handler(kind, handler);
-    }
-
-    /// Watches the directory and runs the event queue until `shutdown`. Call it once.
+    /// Watches the directory until `shutdown` (a scan at start, on changes, and periodically).
     fn run(&self, shutdown: Shutdown) -> RunFuture {
-        let queue = self.inner.store.run(shutdown.clone());
-        let watch = self.clone().watch(shutdown);
-        Box::pin(async move {
-            tokio::join!(queue, watch);
-        })
+        Box::pin(self.clone().watch(shutdown))
     }
 
-    fn has_synced(&self) -> bool {
-        self.inner.store.has_synced()
+    /// Always: [`FileSource::new`] has read the directory.
+    fn loaded(&self) -> bool {
+        true
     }
 }
 

@@ -365,8 +365,8 @@ pub fn object_rows(s: &DebugState) -> Vec<ObjectRow> {
             let source = s
                 .files
                 .iter()
-                .find(|f| f.get(*kind, &meta.namespace, &meta.name).is_some())
-                .map_or_else(|| "other".to_owned(), |f| ConfigStore::name(f.as_ref()).to_owned());
+                .find(|f| f.store().get(*kind, &meta.namespace, &meta.name).is_some())
+                .map_or_else(|| "other".to_owned(), |f| f.store().name().to_owned());
             let key = config.key();
             let applied =
                 applied.get(&(kind.as_str(), meta.namespace.as_str(), meta.name.as_str())).map(|summary| {

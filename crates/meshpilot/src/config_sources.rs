@@ -13,8 +13,8 @@
 
 use std::{path::PathBuf, sync::Arc};
 
-use config::FileSource;
 use config::mesh::ConfigSource;
+use config::{FileSource, ReadOnlySource};
 use discovery::{Input, Inputs};
 use model::ConfigStoreController;
 use serde_json::Value;
@@ -65,8 +65,8 @@ pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Bui
                 for bad in &file.status().bad_files {
                     warn!(file = %bad.file.display(), errors = bad.errors.len(), "bad config file: its objects are not loaded");
                 }
-                built.files.push(file.clone());
-                built.sources.push(file);
+                built.sources.push(Arc::new(ReadOnlySource::new(FileSource::clone(&file))));
+                built.files.push(file);
             }
             ConfigSource::Kubernetes => {
                 let Some(kube) = cx.kube.clone().filter(|_| cx.kubeconfig.is_some()) else {

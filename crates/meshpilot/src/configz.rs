@@ -5,7 +5,7 @@
 use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::parse::ParseOptions;
-use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, configz};
+use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, ReadOnlySource, configz};
 use model::{ConfigStore, ConfigStoreController, Event, EventHandler, shutdown_channel};
 
 /// Arguments of `meshpilot configz`.
@@ -78,7 +78,7 @@ async fn run_async(args: &Args) -> ExitCode {
                         serde_json::to_string_pretty(&status.to_json()).unwrap_or_default()
                     );
                 }
-                sources.push(Arc::new(source));
+                sources.push(Arc::new(ReadOnlySource::new(source)));
             }
             Err(err) => {
                 eprintln!("Error: cannot read config directory \"{}\": {err}", dir.display());

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
 use config::parse::ParseOptions;
-use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
+use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, ReadOnlySource};
 use discovery::{DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions, secure::SecurePort};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, service::ServiceController, shutdown_channel};
@@ -270,8 +270,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
         for bad in &status.bad_files {
             warn!(file = %bad.file.display(), errors = bad.errors.len(), "bad config file: its objects are not loaded");
         }
-        files.push(source.clone());
-        sources.push(source);
+        sources.push(Arc::new(ReadOnlySource::new(FileSource::clone(&source))));
+        files.push(source);
     }
     if let Some(path) = args.kubeconfig.as_ref().filter(|_| config_sources.is_empty()) {
         let source = kube_config_source(path, args, &selectors).await?;

@@ -15,7 +15,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use config::mesh::parse_mesh_config;
-use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions};
+use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, ReadOnlySource};
 use discovery::{DiscoveryServer, Input, NetworkingSource, SecretsChanged, ServerOptions};
 use model::{
     ConfigStoreController, Shutdown, ShutdownTrigger,
@@ -145,9 +145,8 @@ impl Plane {
         for dir in &options.config_dirs {
             let files = FileSource::new(dir, FileSourceOptions::default())
                 .map_err(|e| plane_error(&format!("config dir {}", dir.display()), &e))?;
-            let files = Arc::new(files);
-            file_sources.push(files.clone());
-            sources.push(files);
+            sources.push(Arc::new(ReadOnlySource::new(files.clone())));
+            file_sources.push(Arc::new(files));
         }
         #[cfg(feature = "kube")]
         let kube = options.kube.as_ref().map(kube_parts);

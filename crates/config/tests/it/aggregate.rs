@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use api::{Kind, Spec};
 use common::{Recorder, contents, eventually, mk_gateway, vs_yaml};
 use meshpilot_config::{
-    Aggregate, Change, FileSource, FileSourceOptions, MemoryStore, QueueOptions, configz,
+    Aggregate, Change, FileSource, FileSourceOptions, MemoryStore, QueueOptions, ReadOnlySource, configz,
 };
 use model::{ConfigKey, ConfigStore, ConfigStoreController, Event, StoreError, shutdown_channel};
 
@@ -115,7 +115,7 @@ fn reads_merge_sources_by_precedence() {
 fn writes_go_to_the_writable_source_or_fail_as_read_only() {
     let files = tempfile::tempdir().unwrap();
     std::fs::write(files.path().join("vs.yaml"), vs_yaml("ns", "v", "v.example.com")).unwrap();
-    let file = FileSource::new(files.path(), FileSourceOptions::default()).unwrap();
+    let file = ReadOnlySource::new(FileSource::new(files.path(), FileSourceOptions::default()).unwrap());
     let mem = MemoryStore::new("memory", &[Kind::Gateway, Kind::VirtualService], QueueOptions::default());
 
     let read_only = Aggregate::new(vec![Arc::new(file.clone())], QueueOptions::default());
@@ -138,7 +138,7 @@ fn configz_lists_objects_as_istio_does() {
     let files = tempfile::tempdir().unwrap();
     let vs = "apiVersion: networking.istio.io/v1beta1\nkind: VirtualService\nmetadata:\n  name: reviews\n  namespace: bookinfo\n  labels: {app: reviews}\n  resourceVersion: \"42\"\nspec:\n  hosts: [reviews]\n  http:\n  - route:\n    - destination: {host: reviews, subset: v1}\n";
     std::fs::write(files.path().join("vs.yaml"), vs).unwrap();
-    let file = FileSource::new(files.path(), FileSourceOptions::default()).unwrap();
+    let file = ReadOnlySource::new(FileSource::new(files.path(), FileSourceOptions::default()).unwrap());
     let mem = MemoryStore::new("memory", &[Kind::Gateway], QueueOptions::default());
     mem.create(mk_gateway("", "gw", "ingress")).unwrap();
     let agg = Aggregate::new(vec![Arc::new(file), Arc::new(mem)], QueueOptions::default());
@@ -180,7 +180,7 @@ async fn has_synced_waits_for_every_source_and_the_aggregate_queue() {
         std::fs::write(files.path().join(format!("v{i}.yaml")), vs_yaml("ns", &format!("v{i}"), "h"))
             .unwrap();
     }
-    let file = FileSource::new(files.path(), FileSourceOptions::default()).unwrap();
+    let file = ReadOnlySource::new(FileSource::new(files.path(), FileSourceOptions::default()).unwrap());
     let mem = MemoryStore::new("memory", &[Kind::VirtualService], QueueOptions::default());
     let agg = Aggregate::new(vec![Arc::new(file), Arc::new(mem)], QueueOptions::default());
     let rec = Recorder::new();

@@ -27,7 +27,7 @@ use common::{
     Barrier, ConfigMapMount, Recorder, contents, contents_without_barrier, dr_yaml, expected_objects,
     vs_yaml, write_atomic,
 };
-use meshpilot_config::{FileSource, FileSourceOptions};
+use meshpilot_config::{FileSource, FileSourceOptions, ReadOnlySource};
 use model::{Config, ConfigKey, ConfigStoreController, shutdown_channel};
 use proptest::prelude::*;
 
@@ -209,14 +209,14 @@ fn runtime() -> tokio::runtime::Runtime {
 /// Waits until the queue is drained and the handler's view equals the store.
 async fn handler_caught_up(source: &FileSource, rec: &Recorder) {
     let ok = common::eventually(Duration::from_secs(10), || {
-        source.store().queue().is_empty() && rec.mirrors(&contents(source))
+        source.store().queue().is_empty() && rec.mirrors(&contents(source.store()))
     })
     .await;
     assert!(ok, "handler view never matched the store");
     assert!(rec.violations().is_empty(), "{:#?}", rec.violations());
 }
 
-fn register(source: &FileSource) -> std::sync::Arc<Recorder> {
+fn register(source: &dyn ConfigStoreController) -> std::sync::Arc<Recorder> {
     let rec = Recorder::new();
     for kind in [Kind::VirtualService, Kind::DestinationRule] {
         source.register_event_handler(kind, rec.handler());
@@ -232,7 +232,7 @@ fn check_step(
     op: &Op,
 ) {
     let expected: BTreeMap<ConfigKey, Config> = expected_objects(root, last_good);
-    let got = contents_without_barrier(source);
+    let got = contents_without_barrier(source.store());
     assert_eq!(got, expected, "after step {step} ({op:?})");
 }
 
@@ -245,7 +245,7 @@ proptest! {
         rt.block_on(async {
             let mut fx = Fixture::new();
             let source = FileSource::new(fx.root(), options()).unwrap();
-            let rec = register(&source);
+            let rec = register(source.store());
             let (trigger, shutdown) = shutdown_channel();
             let queue = source.store().queue().clone();
             let worker = tokio::spawn(async move { queue.run(shutdown).await });
@@ -279,9 +279,10 @@ proptest! {
         rt.block_on(async {
             let mut fx = Fixture::new();
             let source = FileSource::new(fx.root(), options()).unwrap();
-            let rec = register(&source);
+            let store = ReadOnlySource::new(source.clone());
+            let rec = register(&store);
             let (trigger, shutdown) = shutdown_channel();
-            let run = tokio::spawn(source.run(shutdown));
+            let run = tokio::spawn(store.run(shutdown));
             let mut barrier = Barrier::new(fx.root());
             let mut last_good = BTreeMap::new();
             for (i, op) in ops.iter().enumerate() {
@@ -301,9 +302,10 @@ proptest! {
         rt.block_on(async {
             let mut fx = Fixture::new();
             let source = FileSource::new(fx.root(), options()).unwrap();
-            let rec = register(&source);
+            let store = ReadOnlySource::new(source.clone());
+            let rec = register(&store);
             let (trigger, shutdown) = shutdown_channel();
-            let run = tokio::spawn(source.run(shutdown));
+            let run = tokio::spawn(store.run(shutdown));
             for op in &ops {
                 fx.apply(op);
             }

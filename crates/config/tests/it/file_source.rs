@@ -16,7 +16,7 @@ use common::{
     expected_objects, is_barrier, testdata, vs_yaml, write_atomic,
 };
 use meshpilot_config::parse::{ParseOptions, config_files, parse_text};
-use meshpilot_config::{FileSource, FileSourceOptions};
+use meshpilot_config::{FileSource, FileSourceOptions, ReadOnlySource};
 use model::{Config, ConfigKey, ConfigStore, ConfigStoreController, Event, StoreError, shutdown_channel};
 
 fn key(kind: Kind, ns: &str, name: &str) -> ConfigKey {
@@ -49,7 +49,10 @@ fn initial_load_reads_the_tree_and_ignores_other_files() {
     std::fs::write(d.join("svc.yaml"), "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: s}\n")
         .unwrap();
     let source = FileSource::new(d, FileSourceOptions::default()).unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/a", "DestinationRule/default/c", "DestinationRule/ns/b"]);
+    assert_eq!(
+        names(source.store()),
+        ["VirtualService/ns/a", "DestinationRule/default/c", "DestinationRule/ns/b"]
+    );
     assert!(source.status().bad_files.is_empty());
     assert_eq!(source.status().files, 4, "a, b, c and svc; not notes.txt or .hidden.yaml");
 }
@@ -63,7 +66,7 @@ fn a_missing_directory_is_an_error() {
 #[test]
 fn writes_are_refused_as_read_only() {
     let dir = tempfile::tempdir().unwrap();
-    let source = FileSource::new(dir.path(), FileSourceOptions::default()).unwrap();
+    let source = ReadOnlySource::new(FileSource::new(dir.path(), FileSourceOptions::default()).unwrap());
     assert!(!source.writable());
     let err = source.create(common::mk_gateway("ns", "g", "x")).unwrap_err();
     assert!(
@@ -82,7 +85,10 @@ fn a_bad_file_keeps_all_its_last_good_objects_and_is_reported() {
     std::fs::write(d.join("app.yaml"), &good).unwrap();
     std::fs::write(d.join("other.yaml"), vs_yaml("ns", "other", "o.example.com")).unwrap();
     let source = FileSource::new(d, FileSourceOptions::default()).unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/a", "VirtualService/ns/other", "DestinationRule/ns/b"]);
+    assert_eq!(
+        names(source.store()),
+        ["VirtualService/ns/a", "VirtualService/ns/other", "DestinationRule/ns/b"]
+    );
 
     // Change `a`, drop `b`, and break the second document: nothing of the new content applies.
     let bad = format!(
@@ -92,8 +98,11 @@ fn a_bad_file_keeps_all_its_last_good_objects_and_is_reported() {
     std::fs::write(d.join("app.yaml"), &bad).unwrap();
     std::fs::write(d.join("other.yaml"), vs_yaml("ns", "other2", "o.example.com")).unwrap();
     source.rescan().unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/a", "VirtualService/ns/other2", "DestinationRule/ns/b"]);
-    let a = source.get(Kind::VirtualService, "ns", "a").unwrap();
+    assert_eq!(
+        names(source.store()),
+        ["VirtualService/ns/a", "VirtualService/ns/other2", "DestinationRule/ns/b"]
+    );
+    let a = source.store().get(Kind::VirtualService, "ns", "a").unwrap();
     let api::Spec::VirtualService(vs) = &a.spec else { unreachable!() };
     assert_eq!(vs.hosts, ["a.example.com"], "the last good version stays");
 
@@ -118,12 +127,15 @@ fn a_bad_file_keeps_all_its_last_good_objects_and_is_reported() {
     std::fs::write(d.join("app.yaml"), b"\xff\xfe bad bytes").unwrap();
     source.rescan().unwrap();
     assert!(source.status().bad_files[0].errors[0].message.starts_with("not UTF-8"));
-    assert_eq!(names(&source), ["VirtualService/ns/a", "VirtualService/ns/other2", "DestinationRule/ns/b"]);
+    assert_eq!(
+        names(source.store()),
+        ["VirtualService/ns/a", "VirtualService/ns/other2", "DestinationRule/ns/b"]
+    );
 
     // Fixed: the new content applies and the report goes away.
     std::fs::write(d.join("app.yaml"), vs_yaml("ns", "a", "fixed.example.com")).unwrap();
     source.rescan().unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/a", "VirtualService/ns/other2"]);
+    assert_eq!(names(source.store()), ["VirtualService/ns/a", "VirtualService/ns/other2"]);
     assert!(source.status().bad_files.is_empty());
 
     // A file that was never good contributes nothing; deleting a bad file deletes its last good objects.
@@ -138,7 +150,7 @@ fn a_bad_file_keeps_all_its_last_good_objects_and_is_reported() {
     assert_eq!(source.status().bad_files[1].kept_objects, 0);
     std::fs::remove_file(d.join("app.yaml")).unwrap();
     source.rescan().unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/other2"]);
+    assert_eq!(names(source.store()), ["VirtualService/ns/other2"]);
     assert_eq!(source.status().bad_files.len(), 1);
 }
 
@@ -152,7 +164,7 @@ fn findings_on_kubernetes_services_do_not_make_a_file_bad() {
     let docs = parse_text("x.yaml", &text, &ParseOptions::default());
     std::fs::write(dir.path().join("x.yaml"), text).unwrap();
     let source = FileSource::new(dir.path(), FileSourceOptions::default()).unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/a"], "{docs:#?}");
+    assert_eq!(names(source.store()), ["VirtualService/ns/a"], "{docs:#?}");
     assert!(source.status().bad_files.is_empty());
 }
 
@@ -168,7 +180,7 @@ fn duplicates_first_path_wins_and_the_next_takes_over() {
     )
     .unwrap();
     let source = FileSource::new(d, FileSourceOptions::default()).unwrap();
-    let host = |name: &str| match &source.get(Kind::VirtualService, "ns", name).unwrap().spec {
+    let host = |name: &str| match &source.store().get(Kind::VirtualService, "ns", name).unwrap().spec {
         api::Spec::VirtualService(vs) => vs.hosts[0].clone(),
         _ => unreachable!(),
     };
@@ -191,12 +203,13 @@ async fn the_watcher_turns_file_changes_into_events() {
     let d = dir.path().to_path_buf();
     std::fs::write(d.join("a.yaml"), vs_yaml("ns", "a", "a1")).unwrap();
     let source = FileSource::new(&d, FileSourceOptions::default()).unwrap();
+    let store = ReadOnlySource::new(source.clone());
     let rec = Recorder::new();
-    source.register_event_handler(Kind::VirtualService, rec.handler());
-    source.register_event_handler(Kind::DestinationRule, rec.handler());
+    store.register_event_handler(Kind::VirtualService, rec.handler());
+    store.register_event_handler(Kind::DestinationRule, rec.handler());
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
-    assert!(eventually(Duration::from_secs(5), || source.has_synced()).await);
+    let run = tokio::spawn(store.run(shutdown));
+    assert!(eventually(Duration::from_secs(5), || store.has_synced()).await);
 
     // A barrier (a later change that must arrive) instead of a pause: once its event reached the
     // handler, every event of earlier scans has too (one FIFO queue per source).
@@ -217,7 +230,7 @@ async fn the_watcher_turns_file_changes_into_events() {
             eventually(Duration::from_secs(5), || rec.events.lock().unwrap().len() >= expect.len()).await;
         assert!(ok, "timed out; events so far {:?}", rec.events.lock().unwrap());
         assert_eq!(through_barrier().await, expect);
-        assert!(rec.mirrors(&contents(&source)));
+        assert!(rec.mirrors(&contents(&store)));
         assert!(rec.violations().is_empty(), "{:?}", rec.violations());
     };
     let vs = |n: &str| key(Kind::VirtualService, "ns", n);
@@ -236,7 +249,7 @@ async fn the_watcher_turns_file_changes_into_events() {
     // Renaming a file keeps its objects: no event at all (same content, new path).
     std::fs::rename(d.join("sub/b.yaml"), d.join("sub/renamed.yaml")).unwrap();
     settle(vec![]).await;
-    assert_eq!(contents_without_barrier(&source).len(), 3);
+    assert_eq!(contents_without_barrier(&store).len(), 3);
 
     // Touching a file without changing it: nothing.
     std::fs::write(d.join("a.yaml"), vs_yaml("ns", "a", "a2")).unwrap();
@@ -247,7 +260,7 @@ async fn the_watcher_turns_file_changes_into_events() {
 
     std::fs::remove_dir_all(d.join("sub")).unwrap();
     settle(vec![(Event::Delete, vs("c")), (Event::Delete, dr("b"))]).await;
-    assert!(contents_without_barrier(&source).is_empty());
+    assert!(contents_without_barrier(&store).is_empty());
 
     trigger.trigger();
     tokio::time::timeout(Duration::from_secs(5), run).await.expect("clean shutdown").unwrap();
@@ -263,11 +276,12 @@ async fn completed_writes_are_read_without_waiting_for_the_debounce() {
     let d = dir.path().to_path_buf();
     let options = FileSourceOptions { debounce: Duration::from_secs(3600), rescan_interval: None, ..fast() };
     let source = FileSource::new(&d, options).unwrap();
+    let store = ReadOnlySource::new(source.clone());
     let rec = Recorder::new();
-    source.register_event_handler(Kind::VirtualService, rec.handler());
+    store.register_event_handler(Kind::VirtualService, rec.handler());
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
-    assert!(eventually(Duration::from_secs(5), || source.has_synced()).await);
+    let run = tokio::spawn(store.run(shutdown));
+    assert!(eventually(Duration::from_secs(5), || store.has_synced()).await);
     let vs = |n: &str| key(Kind::VirtualService, "ns", n);
     let next = async |expect: (Event, ConfigKey)| {
         let seen = eventually(Duration::from_secs(20), || !rec.events.lock().unwrap().is_empty()).await;
@@ -298,7 +312,7 @@ async fn completed_writes_are_read_without_waiting_for_the_debounce() {
     let both = eventually(Duration::from_secs(20), || rec.events.lock().unwrap().len() >= 2).await;
     assert!(both, "events so far {:?}", rec.events.lock().unwrap());
     assert_eq!(rec.take_events(), vec![(Event::Add, vs("c")), (Event::Add, vs("d"))]);
-    let c = source.get(Kind::VirtualService, "ns", "c").unwrap();
+    let c = store.get(Kind::VirtualService, "ns", "c").unwrap();
     assert!(format!("{:?}", c.spec).contains("c1"), "{:?}", c.spec);
 
     trigger.trigger();
@@ -314,14 +328,15 @@ async fn configmap_data_symlink_swaps_are_seen() {
     let b1 = dr_yaml("ns", "b", "b1");
     let mut mount = ConfigMapMount::new(&d, &[("a.yaml", a1.as_bytes()), ("b.yaml", b1.as_bytes())]);
     let source = FileSource::new(&d, FileSourceOptions::default()).unwrap();
-    assert_eq!(names(&source), ["VirtualService/ns/a", "DestinationRule/ns/b"]);
+    let store = ReadOnlySource::new(source.clone());
+    assert_eq!(names(&store), ["VirtualService/ns/a", "DestinationRule/ns/b"]);
     // Read once through the visible names, not again through `..data` or the timestamped directory.
     assert_eq!(source.status().files, 2);
     let rec = Recorder::new();
-    source.register_event_handler(Kind::VirtualService, rec.handler());
-    source.register_event_handler(Kind::DestinationRule, rec.handler());
+    store.register_event_handler(Kind::VirtualService, rec.handler());
+    store.register_event_handler(Kind::DestinationRule, rec.handler());
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
+    let run = tokio::spawn(store.run(shutdown));
     assert!(eventually(Duration::from_secs(5), || rec.events.lock().unwrap().len() == 2).await);
     rec.take_events();
 
@@ -352,7 +367,7 @@ async fn configmap_data_symlink_swaps_are_seen() {
     mount.swap(&[("a.yaml", b"kind: [broken\n"), ("b.yaml", b1.as_bytes())]);
     assert!(eventually(Duration::from_secs(5), || !source.status().bad_files.is_empty()).await);
     assert!(eventually(Duration::from_secs(5), || rec.events.lock().unwrap().len() == 1).await);
-    let names: Vec<String> = contents_without_barrier(&source)
+    let names: Vec<String> = contents_without_barrier(&store)
         .keys()
         .map(|k| format!("{}/{}/{}", k.kind, k.namespace, k.name))
         .collect();
@@ -371,15 +386,16 @@ async fn a_watch_that_cannot_be_set_is_retried() {
     let d = parent.path().join("config");
     std::fs::create_dir(&d).unwrap();
     let source = FileSource::new(&d, fast()).unwrap();
+    let store = ReadOnlySource::new(source.clone());
     std::fs::remove_dir(&d).unwrap();
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
+    let run = tokio::spawn(store.run(shutdown));
     // The initial scan, then the one `run` makes after its first attempt to watch.
     assert!(eventually(Duration::from_secs(5), || source.scans().completed >= 2).await);
 
     write_atomic(&d.join("a.yaml"), vs_yaml("ns", "a", "a1").as_bytes());
     assert!(
-        eventually(Duration::from_secs(10), || source.get(Kind::VirtualService, "ns", "a").is_some()).await
+        eventually(Duration::from_secs(10), || store.get(Kind::VirtualService, "ns", "a").is_some()).await
     );
     Barrier::new(&d).pass(&source).await;
     trigger.trigger();
@@ -395,8 +411,9 @@ async fn a_replaced_directory_is_watched_again() {
     std::fs::create_dir(&d).unwrap();
     std::fs::write(d.join("a.yaml"), vs_yaml("ns", "a", "a1")).unwrap();
     let source = FileSource::new(&d, fast()).unwrap();
+    let store = ReadOnlySource::new(source.clone());
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
+    let run = tokio::spawn(store.run(shutdown));
     let mut barrier = Barrier::new(&d);
     barrier.pass(&source).await;
 
@@ -406,11 +423,11 @@ async fn a_replaced_directory_is_watched_again() {
     std::fs::rename(&d, parent.path().join("old")).unwrap();
     std::fs::rename(&staged, &d).unwrap();
     assert!(
-        eventually(Duration::from_secs(10), || source.get(Kind::DestinationRule, "ns", "b").is_some()).await
+        eventually(Duration::from_secs(10), || store.get(Kind::DestinationRule, "ns", "b").is_some()).await
     );
     // Only a watch on the new directory can see this.
     barrier.pass(&source).await;
-    assert_eq!(names(&source), ["DestinationRule/default/zz-barrier-2", "DestinationRule/ns/b"]);
+    assert_eq!(names(&store), ["DestinationRule/default/zz-barrier-2", "DestinationRule/ns/b"]);
     trigger.trigger();
     run.await.unwrap();
 }
@@ -422,8 +439,9 @@ async fn periodic_rescans_run() {
     let dir = tempfile::tempdir().unwrap();
     let options = FileSourceOptions { rescan_interval: Some(Duration::from_millis(50)), ..fast() };
     let source = FileSource::new(dir.path(), options).unwrap();
+    let store = ReadOnlySource::new(source.clone());
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
+    let run = tokio::spawn(store.run(shutdown));
     assert!(eventually(Duration::from_secs(5), || source.scans().completed >= 5).await);
     trigger.trigger();
     run.await.unwrap();
@@ -436,10 +454,11 @@ async fn concurrent_writers_lose_no_event() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let source = FileSource::new(&d, fast()).unwrap();
+    let store = ReadOnlySource::new(source.clone());
     let rec = Recorder::new();
-    source.register_event_handler(Kind::VirtualService, rec.handler());
+    store.register_event_handler(Kind::VirtualService, rec.handler());
     let (trigger, shutdown) = shutdown_channel();
-    let run = tokio::spawn(source.run(shutdown));
+    let run = tokio::spawn(store.run(shutdown));
     let mut writers = Vec::new();
     for w in 0..4u32 {
         let d = d.clone();
@@ -467,11 +486,11 @@ async fn concurrent_writers_lose_no_event() {
     let mut barrier = Barrier::new(&d);
     barrier.pass(&source).await;
     let expected = expected_objects(&d, &mut BTreeMap::new());
-    assert_eq!(contents_without_barrier(&source), expected);
+    assert_eq!(contents_without_barrier(&store), expected);
     let ok = eventually(Duration::from_secs(5), || {
         source.store().queue().is_empty()
             && rec.mirrors(
-                &contents(&source).into_iter().filter(|(k, _)| k.kind == Kind::VirtualService).collect(),
+                &contents(&store).into_iter().filter(|(k, _)| k.kind == Kind::VirtualService).collect(),
             )
     })
     .await;
@@ -506,7 +525,7 @@ fn the_shared_corpus_loads_as_the_parser_reads_it() {
                 expected.entry(config.key()).or_insert(config);
             }
         }
-        let got = contents(&source);
+        let got = contents(source.store());
         println!("{rel}: {parsed} objects parsed, {} distinct, {} bad files", expected.len(), bad.len());
         assert!(expected.len() > 20, "{rel}: corpus too small? {}", expected.len());
         assert_eq!(got.len(), expected.len(), "{rel}");
@@ -517,8 +536,8 @@ fn the_shared_corpus_loads_as_the_parser_reads_it() {
         let reported: Vec<&Path> = status.bad_files.iter().map(|b| b.file.as_path()).collect();
         assert_eq!(reported, bad.iter().map(PathBuf::as_path).collect::<Vec<_>>());
         // Loaded objects are shared, not copied, on reads.
-        let first = source.list(Kind::VirtualService, None);
-        let again = source.list(Kind::VirtualService, None);
+        let first = source.store().list(Kind::VirtualService, None);
+        let again = source.store().list(Kind::VirtualService, None);
         assert!(first.iter().zip(&again).all(|(a, b)| Arc::ptr_eq(a, b)));
     }
 }

@@ -211,7 +211,7 @@ impl Barrier {
         let text = dr_yaml("default", &name, &format!("barrier-{n}.example.com"));
         write_atomic(&self.dir.join(format!("{name}.yaml")), text.as_bytes());
         let seen = eventually(Duration::from_secs(10), || {
-            source.get(Kind::DestinationRule, "default", &name).is_some()
+            source.store().get(Kind::DestinationRule, "default", &name).is_some()
         })
         .await;
         assert!(seen, "the file source did not pick up barrier {n} within 10 s");
