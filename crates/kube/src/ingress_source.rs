@@ -1,5 +1,6 @@
-//! Kubernetes Ingress as a config source (Istio's `pilot/pkg/config/kube/ingress` controller): a
-//! read-only [`ConfigStoreController`] whose Gateways and VirtualServices are the conversion
+//! Kubernetes Ingress as a config source (Istio's `pilot/pkg/config/kube/ingress` controller): the
+//! [`Feed`] of a read-only [`config::ReadOnlySource`] (`ReadOnlySource::new(source)`, the
+//! [`model::ConfigStoreController`]) whose Gateways and VirtualServices are the conversion
 //! ([`ingress::convert`]) of the cluster's Ingresses, and the writer of Ingress
 //! `status.loadBalancer`.
 //!
@@ -22,8 +23,8 @@
 //!   Ingress's `status.loadBalancer.ingress` with the addresses of the mesh `ingressService` in the
 //!   ingress namespace ([`ingress::status`]): a JSON merge patch of the status subresource, only when
 //!   the addresses differ from what the Ingress (as last watched) says.
-//! - **Sync.** [`ConfigStoreController::has_synced`] is true once the three watches have listed and
-//!   the queue has delivered the result once.
+//! - **Sync.** The source's `has_synced` is true once the three watches have listed ([`Feed::loaded`])
+//!   and the queue has delivered the result once; `source_of` is `k8s-ingress://`.
 //!
 //! **Where meshpilot differs.** Without `ingressService`, istiod falls back to the node external IPs
 //! of a running gateway pod; meshpilot does not watch Pods and Nodes for this and writes no address
@@ -34,14 +35,14 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        Arc, Mutex, MutexGuard, OnceLock,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use api::Kind;
-use config::{MemoryStore, QueueOptions};
+use config::{Feed, MemoryStore, QueueOptions};
 use ingress::{
     Ingress, IngressClass, IngressSettings, ServicePort, ServicePorts,
     status::{IngressService, load_balancer_status, running_addresses},
@@ -55,9 +56,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-use model::{
-    Config, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError, store::RunFuture,
-};
+use model::{Config, ConfigKey, Shutdown, store::RunFuture};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -114,8 +113,6 @@ struct Inner {
     state: Mutex<State>,
     /// Bumped after every change of [`State`] (the status writer waits on it).
     version: watch::Sender<u64>,
-    synced: AtomicBool,
-    barrier: OnceLock<u64>,
     /// Status patches written, and status passes completed (for tests and debugging).
     status_writes: AtomicU64,
     status_passes: AtomicU64,
@@ -138,7 +135,8 @@ struct State {
 pub const KINDS: [Kind; 2] = [Kind::Gateway, Kind::VirtualService];
 
 impl IngressSource {
-    /// A source over the cluster of `config`; nothing happens until [`ConfigStoreController::run`].
+    /// A source over the cluster of `config`; nothing happens until its
+    /// [`config::ReadOnlySource`] runs.
     pub fn new(config: kube::Config, options: IngressSourceOptions) -> IngressSource {
         let name = "kubernetes-ingress".to_string();
         let store = MemoryStore::read_only(name.clone(), &KINDS, options.queue.clone());
@@ -150,8 +148,6 @@ impl IngressSource {
                 store,
                 state: Mutex::new(State::default()),
                 version: watch::channel(0).0,
-                synced: AtomicBool::new(false),
-                barrier: OnceLock::new(),
                 status_writes: AtomicU64::new(0),
                 status_passes: AtomicU64::new(0),
             }),
@@ -431,70 +427,24 @@ impl IngressSource {
     }
 }
 
-impl ConfigStore for IngressSource {
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn schemas(&self) -> &[Kind] {
-        &KINDS
-    }
-
-    fn writable(&self) -> bool {
-        false
-    }
-
-    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Config>> {
-        self.inner.store.get(kind, namespace, name)
+impl Feed for IngressSource {
+    fn store(&self) -> &MemoryStore {
+        &self.inner.store
     }
 
     /// `k8s-ingress://`: derived from the cluster's Ingresses.
-    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
-        self.inner.store.get(kind, namespace, name).map(|_| "k8s-ingress://".to_string())
+    fn source_of(&self, _key: &ConfigKey) -> Option<String> {
+        Some("k8s-ingress://".to_string())
     }
 
-    fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
-        self.inner.store.list(kind, namespace)
-    }
-
-    fn create(&self, _config: Config) -> Result<String, StoreError> {
-        Err(StoreError::ReadOnly { source_name: self.inner.name.clone() })
-    }
-
-    fn update(&self, _config: Config) -> Result<String, StoreError> {
-        Err(StoreError::ReadOnly { source_name: self.inner.name.clone() })
-    }
-
-    fn update_status(&self, _config: Config) -> Result<String, StoreError> {
-        Err(StoreError::ReadOnly { source_name: self.inner.name.clone() })
-    }
-
-    fn delete(
-        &self,
-        _kind: Kind,
-        _namespace: &str,
-        _name: &str,
-        _rv: Option<&str>,
-    ) -> Result<(), StoreError> {
-        Err(StoreError::ReadOnly { source_name: self.inner.name.clone() })
-    }
-}
-
-impl ConfigStoreController for IngressSource {
-    fn register_event_handler(&self, kind: Kind, handler: EventHandler) {
-        self.inner.store.register_event_handler(kind, handler);
-    }
-
-    /// Connects, watches, runs the status writer (when configured) and the event queue until `shutdown`.
+    /// Connects, watches, and runs the status writer (when configured) until `shutdown`.
     fn run(&self, shutdown: Shutdown) -> RunFuture {
         let source = self.clone();
         Box::pin(async move {
-            let queue = tokio::spawn(source.inner.store.run(shutdown.clone()));
             let client = match client::connection(source.inner.config.clone()) {
                 Ok(connection) => connection.client,
                 Err(err) => {
                     tracing::error!(source = %source.inner.name, error = %err, "cannot create the Kubernetes client");
-                    let _ = queue.await;
                     return;
                 }
             };
@@ -519,24 +469,11 @@ impl ConfigStoreController for IngressSource {
             if let Some(task) = status {
                 let _ = task.await;
             }
-            let _ = queue.await;
         })
     }
 
-    fn has_synced(&self) -> bool {
-        let inner = &self.inner;
-        if inner.synced.load(Ordering::Acquire) {
-            return true;
-        }
-        if !inner.state().listed.iter().all(|l| *l) {
-            return false;
-        }
-        let queue = inner.store.queue();
-        let barrier = *inner.barrier.get_or_init(|| queue.mark());
-        let synced = queue.passed(barrier);
-        if synced {
-            inner.synced.store(true, Ordering::Release);
-        }
-        synced
+    /// Once Ingresses, IngressClasses and Services have all been listed.
+    fn loaded(&self) -> bool {
+        self.inner.state().listed.iter().all(|l| *l)
     }
 }

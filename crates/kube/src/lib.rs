@@ -23,7 +23,8 @@
 //! - [`gateway_status`]: the status of Gateway API objects as Istio writes it (conditions merged with
 //!   the live ones, no write when unchanged), written by the leader of `istio-gateway-status-leader-<rev>`.
 //! - [`ingress_source`]: [`ingress_source::IngressSource`], Kubernetes Ingresses as Gateways and VirtualServices
-//!   (Istio's ingress controller, conversion in `meshpilot-ingress`) and the Ingress status writer.
+//!   (Istio's ingress controller, conversion in `meshpilot-ingress`) and the Ingress status writer; the
+//!   feed of a read-only `config::ReadOnlySource`.
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
 //! - [`leader`]: leader election on a Lease with Istio's lock names (one replica writes status,
 //!   runs analysis, deploys gateways).

@@ -5,6 +5,7 @@
 
 use std::{path::Path, sync::Arc};
 
+use config::ReadOnlySource;
 use ingress::IngressSettings;
 use kube_source::{
     gateway_deployment::{DeploymentOptions, GatewayDeployer},
@@ -48,7 +49,7 @@ pub async fn source(
         leader: Some(leader),
         ..IngressSourceOptions::default()
     };
-    Ok(Arc::new(IngressSource::new(config, options)))
+    Ok(Arc::new(ReadOnlySource::new(IngressSource::new(config, options))))
 }
 
 /// The automated Gateway deployment for the cluster of `kubeconfig`, unless

@@ -154,7 +154,7 @@ impl Plane {
         if let Some(k) = &kube {
             sources.push(Arc::new(k.source.clone()));
             if let Some(ingress) = &k.ingress {
-                sources.push(Arc::new(ingress.clone()));
+                sources.push(Arc::new(ReadOnlySource::new(ingress.clone())));
             }
         }
         let store: Arc<dyn ConfigStoreController> =
