@@ -5,7 +5,7 @@
 //! `apigen`; docs/MCP.md).
 //!
 //! ```text
-//!  McpSource::run ── dial (plaintext or tlsSettings) ── ADS stream, SotW ──────────────┐
+//!  McpSource ── dial (plaintext or tlsSettings) ── ADS stream, SotW ───────────────────┐
 //!    one DiscoveryRequest per type URL: core/v1alpha1/MeshConfig (when a mesh handler  │ DiscoveryResponse
 //!    is set) + group/version/Kind of every kind; node sidecar~IP~POD.NS~NS.svc…,       │ (full state of a type)
 //!    metadata GENERATOR: api                                                          ▼
@@ -34,9 +34,13 @@
 //!   retried after a doubling delay ([`McpOptions::backoff`]); the config received so far stays in
 //!   force meanwhile. A new stream re-subscribes; the server's full state per type replaces what is
 //!   held, so a server restart deletes nothing that still exists.
+//! - **Source**: [`McpSource`] is the [`config::Feed`] of a read-only [`config::ReadOnlySource`]
+//!   (`ReadOnlySource::new(source)`), which is the [`model::ConfigStoreController`] the aggregate
+//!   gets and runs the client: writes refused with `StoreError::ReadOnly`, `source_of` =
+//!   `xds://HOST:PORT`.
 //! - **Sync**: [`model::ConfigStoreController::has_synced`] once every subscribed kind has had one
-//!   answer (MeshConfig not counted, as istiod); until then
-//!   [`model::ConfigStoreController::not_synced_reason`] says why (`config source
+//!   answer (MeshConfig not counted, as istiod) and the queue has delivered those objects once; until
+//!   then [`model::ConfigStoreController::not_synced_reason`] says why (`config source
 //!   xds://127.0.0.1:15010 has not answered: …`), which `/ready` shows.
 //! - **Metrics**: `meshpilot_mcp_responses`, `meshpilot_mcp_nacks`, `meshpilot_mcp_invalid_objects`,
 //!   `meshpilot_mcp_reconnects` (Istio's client has none).

@@ -1,20 +1,16 @@
-//! [`McpSource`]: the `xds://` config source as a [`ConfigStoreController`].
+//! [`McpSource`]: the `xds://` config source, the [`Feed`] of a read-only [`config::ReadOnlySource`]
+//! (`ReadOnlySource::new(source)`, the [`model::ConfigStoreController`]; Istio fills a
+//! `pilot/pkg/config/memory` controller from `pkg/adsc`).
 
 use std::{
     collections::{BTreeMap, HashSet},
-    sync::{
-        Arc, Mutex, MutexGuard, OnceLock,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
 use api::{Kind, networking::destination_rule::ClientTlsSettings};
-use config::{MemoryStore, QueueOptions, parse::ParseOptions};
-use model::{
-    Config, ConfigKey, ConfigStore, ConfigStoreController, EventHandler, Shutdown, StoreError,
-    store::RunFuture,
-};
+use config::{Feed, MemoryStore, QueueOptions, parse::ParseOptions};
+use model::{Config, ConfigKey, ConfigStore, Shutdown, store::RunFuture};
 
 use crate::apply::InvalidResource;
 
@@ -138,8 +134,9 @@ pub struct McpStatus {
     pub versions: BTreeMap<String, String>,
 }
 
-/// The MCP-over-xDS client config source (one `xds://` entry of mesh config `configSources`).
-/// Cheap to clone (a handle). See the crate documentation for the protocol and rules.
+/// The MCP-over-xDS client config source (one `xds://` entry of mesh config `configSources`), the
+/// [`Feed`] of a [`config::ReadOnlySource`]. Cheap to clone (a handle). See the crate documentation
+/// for the protocol and rules.
 #[derive(Clone)]
 pub struct McpSource {
     pub(crate) inner: Arc<Inner>,
@@ -157,8 +154,6 @@ pub(crate) struct Inner {
     pub(crate) dialer: Option<crate::tls::TlsDialer>,
     pub(crate) store: MemoryStore,
     pub(crate) state: Mutex<State>,
-    barrier: OnceLock<u64>,
-    synced: AtomicBool,
 }
 
 #[derive(Default)]
@@ -170,8 +165,8 @@ pub(crate) struct State {
 }
 
 impl McpSource {
-    /// A source reading from `options.address`. Nothing is dialed until
-    /// [`ConfigStoreController::run`].
+    /// A source reading from `options.address`. Nothing is dialed until its
+    /// [`config::ReadOnlySource`] runs.
     ///
     /// # Errors
     /// Unusable `tlsSettings` (the message names the field).
@@ -188,8 +183,6 @@ impl McpSource {
                 dialer,
                 store,
                 state: Mutex::new(State { status, ..State::default() }),
-                barrier: OnceLock::new(),
-                synced: AtomicBool::new(false),
             }),
         })
     }
@@ -215,100 +208,36 @@ impl Inner {
     }
 }
 
-impl ConfigStore for McpSource {
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn schemas(&self) -> &[Kind] {
-        &self.inner.options.kinds
-    }
-
-    fn writable(&self) -> bool {
-        false
-    }
-
-    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Arc<Config>> {
-        self.inner.store.get(kind, namespace, name)
-    }
-
-    fn list(&self, kind: Kind, namespace: Option<&str>) -> Vec<Arc<Config>> {
-        self.inner.store.list(kind, namespace)
-    }
-
-    /// `xds://HOST:PORT` for every object it holds.
-    fn source_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
-        self.inner.store.get(kind, namespace, name).map(|_| self.inner.name.clone())
-    }
-
-    fn create(&self, _config: Config) -> Result<String, StoreError> {
-        Err(self.read_only())
-    }
-
-    fn update(&self, _config: Config) -> Result<String, StoreError> {
-        Err(self.read_only())
-    }
-
-    fn update_status(&self, _config: Config) -> Result<String, StoreError> {
-        Err(self.read_only())
-    }
-
-    fn delete(&self, _: Kind, _: &str, _: &str, _: Option<&str>) -> Result<(), StoreError> {
-        Err(self.read_only())
-    }
-}
-
 impl McpSource {
-    fn read_only(&self) -> StoreError {
-        StoreError::ReadOnly { source_name: self.inner.name.clone() }
-    }
-
     /// Which objects of `kind` are held now, by key.
     pub(crate) fn held(&self, kind: Kind) -> BTreeMap<ConfigKey, Arc<Config>> {
         self.inner.store.list(kind, None).into_iter().map(|c| (c.key(), c)).collect()
     }
 }
 
-impl ConfigStoreController for McpSource {
-    fn register_event_handler(&self, kind: Kind, handler: EventHandler) {
-        self.inner.store.register_event_handler(kind, handler);
+impl Feed for McpSource {
+    fn store(&self) -> &MemoryStore {
+        &self.inner.store
     }
 
-    /// Runs the event queue and the client (connect, subscribe, apply responses, reconnect with
-    /// backoff) until `shutdown`.
+    /// `xds://HOST:PORT` for every object it holds.
+    fn source_of(&self, _key: &ConfigKey) -> Option<String> {
+        Some(self.inner.name.clone())
+    }
+
+    /// The client (connect, subscribe, apply responses, reconnect with backoff) until `shutdown`.
     fn run(&self, shutdown: Shutdown) -> RunFuture {
-        let source = self.clone();
-        Box::pin(async move {
-            let queue = tokio::spawn(source.inner.store.run(shutdown.clone()));
-            crate::client::run(source, shutdown).await;
-            let _ = queue.await;
-        })
+        Box::pin(crate::client::run(self.clone(), shutdown))
     }
 
-    /// True once every subscribed kind has had one answer (MeshConfig not counted, as istiod) and
-    /// the queue has delivered those objects once.
-    fn has_synced(&self) -> bool {
-        let inner = &self.inner;
-        if inner.synced.load(Ordering::Acquire) {
-            return true;
-        }
-        let subscribed = inner.options.kinds.iter().filter(|k| Kind::ISTIO.contains(k)).count();
-        if inner.state().answered.len() < subscribed {
-            return false;
-        }
-        let queue = inner.store.queue();
-        let barrier = *inner.barrier.get_or_init(|| queue.mark());
-        let synced = queue.passed(barrier);
-        if synced {
-            inner.synced.store(true, Ordering::Release);
-        }
-        synced
+    /// Once every subscribed kind has had one answer (MeshConfig not counted, as istiod).
+    fn loaded(&self) -> bool {
+        let subscribed = self.inner.options.kinds.iter().filter(|k| Kind::ISTIO.contains(k)).count();
+        self.inner.state().answered.len() >= subscribed
     }
 
+    /// How many kinds have answered, or why the server has not.
     fn not_synced_reason(&self) -> Option<String> {
-        if self.has_synced() {
-            return None;
-        }
         let status = self.status();
         let name = &self.inner.name;
         Some(match (status.answered, &status.last_error) {

@@ -87,7 +87,7 @@ pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Bui
                 options.mesh_handler = Some(mesh_handler(cx.local_mesh, cx.domain, cx.inputs.clone())?);
                 let mcp = mcp::McpSource::new(options)?;
                 info!(source = %source.address(), tls = tls.is_some(), "reading Istio config from an MCP-over-xDS server");
-                built.sources.push(Arc::new(mcp));
+                built.sources.push(Arc::new(ReadOnlySource::new(mcp)));
             }
         }
     }

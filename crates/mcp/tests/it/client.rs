@@ -12,6 +12,7 @@ use std::{
 };
 
 use api::Kind;
+use config::ReadOnlySource;
 use meshpilot_mcp::{McpOptions, McpSource, NodeIdentity};
 use meshpilot_testing::wait_for;
 use model::{ConfigStore, ConfigStoreController, Event, shutdown_channel};
@@ -33,7 +34,7 @@ fn options(addr: std::net::SocketAddr) -> McpOptions {
 }
 
 /// Every event the source raised, as `event kind/ns/name@version`.
-fn record(source: &McpSource) -> Arc<Mutex<Vec<String>>> {
+fn record(source: &ReadOnlySource) -> Arc<Mutex<Vec<String>>> {
     let events = Arc::new(Mutex::new(Vec::new()));
     for kind in source.schemas().to_vec() {
         let events = events.clone();
@@ -55,7 +56,7 @@ fn record(source: &McpSource) -> Arc<Mutex<Vec<String>>> {
     events
 }
 
-fn host_of(source: &McpSource, name: &str) -> Option<String> {
+fn host_of(source: &ReadOnlySource, name: &str) -> Option<String> {
     let config = source.get(Kind::VirtualService, "ns", name)?;
     config.spec.to_json()["hosts"][0].as_str().map(str::to_string)
 }
@@ -78,7 +79,8 @@ async fn objects_edits_deletes_nacks_and_mesh_config() {
         seen.lock().unwrap().push(json.clone());
         Ok(Vec::new())
     }));
-    let source = McpSource::new(opts).unwrap();
+    let mcp = McpSource::new(opts).unwrap();
+    let source = ReadOnlySource::new(mcp.clone());
     let events = record(&source);
     let (trigger, shutdown) = shutdown_channel();
     let run = tokio::spawn(source.run(shutdown));
@@ -143,7 +145,7 @@ async fn objects_edits_deletes_nacks_and_mesh_config() {
         "the valid object of a NACKed response applies"
     );
     assert_eq!(host_of(&source, "a").as_deref(), Some("a2.example.com"), "the last good copy stays");
-    assert_eq!(source.status().invalid.len(), 1);
+    assert_eq!(mcp.status().invalid.len(), 1);
     assert_ne!(nack.version_info, "", "a NACK carries the last accepted version");
 
     // MeshConfig: decoded and handed to the handler; a refused one is NACKed.
@@ -177,7 +179,8 @@ async fn server_down_at_start_then_lost_then_back_keeps_config_and_deletes_nothi
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let source = McpSource::new(options(addr)).unwrap();
+    let mcp = McpSource::new(options(addr)).unwrap();
+    let source = ReadOnlySource::new(mcp.clone());
     let events = record(&source);
     let (trigger, shutdown) = shutdown_channel();
     let run = tokio::spawn(source.run(shutdown));
@@ -199,7 +202,7 @@ async fn server_down_at_start_then_lost_then_back_keeps_config_and_deletes_nothi
     // The server goes away: the config stays in force.
     let state = server.state();
     server.stop().await;
-    wait_for("disconnect noticed", WAIT, async || (!source.status().connected).then_some(())).await.unwrap();
+    wait_for("disconnect noticed", WAIT, async || (!mcp.status().connected).then_some(())).await.unwrap();
     assert_eq!(host_of(&source, "a").as_deref(), Some("a.example.com"));
     assert!(source.has_synced(), "a source that answered once stays synced");
 
@@ -207,7 +210,7 @@ async fn server_down_at_start_then_lost_then_back_keeps_config_and_deletes_nothi
     let server = FakeServer::start(addr, state).await;
     server.set(VS, vec![vs("ns/a", "1", "a.example.com", "a"), vs("ns/z", "1", "z.example.com", "z")]);
     wait_for("re-synced", WAIT, async || host_of(&source, "z")).await.unwrap();
-    assert!(source.status().connections >= 2);
+    assert!(mcp.status().connections >= 2);
     let log = events.lock().unwrap().clone();
     assert_eq!(
         log,
