@@ -184,3 +184,115 @@ impl ConfigStoreController for ReadOnlySource {
         if self.has_synced() { None } else { self.inner.feed.not_synced_reason() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Mutex,
+        atomic::{AtomicBool, Ordering},
+    };
+
+    use api::Spec;
+    use model::{ConfigMeta, shutdown_channel};
+
+    use super::*;
+    use crate::{memory::Change, queue::QueueOptions};
+
+    /// A feed whose initial state is loaded when the test says so.
+    struct TestFeed {
+        store: MemoryStore,
+        loaded: Arc<AtomicBool>,
+    }
+
+    impl Feed for TestFeed {
+        fn store(&self) -> &MemoryStore {
+            &self.store
+        }
+        fn source_of(&self, key: &ConfigKey) -> Option<String> {
+            Some(format!("test://{}", key.name))
+        }
+        fn run(&self, mut shutdown: Shutdown) -> RunFuture {
+            Box::pin(async move { shutdown.wait().await })
+        }
+        fn loaded(&self) -> bool {
+            self.loaded.load(Ordering::Acquire)
+        }
+        fn not_synced_reason(&self) -> Option<String> {
+            Some("still listing".into())
+        }
+    }
+
+    fn gateway(name: &str) -> Arc<Config> {
+        Arc::new(Config {
+            meta: ConfigMeta { name: name.into(), namespace: "default".into(), ..ConfigMeta::default() },
+            spec: Spec::Gateway(Box::default()),
+            status: None,
+        })
+    }
+
+    fn source(loaded: bool) -> (ReadOnlySource, MemoryStore, Arc<AtomicBool>) {
+        let store = MemoryStore::read_only("test://", &[Kind::Gateway], QueueOptions::default());
+        let flag = Arc::new(AtomicBool::new(loaded));
+        let source = ReadOnlySource::new(TestFeed { store: store.clone(), loaded: flag.clone() });
+        (source, store, flag)
+    }
+
+    #[test]
+    fn reads_are_the_stores_and_writes_are_refused_naming_the_source() {
+        let (source, store, _) = source(true);
+        store.apply([Change::Upsert(gateway("a"))]);
+        assert!(!source.writable());
+        assert_eq!(source.name(), "test://");
+        assert_eq!(source.schemas(), [Kind::Gateway]);
+        assert_eq!(
+            source.get(Kind::Gateway, "default", "a").map(|c| c.meta.name.clone()).as_deref(),
+            Some("a")
+        );
+        assert_eq!(source.list(Kind::Gateway, None).len(), 1);
+        assert_eq!(source.source_of(Kind::Gateway, "default", "a").as_deref(), Some("test://a"));
+        assert_eq!(source.source_of(Kind::Gateway, "default", "absent"), None, "only for objects held");
+        let refused = |r: Result<String, StoreError>| {
+            assert!(
+                matches!(r, Err(StoreError::ReadOnly { ref source_name }) if source_name == "test://"),
+                "{r:?}"
+            );
+        };
+        refused(source.create((*gateway("b")).clone()));
+        refused(source.update((*gateway("a")).clone()));
+        refused(source.update_status((*gateway("a")).clone()));
+        assert!(matches!(
+            source.delete(Kind::Gateway, "default", "a", None),
+            Err(StoreError::ReadOnly { .. })
+        ));
+        assert!(source.get(Kind::Gateway, "default", "a").is_some(), "the object stays");
+    }
+
+    #[tokio::test]
+    async fn synced_once_loaded_and_delivered_then_stays_synced() {
+        let (source, store, loaded) = source(false);
+        let delivered = Arc::new(Mutex::new(Vec::new()));
+        let log = delivered.clone();
+        source.register_event_handler(
+            Kind::Gateway,
+            Arc::new(move |_, new: &Arc<Config>, _| {
+                log.lock().unwrap().push(new.meta.name.clone());
+                Ok(())
+            }),
+        );
+        let (trigger, shutdown) = shutdown_channel();
+        let task = tokio::spawn(source.run(shutdown));
+        store.apply([Change::Upsert(gateway("a"))]);
+        assert!(!source.has_synced(), "the feed has not loaded");
+        assert_eq!(source.not_synced_reason().as_deref(), Some("still listing"));
+        loaded.store(true, Ordering::Release);
+        while !source.has_synced() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*delivered.lock().unwrap(), ["a"], "everything queued before loading was delivered first");
+        assert_eq!(source.not_synced_reason(), None);
+        loaded.store(false, Ordering::Release);
+        assert!(source.has_synced(), "synced stays true");
+        drop(trigger);
+        task.await.unwrap();
+    }
+}
