@@ -46,16 +46,13 @@ mod store;
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::{
-        Arc, Mutex, MutexGuard, OnceLock,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex, MutexGuard, OnceLock},
     time::Duration,
 };
 
 use api::{Kind, Schema};
 use config::parse::{Finding, ParseOptions};
-use config::{Change, MemoryStore, QueueOptions};
+use config::{Change, MemoryStore, QueueOptions, SyncBarrier};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
@@ -144,8 +141,7 @@ struct Inner {
     store: MemoryStore,
     state: Mutex<State>,
     writer: OnceLock<Result<Writer, String>>,
-    barrier: OnceLock<u64>,
-    synced: AtomicBool,
+    sync: SyncBarrier,
     /// Discovery-selector state; held across the store update it decides, so a namespace's
     /// membership change and an object's event never interleave.
     discovery: Mutex<Discovery>,
@@ -192,8 +188,7 @@ impl KubeSource {
                 store,
                 state: Mutex::default(),
                 writer: OnceLock::new(),
-                barrier: OnceLock::new(),
-                synced: AtomicBool::new(false),
+                sync: SyncBarrier::default(),
                 discovery: Mutex::new(Discovery {
                     listed: options_selectors_empty,
                     filter: NamespaceFilter::new(selectors),
@@ -579,25 +574,13 @@ impl ConfigStoreController for KubeSource {
 
     fn has_synced(&self) -> bool {
         let inner = &self.inner;
-        if inner.synced.load(Ordering::Acquire) {
-            return true;
-        }
-        {
-            let state = inner.state();
-            if !state.crds_listed || !state.watches.values().all(|w| w.listed) {
-                return false;
-            }
-        }
-        if !inner.discovery().listed {
-            return false;
-        }
-        let queue = inner.store.queue();
-        let barrier = *inner.barrier.get_or_init(|| queue.mark());
-        let synced = queue.passed(barrier);
-        if synced {
-            inner.synced.store(true, Ordering::Release);
-        }
-        synced
+        inner.sync.passed(inner.store.queue(), || {
+            let listed = {
+                let state = inner.state();
+                state.crds_listed && state.watches.values().all(|w| w.listed)
+            };
+            listed && inner.discovery().listed
+        })
     }
 }
 
