@@ -271,14 +271,17 @@ impl ConfigStoreController for Aggregate {
         })
     }
 
-    /// The reasons of the sources that have not synced, joined with `; `.
+    /// The reasons of the sources that have not synced (`config source NAME has not synced` for one
+    /// with no reason of its own), joined with `; `.
     fn not_synced_reason(&self) -> Option<String> {
         let reasons: Vec<String> = self
             .inner
             .sources
             .iter()
             .filter(|s| !s.has_synced())
-            .filter_map(|s| s.not_synced_reason())
+            .map(|s| {
+                s.not_synced_reason().unwrap_or_else(|| format!("config source {} has not synced", s.name()))
+            })
             .collect();
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }

@@ -394,7 +394,13 @@ impl DiscoveryServer {
                 return;
             }
             if !warned && started.elapsed() > Duration::from_secs(10) {
-                warn!("config or service registry not synced after 10s; still waiting");
+                let config = self.store.not_synced_reason();
+                let services = self.services.has_synced();
+                warn!(
+                    config = config.as_deref().unwrap_or("synced"),
+                    services = if services { "synced" } else { "not synced" },
+                    "config or service registry not synced after 10s; still waiting"
+                );
                 warned = true;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

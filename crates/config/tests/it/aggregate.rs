@@ -186,9 +186,14 @@ async fn has_synced_waits_for_every_source_and_the_aggregate_queue() {
     let rec = Recorder::new();
     agg.register_event_handler(Kind::VirtualService, rec.handler());
     assert!(!agg.has_synced());
+    // Every source not synced is named, with its own reason or a plain one.
+    let reason = agg.not_synced_reason().unwrap_or_default();
+    assert!(reason.contains("config source memory has not synced"), "{reason}");
+    assert!(reason.contains(&format!("config source file:{}", files.path().display())), "{reason}");
     let (trigger, shutdown) = shutdown_channel();
     let run = tokio::spawn(agg.run(shutdown));
     assert!(eventually(Duration::from_secs(5), || agg.has_synced()).await);
+    assert_eq!(agg.not_synced_reason(), None);
     // Synced means the handler has seen the initial state.
     assert_eq!(rec.mirror.lock().unwrap().len(), 50);
     trigger.trigger();
