@@ -389,11 +389,11 @@ pub struct SyncBarrier {
 
 impl SyncBarrier {
     /// Takes the mark now unless it is taken already; returns it.
-    pub fn set(&self, queue: &Queue) -> u64 {
+    pub(crate) fn set(&self, queue: &Queue) -> u64 {
         *self.mark.get_or_init(|| queue.mark())
     }
 
-    /// `true` once `ready` held (the mark is taken the first time it does, unless [`SyncBarrier::set`]
+    /// `true` once `ready` held (the mark is taken the first time it does, unless the owning store
     /// took it before) and `queue` has delivered everything queued before the mark. Once true,
     /// neither `ready` nor the queue is asked again.
     pub fn passed(&self, queue: &Queue, ready: impl FnOnce() -> bool) -> bool {

@@ -394,10 +394,15 @@ impl DiscoveryServer {
                 return;
             }
             if !warned && started.elapsed() > Duration::from_secs(10) {
-                let config = self.store.not_synced_reason();
+                // Every source may have synced while the aggregate still delivers what they sent.
+                let config = match self.store.not_synced_reason() {
+                    Some(reason) => reason,
+                    None if self.store.has_synced() => "synced".to_string(),
+                    None => "its sources' events are still being delivered".to_string(),
+                };
                 let services = self.services.has_synced();
                 warn!(
-                    config = config.as_deref().unwrap_or("synced"),
+                    config = config.as_str(),
                     services = if services { "synced" } else { "not synced" },
                     "config or service registry not synced after 10s; still waiting"
                 );

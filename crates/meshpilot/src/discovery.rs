@@ -15,9 +15,9 @@ use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
 use sds::{FileSecretOptions, FileSecrets};
 use security::{Authenticator, CaOptions, IstioCa, authn::TokenReviewer};
 use tracing::{error, info, warn};
+use xds::AdsConfig;
 
 use crate::env::{DiscoveryEnv, Environment};
-use xds::AdsConfig;
 
 /// Arguments of `meshpilot discovery`.
 #[derive(clap::Args, Debug)]
