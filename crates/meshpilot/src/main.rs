@@ -8,6 +8,7 @@
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
 //! - `proxy-status [PROXY]`, `proxy-config KIND PROXY`: a running control plane's view of its proxies.
 //! - `status KIND/NAMESPACE/NAME`: whether a config object is applied (proxies concerned, ACK/NACK).
+//! - `kube-inject -f FILE`: Istio's sidecar injection applied to manifests offline.
 
 mod analyze;
 mod ca;
@@ -21,6 +22,7 @@ mod discovery;
 mod env;
 mod gateway_api;
 mod ingress_source;
+mod kube_inject;
 mod proxy;
 mod shutdown;
 mod status;
@@ -77,6 +79,7 @@ enum Command {
     ProxyConfig(proxy::config::ConfigCommand),
     /// Show whether a config object is applied: `status KIND/NAMESPACE/NAME` (proxies, ACKED/PENDING/NACKED).
     Status(status::Args),
+    KubeInject(kube_inject::Args),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Analyze(args) => analyze::run(&args),
+        Command::KubeInject(args) => kube_inject::run(&args),
         Command::Configz(args) => configz::run(&args),
         Command::Discovery(args) => discovery::run(&args),
         Command::Ca(command) => ca::run(&command),
