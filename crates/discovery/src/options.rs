@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use jwks::JwksOptions;
-use validation::common::parse_go_duration;
+use validation::common::{parse_go_bool, parse_go_duration};
 
 /// A bad environment variable: names the variable, its value and what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,16 +138,11 @@ pub(crate) fn duration_var(name: &str, value: &str) -> Result<Duration, EnvError
 }
 
 pub(crate) fn bool_var(name: &str, value: &str) -> Result<bool, EnvError> {
-    // Go's strconv.ParseBool.
-    match value {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(EnvError {
-            name: name.into(),
-            value: value.into(),
-            reason: "expected a boolean (true/false, 1/0, t/f)".into(),
-        }),
-    }
+    parse_go_bool(value).ok_or_else(|| EnvError {
+        name: name.into(),
+        value: value.into(),
+        reason: "expected a boolean (true/false, 1/0, t/f)".into(),
+    })
 }
 
 /// The JWKS resolver's settings read through `lookup` (the binary passes its one snapshot of the

@@ -85,9 +85,8 @@ impl Environment {
     pub fn bool(&self, name: &str, default: bool) -> Result<bool, String> {
         match self.vars.get(name).map(String::as_str) {
             None | Some("") => Ok(default),
-            Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-            Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-            Some(other) => Err(format!("{name}={other:?}: expected true or false")),
+            Some(value) => validation::common::parse_go_bool(value)
+                .ok_or_else(|| format!("{name}={value:?}: expected true or false")),
         }
     }
 }

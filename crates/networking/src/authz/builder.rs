@@ -108,15 +108,6 @@ fn policy_name(namespace: &str, name: &str, rule: usize, provider: Option<&str>)
     format!("{prefix}ns[{namespace}]-policy[{name}]-rule[{rule}]")
 }
 
-/// Go's `strconv.ParseBool`.
-fn parse_bool(v: &str) -> Option<bool> {
-    match v {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 struct State<'a> {
     ctx: &'a AuthzContext<'a>,
     chain: Chain,
@@ -146,7 +137,7 @@ impl State<'_> {
 
     fn is_dry_run(&mut self, config: &Config) -> bool {
         let Some(v) = config.meta.annotations.get(DRY_RUN_ANNOTATION) else { return false };
-        match parse_bool(v) {
+        match validation::common::parse_go_bool(v) {
             Some(b) => b,
             None => {
                 self.finding(

@@ -167,6 +167,17 @@ pub(super) fn go_atoi_ok(text: &str) -> bool {
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && text.parse::<i64>().is_ok()
 }
 
+/// Parses a boolean as Go's `strconv.ParseBool` does: `1`, `t`, `T`, `TRUE`, `true`, `True` and
+/// `0`, `f`, `F`, `FALSE`, `false`, `False`; anything else is `None`. Istio reads boolean flags,
+/// environment variables and annotations this way.
+pub fn parse_go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// Parses a Go duration (`300ms`, `1.5s`, `2h45m`; units ns, us, µs, ms, s, m, h). Negative
 /// durations are refused.
 ///
@@ -215,6 +226,19 @@ pub fn parse_go_duration(text: &str) -> Result<std::time::Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_booleans() {
+        for text in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(parse_go_bool(text), Some(true), "{text}");
+        }
+        for text in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(parse_go_bool(text), Some(false), "{text}");
+        }
+        for text in ["", "yes", "tRUE", " true", "2"] {
+            assert_eq!(parse_go_bool(text), None, "{text:?}");
+        }
+    }
 
     #[test]
     fn go_durations() {

@@ -3,7 +3,7 @@
 use api::meta::ObjectMeta;
 
 use super::{
-    go::go_quote,
+    go::{go_quote, parse_go_bool},
     hosts::{validate_dns1123_label, validate_dns1123_subdomain},
     labels::{validate_k8s_annotations, validate_k8s_labels},
 };
@@ -70,14 +70,6 @@ pub fn validate_metadata(meta: &ObjectMeta, report: &mut Report) {
     }
 }
 
-/// Go's `strconv.ParseBool`.
-fn go_parse_bool(value: &str) -> bool {
-    matches!(
-        value,
-        "1" | "t" | "T" | "TRUE" | "true" | "True" | "0" | "f" | "F" | "FALSE" | "false" | "False"
-    )
-}
-
 /// Checks the `istio.io/dry-run` annotation, following Istio's `checkDryRunAnnotation`.
 ///
 /// `authz_action` is `Some(action)` (the AuthorizationPolicy action's name, `ALLOW` when unset) for an
@@ -95,7 +87,7 @@ pub fn check_dry_run_annotation(meta: &ObjectMeta, authz_action: Option<&str>) -
             "{who} has unsupported annotation {DRY_RUN_ANNOTATION}, please remove the annotation"
         )),
         Some("ALLOW" | "DENY") => {
-            if go_parse_bool(value) {
+            if parse_go_bool(value).is_some() {
                 Ok(())
             } else {
                 Err(format!(

@@ -35,7 +35,7 @@ mod tests;
 use std::collections::BTreeSet;
 
 pub use export_to::validate_export_to;
-pub use go::{go_duration, go_duration_nanos, go_float, go_quote, parse_go_duration};
+pub use go::{go_duration, go_duration_nanos, go_float, go_quote, parse_go_bool, parse_go_duration};
 pub use goip::{
     is_ipv4_address, is_ipv6_address, is_valid_ip_address, validate_ip_address, validate_ip_block,
     validate_ip_subnet, validate_unix_address,
