@@ -1,7 +1,11 @@
-//! `meshpilot discovery`: the control plane. Reads `--config-dir` directories (watched) and/or the
+//! `meshpilot discovery`: the control plane. Reads `--configDir` directories (watched) and/or the
 //! Istio custom resources of the cluster in `--kubeconfig` (watched), builds the
-//! ServiceEntry registry, and serves xDS (ADS, SotW and Delta) on `--grpc-addr`, readiness and debug
-//! endpoints on `--http-addr`, Prometheus metrics on `--monitoring-addr`, until SIGTERM/SIGINT.
+//! ServiceEntry registry, and serves xDS (ADS, SotW and Delta) on `--grpcAddr`, readiness and debug
+//! endpoints on `--httpAddr`, Prometheus metrics on `--monitoringAddr`, until SIGTERM/SIGINT.
+//!
+//! Flags are spelled as istiod's `pilot-discovery discovery` spells them (`--grpcAddr`,
+//! `--meshConfig`, …; [`crate::discovery_flags`]); meshpilot's earlier kebab-case spellings
+//! (`--grpc-addr`, `--mesh-config`, …) are aliases.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
@@ -17,13 +21,14 @@ use security::{Authenticator, CaOptions, IstioCa, authn::TokenReviewer};
 use tracing::{error, info, warn};
 use xds::AdsConfig;
 
+use crate::discovery_flags::{KeepaliveArgs, LogArgs, NotUsedArgs};
 use crate::env::{DiscoveryEnv, Environment};
 
 /// Arguments of `meshpilot discovery`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Run the control plane: serve Istio config from --config-dir to Envoy and gRPC clients over xDS",
-    long_about = "Run the control plane (Istio's pilot-discovery). Config is read from --config-dir \
+    about = "Run the control plane: serve Istio config from --configDir to Envoy and gRPC clients over xDS",
+    long_about = "Run the control plane (Istio's pilot-discovery). Config is read from --configDir \
 directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz) \
 and/or from the Istio custom resources of the cluster in --kubeconfig (watched; an invalid object is skipped \
 with a warning). ServiceEntries and WorkloadEntries are a service registry; with --kubeconfig, so are the \
@@ -33,11 +38,15 @@ xds:// reads an MCP-over-xDS server such as istiod or another meshpilot (docs/MC
 Certificate files named by DestinationRule and Gateway `tls` settings are sent to proxies as SDS secrets \
 (`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
-Ports: --grpc-addr ADS (SotW + Delta, plaintext, Istio's 15010); --secure-grpc-addr ADS and the CA \
-over TLS (Istio's 15012; off unless given); --https-addr the validating webhook (Istio's 15017; off unless \
-given); --http-addr /ready and /debug/* \
-(configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz, proxystatusz); --monitoring-addr \
+Ports: --grpcAddr ADS (SotW + Delta, plaintext, Istio's 15010); --secureGRPCAddr ADS and the CA \
+over TLS (Istio's 15012; off unless given); --httpsAddr the validating webhook (Istio's 15017; off unless \
+given); --httpAddr /ready and /debug/* \
+(configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz, proxystatusz); --monitoringAddr \
 /metrics (Prometheus, Istio metric names).\n\n\
+Flags are spelled as istiod's (--grpcAddr, --meshConfig, --log_output_level, …); the kebab-case spellings \
+(--grpc-addr, --mesh-config, …) still work. istiod's flags that meshpilot does not act on are accepted, \
+listed under their own heading below, and named in a warning at start when given; an unknown flag is \
+an error naming it (istiod ignores unknown flags).\n\n\
 Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
 for the secure port XDS_AUTH (true), PILOT_ENABLE_XDS_IDENTITY_CHECK (true), TOKEN_AUDIENCES (istio-ca), \
 DEFAULT_WORKLOAD_CERT_TTL (24h), MAX_WORKLOAD_CERT_TTL (2160h), POD_NAMESPACE (istio-system), ROOT_CA_DIR; \
@@ -45,17 +54,20 @@ with --kubeconfig, PILOT_ENABLE_ANALYSIS (false: analysis messages in objects' s
 (false: a Reconciled condition), written by the leader of a Lease (POD_NAME, POD_NAMESPACE; docs/CONFIG-FEEDBACK.md), and \
 PILOT_ENABLE_GATEWAY_API_STATUS (true: the status of Gateway API objects, written by the leader of \
 istio-gateway-status-leader-<revision>; docs/GATEWAY-API.md); \
-RUST_LOG sets the log level (default info).\n\n\
+RUST_LOG sets the log level, replacing --log_output_level (default info).\n\n\
 Stops cleanly on SIGTERM or SIGINT."
 )]
 pub struct Args {
     /// A directory of Istio config (YAML/JSON, read recursively, watched); repeatable. The first wins
-    /// for an object defined in several.
-    #[arg(long = "config-dir", value_name = "DIR", required_unless_present_any = ["kubeconfig", "mesh_config"])]
+    /// for an object defined in several. Unlike istiod's --configDir (one directory, instead of the
+    /// cluster's custom resources), combined with --kubeconfig. Give it, --kubeconfig, or mesh config
+    /// configSources.
+    #[arg(long = "configDir", visible_alias = "config-dir", value_name = "DIR")]
     config_dirs: Vec<PathBuf>,
 
-    /// Watch the Istio custom resources of the cluster in this kubeconfig (combined with --config-dir:
-    /// an object in both is taken from the directory; writes go to the cluster).
+    /// Watch the Istio custom resources of the cluster in this kubeconfig (combined with --configDir:
+    /// an object in both is taken from the directory; writes go to the cluster). istiod's
+    /// --kubeconfig; without it istiod uses its in-cluster config, meshpilot watches no cluster.
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
 
@@ -74,11 +86,12 @@ pub struct Args {
     revision: Option<String>,
 
     /// Mesh config YAML (Istio's MeshConfig: rootNamespace, outboundTrafficPolicy,
-    /// defaultServiceExportTo, connectTimeout, …). Unknown fields are warnings.
-    #[arg(long = "mesh-config", value_name = "FILE")]
+    /// defaultServiceExportTo, connectTimeout, …). Unknown fields are warnings. istiod's --meshConfig,
+    /// without its default (istiod reads ./etc/istio/config/mesh when not given; meshpilot, none).
+    #[arg(long = "meshConfig", visible_alias = "mesh-config", value_name = "FILE")]
     mesh_config: Option<PathBuf>,
 
-    /// DNS domain suffix of the mesh.
+    /// DNS domain suffix of the mesh (istiod's --domain).
     #[arg(long, default_value = "cluster.local")]
     domain: String,
 
@@ -86,22 +99,22 @@ pub struct Args {
     #[arg(long, default_value = "default")]
     default_namespace: String,
 
-    /// ADS gRPC address (`:PORT` listens on all interfaces).
-    #[arg(long = "grpc-addr", default_value = ":15010")]
+    /// ADS gRPC address (istiod's --grpcAddr; `:PORT` listens on all interfaces).
+    #[arg(long = "grpcAddr", visible_alias = "grpc-addr", default_value = ":15010")]
     grpc_addr: String,
 
-    /// HTTP address for /ready and /debug/*.
-    #[arg(long = "http-addr", default_value = ":8080")]
+    /// HTTP address for /ready and /debug/* (istiod's --httpAddr).
+    #[arg(long = "httpAddr", visible_alias = "http-addr", default_value = ":8080")]
     http_addr: String,
 
-    /// Monitoring address for /metrics.
-    #[arg(long = "monitoring-addr", default_value = ":15014")]
+    /// Monitoring address for /metrics (istiod's --monitoringAddr).
+    #[arg(long = "monitoringAddr", visible_alias = "monitoring-addr", default_value = ":15014")]
     monitoring_addr: String,
 
     /// Secure xDS + CA address (Istio's --secureGRPCAddr, 15012): ADS and
     /// `IstioCertificateService/CreateCertificate` over TLS, callers authenticated by client
     /// certificate or Kubernetes service-account token. Off unless given (istiod: on by default).
-    #[arg(long = "secure-grpc-addr", value_name = "ADDR")]
+    #[arg(long = "secureGRPCAddr", visible_alias = "secure-grpc-addr", value_name = "ADDR")]
     secure_grpc_addr: Option<String>,
 
     /// Where the self-signed root CA is kept (created at first start: ca-cert.pem, ca-key.pem,
@@ -125,9 +138,11 @@ pub struct Args {
     #[command(flatten)]
     webhook: crate::webhook::WebhookArgs,
 
-    /// Log format.
-    #[arg(long = "log-format", value_enum, default_value = "text")]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
+
+    #[command(flatten)]
+    keepalive: KeepaliveArgs,
 
     /// How long a graceful stop (SIGTERM/SIGINT) may take (Istio's --shutdownDuration, a Go duration):
     /// xDS streams are ended at once so proxies move to another replica, then listeners and tasks get
@@ -135,15 +150,18 @@ pub struct Args {
     #[arg(long = "shutdownDuration", value_name = "DURATION", default_value = crate::shutdown::DEFAULT_SHUTDOWN_DURATION,
           value_parser = crate::shutdown::parse_shutdown_duration)]
     shutdown_duration: std::time::Duration,
+
+    #[command(flatten)]
+    not_used: NotUsedArgs,
 }
 
-/// Log output format.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+impl Args {
+    /// The istiod flags given that meshpilot accepts and does not act on, as `--NAME`
+    /// ([`NotUsedArgs::given`], and `--keepaliveMaxServerConnectionAge` with an age).
+    pub fn flags_not_used(&self) -> Vec<String> {
+        let age = self.keepalive.max_connection_age().map(|_| "keepaliveMaxServerConnectionAge");
+        self.not_used.given().into_iter().chain(age).map(|flag| format!("--{flag}")).collect()
+    }
 }
 
 /// `:15010` → `0.0.0.0:15010`; `host:port` as given.
@@ -175,6 +193,10 @@ pub fn run(args: &Args) -> ExitCode {
 }
 
 async fn run_async(args: &Args) -> Result<(), String> {
+    let not_used = args.flags_not_used();
+    if !not_used.is_empty() {
+        warn!(flags = %not_used.join(" "), "istiod flags accepted but not used by meshpilot");
+    }
     let grpc_addr = parse_addr("--grpc-addr", &args.grpc_addr)?;
     let http_addr = parse_addr("--http-addr", &args.http_addr)?;
     let monitoring_addr = parse_addr("--monitoring-addr", &args.monitoring_addr)?;
@@ -198,7 +220,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     };
     if config_sources.is_empty() && args.config_dirs.is_empty() && args.kubeconfig.is_none() {
         return Err(
-            "no config to read: give --config-dir, --kubeconfig, or configSources in --mesh-config".into()
+            "no config to read: give --configDir, --kubeconfig, or configSources in --meshConfig".into()
         );
     }
     for w in &mesh_warnings {
@@ -324,7 +346,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // (docs/SECURITY.md).
     let limiter = Arc::new(xds::RequestLimiter::new(ads_env.max_requests_per_second));
     let secure_limiter = Arc::new(xds::RequestLimiter::new(ads_env.max_requests_per_second));
-    let ads_config = ads_env.apply(AdsConfig { push_throttle, ..AdsConfig::default() }, &limiter);
+    let ads_config =
+        ads_env.apply(args.keepalive.apply(AdsConfig { push_throttle, ..AdsConfig::default() }), &limiter);
     let ads = server.ads_server(secrets.clone(), ads_config);
 
     let secure = match &args.secure_grpc_addr {
@@ -530,7 +553,8 @@ async fn secure_port(
     let authenticator = Arc::new(Authenticator::new(trust_domain, env.token_audiences.clone(), reviewer));
     let listener = listen(addr).map_err(|e| format!("cannot listen on --secure-grpc-addr {addr}: {e}"))?;
     let dns_names = discovery::secure::istiod_dns_names(&env.pod_namespace, args.revision.as_deref());
-    let ads_config = AdsConfig { identity_check: env.identity_check, ..AdsConfig::default() };
+    let ads_config =
+        args.keepalive.apply(AdsConfig { identity_check: env.identity_check, ..AdsConfig::default() });
     let port = SecurePort { ca, authenticator, dns_names, xds_auth: env.xds_auth };
     info!(secure = %addr, xds_auth = env.xds_auth, "secure xDS and CA port");
     Ok((port, listener, ads_config, kube))
@@ -680,4 +704,193 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
         .and_then(|s| s.trim().parse::<u32>().ok())
         .unwrap_or(1024);
     socket.listen(backlog)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use super::*;
+
+    /// `meshpilot discovery ARGV…` parsed as the binary parses it.
+    fn parse(argv: &[&str]) -> Result<Args, clap::Error> {
+        let cli = crate::Cli::try_parse_from(["meshpilot", "discovery"].iter().chain(argv))?;
+        match cli.command {
+            crate::Command::Discovery(args) => Ok(*args),
+            other => panic!("not discovery: {other:?}"),
+        }
+    }
+
+    /// The container args of Istio's istiod chart with its default values, rendered by hand from
+    /// istio.io/istio@v0.0.0-20260827124520-eed52ebb66ad
+    /// `manifests/charts/istio-control/istio-discovery/templates/deployment.yaml` (`args:`) and that
+    /// chart's `values.yaml`: `global.logging.level: "default:info"`, `global.logAsJson: false` (no
+    /// `--log_as_json`), `global.proxy.clusterDomain: "cluster.local"`, `taint.namespace: ""` (no
+    /// `--cniNamespace`), `keepaliveMaxServerConnectionAge: 30m`, `extraContainerArgs: []`.
+    const ISTIOD_CHART_ARGS: &[&str] = &[
+        "--monitoringAddr=:15014",
+        "--log_output_level=default:info",
+        "--domain",
+        "cluster.local",
+        "--keepaliveMaxServerConnectionAge",
+        "30m",
+    ];
+
+    #[test]
+    fn the_istiod_charts_args_parse() {
+        let args = parse(ISTIOD_CHART_ARGS).unwrap();
+        assert_eq!(args.monitoring_addr, ":15014");
+        assert_eq!(args.domain, "cluster.local");
+        assert_eq!(args.keepalive.max_connection_age(), Some(Duration::from_secs(1800)));
+        assert_eq!(args.log.filter(), "info");
+        assert!(!args.log.json());
+        assert_eq!(args.flags_not_used(), ["--keepaliveMaxServerConnectionAge"]);
+
+        // The chart's other branches: global.logAsJson: true, taint.namespace: kube-system, and
+        // extraContainerArgs.
+        let mut argv = ISTIOD_CHART_ARGS.to_vec();
+        argv.extend(["--log_as_json", "--cniNamespace=kube-system", "--configDir", "/etc/config"]);
+        let args = parse(&argv).unwrap();
+        assert!(args.log.json());
+        assert_eq!(args.config_dirs, [PathBuf::from("/etc/config")]);
+        assert_eq!(args.flags_not_used(), ["--cniNamespace", "--keepaliveMaxServerConnectionAge"]);
+    }
+
+    #[test]
+    fn the_kebab_case_spellings_still_parse_to_the_same_options() {
+        let istiod = parse(&[
+            "--configDir=/etc/config",
+            "--meshConfig",
+            "/etc/mesh.yaml",
+            "--grpcAddr=:15010",
+            "--httpAddr",
+            ":8081",
+            "--monitoringAddr=:15015",
+            "--secureGRPCAddr",
+            ":15012",
+            "--httpsAddr=:15017",
+        ])
+        .unwrap();
+        let kebab = parse(&[
+            "--config-dir",
+            "/etc/config",
+            "--mesh-config=/etc/mesh.yaml",
+            "--grpc-addr",
+            ":15010",
+            "--http-addr=:8081",
+            "--monitoring-addr",
+            ":15015",
+            "--secure-grpc-addr=:15012",
+            "--https-addr",
+            ":15017",
+        ])
+        .unwrap();
+        assert_eq!(format!("{istiod:?}"), format!("{kebab:?}"));
+        assert_eq!(kebab.http_addr, ":8081");
+        assert_eq!(kebab.mesh_config, Some(PathBuf::from("/etc/mesh.yaml")));
+    }
+
+    #[test]
+    fn every_istiod_flag_is_accepted() {
+        // Every flag of `pilot-discovery discovery` (see crate::discovery_flags for where istiod
+        // defines them), with a value of its type; Go booleans without a value.
+        let args = parse(&[
+            "--registries=Kubernetes",
+            "--clusterRegistriesNamespace=istio-system",
+            "--kubeconfig=/kubeconfig",
+            "--meshConfig=./etc/istio/config/mesh",
+            "--networksConfig=./etc/istio/config/meshNetworks",
+            "-n",
+            "istio-system",
+            "--cniNamespace=kube-system",
+            "--shutdownDuration=10s",
+            "--configDir=/etc/config",
+            "--domain=cluster.local",
+            "--clusterID=Kubernetes",
+            "--clusterAliases=alias1=cluster1,alias2=cluster2",
+            "--httpAddr=:8080",
+            "--httpsAddr=:15017",
+            "--grpcAddr=:15010",
+            "--secureGRPCAddr=:15012",
+            "--monitoringAddr=:15014",
+            "--profile=false",
+            "--caCertFile=/ca.pem",
+            "--tlsCertFile=/cert.pem",
+            "--tlsKeyFile=/key.pem",
+            "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "--tls-min-version=1.2",
+            "--kubernetesApiQPS=80",
+            "--kubernetesApiBurst=160",
+            "--log_target=stdout",
+            "--log_as_json",
+            "--log_output_level=default:debug,ads:warn",
+            "--log_stacktrace_level=default:none",
+            "--log_caller=default",
+            "--ctrlz_port=9876",
+            "--ctrlz_address=localhost",
+            "--keepaliveInterval=30s",
+            "--keepaliveTimeout=10s",
+            "--keepaliveMaxServerConnectionAge=30m",
+            "--vklog=9",
+        ])
+        .unwrap();
+        assert_eq!(args.log.filter(), "debug,ads=warn");
+        assert_eq!(args.shutdown_duration, Duration::from_secs(10));
+        let not_used = args.flags_not_used();
+        for flag in
+            ["--namespace", "--profile", "--ctrlz_port", "--vklog", "--keepaliveMaxServerConnectionAge"]
+        {
+            assert!(not_used.iter().any(|f| f == flag), "{flag}: {not_used:?}");
+        }
+        // Every flag under the not-used heading of --help is named when given.
+        let command = <crate::Cli as clap::CommandFactory>::command();
+        let discovery = command.find_subcommand("discovery").unwrap();
+        let listed = discovery
+            .get_arguments()
+            .filter(|arg| arg.get_help_heading() == Some(crate::discovery_flags::NOT_USED_HEADING))
+            .map(|arg| format!("--{}", arg.get_long().unwrap()));
+        let expected: Vec<String> = listed.chain(["--keepaliveMaxServerConnectionAge".to_string()]).collect();
+        assert_eq!(not_used, expected);
+        assert_eq!(not_used.len(), 20);
+    }
+
+    #[test]
+    fn keepalive_flags_reach_the_ads_ports() {
+        let args = parse(&["--keepaliveInterval", "1m", "--keepaliveTimeout=5s"]).unwrap();
+        let config = args.keepalive.apply(AdsConfig::default());
+        assert_eq!(
+            (config.keepalive_interval, config.keepalive_timeout),
+            (Duration::from_secs(60), Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_is_an_error_naming_it() {
+        for (argv, flag) in [
+            (&["--monitoringAddr=:15014", "--noSuchFlag=1"][..], "--noSuchFlag"),
+            (&["--monitoringaddr", ":15014"][..], "--monitoringaddr"),
+            // Older istiods had --resync; the istiod followed does not, and ignores it as unknown.
+            (&["--resync=60s"][..], "--resync"),
+        ] {
+            let err = parse(argv).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument, "{argv:?}");
+            assert!(err.to_string().contains(flag), "{argv:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused_as_istiod_refuses_them() {
+        for argv in [
+            &["--log_output_level=default:loud"][..],
+            &["--keepaliveMaxServerConnectionAge", "30"][..],
+            &["--ctrlz_port=99999"][..],
+            &["--profile=yes"][..],
+            // A Go boolean flag takes its value after `=` only: `false` here is an argument.
+            &["--log_as_json", "false"][..],
+        ] {
+            assert!(parse(argv).is_err(), "{argv:?}");
+        }
+    }
 }

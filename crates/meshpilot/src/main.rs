@@ -19,6 +19,7 @@ mod configz;
 mod credentials;
 mod debug_client;
 mod discovery;
+mod discovery_flags;
 mod env;
 mod gateway_api;
 mod ingress_source;
@@ -91,13 +92,14 @@ fn main() -> ExitCode {
             return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
     };
-    // Logs go to stderr; RUST_LOG sets the level (default: info for the server, warnings otherwise).
-    let (default_level, json) = match &cli.command {
-        Command::Discovery(args) => ("info", args.log_format == discovery::LogFormat::Json),
-        _ => ("warn", false),
+    // Logs go to stderr; RUST_LOG sets the level (else the server's --log_output_level, default
+    // info; warnings for the other commands).
+    let (default_filter, json) = match &cli.command {
+        Command::Discovery(args) => (args.log.filter(), args.log.json()),
+        _ => ("warn".to_string(), false),
     };
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
     if json {
         builder.json().init();

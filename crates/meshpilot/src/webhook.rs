@@ -23,7 +23,7 @@ pub struct WebhookArgs {
     /// caBundle (created as Istio's charts render them when none exists) and are switched to
     /// failurePolicy Fail once the webhook rejects a probe. A root of --ca-dir is not patched in (other
     /// replicas do not share it).
-    #[arg(long = "https-addr", value_name = "ADDR")]
+    #[arg(long = "httpsAddr", visible_alias = "https-addr", value_name = "ADDR")]
     pub https_addr: Option<String>,
 
     /// The URL the API server should call for reviews when meshpilot runs outside the cluster (Istio
