@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Real Istio binaries (istiod = pilot-discovery, and pilot-agent) as peers and oracles for meshpilot's
+# Real Istio binaries (istiod = pilot-discovery, pilot-agent, istioctl) as peers and oracles for meshpilot's
 # tests (docs/PILOT-AGENT.md; facts in ../shared/design/ISTIOD-PEER.md).
 #
-#   scripts/istio-peer.sh build     go install pilot-discovery and pilot-agent at one pinned version of
+#   scripts/istio-peer.sh build     go install pilot-discovery, pilot-agent and istioctl at one pinned version of
 #                                   istio.io/istio from the Go module proxy into the cache, in one
 #                                   `go install`; a no-op when both binaries are there. Prints the time.
 #                                   Also copies Istio's default Envoy bootstrap template of that version
@@ -11,6 +11,8 @@
 #                                   pilot-agent does not embed it) from the module cache into the cache.
 #   scripts/istio-peer.sh bin-dir   print the directory with the binaries.
 #   scripts/istio-peer.sh template  print the path of that bootstrap template.
+#   scripts/istio-peer.sh module-dir print the directory of the istio.io/istio module of that version (its
+#                                   test data and charts), downloading it into Go's module cache if needed.
 #
 # Environment: MESHPILOT_CACHE (default ~/.cache/meshpilot), ISTIO_PEER_VERSION (the pseudo-version of
 # istio.io/istio; default below), GOFLAGS/GOPROXY as usual for Go.
@@ -27,32 +29,38 @@ die() {
   exit 1
 }
 
+module_dir() {
+  go mod download -json "istio.io/istio@$ISTIO_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p'
+}
+
 copy_template() {
   [ -f "$TEMPLATE" ] && return 0
   local dir
-  dir="$(go mod download -json "istio.io/istio@$ISTIO_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
+  dir="$(module_dir)"
   [ -f "$dir/tools/packaging/common/envoy_bootstrap.json" ] || die "no bootstrap template in istio.io/istio@$ISTIO_VERSION"
   cp "$dir/tools/packaging/common/envoy_bootstrap.json" "$TEMPLATE"
   chmod 0644 "$TEMPLATE"
 }
 
 build() {
-  if [ -x "$BIN/pilot-discovery" ] && [ -x "$BIN/pilot-agent" ]; then
+  if [ -x "$BIN/pilot-discovery" ] && [ -x "$BIN/pilot-agent" ] && [ -x "$BIN/istioctl" ]; then
     copy_template
-    log "pilot-discovery and pilot-agent $ISTIO_VERSION already in $BIN"
+    log "pilot-discovery, pilot-agent and istioctl $ISTIO_VERSION already in $BIN"
     return 0
   fi
   command -v go >/dev/null || die "go is not installed (needed to build pilot-discovery and pilot-agent)"
   mkdir -p "$BIN"
   local t0=$SECONDS
-  log "building pilot-discovery and pilot-agent $ISTIO_VERSION into $BIN"
-  # Both packages at the same module version in one command: they share the module download and most
+  log "building pilot-discovery, pilot-agent and istioctl $ISTIO_VERSION into $BIN"
+  # The packages at the same module version in one command: they share the module download and most
   # of the build cache.
   GOBIN="$BIN" go install -trimpath -ldflags='-s -w' \
     "istio.io/istio/pilot/cmd/pilot-discovery@$ISTIO_VERSION" \
-    "istio.io/istio/pilot/cmd/pilot-agent@$ISTIO_VERSION" ||
+    "istio.io/istio/pilot/cmd/pilot-agent@$ISTIO_VERSION" \
+    "istio.io/istio/istioctl/cmd/istioctl@$ISTIO_VERSION" ||
     die "go install of istio.io/istio@$ISTIO_VERSION failed"
-  [ -x "$BIN/pilot-discovery" ] && [ -x "$BIN/pilot-agent" ] || die "go install left no binaries in $BIN"
+  [ -x "$BIN/pilot-discovery" ] && [ -x "$BIN/pilot-agent" ] && [ -x "$BIN/istioctl" ] ||
+    die "go install left no binaries in $BIN"
   copy_template
   log "built in $((SECONDS - t0)) s"
 }
@@ -61,5 +69,6 @@ case "${1:-}" in
 build) build ;;
 bin-dir) echo "$BIN" ;;
 template) echo "$TEMPLATE" ;;
-*) die "usage: $0 build | bin-dir | template" ;;
+module-dir) module_dir ;;
+*) die "usage: $0 build | bin-dir | template | module-dir" ;;
 esac

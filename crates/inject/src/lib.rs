@@ -21,7 +21,9 @@
 pub mod config;
 pub mod gotmpl;
 pub mod inject;
+pub mod injector;
 pub mod mesh;
+pub mod patch;
 pub mod probe;
 pub mod prometheus;
 pub mod resource;

@@ -7,7 +7,12 @@
 //! `--meshConfig`, …; [`crate::discovery_flags`]); meshpilot's earlier kebab-case spellings
 //! (`--grpc-addr`, `--mesh-config`, …) are aliases.
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+};
 
 use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
 use config::parse::ParseOptions;
@@ -434,6 +439,17 @@ async fn run_async(args: &Args) -> Result<(), String> {
             }
         })
     });
+    let injector = if env.inject_enabled {
+        crate::webhook::load_injector(
+            Path::new(crate::webhook::INJECTION_DIRECTORY),
+            &mesh_text,
+            args.revision.as_deref(),
+            env.native_sidecars,
+        )?
+        .map(Arc::new)
+    } else {
+        None
+    };
     let webhook_tasks = crate::webhook::start(
         &args.webhook,
         crate::webhook::Context {
@@ -443,6 +459,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
             trust_domain: &trust_domain,
             pod_namespace: &env.pod_namespace,
             ca: webhook_ca,
+            injector,
             shutdown: shutdown.clone(),
         },
     )

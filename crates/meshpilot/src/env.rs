@@ -45,6 +45,10 @@ pub const PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER: &str =
     "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER";
 /// `PILOT_ENABLE_GATEWAY_API_STATUS` (default true).
 pub const PILOT_ENABLE_GATEWAY_API_STATUS: &str = "PILOT_ENABLE_GATEWAY_API_STATUS";
+/// Serve sidecar injection (`/inject`) when an injection config is found (istiod's default: true).
+pub const INJECT_ENABLED: &str = "INJECT_ENABLED";
+/// Whether injected proxies are native sidecars: `true`, `false` or `auto` (istiod's default).
+pub const ENABLE_NATIVE_SIDECARS: &str = "ENABLE_NATIVE_SIDECARS";
 
 /// A snapshot of environment variables (name → value; variables that are not UTF-8 are left out,
 /// as unset).
@@ -119,6 +123,10 @@ pub struct DiscoveryEnv {
     pub gateway_deployment_controller: bool,
     /// `PILOT_ENABLE_GATEWAY_API_STATUS`.
     pub gateway_status: bool,
+    /// `INJECT_ENABLED`.
+    pub inject_enabled: bool,
+    /// `ENABLE_NATIVE_SIDECARS`.
+    pub native_sidecars: inject::injector::NativeSidecars,
 }
 
 impl DiscoveryEnv {
@@ -149,6 +157,10 @@ impl DiscoveryEnv {
             ingress_namespace: env.non_empty(K8S_INGRESS_NS),
             gateway_deployment_controller: env.bool(PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER, true)?,
             gateway_status: env.bool(PILOT_ENABLE_GATEWAY_API_STATUS, true)?,
+            inject_enabled: env.bool(INJECT_ENABLED, true)?,
+            native_sidecars: inject::injector::NativeSidecars::from_env_value(
+                env.non_empty(ENABLE_NATIVE_SIDECARS).as_deref(),
+            ),
         })
     }
 }

@@ -5,7 +5,7 @@
 
 use std::{path::Path, sync::Arc};
 
-use ::webhook::{WebhookTls, serve};
+use ::webhook::{Routes, WebhookTls, serve};
 use config::parse::ParseOptions;
 use kube_source::webhook_config::{WebhookClient, WebhookConfigOptions};
 use security::IstioCa;
@@ -65,8 +65,48 @@ pub struct Context<'a> {
     /// The control plane's CA (the secure port's, or with a cluster the root it would use); `None`
     /// makes a root in memory, whose caBundle is never patched into a cluster.
     pub ca: Option<Arc<IstioCa>>,
+    /// The sidecar injector (`/inject`), when an injection config was found.
+    pub injector: Option<Arc<inject::injector::Injector>>,
     /// Stops everything started.
     pub shutdown: model::Shutdown,
+}
+
+/// istiod's injection directory (`InjectionDirectory`, relative to the working directory; the
+/// chart mounts nothing there, so a cluster install reads the ConfigMap instead).
+pub const INJECTION_DIRECTORY: &str = "./var/lib/istio/inject";
+
+/// The sidecar injector from `dir/config` and `dir/values` (istiod's file watcher source), `None`
+/// when `dir/config` does not exist. `mesh_text` is the mesh config's YAML (`--meshConfig`).
+///
+/// # Errors
+/// A file that cannot be read, a config or template that does not parse, bad values or mesh
+/// config: each names the file.
+pub fn load_injector(
+    dir: &Path,
+    mesh_text: &str,
+    revision: Option<&str>,
+    native_sidecars: inject::injector::NativeSidecars,
+) -> Result<Option<inject::injector::Injector>, String> {
+    let config_path = dir.join("config");
+    if !config_path.exists() {
+        return Ok(None);
+    }
+    let read =
+        |path: &Path| api::yaml::read_config_text(path).map_err(|e| format!("{}: {e}", path.display()));
+    let config = inject::config::InjectConfig::parse(&read(&config_path)?)
+        .map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let values_path = dir.join("values");
+    let values_text = if values_path.exists() { read(&values_path)? } else { String::new() };
+    let values =
+        inject::config::Values::parse(&values_text).map_err(|e| format!("{}: {e}", values_path.display()))?;
+    let mesh = inject::mesh::apply_mesh_config(mesh_text).map_err(|e| format!("mesh config: {e}"))?;
+    Ok(Some(inject::injector::Injector::new(inject::injector::InjectorState {
+        config,
+        values,
+        mesh,
+        revision: revision.filter(|r| *r != "default").unwrap_or_default().to_string(),
+        native_sidecars,
+    })))
 }
 
 /// Starts the webhook server (and the configuration keeper with a kubeconfig); nothing without
@@ -90,9 +130,13 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
     let ca = cx.ca.as_ref().map_or_else(|| "a root in memory".to_string(), |ca| format!("{:?}", ca.source()));
     info!(https = %addr, %ca, "validation webhook listening");
     let parse = ParseOptions { domain_suffix: cx.domain.to_string(), ..ParseOptions::default() };
+    if cx.injector.is_some() {
+        info!(https = %addr, "sidecar injection webhook serving /inject");
+    }
+    let routes = Routes { parse, injector: cx.injector.clone() };
     let mut stop = cx.shutdown.clone();
     let mut tasks =
-        vec![tokio::spawn(serve(listener, tls.config.clone(), parse, async move { stop.wait().await }))];
+        vec![tokio::spawn(serve(listener, tls.config.clone(), routes, async move { stop.wait().await }))];
     let sharing = kube_source::webhook_config::shared_root(cx.ca.as_ref().map(|ca| ca.source()));
     if let (Some(_), Err(reason)) = (cx.kubeconfig, &sharing) {
         tracing::error!("{reason}");

@@ -85,7 +85,7 @@ impl Decision {
         Decision { allowed: true, message: None, warnings }
     }
 
-    fn deny(message: String) -> Decision {
+    pub(crate) fn deny(message: String) -> Decision {
         Decision { allowed: false, message: Some(message), warnings: Vec::new() }
     }
 
@@ -93,6 +93,13 @@ impl Decision {
     fn response(&self, uid: &str) -> Value {
         let mut response = Map::new();
         response.insert("uid".into(), uid.into());
+        response.extend(self.response_fields());
+        Value::Object(response)
+    }
+
+    /// The AdmissionResponse's fields but `uid` (`allowed`, `status.message`, `warnings`).
+    pub(crate) fn response_fields(&self) -> Map<String, Value> {
+        let mut response = Map::new();
         response.insert("allowed".into(), self.allowed.into());
         if let Some(message) = &self.message {
             response.insert("status".into(), json!({"metadata": {}, "message": message}));
@@ -100,7 +107,7 @@ impl Decision {
         if !self.warnings.is_empty() {
             response.insert("warnings".into(), json!(self.warnings));
         }
-        Value::Object(response)
+        response
     }
 }
 
@@ -114,6 +121,23 @@ pub fn too_large() -> HttpAnswer {
 /// body (the caller stops reading past [`MAX_REQUEST_BODY_BYTES`] and answers [`too_large`]); `parse`
 /// gives the domain suffix recorded on configs.
 pub fn review(content_type: Option<&str>, body: &[u8], parse: &ParseOptions) -> HttpAnswer {
+    answer_review(content_type, body, |request| match request {
+        Some(request) => decide(request, parse).response_fields(),
+        None => {
+            Decision::deny("could not decode object: AdmissionReview has no request".into()).response_fields()
+        }
+    })
+}
+
+/// The AdmissionReview envelope shared by `/validate` and `/inject` (istiod's `serve` and
+/// `serveInject`): body and content type checked, the review decoded (v1 or v1beta1), `respond`
+/// given its `request` (`None` when it has none) and answering the response's fields but `uid`,
+/// the answer carrying the request's `apiVersion`, `kind` and `uid`.
+pub(crate) fn answer_review(
+    content_type: Option<&str>,
+    body: &[u8],
+    respond: impl FnOnce(Option<&Value>) -> Map<String, Value>,
+) -> HttpAnswer {
     if body.is_empty() {
         return HttpAnswer::error(400, "no body found");
     }
@@ -139,14 +163,13 @@ pub fn review(content_type: Option<&str>, body: &[u8], parse: &ParseOptions) -> 
     }
     let request = review.get("request").filter(|r| r.is_object());
     let uid = request.and_then(|r| r.get("uid")).and_then(Value::as_str).unwrap_or_default();
-    let decision = match request {
-        Some(request) => decide(request, parse),
-        None => Decision::deny("could not decode object: AdmissionReview has no request".into()),
-    };
+    let mut response = Map::new();
+    response.insert("uid".into(), uid.into());
+    response.extend(respond(request));
     HttpAnswer::review(&json!({
         "kind": kind,
         "apiVersion": api_version,
-        "response": decision.response(uid),
+        "response": response,
     }))
 }
 

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod injection;
 
 use std::{convert::Infallible, future::Future, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -83,10 +84,20 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
-    parse: ParseOptions,
+    routes: Routes,
     shutdown: impl Future<Output = ()>,
 ) {
-    serve_with_header_timeout(listener, tls, parse, HEADER_READ_TIMEOUT, shutdown).await;
+    serve_with_header_timeout(listener, tls, routes, HEADER_READ_TIMEOUT, shutdown).await;
+}
+
+/// What the webhook server answers: `/validate` always; `/inject` when an injector is configured
+/// (istiod registers it only when it found an injection config).
+#[derive(Clone, Debug, Default)]
+pub struct Routes {
+    /// Validation's options (the domain suffix recorded on configs).
+    pub parse: ParseOptions,
+    /// The sidecar injector, if any.
+    pub injector: Option<Arc<inject::injector::Injector>>,
 }
 
 /// [`serve`] with another header read timeout than istiod's [`HEADER_READ_TIMEOUT`] (tests use a short
@@ -95,12 +106,12 @@ pub async fn serve(
 pub async fn serve_with_header_timeout(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
-    parse: ParseOptions,
+    routes: Routes,
     header_read_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let parse = Arc::new(parse);
+    let routes = Arc::new(routes);
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -114,7 +125,7 @@ pub async fn serve_with_header_timeout(
                 }
             },
         };
-        tokio::spawn(connection(acceptor.clone(), tcp, peer, parse.clone(), header_read_timeout));
+        tokio::spawn(connection(acceptor.clone(), tcp, peer, routes.clone(), header_read_timeout));
     }
 }
 
@@ -122,7 +133,7 @@ async fn connection(
     acceptor: TlsAcceptor,
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
-    parse: Arc<ParseOptions>,
+    routes: Arc<Routes>,
     header_read_timeout: Duration,
 ) {
     let stream = match tokio::time::timeout(security::tls::HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -137,8 +148,8 @@ async fn connection(
         }
     };
     let service = service_fn(move |request| {
-        let parse = parse.clone();
-        async move { Ok::<_, Infallible>(handle(request, &parse).await) }
+        let routes = routes.clone();
+        async move { Ok::<_, Infallible>(handle(request, &routes).await) }
     });
     // istiod's webhook server: ReadHeaderTimeout 30 s (a slowloris client is closed; hyper's timeout
     // needs its timer, which `Builder::new` leaves unset).
@@ -149,23 +160,32 @@ async fn connection(
     }
 }
 
-/// Routes one request: `/validate` and `/validate/…` to [`admission::review`], anything else 404
-/// (Go's `404 page not found`).
-async fn handle(request: Request<Incoming>, parse: &ParseOptions) -> Response<Full<Bytes>> {
-    let path = request.uri().path();
-    let answer = if path == "/validate" || path.starts_with("/validate/") {
+/// Routes one request: `/validate` and `/validate/…` to [`admission::review`], `/inject` and
+/// `/inject/…` to [`injection::review`] when an injector is configured, anything else 404 (Go's
+/// `404 page not found`).
+async fn handle(request: Request<Incoming>, routes: &Routes) -> Response<Full<Bytes>> {
+    let path = request.uri().path().to_string();
+    let validate = path == "/validate" || path.starts_with("/validate/");
+    let injector = routes.injector.as_ref().filter(|_| path == "/inject" || path.starts_with("/inject/"));
+    let answer = if validate || injector.is_some() {
         let content_type = request
             .headers()
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         match Limited::new(request.into_body(), admission::MAX_REQUEST_BODY_BYTES).collect().await {
-            Ok(body) => {
-                let answer = admission::review(content_type.as_deref(), &body.to_bytes(), parse);
-                metrics::counter!("meshpilot_validation_webhook_reviews", "code" => answer.status.to_string())
-                    .increment(1);
-                answer
-            }
+            Ok(body) => match injector {
+                Some(injector) => {
+                    metrics::counter!("sidecar_injection_requests_total").increment(1);
+                    injection::review(injector, content_type.as_deref(), &body.to_bytes(), &path)
+                }
+                None => {
+                    let answer = admission::review(content_type.as_deref(), &body.to_bytes(), &routes.parse);
+                    metrics::counter!("meshpilot_validation_webhook_reviews", "code" => answer.status.to_string())
+                        .increment(1);
+                    answer
+                }
+            },
             Err(err) if err.is::<http_body_util::LengthLimitError>() => admission::too_large(),
             Err(err) => HttpAnswer {
                 status: 400,

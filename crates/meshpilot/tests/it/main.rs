@@ -23,6 +23,7 @@ mod peer {
     mod gateway_api_cluster;
     mod istiod_beside;
     mod kill9_load;
+    mod kube_inject_istioctl;
     mod mcp_client;
     mod mcp_istiod;
     mod process_faults;

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use config::parse::ParseOptions;
 use meshpilot_testing::http::trickle_headers_until_closed;
-use meshpilot_webhook::{WebhookTls, serve_with_header_timeout};
+use meshpilot_webhook::{Routes, WebhookTls, serve_with_header_timeout};
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -46,7 +46,7 @@ async fn webhook_clients_that_never_finish_their_headers_are_closed_and_reviews_
     let server = tokio::spawn(serve_with_header_timeout(
         listener,
         tls.config.clone(),
-        ParseOptions::default(),
+        Routes { parse: ParseOptions::default(), injector: None },
         Duration::from_millis(300),
         async {
             let _ = stopped.await;
