@@ -10,7 +10,7 @@ use gtmpl_ng::{Number, Value};
 use serde_json::{Map, Value as Json, json};
 
 use crate::config::{InjectConfig, Policy, Values, image_url};
-use crate::{mesh, probe, prometheus, smp, view};
+use crate::{mesh, probe, prometheus, smp, validate, view};
 
 /// The proxy container's name.
 pub const PROXY_CONTAINER: &str = "istio-proxy";
@@ -439,12 +439,22 @@ fn move_to_init(pod: &mut Json, name: &str) {
     }
 }
 
+/// The pod's annotations as istiod's `validateAnnotations` checks them.
+fn check_annotations(pod: &Json) -> Result<(), InjectError> {
+    match pod["metadata"]["annotations"].as_object() {
+        Some(annotations) => validate::validate_annotations(annotations).map_err(InjectError::Annotation),
+        None => Ok(()),
+    }
+}
+
 /// Renders the pod's templates and merges them into it (istiod's `RunTemplate`): the merged pod and
 /// the overlay the templates alone produced.
 ///
 /// # Errors
-/// An unknown template, a render failure, an overlay that is not a pod.
+/// An invalid annotation ([`validate::validate_annotations`], checked first as istiod does), an
+/// unknown template, a render failure, an overlay that is not a pod.
 pub fn run_templates(params: &mut InjectionParams<'_>) -> Result<(Json, Json), InjectError> {
+    check_annotations(&params.pod)?;
     let meta = params.pod["metadata"].clone();
     // Cluster and network from the values, the request path, then the pod's network label.
     let mut cluster = params.values.cluster_name();
@@ -652,6 +662,9 @@ fn post_process(
 /// # Errors
 /// [`InjectError`]: the webhook denies the pod with its text.
 pub fn inject_pod(mut params: InjectionParams<'_>) -> Result<Json, InjectError> {
+    // istiod validates the annotations before it reads `proxy.istio.io/config` (`RunTemplate`):
+    // an invalid one is refused with the validation's message.
+    check_annotations(&params.pod)?;
     if let Some(pca) = params.pod["metadata"]["annotations"][PROXY_CONFIG_ANNOTATION].as_str() {
         params.mesh = mesh::apply_proxy_config(pca, &params.mesh).map_err(|e| {
             InjectError::Annotation(format!(

@@ -11,6 +11,7 @@
 //!   (`.Spec.Containers`, `.ObjectMeta.Annotations`, `.ProxyConfig.GetTracing`).
 //! - [`probe`] and [`prometheus`]: the rewrites istiod applies after rendering (HTTP probes through
 //!   the agent, Prometheus scrape merging).
+//! - [`validate`]: the checks of the pod's annotations istiod runs before injecting.
 //!
 //! Pods are handled as JSON (`serde_json::Value`) in the Kubernetes API's field names, as they come
 //! from an AdmissionReview or a manifest.
@@ -28,5 +29,6 @@ pub mod probe;
 pub mod prometheus;
 pub mod resource;
 pub mod smp;
+pub mod validate;
 pub mod view;
 pub mod yaml;

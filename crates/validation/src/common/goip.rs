@@ -163,7 +163,7 @@ fn parse_go_addr(s: &str) -> Result<GoAddr, String> {
 
 /// Reads a CIDR prefix the way Go's `netip.ParsePrefix` does (the address may have host bits set; the
 /// length is plain decimal without sign or leading zeros); the error is Go's message.
-fn parse_go_prefix(s: &str) -> Result<(), String> {
+pub fn parse_go_prefix(s: &str) -> Result<(), String> {
     let fail = |msg: &str| Err(format!("netip.ParsePrefix({}): {msg}", go_quote(s)));
     let Some((addr, bits)) = s.rsplit_once('/') else {
         return fail("no '/'");

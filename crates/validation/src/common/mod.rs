@@ -37,8 +37,8 @@ use std::collections::BTreeSet;
 pub use export_to::validate_export_to;
 pub use go::{go_duration, go_duration_nanos, go_float, go_quote, parse_go_bool, parse_go_duration};
 pub use goip::{
-    is_ipv4_address, is_ipv6_address, is_valid_ip_address, validate_ip_address, validate_ip_block,
-    validate_ip_subnet, validate_unix_address,
+    is_ipv4_address, is_ipv6_address, is_valid_ip_address, parse_go_prefix, validate_ip_address,
+    validate_ip_block, validate_ip_subnet, validate_unix_address,
 };
 pub use headers::{
     is_authority_header, is_internal_header, is_jwt_claim_route, validate_cors_http_header_name,
