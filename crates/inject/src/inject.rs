@@ -44,7 +44,7 @@ pub const IGNORED_NAMESPACES: &[&str] =
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InjectError {
     /// A template named by the pod or the config does not exist.
-    #[error("requested template {name:?} not found; have {known}")]
+    #[error("failed to run injection template: requested template {name:?} not found; have {known}")]
     UnknownTemplate {
         /// The name asked for.
         name: String,
@@ -55,10 +55,12 @@ pub enum InjectError {
     #[error("failed to run injection template: {0}")]
     Render(String),
     /// A template rendered something that is not a pod overlay.
-    #[error("failed parsing generated injected YAML (check Istio sidecar injector configuration): {0}")]
+    #[error(
+        "failed to run injection template: failed parsing generated injected YAML (check Istio sidecar injector configuration): {0}"
+    )]
     Overlay(String),
-    /// An annotation of the pod is invalid.
-    #[error("{0}")]
+    /// An annotation of the pod is invalid (istiod's `validateAnnotations`, run by `RunTemplate`).
+    #[error("failed to run injection template: {0}")]
     Annotation(String),
     /// Post-processing failed (for example invalid Prometheus scrape annotations).
     #[error("failed to process pod: {0}")]

@@ -53,18 +53,24 @@ pub struct KubeInject<'a> {
     pub native_sidecar: bool,
 }
 
-/// Where a workload kind keeps its pod template (`None`: not a workload).
-fn template_path(kind: &str) -> Option<&'static [&'static str]> {
+/// Where a workload kind keeps the metadata and the pod spec that are injected (`None`: not a
+/// workload). A CronJob's are its job template's metadata and its pod template's spec, as istioctl
+/// takes them (`IntoObject`: the pod template's own metadata is not read or changed).
+type Path = &'static [&'static str];
+
+fn template_paths(kind: &str) -> Option<(Path, Path)> {
     match kind {
-        "Pod" => Some(&[]),
-        "CronJob" => Some(&["spec", "jobTemplate", "spec", "template"]),
+        "Pod" => Some((&["metadata"], &["spec"])),
+        "CronJob" => {
+            Some((&["spec", "jobTemplate", "metadata"], &["spec", "jobTemplate", "spec", "template", "spec"]))
+        }
         "Deployment"
         | "DaemonSet"
         | "StatefulSet"
         | "ReplicaSet"
         | "Job"
         | "ReplicationController"
-        | "DeploymentConfig" => Some(&["spec", "template"]),
+        | "DeploymentConfig" => Some((&["spec", "template", "metadata"], &["spec", "template", "spec"])),
         _ => None,
     }
 }
@@ -89,17 +95,17 @@ impl KubeInject<'_> {
             }
             return Ok(object);
         }
-        let Some(path) = template_path(&kind) else { return Ok(object) };
+        let Some((meta_path, spec_path)) = template_paths(&kind) else { return Ok(object) };
         let meta = &object["metadata"];
         let object_name = meta["name"].as_str().unwrap_or_default().to_string();
         let object_namespace = meta["namespace"].as_str().unwrap_or_default().to_string();
         let api_version = object["apiVersion"].as_str().unwrap_or_default().to_string();
-        let Some(template) = at_mut(&mut object, path) else {
+        if at_mut(&mut object, &spec_path[..spec_path.len() - 1]).is_none() {
             return Err(ResourceError::NoTemplate { kind, name: object_name });
-        };
+        }
         let pod = serde_json::json!({
-            "metadata": template.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
-            "spec": template.get("spec").cloned().unwrap_or_else(|| serde_json::json!({})),
+            "metadata": at_mut(&mut object, meta_path).map(|m| m.clone()).unwrap_or_else(|| serde_json::json!({})),
+            "spec": at_mut(&mut object, spec_path).map(|s| s.clone()).unwrap_or_else(|| serde_json::json!({})),
         });
         let owner = if kind == "Pod" {
             owner_of_pod(&pod)
@@ -149,9 +155,12 @@ impl KubeInject<'_> {
             name: full_name,
             source,
         })?;
-        let template = at_mut(&mut object, path).expect("checked above");
-        template["metadata"] = injected["metadata"].clone();
-        template["spec"] = injected["spec"].clone();
+        for (path, key) in [(meta_path, "metadata"), (spec_path, "spec")] {
+            let (last, parents) = path.split_last().expect("paths are not empty");
+            if let Some(parent) = at_mut(&mut object, parents).and_then(Json::as_object_mut) {
+                parent.insert((*last).to_string(), injected[key].clone());
+            }
+        }
         Ok(object)
     }
 

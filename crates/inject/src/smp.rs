@@ -3,8 +3,12 @@
 //! rendered injection template into the pod (`applyOverlayYAML`).
 //!
 //! Objects merge field by field; a `null` in the overlay deletes the field; lists with a merge key
-//! merge element by element (an element with the same key merges, a new one is appended); lists of
-//! strings with the merge strategy (`finalizers`) take the union; every other list is replaced.
+//! merge element by element (an element with the same key merges, a new one is added); lists of
+//! strings with the merge strategy (`finalizers`) take the union; every other list is replaced. A
+//! merged list is ordered as Kubernetes orders it (`normalizeElementOrder`): the overlay's elements
+//! in the overlay's order, the elements only the target has kept at their place among them. List
+//! elements may carry the `$patch: delete` (remove the element with that key) and `$patch: replace`
+//! (the overlay's other elements replace the list) directives.
 
 use serde_json::{Map, Value as Json};
 
@@ -43,11 +47,13 @@ fn merge_value(target: &mut Json, overlay: &Json, field: Option<&str>) {
             if let Some(key) = field.and_then(merge_key) {
                 merge_keyed_list(t, o, key);
             } else if field.is_some_and(|f| SET_LISTS.contains(&f)) {
+                let original = t.clone();
                 for item in o {
                     if !t.contains(item) {
                         t.push(item.clone());
                     }
                 }
+                *t = kubernetes_order(std::mem::take(t), o, &original, |a, b| a == b);
             } else {
                 *t = o.clone();
             }
@@ -86,8 +92,23 @@ fn without_nulls(value: &Json) -> Json {
     }
 }
 
+const DIRECTIVE: &str = "$patch";
+
 fn merge_keyed_list(target: &mut Vec<Json>, overlay: &[Json], key: &str) {
+    // Directives first (`mergeSliceWithSpecialElements`).
+    let mut patch = Vec::with_capacity(overlay.len());
     for item in overlay {
+        match item.get(DIRECTIVE).and_then(Json::as_str) {
+            Some("delete") => {
+                let id = item.get(key);
+                target.retain(|t| t.get(key) != id);
+            }
+            Some("replace") => target.clear(),
+            _ => patch.push(item.clone()),
+        }
+    }
+    let original = target.clone();
+    for item in &patch {
         let id = item.get(key);
         let found = id.and_then(|id| target.iter_mut().find(|t| t.get(key) == Some(id)));
         match found {
@@ -95,6 +116,39 @@ fn merge_keyed_list(target: &mut Vec<Json>, overlay: &[Json], key: &str) {
             None => target.push(without_nulls(item)),
         }
     }
+    let same = |a: &Json, b: &Json| a.get(key).is_some() && a.get(key) == b.get(key);
+    *target = kubernetes_order(std::mem::take(target), &patch, &original, same);
+}
+
+/// Kubernetes' order of a merged list (`normalizeElementOrder` + `mergeSortedSlice`): the elements
+/// the overlay has, in the overlay's order, and the target's others in their order, interleaved by
+/// their positions in the target.
+fn kubernetes_order(
+    merged: Vec<Json>,
+    overlay: &[Json],
+    original: &[Json],
+    same: impl Fn(&Json, &Json) -> bool,
+) -> Vec<Json> {
+    let position = |list: &[Json], item: &Json| list.iter().position(|x| same(x, item));
+    let (mut from_overlay, server_only): (Vec<Json>, Vec<Json>) =
+        merged.into_iter().partition(|item| position(overlay, item).is_some());
+    from_overlay.sort_by_key(|item| position(overlay, item));
+    let (mut left, mut right) = (server_only.into_iter().peekable(), from_overlay.into_iter().peekable());
+    let mut out = Vec::new();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => match (position(original, l), position(original, r)) {
+                (Some(li), Some(ri)) => li < ri,
+                _ => false,
+            },
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -104,7 +158,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn containers_merge_by_name_and_new_ones_are_appended() {
+    fn containers_merge_by_name_in_the_overlays_order() {
         let mut pod = json!({"spec": {"containers": [
             {"name": "app", "image": "a", "env": [{"name": "X", "value": "1"}], "args": ["a"]}
         ]}});
@@ -118,10 +172,27 @@ mod tests {
         assert_eq!(
             pod,
             json!({"spec": {"containers": [
-                {"name": "app", "image": "a", "env": [{"name": "X", "value": "3"}, {"name": "Y", "value": "2"}], "args": ["b"]},
-                {"name": "istio-proxy", "image": "p"}
+                {"name": "istio-proxy", "image": "p"},
+                {"name": "app", "image": "a", "env": [{"name": "Y", "value": "2"}, {"name": "X", "value": "3"}], "args": ["b"]}
             ]}})
         );
+    }
+
+    #[test]
+    fn merged_lists_follow_the_overlays_order_with_target_only_elements_in_place() {
+        // A re-injection: the template's env order wins, what only the pod had stays where it was.
+        let env = |names: &[&str]| Json::Array(names.iter().map(|n| json!({"name": n})).collect());
+        let mut c = json!({"env": env(&["A", "B", "P", "C"])});
+        merge_value(&mut c, &json!({"env": env(&["A", "N", "B", "C", "M"])}), None);
+        assert_eq!(c["env"], env(&["A", "N", "B", "P", "C", "M"]));
+        let mut c = json!({"env": env(&["A", "B"]), "finalizers": ["x", "y"]});
+        merge_value(
+            &mut c,
+            &json!({"env": [{"name": "A", "$patch": "delete"}], "finalizers": ["z", "x"]}),
+            None,
+        );
+        assert_eq!(c["env"], env(&["B"]));
+        assert_eq!(c["finalizers"], json!(["z", "x", "y"]));
     }
 
     #[test]

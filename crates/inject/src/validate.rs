@@ -6,7 +6,7 @@
 //! joined as `hashicorp/go-multierror` prints a list ([`multierror`]). istiod walks the annotations
 //! as a Go map, in random order; here they are reported sorted by annotation name. istiod and
 //! istioctl print the list after `failed to run injection template: ` (`injectPod`'s wrapping);
-//! [`crate::inject::InjectError::Annotation`] carries the list alone. [`crate::inject::inject_pod`]
+//! [`crate::inject::InjectError::Annotation`] carries the list and displays it with that prefix. [`crate::inject::inject_pod`]
 //! checks before it applies `proxy.istio.io/config`, so an annotation that is not a ProxyConfig
 //! gets this check's message, as in istiod's webhook (istioctl applies the annotation first and
 //! says `could not parse proxy config: …`).
@@ -930,7 +930,11 @@ mod tests {
             let err = kube.stream(&manifest, &mut Vec::new()).expect_err(name);
             let ResourceError::Inject { source, .. } = err else { panic!("{name}: {err}") };
             assert_eq!(source, crate::inject::InjectError::Annotation(one(name, value, reason)));
-            assert_eq!(source.to_string(), one(name, value, reason));
+            // istiod's text: injectPod's wrapping around the list.
+            assert_eq!(
+                source.to_string(),
+                format!("failed to run injection template: {}", one(name, value, reason))
+            );
         }
         // A valid value injects.
         let ok = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    traffic.sidecar.istio.io/includeInboundPorts: \"*\"\nspec:\n  containers:\n  - name: c\n    image: x\n";

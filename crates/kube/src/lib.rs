@@ -45,6 +45,7 @@ pub mod gateway_objects;
 pub mod gateway_status;
 pub mod identity;
 pub mod ingress_source;
+pub mod injector_webhook_config;
 pub mod leader;
 pub mod namespaces;
 pub mod object;

@@ -152,6 +152,13 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
         // The bundle never changes while the process runs (a renewed serving certificate has the same
         // root); the channel is how a future CA rotation would re-patch.
         let (bundle_tx, bundle) = tokio::sync::watch::channel(tls.ca_bundle.clone());
+        if cx.injector.is_some() {
+            let revision = options.revision_label().to_string();
+            let (client, bundle, shutdown) = (connection.client.clone(), bundle.clone(), cx.shutdown.clone());
+            tasks.push(tokio::spawn(kube_source::injector_webhook_config::run(
+                client, revision, bundle, shutdown,
+            )));
+        }
         let shutdown = cx.shutdown.clone();
         tasks.push(tokio::spawn(async move {
             kube_source::webhook_config::run(connection.client, options, bundle, shutdown).await;

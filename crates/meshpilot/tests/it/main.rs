@@ -21,6 +21,7 @@ mod peer {
     mod configstatusz_cluster;
     mod conformance;
     mod gateway_api_cluster;
+    mod inject_cluster;
     mod istiod_beside;
     mod kill9_load;
     mod kube_inject_istioctl;

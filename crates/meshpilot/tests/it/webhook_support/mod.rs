@@ -1,7 +1,10 @@
 //! Helpers of the tests that run `meshpilot discovery` with its validating webhook against a real
 //! kube-apiserver (`webhook_cluster.rs`, `istiod_beside.rs`).
 
-use std::process::{Child, Command, Stdio};
+use std::{
+    path::Path,
+    process::{Child, Command, Stdio},
+};
 
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::free_port;
@@ -31,9 +34,22 @@ impl Webhook {
     /// Starts it with `args` and `envs` added (revision, secure port, `POD_NAMESPACE`, …), stderr to
     /// `stderr`.
     pub fn start(env: &TestEnv, args: &[&str], envs: &[(&str, &str)], stderr: Stdio) -> Webhook {
+        Webhook::start_in(Path::new("."), env, args, envs, stderr)
+    }
+
+    /// [`Webhook::start`] in the working directory `dir` (where istiod's relative paths, such as the
+    /// injection config's `./var/lib/istio/inject`, are read).
+    pub fn start_in(
+        dir: &Path,
+        env: &TestEnv,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Webhook {
         let (grpc, http, monitoring, https) = (free_port(), free_port(), free_port(), free_port());
         let url = format!("https://127.0.0.1:{https}/validate");
         let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            .current_dir(dir)
             .args(["discovery", "--kubeconfig"])
             .arg(env.kubeconfig())
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
