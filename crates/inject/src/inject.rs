@@ -552,15 +552,12 @@ fn reapply_overwritten_containers(
         }
     }
     if already.is_none() && (!overrides.0.is_empty() || !overrides.1.is_empty()) {
-        let mut record = Map::new();
-        if !overrides.0.is_empty() {
-            record.insert("containers".into(), Json::Array(overrides.0));
-        }
-        if !overrides.1.is_empty() {
-            record.insert("initContainers".into(), Json::Array(overrides.1));
-        }
-        annotations_mut(merged)
-            .insert(OVERRIDES_ANNOTATION.into(), Json::String(Json::Object(record).to_string()));
+        // json.Marshal of istiod's ParsedContainers{Containers, InitContainers []corev1.Container}.
+        let record = json!({"containers": overrides.0, "initContainers": overrides.1});
+        annotations_mut(merged).insert(
+            OVERRIDES_ANNOTATION.into(),
+            Json::String(crate::kube_types::go_json(&record, "ParsedContainers")),
+        );
     }
     Ok(())
 }
@@ -677,6 +674,8 @@ pub fn inject_pod(mut params: InjectionParams<'_>) -> Result<Json, InjectError> 
     let (mut merged, template_pod) = run_templates(&mut params)?;
     reapply_overwritten_containers(&mut merged, &params.pod, &template_pod)?;
     post_process(&mut merged, &template_pod, &params)?;
+    // What istiod's typed round trip through corev1.Pod does to the result.
+    crate::kube_types::normalize_pod(&mut merged);
     Ok(merged)
 }
 

@@ -121,7 +121,10 @@ impl Injector {
             tracing::debug!(pod = %crate::inject::potential_pod_name(&pod["metadata"]), %namespace, "skipping injection due to policy check");
             return Answer::Allow;
         }
-        let original = pod.clone();
+        // The patch is from the pod as Go's types would re-encode it (istiod marshals its decoded pod),
+        // so that it holds injection's changes only.
+        let mut original = pod.clone();
+        crate::kube_types::normalize_pod(&mut original);
         let params = InjectionParams {
             owner: owner_of_pod(&pod),
             pod,

@@ -23,6 +23,7 @@ pub mod config;
 pub mod gotmpl;
 pub mod inject;
 pub mod injector;
+pub mod kube_types;
 pub mod mesh;
 pub mod patch;
 pub mod probe;

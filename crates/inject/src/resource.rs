@@ -85,12 +85,20 @@ impl KubeInject<'_> {
     ///
     /// # Errors
     /// [`ResourceError`].
-    pub fn object(&self, mut object: Json, warnings: &mut Vec<String>) -> Result<Json, ResourceError> {
+    pub fn object(&self, object: Json, warnings: &mut Vec<String>) -> Result<Json, ResourceError> {
+        let mut object = self.inject_object(object, warnings)?;
+        // istioctl decodes every object of its scheme into its Go type and writes that back, whether
+        // it injected it or not.
+        crate::kube_types::normalize_object(&mut object);
+        Ok(object)
+    }
+
+    fn inject_object(&self, mut object: Json, warnings: &mut Vec<String>) -> Result<Json, ResourceError> {
         let kind = object["kind"].as_str().unwrap_or_default().to_string();
         if kind == "List" {
             if let Some(items) = object.get_mut("items").and_then(Json::as_array_mut) {
                 for item in items.iter_mut() {
-                    *item = self.object(item.take(), warnings)?;
+                    *item = self.inject_object(item.take(), warnings)?;
                 }
             }
             return Ok(object);
