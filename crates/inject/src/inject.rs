@@ -562,6 +562,61 @@ fn reapply_overwritten_containers(
     Ok(())
 }
 
+/// istiod's `adjustInitContainerUser`: when the pod declares its own `istio-proxy` with a
+/// `runAsUser`/`runAsGroup`, the init container follows it: with TPROXY interception the proxy runs
+/// as root; otherwise `istio-validation` (CNI) takes the user and group, and `istio-init`'s (or
+/// `istio-validation`'s) `-u` argument the user (unless root).
+fn adjust_init_container_user(merged: &mut Json, original: &Json, proxy_config: &Json) {
+    let user = ["containers", "initContainers"]
+        .iter()
+        .find_map(|list| find(&original["spec"][*list], PROXY_CONTAINER))
+        .map(|c| c["securityContext"].clone())
+        .unwrap_or(Json::Null);
+    let (run_as_user, run_as_group) = (user["runAsUser"].clone(), user["runAsGroup"].clone());
+    if run_as_user.is_null() && run_as_group.is_null() {
+        return;
+    }
+    let tproxy = proxy_config["interceptionMode"].as_str() == Some("TPROXY")
+        || merged["metadata"]["annotations"]["sidecar.istio.io/interceptionMode"].as_str() == Some("TPROXY");
+    let Some(init_name) = [INIT_CONTAINER, VALIDATION_CONTAINER]
+        .into_iter()
+        .find(|name| find(&merged["spec"]["initContainers"], name).is_some())
+    else {
+        tracing::warn!("could not find either istio-init or istio-validation container");
+        return;
+    };
+    if tproxy
+        && !run_as_user.is_null()
+        && let Some(sidecar) = find_sidecar_mut(merged)
+    {
+        sidecar["securityContext"]["runAsUser"] = json!(0);
+    }
+    let init = containers_mut(merged, "initContainers")
+        .iter_mut()
+        .find(|c| c["name"].as_str() == Some(init_name))
+        .expect("found above");
+    if !tproxy && init_name == VALIDATION_CONTAINER {
+        if !init["securityContext"].is_object() {
+            init["securityContext"] = json!({});
+        }
+        if !run_as_user.is_null() {
+            init["securityContext"]["runAsUser"] = run_as_user.clone();
+        }
+        if !run_as_group.is_null() {
+            init["securityContext"]["runAsGroup"] = run_as_group;
+        }
+    }
+    if run_as_user.is_null() || run_as_user.as_i64() == Some(0) {
+        return;
+    }
+    if let Some(args) = init["args"].as_array_mut()
+        && let Some(i) = args.iter().position(|a| a.as_str() == Some("-u"))
+        && i + 1 < args.len()
+    {
+        args[i + 1] = Json::String(run_as_user.to_string());
+    }
+}
+
 /// The `sidecar.istio.io/status` value: what the templates injected, and the revision.
 fn injection_status(template_pod: &Json, revision: &str) -> String {
     let names = |list: &str| -> Json {
@@ -673,6 +728,7 @@ pub fn inject_pod(mut params: InjectionParams<'_>) -> Result<Json, InjectError> 
     }
     let (mut merged, template_pod) = run_templates(&mut params)?;
     reapply_overwritten_containers(&mut merged, &params.pod, &template_pod)?;
+    adjust_init_container_user(&mut merged, &params.pod, &params.mesh["defaultConfig"]);
     post_process(&mut merged, &template_pod, &params)?;
     // What istiod's typed round trip through corev1.Pod does to the result.
     crate::kube_types::normalize_pod(&mut merged);
@@ -720,6 +776,30 @@ mod tests {
         let host = json!({"metadata": {}, "spec": {"hostNetwork": true}});
         assert!(!inject_required(IGNORED_NAMESPACES, &Policy::Enabled, None, &host, "default"));
         assert!(!inject_required(IGNORED_NAMESPACES, &Policy::Invalid("x".into()), None, &plain, "default"));
+    }
+
+    #[test]
+    fn the_init_container_runs_as_the_user_the_pod_gives_its_proxy() {
+        let original = json!({"spec": {"containers": [{"name": "istio-proxy", "securityContext": {"runAsUser": 1234, "runAsGroup": 4321}}]}});
+        let merged = || {
+            json!({"metadata": {"annotations": {}}, "spec": {
+                "initContainers": [{"name": "istio-init", "args": ["istio-iptables", "-u", "1337", "-m", "REDIRECT"]}],
+                "containers": [{"name": "istio-proxy", "securityContext": {"runAsUser": 1234}}]}})
+        };
+        let mut pod = merged();
+        adjust_init_container_user(&mut pod, &original, &json!({}));
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["args"],
+            json!(["istio-iptables", "-u", "1234", "-m", "REDIRECT"])
+        );
+        // TPROXY: the proxy itself runs as root.
+        let mut pod = merged();
+        adjust_init_container_user(&mut pod, &original, &json!({"interceptionMode": "TPROXY"}));
+        assert_eq!(pod["spec"]["containers"][0]["securityContext"]["runAsUser"], 0);
+        // No user on the pod's own proxy: nothing changes.
+        let mut pod = merged();
+        adjust_init_container_user(&mut pod, &json!({"spec": {}}), &json!({}));
+        assert_eq!(pod, merged());
     }
 
     #[test]
