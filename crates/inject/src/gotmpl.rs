@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 
 use gtmpl_ng::{Context, Func, FuncError, Limits, Number, Template, Value};
 
+use validation::common::go_quote;
+
 use crate::view;
 
 /// A parse or render failure of one named template.
@@ -767,30 +769,6 @@ fn squote(args: &[Value]) -> Result<Value, FuncError> {
         .map(|v| format!("'{}'", text(v)))
         .collect();
     Ok(Value::String(parts.join(" ")))
-}
-
-/// Go's `strconv.Quote` (`%q`): double quotes, `\"`, `\\`, `\n`, `\t`, `\r`, other control
-/// characters as `\xNN` / `\uNNNN`.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn trim(args: &[Value]) -> Result<Value, FuncError> {

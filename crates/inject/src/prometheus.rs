@@ -15,6 +15,7 @@
 //! Pods are JSON in the Kubernetes API's field names; the mesh config is its proto-JSON.
 
 use serde_json::{Map, Value};
+use validation::common::go_quote;
 
 use crate::probe::{
     GoObject, container_env_mut, env_var, find_sidecar, find_sidecar_mut, go_atoi, go_parse_bool,
@@ -394,71 +395,6 @@ fn string_annotations(pod: &Value) -> impl Iterator<Item = (&str, &str)> {
 /// Prometheus' `strutil.SanitizeLabelName`: every character outside `[a-zA-Z0-9_]` becomes `_`.
 fn sanitize_label_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
-}
-
-/// Go's `strconv.Quote` (`%q`): double quotes, `\"` and `\\`, the C escapes `\a \b \f \n \r \t \v`,
-/// `\xNN` for other ASCII controls and DEL, `\uNNNN` / `\UNNNNNNNN` for characters Go does not
-/// print. Go's `unicode.IsPrint` is approximated: controls, white space other than the ASCII space,
-/// format characters, private-use code points and non-characters are escaped; unassigned code
-/// points are kept.
-fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if go_is_print(c) => out.push(c),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn go_is_print(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    let u = c as u32;
-    let format = matches!(
-        u,
-        0xAD | 0x600..=0x605
-            | 0x61C
-            | 0x6DD
-            | 0x70F
-            | 0x890..=0x891
-            | 0x8E2
-            | 0x180E
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x2064
-            | 0x2066..=0x206F
-            | 0xFEFF
-            | 0xFFF9..=0xFFFB
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0001
-            | 0xE0020..=0xE007F
-    );
-    let private_use = matches!(u, 0xE000..=0xF8FF | 0xF0000..=0x10FFFF);
-    let noncharacter = (0xFDD0..=0xFDEF).contains(&u) || (u & 0xFFFE) == 0xFFFE;
-    !format && !private_use && !noncharacter
 }
 
 #[cfg(test)]

@@ -135,24 +135,8 @@ impl From<Vec<i64>> for Arg {
     }
 }
 
-/// Go's `%q` of a string: double-quoted with Go escapes (`strconv.Quote`).
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `%q` of a string (`strconv.Quote`): validation's, shared by every Go-formatted message.
+pub use validation::common::go_quote;
 
 fn render_arg(verb: char, arg: &Arg) -> String {
     let join = |items: Vec<String>| format!("[{}]", items.join(" "));

@@ -41,12 +41,14 @@ fn go_printable(c: char) -> bool {
         return false;
     }
     let u = c as u32;
-    let format_or_private = matches!(
+    let format = matches!(
         u,
         0xAD | 0x600..=0x605
             | 0x61C
             | 0x6DD
             | 0x70F
+            | 0x890..=0x891
+            | 0x8E2
             | 0x180E
             | 0x200B..=0x200F
             | 0x202A..=0x202E
@@ -55,15 +57,16 @@ fn go_printable(c: char) -> bool {
             | 0xFEFF
             | 0xFFF9..=0xFFFB
             | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
             | 0x1BCA0..=0x1BCA3
             | 0x1D173..=0x1D17A
             | 0xE0001
             | 0xE0020..=0xE007F
-            | 0xE000..=0xF8FF
-            | 0xF0000..=0x10FFFF
     );
+    let private_use = matches!(u, 0xE000..=0xF8FF | 0xF0000..=0x10FFFF);
     let noncharacter = (0xFDD0..=0xFDEF).contains(&u) || (u & 0xFFFE) == 0xFFFE;
-    !format_or_private && !noncharacter
+    !format && !private_use && !noncharacter
 }
 
 /// Formats a float the way Go's `%v` does: shortest round-trip digits, in exponent form

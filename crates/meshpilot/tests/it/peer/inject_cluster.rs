@@ -47,10 +47,12 @@ fn chart_objects(kind: &str, sets: &[&str]) -> Vec<Value> {
         .collect()
 }
 
+/// A pod as a client sends it; `serviceAccountName` is set as the ServiceAccount admission plugin
+/// (off in the test API server) would have set it before the webhook is called.
 fn pod(namespace: &str, name: &str, annotations: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{app: web}}\n  annotations: {{{annotations}}}\n\
-         spec:\n  containers:\n  - name: web\n    image: nginx\n    ports: [{{containerPort: 8080}}]\n    readinessProbe: {{httpGet: {{port: 8080, path: /ready}}}}\n"
+         spec:\n  serviceAccountName: default\n  containers:\n  - name: web\n    image: nginx\n    ports: [{{containerPort: 8080}}]\n    readinessProbe: {{httpGet: {{port: 8080, path: /ready}}}}\n"
     )
 }
 
