@@ -40,6 +40,7 @@
 //! Keeps `kube` and `k8s-openapi` out of the other crates.
 
 pub mod client;
+pub mod configmap_watch;
 pub mod gateway_deployment;
 pub mod gateway_objects;
 pub mod gateway_status;

@@ -439,14 +439,31 @@ async fn run_async(args: &Args) -> Result<(), String> {
             }
         })
     });
-    let injector = if env.inject_enabled {
-        crate::webhook::load_injector(
-            Path::new(crate::webhook::INJECTION_DIRECTORY),
-            &mesh_text,
+    // The injection config: istiod's files, else (with a cluster) its ConfigMap, watched.
+    let mut injector_task = None;
+    let injector = if !env.inject_enabled {
+        None
+    } else if let Some(files) = crate::webhook::load_injector(
+        Path::new(crate::webhook::INJECTION_DIRECTORY),
+        &mesh_text,
+        args.revision.as_deref(),
+        env.native_sidecars,
+    )? {
+        Some(Arc::new(files))
+    } else if let (Some(kubeconfig), Some(_)) = (&args.kubeconfig, &args.webhook.https_addr) {
+        crate::webhook::injector_from_cluster(
+            kubeconfig,
+            &env.pod_namespace,
             args.revision.as_deref(),
+            &mesh_text,
             env.native_sidecars,
-        )?
-        .map(Arc::new)
+            shutdown.clone(),
+        )
+        .await?
+        .map(|(injector, task)| {
+            injector_task = Some(task);
+            injector
+        })
     } else {
         None
     };
@@ -534,7 +551,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     tasks.push(task(credentials_task));
     tasks.extend(secure_task.map(task));
     tasks.extend(root_cert_task.map(task));
-    tasks.extend(webhook_tasks.into_iter().map(task));
+    tasks.extend(webhook_tasks.into_iter().chain(injector_task).map(task));
     tasks.extend(status_task.map(task));
     tasks.extend(gateway_tasks.into_iter().map(task));
     crate::shutdown::wait_for_tasks(tasks, streams_closed, args.shutdown_duration).await;

@@ -75,6 +75,31 @@ pub struct Context<'a> {
 /// chart mounts nothing there, so a cluster install reads the ConfigMap instead).
 pub const INJECTION_DIRECTORY: &str = "./var/lib/istio/inject";
 
+/// The injector's state from the texts of its `config` and `values` (the files or the ConfigMap's
+/// keys) and the mesh config's YAML (`--meshConfig`).
+///
+/// # Errors
+/// A config or template that does not parse, bad values or mesh config (without naming the source;
+/// callers add it).
+pub fn injector_state(
+    config_text: &str,
+    values_text: &str,
+    mesh_text: &str,
+    revision: Option<&str>,
+    native_sidecars: inject::injector::NativeSidecars,
+) -> Result<inject::injector::InjectorState, String> {
+    let config = inject::config::InjectConfig::parse(config_text).map_err(|e| format!("config: {e}"))?;
+    let values = inject::config::Values::parse(values_text).map_err(|e| format!("values: {e}"))?;
+    let mesh = inject::mesh::apply_mesh_config(mesh_text).map_err(|e| format!("mesh config: {e}"))?;
+    Ok(inject::injector::InjectorState {
+        config,
+        values,
+        mesh,
+        revision: revision.filter(|r| *r != "default").unwrap_or_default().to_string(),
+        native_sidecars,
+    })
+}
+
 /// The sidecar injector from `dir/config` and `dir/values` (istiod's file watcher source), `None`
 /// when `dir/config` does not exist. `mesh_text` is the mesh config's YAML (`--meshConfig`).
 ///
@@ -93,20 +118,78 @@ pub fn load_injector(
     }
     let read =
         |path: &Path| api::yaml::read_config_text(path).map_err(|e| format!("{}: {e}", path.display()));
-    let config = inject::config::InjectConfig::parse(&read(&config_path)?)
-        .map_err(|e| format!("{}: {e}", config_path.display()))?;
     let values_path = dir.join("values");
     let values_text = if values_path.exists() { read(&values_path)? } else { String::new() };
-    let values =
-        inject::config::Values::parse(&values_text).map_err(|e| format!("{}: {e}", values_path.display()))?;
-    let mesh = inject::mesh::apply_mesh_config(mesh_text).map_err(|e| format!("mesh config: {e}"))?;
-    Ok(Some(inject::injector::Injector::new(inject::injector::InjectorState {
-        config,
-        values,
-        mesh,
-        revision: revision.filter(|r| *r != "default").unwrap_or_default().to_string(),
+    let state = injector_state(&read(&config_path)?, &values_text, mesh_text, revision, native_sidecars)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(Some(inject::injector::Injector::new(state)))
+}
+
+/// The injector ConfigMap's name for a revision (istiod's `getInjectorConfigMapName`).
+pub fn injector_configmap_name(revision: Option<&str>) -> String {
+    match revision.filter(|r| !r.is_empty() && *r != "default") {
+        Some(rev) => format!("istio-sidecar-injector-{rev}"),
+        None => "istio-sidecar-injector".to_string(),
+    }
+}
+
+/// The sidecar injector from the ConfigMap `istio-sidecar-injector[-<rev>]` in `namespace` (istiod's
+/// source when the files are absent, as with Istio's chart), and the task that keeps it current:
+/// a changed ConfigMap replaces the injector's state; one that does not parse is logged with the
+/// reason, counted in `meshpilot_injector_config_errors`, and the last good state stays in force.
+/// `None` when the ConfigMap does not exist at start (istiod: "Skipping sidecar injector, template
+/// not found").
+///
+/// # Errors
+/// The API server cannot be reached, or the ConfigMap does not parse at start.
+pub async fn injector_from_cluster(
+    kubeconfig: &Path,
+    namespace: &str,
+    revision: Option<&str>,
+    mesh_text: &str,
+    native_sidecars: inject::injector::NativeSidecars,
+    shutdown: model::Shutdown,
+) -> Result<Option<(Arc<inject::injector::Injector>, JoinHandle<()>)>, String> {
+    let connection = kube_source::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
+    let name = injector_configmap_name(revision);
+    let Some(data) = kube_source::configmap_watch::get(&connection.client, namespace, &name).await? else {
+        info!(configmap = %format!("{namespace}/{name}"), "no injection config: sidecar injection is off");
+        return Ok(None);
+    };
+    let text = |data: &std::collections::BTreeMap<String, String>, key: &str| {
+        data.get(key).cloned().unwrap_or_default()
+    };
+    let state =
+        injector_state(&text(&data, "config"), &text(&data, "values"), mesh_text, revision, native_sidecars)
+            .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}"))?;
+    let injector = Arc::new(inject::injector::Injector::new(state));
+    let (keeper, mesh_text, revision) =
+        (injector.clone(), mesh_text.to_string(), revision.map(str::to_string));
+    let source = format!("{namespace}/{name}");
+    let on_data = move |data: std::collections::BTreeMap<String, String>| match injector_state(
+        &text(&data, "config"),
+        &text(&data, "values"),
+        &mesh_text,
+        revision.as_deref(),
         native_sidecars,
-    })))
+    ) {
+        Ok(state) => {
+            keeper.set(state);
+            info!(configmap = %source, "injection config loaded");
+        }
+        Err(reason) => {
+            metrics::counter!("meshpilot_injector_config_errors").increment(1);
+            tracing::error!(configmap = %source, %reason, "injection config not applied; the last good one stays in force");
+        }
+    };
+    let task = tokio::spawn(kube_source::configmap_watch::watch(
+        connection.client,
+        namespace.to_string(),
+        name,
+        on_data,
+        shutdown,
+    ));
+    Ok(Some((injector, task)))
 }
 
 /// Starts the webhook server (and the configuration keeper with a kubeconfig); nothing without

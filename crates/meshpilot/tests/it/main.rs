@@ -22,6 +22,7 @@ mod peer {
     mod conformance;
     mod gateway_api_cluster;
     mod inject_cluster;
+    mod inject_configmap;
     mod istiod_beside;
     mod kill9_load;
     mod kube_inject_istioctl;

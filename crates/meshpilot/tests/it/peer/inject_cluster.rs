@@ -5,47 +5,12 @@
 //! an unlabelled namespace is stored as it was sent; a pod asking for a template that does not exist
 //! is denied with istiod's message.
 
-use std::{process::Stdio, time::Duration};
+use std::process::Stdio;
 
 use kube_source::testenv::TestEnv;
-use meshpilot_testing::wait::wait_for_blocking;
 use serde_json::Value;
 
-use crate::{istio_peer, webhook_support::Webhook};
-
-/// Deletes the MutatingWebhookConfiguration on drop (it would send every later pod of this API server
-/// to a webhook that is gone), also when the test fails.
-struct DeleteMutating<'a>(&'a TestEnv);
-
-impl Drop for DeleteMutating<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kubectl(&[
-            "delete",
-            "mutatingwebhookconfiguration",
-            "istio-sidecar-injector",
-            "--ignore-not-found",
-        ]);
-        for name in ["istio-validator-istio-system", "istiod-default-validator"] {
-            let _ = self.0.kubectl(&["delete", "validatingwebhookconfiguration", name, "--ignore-not-found"]);
-        }
-    }
-}
-
-/// The chart's objects of one kind from `istioctl manifest generate` with `sets` (`--set` values).
-fn chart_objects(kind: &str, sets: &[&str]) -> Vec<Value> {
-    let mut command = std::process::Command::new(istio_peer::istioctl());
-    command.args(["manifest", "generate"]);
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let out = command.output().unwrap();
-    assert!(out.status.success(), "istioctl manifest generate: {}", String::from_utf8_lossy(&out.stderr));
-    api::yaml::parse_documents(&String::from_utf8(out.stdout).unwrap())
-        .into_iter()
-        .filter_map(|d| d.unwrap().root.map(|r| r.to_json()))
-        .filter(|o| o["kind"] == kind)
-        .collect()
-}
+use crate::webhook_support::{self, Webhook};
 
 /// A pod as a client sends it; `serviceAccountName` is set as the ServiceAccount admission plugin
 /// (off in the test API server) would have set it before the webhook is called.
@@ -71,13 +36,12 @@ fn the_api_server_calls_inject_and_stores_pods_with_istios_sidecar() {
     let _ = env.kubectl(&["create", "namespace", "injected"]);
     let _ = env.kubectl(&["create", "namespace", "plain"]);
     env.kubectl(&["label", "namespace", "injected", "istio-injection=enabled", "--overwrite"]).unwrap();
-    let _cleanup = DeleteMutating(env);
 
     // The injector's config and values as the chart renders them, where istiod reads them.
     let dir = tempfile::tempdir().unwrap();
     let inject_dir = dir.path().join("var/lib/istio/inject");
     std::fs::create_dir_all(&inject_dir).unwrap();
-    let injector = chart_objects("ConfigMap", &[])
+    let injector = webhook_support::chart_objects("ConfigMap", &[])
         .into_iter()
         .find(|c| c["metadata"]["name"] == "istio-sidecar-injector")
         .expect("the chart's injector ConfigMap");
@@ -89,27 +53,7 @@ fn the_api_server_calls_inject_and_stores_pods_with_istios_sidecar() {
 
     // Istio's MutatingWebhookConfiguration, calling meshpilot's URL, without a caBundle: meshpilot
     // patches it in.
-    let mwc = chart_objects(
-        "MutatingWebhookConfiguration",
-        &[&format!("values.istiodRemote.injectionURL={inject_url}")],
-    )
-    .pop()
-    .expect("the chart's MutatingWebhookConfiguration");
-    assert_eq!(mwc["metadata"]["labels"]["istio.io/rev"], "default");
-    env.kubectl_apply(&serde_json::to_string(&mwc).unwrap()).unwrap();
-    wait_for_blocking("the injector webhooks' caBundle patched", Duration::from_secs(90), || {
-        let current: Value = serde_json::from_str(
-            &env.kubectl(&["get", "mutatingwebhookconfiguration", "istio-sidecar-injector", "-o", "json"])
-                .ok()?,
-        )
-        .ok()?;
-        current["webhooks"]
-            .as_array()?
-            .iter()
-            .all(|w| w["clientConfig"]["caBundle"].is_string())
-            .then_some(())
-    })
-    .unwrap();
+    let _cleanup = webhook_support::install_injector_webhook(env, &inject_url);
 
     // Created through the API server: injected.
     env.kubectl_apply(&pod("injected", "web-1", "")).unwrap();

@@ -11,7 +11,7 @@ use crate::webhook_support;
 use base64::Engine;
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::wait::wait_for_blocking;
-use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Webhook, review_with_bundle, vwc};
+use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Webhook, counter, review_with_bundle, vwc};
 
 /// Waits (90 s at most: a limit, not a timing assertion) until `check` gives a value.
 fn wait_for<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
@@ -91,23 +91,6 @@ fn api_server_calls_the_webhook_which_denies_invalid_objects_naming_the_field() 
     assert!(err.contains("denied the request") && err.contains("weight"), "{err}");
     env.kubectl_apply(&virtual_service("split", 40)).unwrap();
     env.kubectl(&["delete", "virtualservice", "split", "-n", "webhook-test"]).unwrap();
-}
-
-/// The sum of a counter's series on a replica's /metrics (0 when absent).
-fn counter(port: u16, name: &str) -> f64 {
-    let r = meshpilot_testing::http::request_blocking(
-        ([127, 0, 0, 1], port).into(),
-        "localhost",
-        "/metrics",
-        &[],
-    )
-    .unwrap();
-    assert_eq!(r.status, 200);
-    r.body
-        .lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// One replica of the control plane for revision `canary` in namespace `replicas`: the webhook on its

@@ -1,5 +1,5 @@
-//! Helpers of the tests that run `meshpilot discovery` with its validating webhook against a real
-//! kube-apiserver (`webhook_cluster.rs`, `istiod_beside.rs`).
+//! Helpers of the tests that run `meshpilot discovery` with its admission webhooks against a real
+//! kube-apiserver (`webhook_cluster.rs`, `istiod_beside.rs`, `inject_cluster.rs`, `inject_configmap.rs`).
 
 use std::{
     path::Path,
@@ -103,4 +103,97 @@ pub fn review_with_bundle(url: &str, bundle: &str) -> String {
         .unwrap();
     assert!(out.status.success(), "{url}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The sum of a counter's series on a control plane's /metrics (`port` its monitoring port; 0 when
+/// absent).
+pub fn counter(port: u16, name: &str) -> f64 {
+    let r = meshpilot_testing::http::request_blocking(
+        ([127, 0, 0, 1], port).into(),
+        "localhost",
+        "/metrics",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    r.body
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The objects of one kind that Istio's charts render for the pinned version
+/// (`istioctl manifest generate` with `sets` as `--set` values).
+pub fn chart_objects(kind: &str, sets: &[&str]) -> Vec<serde_json::Value> {
+    let mut command = Command::new(crate::istio_peer::istioctl());
+    command.args(["manifest", "generate"]);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "istioctl manifest generate: {}", String::from_utf8_lossy(&out.stderr));
+    api::yaml::parse_documents(&String::from_utf8(out.stdout).unwrap())
+        .into_iter()
+        .filter_map(|d| d.unwrap().root.map(|r| r.to_json()))
+        .filter(|o| o["kind"] == kind)
+        .collect()
+}
+
+/// Applies Istio's MutatingWebhookConfiguration `istio-sidecar-injector`, rendered to call
+/// `inject_url`, and waits (90 s at most: a limit, not a timing assertion) until the control plane has
+/// patched its caBundle into every webhook. It is deleted on drop of the returned guard, with the
+/// validating configurations the control plane created (they would send every later pod or Istio
+/// write of this API server to a webhook that is gone), also when the test fails.
+pub fn install_injector_webhook<'a>(env: &'a TestEnv, inject_url: &str) -> DeleteInjectorWebhooks<'a> {
+    let guard = DeleteInjectorWebhooks(env);
+    let mwc = chart_objects(
+        "MutatingWebhookConfiguration",
+        &[&format!("values.istiodRemote.injectionURL={inject_url}")],
+    )
+    .pop()
+    .expect("the chart's MutatingWebhookConfiguration");
+    assert_eq!(mwc["metadata"]["labels"]["istio.io/rev"], "default");
+    env.kubectl_apply(&serde_json::to_string(&mwc).unwrap()).unwrap();
+    meshpilot_testing::wait::wait_for_blocking(
+        "the injector webhooks' caBundle patched",
+        std::time::Duration::from_secs(90),
+        || {
+            let current: serde_json::Value = serde_json::from_str(
+                &env.kubectl(&[
+                    "get",
+                    "mutatingwebhookconfiguration",
+                    "istio-sidecar-injector",
+                    "-o",
+                    "json",
+                ])
+                .ok()?,
+            )
+            .ok()?;
+            current["webhooks"]
+                .as_array()?
+                .iter()
+                .all(|w| w["clientConfig"]["caBundle"].is_string())
+                .then_some(())
+        },
+    )
+    .unwrap();
+    guard
+}
+
+/// See [`install_injector_webhook`].
+pub struct DeleteInjectorWebhooks<'a>(&'a TestEnv);
+
+impl Drop for DeleteInjectorWebhooks<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kubectl(&[
+            "delete",
+            "mutatingwebhookconfiguration",
+            "istio-sidecar-injector",
+            "--ignore-not-found",
+        ]);
+        for name in DEFAULT_CONFIGURATIONS {
+            let _ = self.0.kubectl(&["delete", "validatingwebhookconfiguration", name, "--ignore-not-found"]);
+        }
+    }
 }
