@@ -31,6 +31,16 @@ use serde_json::Value as Json;
 /// template can name it).
 const PROTO_JSON_KEY: &str = "\u{0}json";
 
+/// The key that marks a template map as a Go struct's view (so [`to_json`] gives its fields their
+/// JSON names and omits zero values) rather than a Go map (keys kept as they are, whatever their
+/// case); as [`PROTO_JSON_KEY`], no template can name it.
+const STRUCT_KEY: &str = "\u{0}struct";
+
+fn struct_view(mut fields: HashMap<String, Value>) -> Value {
+    fields.insert(STRUCT_KEY.to_string(), Value::Bool(true));
+    Value::Map(fields)
+}
+
 /// JSON names whose Go field name is not the JSON name with its first letter capitalised
 /// (`k8s.io/api` types; the Go name is what a template writes).
 const SPECIAL_NAMES: &[(&str, &str)] = &[
@@ -186,7 +196,7 @@ pub fn kube(json: &Json) -> Value {
                     (go_field_name(k), value)
                 })
                 .collect();
-            Value::Map(out)
+            struct_view(out)
         }
         Json::Array(a) => Value::Array(a.iter().map(kube).collect()),
         other => typed_scalar(other),
@@ -205,7 +215,7 @@ pub fn object_meta(json: &Json) -> Value {
     for key in ["Labels", "Annotations"] {
         meta.entry(key.to_string()).or_insert_with(|| Value::Map(HashMap::new()));
     }
-    Value::Map(meta)
+    struct_view(meta)
 }
 
 /// An Istio message in proto-JSON form as the Go message looks to a template; `own_json` is what
@@ -218,7 +228,10 @@ pub fn proto(json: &Json, own_json: Option<String>) -> Value {
             raw_map(value)
         } else if PROTO_WRAPPER_FIELDS.contains(&key.as_str()) {
             let inner = typed_scalar(value);
-            Value::Map(HashMap::from([("Value".to_string(), inner.clone()), ("GetValue".to_string(), inner)]))
+            struct_view(HashMap::from([
+                ("Value".to_string(), inner.clone()),
+                ("GetValue".to_string(), inner),
+            ]))
         } else {
             match value {
                 Json::Object(_) => proto(value, None),
@@ -235,7 +248,7 @@ pub fn proto(json: &Json, own_json: Option<String>) -> Value {
     if let Some(own) = own_json {
         out.insert(PROTO_JSON_KEY.to_string(), Value::String(own));
     }
-    Value::Map(out)
+    struct_view(out)
 }
 
 /// A `ProxyConfig` (`istio.mesh.v1alpha1`) as [`proto`] shows it, with its enum fields at their
@@ -304,11 +317,10 @@ pub fn to_json(value: &Value) -> Json {
         }
         Value::Array(a) => Json::Array(a.iter().map(to_json).collect()),
         Value::Map(m) | Value::Object(m) => {
-            let go_struct = m.keys().any(|k| k.chars().next().is_some_and(|c| c.is_ascii_uppercase()))
-                && m.keys().all(|k| k.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '\0'));
+            let go_struct = m.contains_key(STRUCT_KEY);
             let mut fields: Vec<(String, Json)> = m
                 .iter()
-                .filter(|(k, _)| k.as_str() != PROTO_JSON_KEY)
+                .filter(|(k, _)| k.as_str() != PROTO_JSON_KEY && k.as_str() != STRUCT_KEY)
                 .filter(|(k, _)| !(go_struct && k.starts_with("Get") && m.contains_key(&k[3..])))
                 .map(|(k, v)| (if go_struct { json_field_name(k) } else { k.clone() }, to_json(v)))
                 .filter(|(k, v)| !go_struct || NOT_OMITTED.contains(&k.as_str()) || !is_zero(v))
@@ -491,6 +503,17 @@ mod tests {
         );
         let bare = kube(&json!({"containerPort": 0}));
         assert_eq!(serde_json::to_string(&to_json(&bare)).unwrap(), r#"{"containerPort":0}"#);
+    }
+
+    #[test]
+    fn maps_keep_their_keys_whatever_their_case_and_structs_get_json_names() {
+        let pc =
+            proxy_config(&json!({"proxyMetadata": {"ISTIO_META_DNS_CAPTURE": "true", "B": ""}}), "{}".into());
+        assert_eq!(to_json(field(&pc, "ProxyMetadata")), json!({"B": "", "ISTIO_META_DNS_CAPTURE": "true"}));
+        let values = plain(&json!({"Upper": {"Inner": 0}}));
+        assert_eq!(to_json(&values), json!({"Upper": {"Inner": 0}}));
+        let container = kube(&json!({"name": "c", "tty": false, "securityContext": {"runAsUser": 1}}));
+        assert_eq!(to_json(&container), json!({"name": "c", "securityContext": {"runAsUser": 1}}));
     }
 
     #[test]
