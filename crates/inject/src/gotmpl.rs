@@ -175,7 +175,8 @@ pub const FUNCS: &[(&str, Func)] = &[
 /// the call is dropped from the template text.
 fn enum_string_calls(text: &str) -> String {
     let mut out = text.to_string();
-    for field in view::PROTO_ENUM_FIELDS {
+    for (json_name, _) in view::PROTO_ENUM_ZEROS {
+        let field = view::capitalize(json_name);
         let call = format!(".{field}.String");
         let mut from = 0;
         while let Some(at) = out[from..].find(&call).map(|i| i + from) {

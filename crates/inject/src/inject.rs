@@ -690,13 +690,8 @@ fn post_process(
     for (k, v) in &params.injected_annotations {
         annotations_mut(pod).insert(k.clone(), Json::String(v.clone()));
     }
-    // Container order.
-    let mut mesh_for_pod = params.mesh.clone();
-    if let Some(pca) = params.pod["metadata"]["annotations"][PROXY_CONFIG_ANNOTATION].as_str() {
-        mesh_for_pod = mesh::apply_proxy_config(pca, &params.mesh)
-            .map_err(|e| InjectError::PostProcess(e.to_string()))?;
-    }
-    let hold = mesh_for_pod["defaultConfig"]["holdApplicationUntilProxyStarts"].as_bool() == Some(true)
+    // Container order (`params.mesh` already has the pod's `proxy.istio.io/config`: inject_pod).
+    let hold = params.mesh["defaultConfig"]["holdApplicationUntilProxyStarts"].as_bool() == Some(true)
         || params.values.hold_application_until_proxy_starts();
     move_container(pod, "containers", PROXY_CONTAINER, if hold { Move::First } else { Move::Last });
     if find(&pod["spec"]["initContainers"], PROXY_CONTAINER).is_some() {

@@ -192,12 +192,9 @@ pub fn clean_proxy_config_json(proxy_config: &Json) -> String {
             Json::Object(_) => false,
         };
         // An enum at its zero value is not written by proto3 JSON.
-        let enum_zero = matches!(
-            (key.as_str(), value.as_str()),
-            ("interceptionMode", Some("REDIRECT"))
-                | ("controlPlaneAuthPolicy", Some("NONE"))
-                | ("tracingServiceName", Some("APP_LABEL_AND_NAMESPACE"))
-        );
+        let enum_zero = crate::view::PROTO_ENUM_ZEROS
+            .iter()
+            .any(|(name, zero)| name == key && value.as_str() == Some(*zero));
         if !same_as_default && !proto3_zero && !enum_zero {
             out.insert(key.clone(), value.clone());
         }

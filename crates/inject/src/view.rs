@@ -107,15 +107,13 @@ const PROTO_WRAPPER_FIELDS: &[&str] = &[
     "enableTracing",
 ];
 
-/// Enum fields of `ProxyConfig` and their zero value's name (what Go prints when unset).
-const PROTO_ENUM_ZEROS: &[(&str, &str)] = &[
+/// Enum fields of `ProxyConfig` (JSON names) and their zero value's name: what Go prints when unset,
+/// and what proto3 JSON leaves out. Templates call `.String` on them ([`crate::gotmpl`]).
+pub const PROTO_ENUM_ZEROS: &[(&str, &str)] = &[
     ("interceptionMode", "REDIRECT"),
     ("controlPlaneAuthPolicy", "NONE"),
     ("tracingServiceName", "APP_LABEL_AND_NAMESPACE"),
 ];
-
-/// Go names of the enum fields of [`proxy_config`] (templates call `.String` on them).
-pub const PROTO_ENUM_FIELDS: &[&str] = &["InterceptionMode", "ControlPlaneAuthPolicy", "TracingServiceName"];
 
 /// The Go field name of a Kubernetes JSON field name.
 pub fn go_field_name(json: &str) -> String {
@@ -137,7 +135,8 @@ pub fn json_field_name(go: &str) -> String {
     }
 }
 
-fn capitalize(s: &str) -> String {
+/// The Go field name of an Istio proto field's JSON name (`interceptionMode` → `InterceptionMode`).
+pub fn capitalize(s: &str) -> String {
     let mut chars = s.chars();
     match chars.next() {
         Some(c) => c.to_uppercase().chain(chars).collect(),
