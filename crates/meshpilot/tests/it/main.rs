@@ -21,8 +21,10 @@ mod peer {
     mod configstatusz_cluster;
     mod conformance;
     mod gateway_api_cluster;
+    mod image;
     mod inject_cluster;
     mod inject_configmap;
+    mod inject_istiod;
     mod istiod_beside;
     mod kill9_load;
     mod kube_inject_istioctl;

@@ -22,7 +22,7 @@ mod debug_json;
 mod routing;
 mod scenarios;
 
-use crate::istio_peer;
+use crate::istio_peer::Istiod;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -44,7 +44,7 @@ use envoy_types::pb::{
     google::protobuf::{Struct, Value as PbValue, value::Kind},
 };
 use kube_source::testenv::TestEnv;
-use meshpilot_testing::{free_port, free_port_block, http, repo_root, wait_for};
+use meshpilot_testing::{free_port, http, wait_for};
 use prost::Message;
 use serde_json::{Value, json};
 
@@ -111,49 +111,17 @@ const ALLOWED: &[Allowed] = &[
 
 // ------------------------------------------------------------------------------------------ peers
 
-/// Real istiod via `scripts/peer/run-istiod.sh`; stopped on drop.
-struct Istiod {
-    dir: PathBuf,
-    xds: SocketAddr,
-}
-
-impl Istiod {
-    fn start(dir: &Path, config: &Path, kubeconfig: &Path) -> Istiod {
-        istio_peer::pilot_discovery();
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("mesh.yaml"), MESH).unwrap();
-        let base = free_port_block(81);
-        let out = Command::new(repo_root().join("scripts/peer/run-istiod.sh"))
-            .env("ISTIOD_ARGS", format!("--configDir {}", config.display()))
-            // A fresh connection per proxy and scenario: lift the 25/s admission limit.
-            .env("PILOT_MAX_REQUESTS_PER_SECOND", "1000")
-            .arg("start")
-            .arg(dir)
-            .arg(kubeconfig)
-            .arg(base.to_string())
-            .output()
-            .unwrap();
-        let istiod =
-            Istiod { dir: dir.to_path_buf(), xds: format!("127.0.0.1:{}", base + 10).parse().unwrap() };
-        assert!(
-            out.status.success(),
-            "istiod did not start: {}\n--- istiod log ---\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            istiod.log_tail()
-        );
-        istiod
-    }
-
-    fn log_tail(&self) -> String {
-        tail(&self.dir.join("istiod.log"))
-    }
-}
-
-impl Drop for Istiod {
-    fn drop(&mut self) {
-        let _ =
-            Command::new(repo_root().join("scripts/peer/run-istiod.sh")).arg("stop").arg(&self.dir).output();
-    }
+/// Real istiod reading `config` (its `--configDir`) with the scenarios' mesh config.
+fn start_istiod(dir: &Path, config: &Path, kubeconfig: &Path) -> Istiod {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("mesh.yaml"), MESH).unwrap();
+    // A fresh connection per proxy and scenario: lift the 25/s admission limit.
+    Istiod::start_with_env(
+        dir,
+        kubeconfig,
+        &format!("--configDir {}", config.display()),
+        &[("PILOT_MAX_REQUESTS_PER_SECOND", "1000")],
+    )
 }
 
 /// `meshpilot discovery`; killed on drop.
@@ -566,9 +534,10 @@ async fn meshpilot_matches_istiod_on_the_corpus() {
     let _ = env.kubectl(&["create", "namespace", MARKER_NS]);
     write_config(&config, &[], 0);
     let kubeconfig = env.kubeconfig();
-    let istiod = Istiod::start(&work.path().join("istiod"), &config, &kubeconfig);
+    let istiod = start_istiod(&work.path().join("istiod"), &config, &kubeconfig);
     let mp = Meshpilot::start(work.path(), &config, &kubeconfig).await;
-    let context = || format!("--- istiod ---\n{}\n--- meshpilot ---\n{}", istiod.log_tail(), tail(&mp.log));
+    let context =
+        || format!("--- istiod ---\n{}\n--- meshpilot ---\n{}", tail(&istiod.log_path()), tail(&mp.log));
 
     let mut results = Vec::new();
     let mut previous_hosts = BTreeSet::new();
@@ -595,13 +564,13 @@ async fn meshpilot_matches_istiod_on_the_corpus() {
         write_config(&config, &istio, n);
         let hosts = service_hosts(&kube);
         let gone: BTreeSet<String> = previous_hosts.difference(&hosts).cloned().collect();
-        wait_synced("istiod", istiod.xds, n, &hosts, &gone, &istiod.dir.join("istiod.log")).await;
+        wait_synced("istiod", istiod.xds(), n, &hosts, &gone, &istiod.log_path()).await;
         wait_synced("meshpilot", mp.grpc, n, &hosts, &gone, &mp.log).await;
         let mut r = ScenarioResult { scenario: scenario.name.into(), ..Default::default() };
         let targets = grpc_targets(&istio, &kube);
         for p in &scenario.proxies {
             let client = if is_proxyless(p) { Client::Proxyless(targets.clone()) } else { Client::Envoy };
-            let a = fetch(istiod.xds, node(p), Duration::from_secs(60), client.clone())
+            let a = fetch(istiod.xds(), node(p), Duration::from_secs(60), client.clone())
                 .await
                 .unwrap_or_else(|e| panic!("{} {}: istiod: {e}\n{}", scenario.name, p.label, context()));
             let b = fetch(mp.grpc, node(p), Duration::from_secs(60), client)

@@ -8,20 +8,14 @@
 //! istiod is the cached build of `scripts/istio-peer.sh build`, run by `scripts/peer/run-istiod.sh` against the
 //! shared kube-apiserver test environment; a missing build fails the test (naming the script), never skips it.
 
-use crate::istio_peer;
+use crate::istio_peer::Istiod;
 use crate::webhook_support;
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use base64::Engine;
 use kube_source::testenv::TestEnv;
-use meshpilot_testing::{
-    free_port, free_port_block, http::request_blocking, repo_root, wait::wait_for_blocking,
-};
+use meshpilot_testing::{free_port, http::request_blocking, wait::wait_for_blocking};
 use serde_json::Value;
 use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Webhook, review_with_bundle, vwc};
 
@@ -33,44 +27,6 @@ fn wait_for<T>(log: &Path, what: &str, check: impl FnMut() -> Option<T>) -> T {
     wait_for_blocking(what, Duration::from_secs(120), check).unwrap_or_else(|e| {
         panic!("{e}\n--- meshpilot log ---\n{}", std::fs::read_to_string(log).unwrap_or_default())
     })
-}
-
-/// Real istiod via `scripts/peer/run-istiod.sh`; stopped on drop.
-struct Istiod {
-    dir: PathBuf,
-}
-
-impl Istiod {
-    fn start(dir: &Path, kubeconfig: &Path) -> Istiod {
-        istio_peer::pilot_discovery();
-        let out = Command::new(repo_root().join("scripts/peer/run-istiod.sh"))
-            .env("POD_NAME", "istiod-0")
-            .arg("start")
-            .arg(dir)
-            .arg(kubeconfig)
-            .arg(free_port_block(81).to_string())
-            .output()
-            .unwrap();
-        let istiod = Istiod { dir: dir.to_path_buf() };
-        assert!(
-            out.status.success(),
-            "istiod did not start: {}\n--- istiod log ---\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(dir.join("istiod.log")).unwrap_or_default()
-        );
-        istiod
-    }
-
-    fn stop(&self) {
-        let _ =
-            Command::new(repo_root().join("scripts/peer/run-istiod.sh")).arg("stop").arg(&self.dir).output();
-    }
-}
-
-impl Drop for Istiod {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// The holder of the namespace-controller lock: client-go's record in the ConfigMap's annotation.
@@ -101,7 +57,7 @@ fn meshpilot_beside_istiod_shares_the_root_and_one_root_cert_writer() {
     let _cleanup = DeleteWebhooks(env, DEFAULT_CONFIGURATIONS);
     let work = tempfile::tempdir().unwrap();
     let log = work.path().join("meshpilot.log");
-    let istiod = Istiod::start(&work.path().join("istiod"), &env.kubeconfig());
+    let istiod = Istiod::start(&work.path().join("istiod"), &env.kubeconfig(), "");
     // istiod made its root (istio-ca-secret) and leads the namespace controller.
     wait_for(&log, "istiod to hold the namespace-controller lock", || {
         (holder(env).as_deref() == Some("istiod-0")).then_some(())

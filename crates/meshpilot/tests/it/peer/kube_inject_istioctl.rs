@@ -12,28 +12,15 @@
 //! in [`KNOWN_DIFFERENCES`] with the reason; the test fails when one of them starts to agree, so the
 //! list stays true.
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{collections::BTreeMap, path::Path, process::Command};
 
 use kube_source::testenv::TestEnv;
 use serde_json::Value;
 
-use crate::istio_peer;
+use crate::istio_peer::{self, first_difference, normalize};
 
 /// Inputs on which meshpilot and istioctl still disagree, and why.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
-
-/// Files of the test data directory that are not inputs (settings of other inputs).
-fn is_input(name: &str) -> bool {
-    name.ends_with(".yaml")
-        && !name.ends_with(".iop.yaml")
-        && !name.ends_with(".mesh.yaml")
-        && !name.ends_with(".values.yaml")
-        && !name.ends_with(".config.yaml")
-}
 
 /// Writes the chart's injector config, values and mesh config (istioctl's default install) into `dir`.
 fn chart_settings(dir: &Path) {
@@ -64,54 +51,12 @@ fn chart_settings(dir: &Path) {
     assert_eq!(found, 2, "the manifest has the ConfigMaps istio-sidecar-injector and istio");
 }
 
-/// Drops nulls and empty maps and lists, recursively.
-fn normalize(value: Value) -> Option<Value> {
-    match value {
-        Value::Null => None,
-        Value::Object(map) => {
-            let map: serde_json::Map<String, Value> =
-                map.into_iter().filter_map(|(k, v)| normalize(v).map(|v| (k, v))).collect();
-            (!map.is_empty()).then_some(Value::Object(map))
-        }
-        Value::Array(items) => {
-            let items: Vec<Value> = items.into_iter().filter_map(normalize).collect();
-            (!items.is_empty()).then_some(Value::Array(items))
-        }
-        other => Some(other),
-    }
-}
-
 fn documents(text: &str) -> Vec<Value> {
     api::yaml::parse_documents(text)
         .into_iter()
         .filter_map(|d| d.unwrap().root.map(|r| r.to_json()))
         .filter_map(normalize)
         .collect()
-}
-
-/// The first differing path of two values (for the failure message).
-fn first_difference(a: &Value, b: &Value, path: String) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for key in x.keys().chain(y.keys()) {
-                let p = format!("{path}.{key}");
-                match (x.get(key), y.get(key)) {
-                    (Some(v), Some(w)) => {
-                        if let Some(d) = first_difference(v, w, p) {
-                            return Some(d);
-                        }
-                    }
-                    (v, w) => return Some(format!("{p}: meshpilot {v:?}, istioctl {w:?}")),
-                }
-            }
-            None
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| first_difference(v, w, format!("{path}[{i}]")))
-        }
-        _ if a == b => None,
-        _ => Some(format!("{path}: meshpilot {a}, istioctl {b}")),
-    }
 }
 
 struct Run {
@@ -135,14 +80,7 @@ fn kube_inject_gives_what_istioctl_gives_on_istios_injection_inputs() {
     let settings = tempfile::tempdir().unwrap();
     chart_settings(settings.path());
     let files = |name: &str| settings.path().join(name);
-    let inputs_dir = istio_peer::module_dir().join("pkg/kube/inject/testdata/inject");
-    let mut inputs: Vec<PathBuf> = std::fs::read_dir(&inputs_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| is_input(&p.file_name().unwrap().to_string_lossy()))
-        .collect();
-    inputs.sort();
-    assert!(inputs.len() > 80, "Istio's injection inputs in {}", inputs_dir.display());
+    let inputs = istio_peer::injection_inputs();
 
     let mut differences = BTreeMap::new();
     for input in &inputs {
@@ -185,19 +123,5 @@ fn kube_inject_gives_what_istioctl_gives_on_istios_injection_inputs() {
         }
     }
 
-    let known: BTreeMap<&str, &str> = KNOWN_DIFFERENCES.iter().copied().collect();
-    let unexpected: Vec<String> = differences
-        .iter()
-        .filter(|(name, _)| !known.contains_key(name.as_str()))
-        .map(|(name, d)| format!("{name}: {d}"))
-        .collect();
-    let agreeing: Vec<&str> = known.keys().copied().filter(|name| !differences.contains_key(*name)).collect();
-    assert!(
-        unexpected.is_empty(),
-        "{} of {} inputs differ from istioctl:\n{}",
-        unexpected.len(),
-        inputs.len(),
-        unexpected.join("\n")
-    );
-    assert!(agreeing.is_empty(), "now equal to istioctl, remove from KNOWN_DIFFERENCES: {agreeing:?}");
+    istio_peer::assert_known_differences("istioctl", &differences, KNOWN_DIFFERENCES, inputs.len());
 }
