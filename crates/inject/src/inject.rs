@@ -95,6 +95,12 @@ pub struct InjectionParams<'a> {
     pub aliases: BTreeMap<String, Vec<String>>,
     /// The effective mesh config (proto-JSON, Istio's defaults under it).
     pub mesh: Json,
+    /// The pod's effective proxy config when the injection webhook computed it
+    /// ([`crate::proxy_config::ProxyConfigs::effective`]: `ProxyConfig` resources and the annotation
+    /// merged, istiod's `GetProxyConfigOrDefault`); the templates' `.ProxyConfig` and image then come
+    /// from it while `.MeshConfig` and the probe port stay the mesh's, as in istiod's webhook. `None`:
+    /// `kube-inject`'s (istioctl's) mesh `defaultConfig` with the annotation applied, for all of them.
+    pub proxy_config: Option<Json>,
     /// The Helm values.
     pub values: &'a Values,
     /// The control plane's revision (`""` for the default one).
@@ -109,7 +115,15 @@ pub struct InjectionParams<'a> {
     pub proxy_uid_gid: (i64, i64),
 }
 
-fn labels_of(meta: &Json, key: &str) -> BTreeMap<String, String> {
+impl InjectionParams<'_> {
+    /// The proxy config the templates see (`.ProxyConfig`): [`InjectionParams::proxy_config`], else
+    /// the mesh config's `defaultConfig`.
+    fn template_proxy_config(&self) -> Json {
+        self.proxy_config.clone().unwrap_or_else(|| self.mesh["defaultConfig"].clone())
+    }
+}
+
+pub(crate) fn labels_of(meta: &Json, key: &str) -> BTreeMap<String, String> {
     meta[key]
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
@@ -477,8 +491,9 @@ pub fn run_templates(params: &mut InjectionParams<'_>) -> Result<(Json, Json), I
         params.proxy_envs.insert("ISTIO_META_NETWORK".into(), network);
     }
 
-    let proxy_config = params.mesh["defaultConfig"].clone();
-    let status_port = proxy_config["statusPort"].as_u64().unwrap_or(15020);
+    let proxy_config = params.template_proxy_config();
+    // istiod's `stripPod` reads the mesh config's status port.
+    let status_port = params.mesh["defaultConfig"]["statusPort"].as_u64().unwrap_or(15020);
     let stripped = strip_pod(&params.pod, status_port)?;
     let data = template_data(params, &stripped, &proxy_config);
 
@@ -661,6 +676,7 @@ fn post_process(
     pod: &mut Json,
     template_pod: &Json,
     params: &InjectionParams<'_>,
+    hold_application: bool,
 ) -> Result<(), InjectError> {
     annotations_mut(pod);
     labels_mut(pod);
@@ -690,9 +706,9 @@ fn post_process(
     for (k, v) in &params.injected_annotations {
         annotations_mut(pod).insert(k.clone(), Json::String(v.clone()));
     }
-    // Container order (`params.mesh` already has the pod's `proxy.istio.io/config`: inject_pod).
-    let hold = params.mesh["defaultConfig"]["holdApplicationUntilProxyStarts"].as_bool() == Some(true)
-        || params.values.hold_application_until_proxy_starts();
+    // Container order: istiod's `reorderPod` reads the mesh config with the pod's annotation applied
+    // (not the ProxyConfig resources).
+    let hold = hold_application || params.values.hold_application_until_proxy_starts();
     move_container(pod, "containers", PROXY_CONTAINER, if hold { Move::First } else { Move::Last });
     if find(&pod["spec"]["initContainers"], PROXY_CONTAINER).is_some() {
         for name in [ENABLE_CORE_DUMP_CONTAINER, PROXY_CONTAINER, VALIDATION_CONTAINER, INIT_CONTAINER] {
@@ -714,17 +730,23 @@ pub fn inject_pod(mut params: InjectionParams<'_>) -> Result<Json, InjectError> 
     // istiod validates the annotations before it reads `proxy.istio.io/config` (`RunTemplate`):
     // an invalid one is refused with the validation's message.
     check_annotations(&params.pod)?;
+    let mut annotated = params.mesh.clone();
     if let Some(pca) = params.pod["metadata"]["annotations"][PROXY_CONFIG_ANNOTATION].as_str() {
-        params.mesh = mesh::apply_proxy_config(pca, &params.mesh).map_err(|e| {
+        annotated = mesh::apply_proxy_config(pca, &params.mesh).map_err(|e| {
             InjectError::Annotation(format!(
                 "invalid value '{pca}' for annotation '{PROXY_CONFIG_ANNOTATION}': {e}"
             ))
         })?;
     }
+    let hold = annotated["defaultConfig"]["holdApplicationUntilProxyStarts"].as_bool() == Some(true);
+    if params.proxy_config.is_none() {
+        // kube-inject (istioctl): the annotated mesh config is the mesh config everywhere.
+        params.mesh = annotated;
+    }
     let (mut merged, template_pod) = run_templates(&mut params)?;
     reapply_overwritten_containers(&mut merged, &params.pod, &template_pod)?;
-    adjust_init_container_user(&mut merged, &params.pod, &params.mesh["defaultConfig"]);
-    post_process(&mut merged, &template_pod, &params)?;
+    adjust_init_container_user(&mut merged, &params.pod, &params.template_proxy_config());
+    post_process(&mut merged, &template_pod, &params, hold)?;
     // What istiod's typed round trip through corev1.Pod does to the result.
     crate::kube_types::normalize_pod(&mut merged);
     Ok(merged)

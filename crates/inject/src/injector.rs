@@ -3,18 +3,27 @@
 //! the JSON Patch from the pod as sent to the pod as it is to be stored.
 //!
 //! The state (templates, values, mesh config) is swapped whole when its sources change; a request
-//! works on the state it started with.
+//! works on the state it started with. The `ProxyConfig` resources are read per request from the
+//! control plane's current push context ([`ProxyConfigSource`]), so a changed resource applies to the
+//! next pod injected.
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, RwLock},
+    sync::{Arc, OnceLock, RwLock},
 };
 
 use serde_json::Value as Json;
 
 use crate::config::{InjectConfig, Values};
-use crate::inject::{IGNORED_NAMESPACES, InjectionParams, inject_pod, inject_required, owner_of_pod};
+use crate::inject::{
+    IGNORED_NAMESPACES, InjectionParams, inject_pod, inject_required, labels_of, owner_of_pod,
+};
 use crate::patch::create_patch;
+use crate::proxy_config::ProxyConfigs;
+
+/// Where the webhook reads the `ProxyConfig` resources the control plane has now (istiod: the
+/// current push context's `ProxyConfigs`); `None` before the first push context.
+pub type ProxyConfigSource = Arc<dyn Fn() -> Option<Arc<ProxyConfigs>> + Send + Sync>;
 
 /// `ENABLE_NATIVE_SIDECARS` (istiod's `features.EnableNativeSidecars`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,16 +84,33 @@ pub enum Answer {
     Deny(String),
 }
 
-/// The webhook's injector: its current state, replaced whole by [`Injector::set`].
-#[derive(Debug)]
+/// The webhook's injector: its current state, replaced whole by [`Injector::set`], and where it reads
+/// the `ProxyConfig` resources ([`Injector::set_proxy_configs`]).
 pub struct Injector {
     state: RwLock<Arc<InjectorState>>,
+    proxy_configs: OnceLock<ProxyConfigSource>,
+}
+
+impl std::fmt::Debug for Injector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Injector")
+            .field("state", &self.state)
+            .field("proxy_configs", &self.proxy_configs.get().map(|_| "set"))
+            .finish()
+    }
 }
 
 impl Injector {
-    /// An injector over `state`.
+    /// An injector over `state`, with no `ProxyConfig` resources until
+    /// [`Injector::set_proxy_configs`].
     pub fn new(state: InjectorState) -> Injector {
-        Injector { state: RwLock::new(Arc::new(state)) }
+        Injector { state: RwLock::new(Arc::new(state)), proxy_configs: OnceLock::new() }
+    }
+
+    /// Reads the `ProxyConfig` resources from `source` for every request from now on (set once; a
+    /// second call is ignored and returns `false`).
+    pub fn set_proxy_configs(&self, source: ProxyConfigSource) -> bool {
+        self.proxy_configs.set(source).is_ok()
     }
 
     /// Replaces the state (a changed ConfigMap or file); requests in flight finish with the old one.
@@ -125,6 +151,15 @@ impl Injector {
         // so that it holds injection's changes only.
         let mut original = pod.clone();
         crate::kube_types::normalize_pod(&mut original);
+        // istiod's `GetProxyConfigOrDefault` over the current push context's resources (none known
+        // yet: mesh defaultConfig and the annotation).
+        let resources = self.proxy_configs.get().and_then(|source| source()).unwrap_or_default();
+        let proxy_config = resources.effective(
+            &state.mesh["defaultConfig"],
+            &namespace,
+            &labels_of(&pod["metadata"], "labels"),
+            &pod["metadata"]["annotations"],
+        );
         let params = InjectionParams {
             owner: owner_of_pod(&pod),
             pod,
@@ -132,6 +167,7 @@ impl Injector {
             default_templates: config.default_templates.clone(),
             aliases: config.aliases.clone(),
             mesh: state.mesh.clone(),
+            proxy_config: Some(proxy_config),
             values: &state.values,
             revision: state.revision.clone(),
             native_sidecar: state.native_sidecars.enabled(),

@@ -11,6 +11,8 @@
 //!   (`.Spec.Containers`, `.ObjectMeta.Annotations`, `.ProxyConfig.GetTracing`).
 //! - [`probe`] and [`prometheus`]: the rewrites istiod applies after rendering (HTTP probes through
 //!   the agent, Prometheus scrape merging).
+//! - [`proxy_config`]: the effective proxy config of a pod (mesh `defaultConfig`, `ProxyConfig`
+//!   resources, the `proxy.istio.io/config` annotation) in istiod's order.
 //! - [`validate`]: the checks of the pod's annotations istiod runs before injecting.
 //!
 //! Pods are handled as JSON (`serde_json::Value`) in the Kubernetes API's field names, as they come
@@ -28,6 +30,7 @@ pub mod mesh;
 pub mod patch;
 pub mod probe;
 pub mod prometheus;
+pub mod proxy_config;
 pub mod resource;
 pub mod smp;
 pub mod validate;

@@ -91,18 +91,146 @@ pub fn apply_mesh_config(yaml: &str) -> Result<Json, MeshError> {
 }
 
 /// The mesh config with `yaml` (a `proxy.istio.io/config` annotation) merged into its
-/// `defaultConfig`, as istiod's `ApplyProxyConfig`.
+/// `defaultConfig`, as istiod's `ApplyProxyConfig` ([`merge_proxy_config`]: fields the annotation
+/// sets replace the mesh's, `proxyMetadata` merges; fields `ProxyConfig` does not have are ignored).
 ///
 /// # Errors
 /// The annotation is not YAML or not an object.
 pub fn apply_proxy_config(yaml: &str, mesh: &Json) -> Result<Json, MeshError> {
-    let overlay = yaml_object(yaml).map_err(MeshError::ProxyConfig)?;
+    let overlay = parse_proxy_config(yaml)?;
     let mut out = mesh.clone();
     if !out["defaultConfig"].is_object() {
         out["defaultConfig"] = json!({});
     }
-    merge(&mut out["defaultConfig"], &overlay);
+    if let Json::Object(base) = &mut out["defaultConfig"] {
+        merge_proxy_config(base, &overlay);
+    }
     Ok(out)
+}
+
+/// A proxy config's YAML (the `proxy.istio.io/config` annotation) as a proto-JSON object of the
+/// `ProxyConfig` fields it sets, as Go's `jsonpb` reads it into `meshconfig.ProxyConfig`: field names
+/// in camelCase or as in the proto (`hold_application_until_proxy_starts`), unknown fields ignored
+/// (istiod's `protomarshal.ApplyYAML` retries with `AllowUnknownFields`), `null` left unset.
+///
+/// # Errors
+/// Not YAML, or not an object.
+pub fn parse_proxy_config(yaml: &str) -> Result<Map<String, Json>, MeshError> {
+    match yaml_object(yaml).map_err(MeshError::ProxyConfig)? {
+        Json::Object(fields) => Ok(known_proxy_config_fields(&fields)),
+        _ => Err(MeshError::ProxyConfig("not an object".to_string())),
+    }
+}
+
+/// The `ProxyConfig` fields of `fields` under their proto-JSON (camelCase) names; unknown and `null`
+/// fields dropped.
+fn known_proxy_config_fields(fields: &Map<String, Json>) -> Map<String, Json> {
+    let mut out = Map::new();
+    for (key, value) in fields {
+        let camel = camel_case(key);
+        if value.is_null() || !PROXY_CONFIG_FIELD_ORDER.contains(&camel.as_str()) {
+            continue;
+        }
+        out.insert(camel, value.clone());
+    }
+    out
+}
+
+/// `snake_case` → `camelCase` (protobuf's JSON name); camelCase stays as it is.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The `ProxyHeaders` fields istiod keeps from the proxy config below when the one above sets
+/// `proxyHeaders` without them (`correctProxyHeaders`, `pkg/config/mesh/mesh.go`).
+const KEPT_PROXY_HEADERS: &[&str] =
+    &["forwardedClientCert", "requestId", "attemptCount", "server", "envoyDebugHeaders"];
+
+/// Merges the proxy config `overlay` into `base` as istiod's `MergeProxyConfig`
+/// (`pkg/config/mesh/mesh.go`, over Go's `jsonpb` into an existing message): every top-level field
+/// the overlay sets replaces the base's whole (a message is not merged field by field, a list is not
+/// appended), except `proxyMetadata`, whose entries are added to the base's (the overlay's winning),
+/// and `proxyHeaders`, which keeps the base's `forwardedClientCert`, `requestId`, `attemptCount`,
+/// `server` and `envoyDebugHeaders` where the overlay's leaves them unset.
+pub fn merge_proxy_config(base: &mut Map<String, Json>, overlay: &Map<String, Json>) {
+    let original_metadata = base.get("proxyMetadata").cloned();
+    let original_headers = base.get("proxyHeaders").cloned();
+    for (key, value) in overlay {
+        base.insert(key.clone(), value.clone());
+    }
+    if let (Some(Json::Object(original)), Some(Json::Object(new))) =
+        (original_metadata, overlay.get("proxyMetadata"))
+    {
+        let mut merged = original;
+        merged.extend(new.iter().map(|(k, v)| (k.clone(), v.clone())));
+        base.insert("proxyMetadata".into(), Json::Object(merged));
+    }
+    if let (Some(Json::Object(original)), Some(Json::Object(headers))) =
+        (original_headers, base.get_mut("proxyHeaders"))
+    {
+        for key in KEPT_PROXY_HEADERS {
+            // Unset: absent, or `forwardedClientCert`'s enum zero.
+            if headers.get(*key).is_none_or(|v| is_proto3_zero_scalar(v) || v == "UNDEFINED")
+                && let Some(kept) = original.get(*key)
+            {
+                headers.insert((*key).to_string(), kept.clone());
+            }
+        }
+    }
+}
+
+/// A proxy config as istiod's `protomarshal.ToYAML` writes it before merging it again
+/// (`mergeWithPrecedence`, `pilot/pkg/model/proxy_config.go`): the known fields, less those at
+/// their proto3 zero value (`0`, `""`, `false`, an empty list or map, an enum's zero such as
+/// `interceptionMode: REDIRECT`), which Go's `jsonpb` does not write — so such a value set in an
+/// annotation does not override the mesh's there. The wrapper fields (`concurrency`,
+/// `holdApplicationUntilProxyStarts`, `statsCompression`) keep a `0` or `false`.
+pub fn proto_written(proxy_config: &Map<String, Json>) -> Map<String, Json> {
+    known_proxy_config_fields(proxy_config)
+        .into_iter()
+        .filter(|(key, value)| !is_proto3_zero(key, value))
+        .collect()
+}
+
+/// A scalar, list or map at its proto3 zero value (objects, messages, are never zero).
+fn is_proto3_zero_scalar(value: &Json) -> bool {
+    match value {
+        Json::Null => true,
+        Json::String(s) => s.is_empty(),
+        Json::Number(n) => n.as_f64() == Some(0.0),
+        Json::Bool(b) => !b,
+        Json::Array(a) => a.is_empty(),
+        Json::Object(_) => false,
+    }
+}
+
+/// Whether Go's `jsonpb` leaves the top-level `ProxyConfig` field `key` out when it holds `value`:
+/// a proto3 zero (an empty map; a scalar or list, unless the field is a wrapper), or an enum at its
+/// zero value. A message, even empty, is written.
+fn is_proto3_zero(key: &str, value: &Json) -> bool {
+    match value {
+        Json::Null => true,
+        Json::Object(map) => matches!(key, "proxyMetadata" | "runtimeValues") && map.is_empty(),
+        _ if matches!(key, "concurrency" | "holdApplicationUntilProxyStarts" | "statsCompression") => false,
+        _ => {
+            is_proto3_zero_scalar(value)
+                || crate::view::PROTO_ENUM_ZEROS
+                    .iter()
+                    .any(|(name, z)| *name == key && value.as_str() == Some(*z))
+        }
+    }
 }
 
 /// `ProxyConfig` fields in field-number order (`mesh/v1alpha1/proxy.proto`), the order Go's jsonpb
@@ -183,19 +311,7 @@ pub fn clean_proxy_config_json(proxy_config: &Json) -> String {
             "proxyMetadata" => value.as_object().is_some_and(Map::is_empty),
             _ => false,
         };
-        let proto3_zero = match value {
-            Json::Null => true,
-            Json::String(s) => s.is_empty(),
-            Json::Number(n) => n.as_f64() == Some(0.0) && key != "concurrency",
-            Json::Bool(b) => !b && key != "holdApplicationUntilProxyStarts" && key != "statsCompression",
-            Json::Array(a) => a.is_empty(),
-            Json::Object(_) => false,
-        };
-        // An enum at its zero value is not written by proto3 JSON.
-        let enum_zero = crate::view::PROTO_ENUM_ZEROS
-            .iter()
-            .any(|(name, zero)| name == key && value.as_str() == Some(*zero));
-        if !same_as_default && !proto3_zero && !enum_zero {
+        if !same_as_default && !is_proto3_zero(key, value) {
             out.insert(key.clone(), value.clone());
         }
     }

@@ -151,6 +151,8 @@ impl KubeInject<'_> {
             default_templates: vec![SIDECAR_TEMPLATE.to_string()],
             aliases: BTreeMap::new(),
             mesh: self.mesh.clone(),
+            // istioctl has no ProxyConfig resources: mesh defaultConfig and the annotation only.
+            proxy_config: None,
             values: self.values,
             revision: self.revision.clone(),
             native_sidecar: self.native_sidecar,

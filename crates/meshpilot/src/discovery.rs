@@ -467,6 +467,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
     } else {
         None
     };
+    // The webhook merges the ProxyConfig resources of the current push context (istiod's webhook).
+    if let Some(injector) = &injector {
+        injector.set_proxy_configs(crate::proxy_configs::source(server.clone()));
+    }
     let webhook_tasks = crate::webhook::start(
         &args.webhook,
         crate::webhook::Context {

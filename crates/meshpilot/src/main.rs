@@ -25,6 +25,7 @@ mod gateway_api;
 mod ingress_source;
 mod kube_inject;
 mod proxy;
+mod proxy_configs;
 mod shutdown;
 mod status;
 mod trim;

@@ -25,6 +25,7 @@ mod peer {
     mod inject_cluster;
     mod inject_configmap;
     mod inject_istiod;
+    mod inject_proxyconfig;
     mod istiod_beside;
     mod kill9_load;
     mod kube_inject_istioctl;

@@ -262,6 +262,8 @@ pub(crate) struct ConfigIndex {
     request_authentications: HashMap<String, Vec<Arc<Config>>>,
     /// Gateway API ReferenceGrants by namespace (the namespace of what they grant access to).
     reference_grants: HashMap<String, Vec<Arc<Config>>>,
+    /// ProxyConfigs, oldest first (Istio's `PushContext.ProxyConfigs`).
+    proxy_configs: Vec<Arc<Config>>,
     findings: Vec<Finding>,
 }
 
@@ -313,7 +315,8 @@ pub struct GeneratedConfig {
     pub statuses: Vec<super::ObjectStatus>,
 }
 
-/// Kinds the generators do not translate, with what that means for traffic.
+/// Kinds the generators do not translate, with what that means for traffic (ProxyConfig: where it is
+/// applied instead).
 const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
     (Kind::EnvoyFilter, "its patches are not applied"),
     (
@@ -324,7 +327,12 @@ const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
     (Kind::Telemetry, "its metrics, logging and tracing settings are not applied"),
     (Kind::WasmPlugin, "the plugin is not loaded"),
     (Kind::TrafficExtension, "the extension is not loaded"),
-    (Kind::ProxyConfig, "proxy settings are not changed"),
+    (
+        Kind::ProxyConfig,
+        "applied as istiod applies it, by the injection webhook to pods injected after the change \
+         (concurrency, environmentVariables, image); running proxies keep their settings until their \
+         pods are re-created",
+    ),
 ];
 
 /// Annotation of generated Gateways: the gateway services (comma-separated hostnames) whose instances
@@ -425,14 +433,23 @@ impl ConfigIndex {
                 index.reference_grants.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
+        index.proxy_configs = list_sorted(store, Kind::ProxyConfig)
+            .into_iter()
+            .filter(|c| matches!(c.spec, Spec::ProxyConfig(_)))
+            .collect();
         for (kind, effect) in UNTRANSLATED_KINDS {
             for config in store.list(*kind, None) {
                 index.findings.push(Finding {
-                    severity: Severity::Unsupported,
+                    // ProxyConfig is honoured (at injection, as istiod); the warning says where.
+                    severity: if *kind == Kind::ProxyConfig {
+                        Severity::Warning
+                    } else {
+                        Severity::Unsupported
+                    },
                     config: Some(config.key()),
                     path: String::new(),
                     resource: String::new(),
-                    message: if *kind == Kind::PeerAuthentication {
+                    message: if matches!(kind, Kind::PeerAuthentication | Kind::ProxyConfig) {
                         format!("{kind} is {effect}")
                     } else {
                         format!("{kind} is not translated by the generators: {effect}")
@@ -742,6 +759,12 @@ impl PushContext {
     /// conflicts).
     pub fn findings(&self) -> &[Finding] {
         &self.config.findings
+    }
+
+    /// The ProxyConfig resources, oldest first (creation time, then namespace and name; Istio's
+    /// `PushContext.ProxyConfigs`, which the injection webhook merges per pod).
+    pub fn proxy_configs(&self) -> &[Arc<Config>] {
+        &self.config.proxy_configs
     }
 
     /// Every VirtualService with hosts, oldest first.
