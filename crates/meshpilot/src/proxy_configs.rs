@@ -27,7 +27,7 @@ pub fn source(server: Arc<DiscoveryServer>) -> ProxyConfigSource {
                 namespace: c.meta.namespace.clone(),
                 name: c.meta.name.clone(),
                 creation_timestamp: c.meta.creation_timestamp.clone(),
-                spec: spec.clone(),
+                spec: (**spec).clone(),
             }),
             _ => None,
         });

@@ -102,8 +102,12 @@ fn proxyconfig_resources_reach_injected_pods_in_istiods_order_and_a_change_the_n
     })
     .unwrap();
     // istiod's order: namespace-wide, then the selecting resource; the template prints the merged
-    // proxy config less Istio's defaults, and each proxyMetadata entry as an env var.
-    assert_eq!(proxy_config_env(&web), json!({"concurrency": 3, "proxyMetadata": {"MESHPILOT_TEST": "one"}}));
+    // proxy config less Istio's defaults (`cleanProxyConfig`), and each proxyMetadata entry as an env var.
+    let web_image = json!({"imageType": "distroless"});
+    assert_eq!(
+        proxy_config_env(&web),
+        json!({"concurrency": 3, "proxyMetadata": {"MESHPILOT_TEST": "one"}, "image": web_image})
+    );
     assert_eq!(env_value(&web, "MESHPILOT_TEST").as_deref(), Some("one"));
     let image = web["image"].as_str().unwrap();
     assert!(image.ends_with("-distroless"), "imageType distroless: {image}");
@@ -121,7 +125,7 @@ fn proxyconfig_resources_reach_injected_pods_in_istiods_order_and_a_change_the_n
     env.kubectl_apply(&pod("web-annotated", json!({"app": "web"}), annotated)).unwrap();
     assert_eq!(
         proxy_config_env(&istio_proxy(env, "web-annotated")),
-        json!({"concurrency": 4, "proxyMetadata": {"MESHPILOT_TEST": "one"}})
+        json!({"concurrency": 4, "proxyMetadata": {"MESHPILOT_TEST": "one"}, "image": web_image})
     );
 
     // A changed resource: the next pods show it, with no restart.
@@ -138,6 +142,6 @@ fn proxyconfig_resources_reach_injected_pods_in_istiods_order_and_a_change_the_n
         .unwrap();
     assert_eq!(
         proxy_config_env(&changed),
-        json!({"concurrency": 5, "proxyMetadata": {"MESHPILOT_TEST": "one"}})
+        json!({"concurrency": 5, "proxyMetadata": {"MESHPILOT_TEST": "one"}, "image": web_image})
     );
 }
