@@ -127,28 +127,11 @@ pub fn parse_proxy_config(yaml: &str) -> Result<Map<String, Json>, MeshError> {
 fn known_proxy_config_fields(fields: &Map<String, Json>) -> Map<String, Json> {
     let mut out = Map::new();
     for (key, value) in fields {
-        let camel = camel_case(key);
+        let camel = api::de::lower_camel(key);
         if value.is_null() || !PROXY_CONFIG_FIELD_ORDER.contains(&camel.as_str()) {
             continue;
         }
         out.insert(camel, value.clone());
-    }
-    out
-}
-
-/// `snake_case` → `camelCase` (protobuf's JSON name); camelCase stays as it is.
-fn camel_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
     }
     out
 }
@@ -335,6 +318,28 @@ mod tests {
         assert_eq!(with_annotation["defaultConfig"]["proxyMetadata"], json!({"A": "b", "C": "d"}));
         assert!(apply_proxy_config("[1, 2]", &mesh).is_err());
         assert!(apply_mesh_config("a: [").is_err());
+    }
+
+    #[test]
+    fn the_annotation_merges_as_istios_merge_proxy_config() {
+        // istiod's ApplyProxyConfig → MergeProxyConfig (`pkg/config/mesh/mesh.go`): Go's jsonpb into
+        // the existing message replaces each field set whole; proxyMetadata entries are added; the
+        // proto's own field names are accepted; unknown fields are ignored; zero values do apply here.
+        let mesh = apply_mesh_config(
+            "defaultConfig:\n  tracing: {sampling: 10, zipkin: {address: a:9411}}\n  extraStatTags: [a]\n  interceptionMode: TPROXY\n",
+        )
+        .unwrap();
+        let out = apply_proxy_config(
+            "tracing: {zipkin: {address: b:9411}}\nextraStatTags: [c]\ninterceptionMode: REDIRECT\nhold_application_until_proxy_starts: true\nnotAField: 1\n",
+            &mesh,
+        )
+        .unwrap();
+        let pc = &out["defaultConfig"];
+        assert_eq!(pc["tracing"], json!({"zipkin": {"address": "b:9411"}}));
+        assert_eq!(pc["extraStatTags"], json!(["c"]));
+        assert_eq!(pc["interceptionMode"], "REDIRECT");
+        assert_eq!(pc["holdApplicationUntilProxyStarts"], true);
+        assert!(pc.get("notAField").is_none());
     }
 
     #[test]
