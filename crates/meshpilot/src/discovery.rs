@@ -162,10 +162,9 @@ pub struct Args {
 
 impl Args {
     /// The istiod flags given that meshpilot accepts and does not act on, as `--NAME`
-    /// ([`NotUsedArgs::given`], and `--keepaliveMaxServerConnectionAge` with an age).
+    /// ([`NotUsedArgs::given`]).
     pub fn flags_not_used(&self) -> Vec<String> {
-        let age = self.keepalive.max_connection_age().map(|_| "keepaliveMaxServerConnectionAge");
-        self.not_used.given().into_iter().chain(age).map(|flag| format!("--{flag}")).collect()
+        self.not_used.given().into_iter().map(|flag| format!("--{flag}")).collect()
     }
 }
 
@@ -784,7 +783,7 @@ mod tests {
         assert_eq!(args.keepalive.max_connection_age(), Some(Duration::from_secs(1800)));
         assert_eq!(args.log.filter(), "info");
         assert!(!args.log.json());
-        assert_eq!(args.flags_not_used(), ["--keepaliveMaxServerConnectionAge"]);
+        assert!(args.flags_not_used().is_empty(), "{:?}", args.flags_not_used());
 
         // The chart's other branches: global.logAsJson: true, taint.namespace: kube-system, and
         // extraContainerArgs.
@@ -793,7 +792,7 @@ mod tests {
         let args = parse(&argv).unwrap();
         assert!(args.log.json());
         assert_eq!(args.config_dirs, [PathBuf::from("/etc/config")]);
-        assert_eq!(args.flags_not_used(), ["--cniNamespace", "--keepaliveMaxServerConnectionAge"]);
+        assert_eq!(args.flags_not_used(), ["--cniNamespace"]);
     }
 
     #[test]
@@ -877,9 +876,7 @@ mod tests {
         assert_eq!(args.log.filter(), "debug,ads=warn");
         assert_eq!(args.shutdown_duration, Duration::from_secs(10));
         let not_used = args.flags_not_used();
-        for flag in
-            ["--namespace", "--profile", "--ctrlz_port", "--vklog", "--keepaliveMaxServerConnectionAge"]
-        {
+        for flag in ["--namespace", "--profile", "--ctrlz_port", "--vklog"] {
             assert!(not_used.iter().any(|f| f == flag), "{flag}: {not_used:?}");
         }
         // Every flag under the not-used heading of --help is named when given.
@@ -889,9 +886,9 @@ mod tests {
             .get_arguments()
             .filter(|arg| arg.get_help_heading() == Some(crate::discovery_flags::NOT_USED_HEADING))
             .map(|arg| format!("--{}", arg.get_long().unwrap()));
-        let expected: Vec<String> = listed.chain(["--keepaliveMaxServerConnectionAge".to_string()]).collect();
+        let expected: Vec<String> = listed.collect();
         assert_eq!(not_used, expected);
-        assert_eq!(not_used.len(), 20);
+        assert_eq!(not_used.len(), 19);
     }
 
     #[test]

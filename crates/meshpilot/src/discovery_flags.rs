@@ -206,10 +206,10 @@ pub struct KeepaliveArgs {
           value_parser = parse_go_duration)]
     pub timeout: Duration,
 
-    /// The age at which istiod closes an xDS connection gracefully, so that proxies spread over new
-    /// replicas (istiod's --keepaliveMaxServerConnectionAge, a Go duration; unset or 0: never; the
-    /// istiod chart passes 30m). Accepted, not yet used: meshpilot never closes a connection for its
-    /// age.
+    /// The age at which a connection of either ADS port is closed gracefully, so that proxies spread
+    /// over new replicas (istiod's --keepaliveMaxServerConnectionAge, a Go duration; unset or 0:
+    /// never; the istiod chart passes 30m): at the age ±10 % an HTTP/2 GOAWAY, 10s later (istiod's
+    /// grace) the connection is dropped and its proxies reconnect (`xds::http2::MaxConnectionAge`).
     #[arg(long = "keepaliveMaxServerConnectionAge", value_name = "DURATION", value_parser = parse_go_duration)]
     pub max_server_connection_age: Option<Duration>,
 }
@@ -224,7 +224,8 @@ const GRPC_DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 impl KeepaliveArgs {
     /// `config` with these keepalive settings, read as grpc-go (istiod's gRPC server:
     /// `grpc.KeepaliveParams` and `internal/transport/http2_server.go`) reads them: an interval of 0
-    /// is 2 h and one under 1 s is 1 s; a timeout of 0 is 20 s.
+    /// is 2 h and one under 1 s is 1 s; a timeout of 0 is 20 s. The max connection age
+    /// ([`KeepaliveArgs::max_connection_age`]) comes with istiod's 10 s grace.
     pub fn apply(&self, config: AdsConfig) -> AdsConfig {
         let keepalive_interval = match self.interval {
             Duration::ZERO => GRPC_DEFAULT_KEEPALIVE_INTERVAL,
@@ -232,7 +233,8 @@ impl KeepaliveArgs {
         };
         let keepalive_timeout =
             if self.timeout.is_zero() { GRPC_DEFAULT_KEEPALIVE_TIMEOUT } else { self.timeout };
-        AdsConfig { keepalive_interval, keepalive_timeout, ..config }
+        let max_connection_age = self.max_connection_age().map(xds::http2::MaxConnectionAge::new);
+        AdsConfig { keepalive_interval, keepalive_timeout, max_connection_age, ..config }
     }
 
     /// The connection age limit asked for: `None` when unset or 0 (no limit, as grpc-go).
@@ -434,5 +436,28 @@ mod tests {
         assert_eq!(age(None), None);
         assert_eq!(age(Some(Duration::ZERO)), None);
         assert_eq!(age(Some(Duration::from_secs(1800))), Some(Duration::from_secs(1800)));
+    }
+
+    #[test]
+    fn the_connection_age_reaches_the_ads_config_only_when_given() {
+        let config = |age| {
+            KeepaliveArgs {
+                interval: Duration::from_secs(30),
+                timeout: Duration::from_secs(10),
+                max_server_connection_age: age,
+            }
+            .apply(AdsConfig::default())
+            .http2_settings()
+            .max_connection_age
+        };
+        assert_eq!(config(None), None);
+        assert_eq!(config(Some(Duration::ZERO)), None);
+        assert_eq!(
+            config(Some(Duration::from_secs(1800))),
+            Some(xds::http2::MaxConnectionAge {
+                age: Duration::from_secs(1800),
+                grace: Duration::from_secs(10)
+            })
+        );
     }
 }

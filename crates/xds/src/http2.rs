@@ -29,7 +29,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tonic::{service::Routes, transport::server::Connected};
 use tower_service::Service as _;
-use tracing::debug;
+use tracing::{debug, info};
 
 /// hyper's per-stream HTTP/2 send buffer on the ADS ports (`MESHPILOT_XDS_SEND_BUFFER_BYTES`): what h2
 /// buffers for one stream beyond the peer's flow-control window, so with the response queue
@@ -56,6 +56,57 @@ pub struct Http2Settings {
     pub max_send_buf_size: usize,
     /// The most connections the port holds ([`ConnectionLimits`]).
     pub connection_limits: ConnectionLimits,
+    /// When connections are drained for their age (`None`: never, [`MaxConnectionAge`]).
+    pub max_connection_age: Option<MaxConnectionAge>,
+}
+
+/// Default of [`MaxConnectionAge::grace`]: 10 s, istiod's `MaxServerConnectionAgeGrace`
+/// (`pkg/keepalive/options.go`, `DefaultOption`; istiod has no flag or variable for it).
+pub const DEFAULT_MAX_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(10);
+
+/// The age at which a connection of an ADS port is drained, and the grace it is then given (istiod's
+/// `--keepaliveMaxServerConnectionAge` and `MaxServerConnectionAgeGrace`, passed to grpc-go as
+/// `keepalive.ServerParameters` `MaxConnectionAge` and `MaxConnectionAgeGrace`; see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxConnectionAge {
+    /// The age before jitter ([`MaxConnectionAge::jittered`]); positive.
+    pub age: Duration,
+    /// How long a drained connection may keep its open streams before it is dropped.
+    pub grace: Duration,
+}
+
+impl MaxConnectionAge {
+    /// `age` with istiod's grace ([`DEFAULT_MAX_CONNECTION_AGE_GRACE`]).
+    pub fn new(age: Duration) -> MaxConnectionAge {
+        MaxConnectionAge { age, grace: DEFAULT_MAX_CONNECTION_AGE_GRACE }
+    }
+
+    /// The age one connection is drained at: `age` moved by grpc-go's jitter (`getJitter` in
+    /// `internal/transport/http2_server.go`), `random mod 2r − r` nanoseconds with `r` = a tenth of
+    /// `age`, so within `[0.9 × age, 1.1 × age)`; connections accepted together (after a rollout)
+    /// then do not all leave together. `random` is any uniformly random number.
+    pub fn jittered(age: Duration, random: u64) -> Duration {
+        let tenth = age / 10;
+        let span = tenth.as_nanos() * 2;
+        if span == 0 {
+            return age;
+        }
+        let offset = u128::from(random) % span;
+        let offset = Duration::new(
+            u64::try_from(offset / 1_000_000_000).unwrap_or(u64::MAX),
+            u32::try_from(offset % 1_000_000_000).unwrap_or(0),
+        );
+        (age - tenth).saturating_add(offset)
+    }
+
+    /// [`MaxConnectionAge::jittered`] with a fresh random number, for a new connection.
+    fn for_new_connection(&self) -> Duration {
+        use std::hash::BuildHasher as _;
+        // std's `RandomState` is seeded from the OS once per thread and moved on at every `new`:
+        // a uniformly random number for jitter without another dependency.
+        let random = std::collections::hash_map::RandomState::new().hash_one(self.age);
+        Self::jittered(self.age, random)
+    }
 }
 
 /// Default of [`ConnectionLimits::max_total`] (`MESHPILOT_XDS_MAX_CONNECTIONS`): 100,000, ten times
@@ -166,7 +217,8 @@ impl Drop for ConnectionSlot {
 /// `incoming` (a failed accept or TLS handshake) is logged and skipped.
 ///
 /// `peer_of` gives a connection's peer address from its connect info, for
-/// [`ConnectionLimits::max_per_peer`].
+/// [`ConnectionLimits::max_per_peer`]. With [`Http2Settings::max_connection_age`] each connection is
+/// drained at its age and dropped after the grace (module doc).
 pub async fn serve<I, IO, E>(
     incoming: I,
     routes: Routes,
@@ -206,7 +258,8 @@ pub async fn serve<I, IO, E>(
             },
         };
         let info = io.connect_info();
-        let Some(slot) = count.admit_or_refuse(peer_of(&info)) else { continue };
+        let peer = peer_of(&info);
+        let Some(slot) = count.admit_or_refuse(peer) else { continue };
         let routes = routes.clone();
         let service = service_fn(move |mut request: http::Request<Incoming>| {
             request.extensions_mut().insert(info.clone());
@@ -217,12 +270,22 @@ pub async fn serve<I, IO, E>(
         // there (the captured value and the pinned one, ≈ 1.6 KiB each per connection).
         let mut connection = Box::pin(builder.serve_connection(TokioIo::new(io), service));
         let mut stop = stop_rx.clone();
+        let max_age = settings.max_connection_age.map(|m| (m.for_new_connection(), m.grace));
         tokio::spawn(async move {
             let ended = tokio::select! {
                 ended = connection.as_mut() => ended,
                 () = async { drop(stop.wait_for(|s| *s).await) } => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
+                }
+                (age, grace) = aged(max_age) => {
+                    info!(peer = ?peer, ?age, "ADS: connection reached its max age, closing it gracefully (GOAWAY)");
+                    connection.as_mut().graceful_shutdown();
+                    // A server shutdown meanwhile has nothing more to ask: the GOAWAY is sent.
+                    tokio::time::timeout(grace, connection.as_mut()).await.unwrap_or_else(|_| {
+                        debug!(peer = ?peer, ?grace, "ADS: connection dropped at the end of its max-age grace");
+                        Ok(())
+                    })
                 }
             };
             if let Err(err) = ended {
@@ -235,6 +298,17 @@ pub async fn serve<I, IO, E>(
     drop(stop_rx);
     let _ = stop_tx.send(true);
     stop_tx.closed().await;
+}
+
+/// Completes with `max_age` (age, grace) once the age has passed; never without one.
+async fn aged(max_age: Option<(Duration, Duration)>) -> (Duration, Duration) {
+    match max_age {
+        Some((age, grace)) => {
+            tokio::time::sleep(age).await;
+            (age, grace)
+        }
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -258,5 +332,36 @@ mod tests {
         let unlimited = ConnectionCount::new(ConnectionLimits { max_total: 0, max_per_peer: 0 });
         let many: Vec<_> = (0..1000).map(|_| unlimited.admit(Some(a)).unwrap()).collect();
         assert_eq!(unlimited.open(), many.len());
+    }
+
+    #[test]
+    fn the_age_is_jittered_within_ten_percent_as_grpc_go() {
+        let age = Duration::from_secs(1800);
+        let (low, high) = (Duration::from_secs(1620), Duration::from_secs(1980));
+        // The span is 2 × 180 s in nanoseconds: 0 is the lowest, span − 1 the highest, span wraps.
+        let span = 360_000_000_000u64;
+        assert_eq!(MaxConnectionAge::jittered(age, 0), low);
+        assert_eq!(MaxConnectionAge::jittered(age, span / 2), age);
+        assert_eq!(MaxConnectionAge::jittered(age, span - 1), high - Duration::from_nanos(1));
+        assert_eq!(MaxConnectionAge::jittered(age, span), low);
+        for random in [1, 12_345_678_901, u64::MAX / 3, u64::MAX] {
+            let jittered = MaxConnectionAge::jittered(age, random);
+            assert!((low..high).contains(&jittered), "{random}: {jittered:?}");
+        }
+        // Too short to move (a tenth is under a nanosecond), and the longest Go duration.
+        assert_eq!(MaxConnectionAge::jittered(Duration::from_nanos(9), u64::MAX), Duration::from_nanos(9));
+        let longest = Duration::from_nanos(i64::MAX.unsigned_abs());
+        assert!(MaxConnectionAge::jittered(longest, u64::MAX) < longest + longest / 10);
+        // Fresh connections draw different ages.
+        let m = MaxConnectionAge::new(age);
+        let ages: std::collections::BTreeSet<_> = (0..16).map(|_| m.for_new_connection()).collect();
+        assert!(ages.len() > 1, "{ages:?}");
+        assert!(ages.iter().all(|a| (low..high).contains(a)), "{ages:?}");
+    }
+
+    #[test]
+    fn istiods_grace_by_default() {
+        let m = MaxConnectionAge::new(Duration::from_secs(60));
+        assert_eq!(m, MaxConnectionAge { age: Duration::from_secs(60), grace: Duration::from_secs(10) });
     }
 }

@@ -88,6 +88,10 @@ pub struct AdsConfig {
     pub keepalive_interval: Duration,
     /// HTTP/2 keepalive timeout. Default 10 s (Istio's `GRPC_KEEPALIVE_TIMEOUT`).
     pub keepalive_timeout: Duration,
+    /// When a connection is drained for its age, so proxies spread over replicas (istiod's
+    /// `--keepaliveMaxServerConnectionAge`; [`crate::http2::MaxConnectionAge`]). Default `None`:
+    /// connections are never closed for their age (istiod's default too).
+    pub max_connection_age: Option<crate::http2::MaxConnectionAge>,
     /// How many connections may process a push at once (generate and send); the others wait with
     /// their push pending (and keep merging newer ones into it) while still reading requests.
     /// Istio's `PILOT_PUSH_THROTTLE`; default [`default_push_throttle`].
@@ -260,6 +264,7 @@ impl Default for AdsConfig {
             max_encoding_message_size: 256 * 1024 * 1024,
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            max_connection_age: None,
             push_throttle: default_push_throttle(),
             authenticator: None,
             identity_check: true,
@@ -278,6 +283,7 @@ impl AdsConfig {
             keepalive_timeout: self.keepalive_timeout,
             max_send_buf_size: self.send_buffer_bytes,
             connection_limits: self.connection_limits,
+            max_connection_age: self.max_connection_age,
         }
     }
 }

@@ -20,6 +20,7 @@ mod peer {
     mod config_status_cluster;
     mod configstatusz_cluster;
     mod conformance;
+    mod connection_age;
     mod gateway_api_cluster;
     mod image;
     mod inject_cluster;

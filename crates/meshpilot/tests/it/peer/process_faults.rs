@@ -14,38 +14,9 @@ use crate::process;
 
 use std::time::Duration;
 
-use meshpilot_testing::{AdsApi, Bootstrap, EchoServer, Envoy, free_port, wait_for};
-use process::{Meshpilot, Ports, ROUTER, SIDECAR, churn, echo_mesh, through, wait_serving, wait_synced};
+use meshpilot_testing::{AdsApi, Bootstrap, Envoy, wait_for};
+use process::{Mesh, Meshpilot, Ports, ROUTER, SIDECAR, churn, wait_serving, wait_synced};
 use serde_json::json;
-
-/// The mesh on disk, an echo upstream and the two proxy ports.
-struct Mesh {
-    work: tempfile::TempDir,
-    _echo: EchoServer,
-    svc_port: u16,
-    gw_port: u16,
-}
-
-impl Mesh {
-    async fn new() -> Mesh {
-        let work = tempfile::tempdir().unwrap();
-        let echo = EchoServer::start("echo").await.unwrap();
-        let (svc_port, gw_port) = (free_port(), free_port());
-        std::fs::create_dir(work.path().join("config")).unwrap();
-        std::fs::write(work.path().join("config/mesh.yaml"), echo_mesh(svc_port, echo.addr.port(), gw_port))
-            .unwrap();
-        Mesh { work, _echo: echo, svc_port, gw_port }
-    }
-
-    fn start(&self, ports: Ports, log: &str) -> Meshpilot {
-        Meshpilot::start(&self.work.path().join("config"), ports, self.work.path().join(log))
-    }
-
-    /// Both proxies route to the echo server.
-    async fn serving(&self) -> bool {
-        through(self.svc_port).await && through(self.gw_port).await
-    }
-}
 
 async fn connected(envoy: &Envoy) -> Option<u64> {
     envoy.stat("control_plane.connected_state").await.ok().flatten()

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use meshpilot_testing::{Envoy, free_port, get, http_get, wait_for};
+use meshpilot_testing::{EchoServer, Envoy, free_port, get, http_get, wait_for};
 use serde_json::Value as Json;
 
 /// The sidecar's namespace and the echo service's.
@@ -38,6 +38,40 @@ pub fn echo_mesh(svc_port: u16, upstream: u16, gw_port: u16) -> String {
          ---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: public, namespace: istio-system}}\n\
          spec:\n  hosts: [\"*\"]\n  gateways: [public-gw]\n  http:\n  - route:\n    - destination: {{host: {HOST}, port: {{number: {svc_port}}}}}\n"
     )
+}
+
+/// The mesh on disk, an echo upstream and the two proxy ports.
+pub struct Mesh {
+    /// The work directory: `config/` holds the mesh, logs go beside it.
+    pub work: tempfile::TempDir,
+    _echo: EchoServer,
+    /// The sidecar's outbound port for the echo service.
+    pub svc_port: u16,
+    /// The router's gateway port.
+    pub gw_port: u16,
+}
+
+impl Mesh {
+    /// Writes the echo mesh and starts its echo server.
+    pub async fn new() -> Mesh {
+        let work = tempfile::tempdir().unwrap();
+        let echo = EchoServer::start("echo").await.unwrap();
+        let (svc_port, gw_port) = (free_port(), free_port());
+        std::fs::create_dir(work.path().join("config")).unwrap();
+        std::fs::write(work.path().join("config/mesh.yaml"), echo_mesh(svc_port, echo.addr.port(), gw_port))
+            .unwrap();
+        Mesh { work, _echo: echo, svc_port, gw_port }
+    }
+
+    /// Starts `meshpilot discovery` on the mesh, logging to `log` in the work directory.
+    pub fn start(&self, ports: Ports, log: &str) -> Meshpilot {
+        Meshpilot::start(&self.work.path().join("config"), ports, self.work.path().join(log))
+    }
+
+    /// Both proxies route to the echo server.
+    pub async fn serving(&self) -> bool {
+        through(self.svc_port).await && through(self.gw_port).await
+    }
 }
 
 /// The three loopback addresses of one meshpilot process.
