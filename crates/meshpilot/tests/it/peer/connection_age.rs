@@ -7,20 +7,18 @@
 
 use crate::process;
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
-use meshpilot_testing::{AdsApi, Bootstrap, Envoy, wait_for};
-use process::{Mesh, Meshpilot, Ports, ROUTER, SIDECAR, churn, synced, wait_serving, wait_synced};
+use meshpilot_testing::{AdsApi, Bootstrap, Envoy, http_get, wait_for};
+use process::{Mesh, Meshpilot, Ports, ROUTER, SIDECAR, churn, wait_serving, wait_synced};
 use serde_json::Value as Json;
 
-/// Each proxy's connection id in `syncz`.
-fn connection_ids(syncz: &Json) -> BTreeMap<String, String> {
-    syncz
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some((p["proxy"].as_str()?.to_owned(), p["connectionId"].as_str()?.to_owned())))
-        .collect()
+/// The connection ids of `/debug/adsz` (`None` while it does not answer).
+async fn connection_ids(mp: &Meshpilot) -> Option<BTreeSet<String>> {
+    let (status, body) = http_get(mp.ports.http, "/debug/adsz", &[]).await.ok()?;
+    let adsz: Json = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+    let clients = adsz["clients"].as_array()?;
+    Some(clients.iter().filter_map(|c| Some(c["connectionId"].as_str()?.to_owned())).collect())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -43,7 +41,11 @@ async fn connections_are_closed_at_their_max_age_and_envoy_comes_back_with_its_c
     wait_serving(mesh.svc_port, "the sidecar").await;
     wait_serving(mesh.gw_port, "the router").await;
     wait_synced(&mp, &[SIDECAR, ROUTER]).await;
-    let first = connection_ids(&mp.syncz().await.unwrap());
+    let first = wait_for("both proxies' connections in /debug/adsz", Duration::from_secs(60), async || {
+        connection_ids(&mp).await.filter(|ids| ids.len() == 2)
+    })
+    .await
+    .unwrap();
     let before = (churn(&sidecar).await, churn(&router).await);
 
     // Each Envoy opens a second connection to its control plane (the first one was closed) …
@@ -53,23 +55,18 @@ async fn connections_are_closed_at_their_max_age_and_envoy_comes_back_with_its_c
             .await
             .unwrap_or_else(|e| panic!("{e}\nmeshpilot log:\n{}", mp.log_text()));
     }
-    // … and meshpilot serves both proxies on new connections, every response ACKed.
-    wait_for("both proxies synced on new connections", Duration::from_secs(120), async || {
-        let syncz = mp.syncz().await?;
-        let renewed: Vec<Json> = syncz
-            .as_array()?
+    // … and meshpilot holds each proxy on a new connection only (the first ones' state released) …
+    wait_for("both proxies on new connections in /debug/adsz", Duration::from_secs(120), async || {
+        let now = connection_ids(&mp).await?;
+        let renewed = [SIDECAR, ROUTER]
             .iter()
-            .filter(|p| {
-                let (proxy, id) = (p["proxy"].as_str(), p["connectionId"].as_str());
-                proxy.is_some_and(|proxy| first.get(proxy).map(String::as_str) != id)
-            })
-            .cloned()
-            .collect();
-        let renewed = Json::Array(renewed);
-        [SIDECAR, ROUTER].iter().all(|p| synced(&renewed, p)).then_some(())
+            .all(|p| now.iter().any(|id| id.starts_with(&format!("{p}-")) && !first.contains(id)));
+        (renewed && now.is_disjoint(&first)).then_some(())
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\nfirst connections: {first:?}\nmeshpilot log:\n{}", mp.log_text()));
+    // … where every response sent is ACKed.
+    wait_synced(&mp, &[SIDECAR, ROUTER]).await;
 
     // The config survived the move: requests still route, nothing was modified or removed.
     assert!(mesh.serving().await, "a request failed after the reconnection");
