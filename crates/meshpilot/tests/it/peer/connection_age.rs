@@ -25,17 +25,7 @@ async fn connection_ids(mp: &Meshpilot) -> Option<BTreeSet<String>> {
 async fn connections_are_closed_at_their_max_age_and_envoy_comes_back_with_its_config() {
     let mesh = Mesh::new().await;
     let ports = Ports::free();
-    let config = mesh.work.path().join("config");
-    let mp = Meshpilot::start_with(
-        &[
-            "--config-dir".as_ref(),
-            config.as_os_str(),
-            "--keepaliveMaxServerConnectionAge".as_ref(),
-            "2s".as_ref(),
-        ],
-        ports,
-        mesh.work.path().join("meshpilot.log"),
-    );
+    let mp = mesh.start_with(&["--keepaliveMaxServerConnectionAge", "2s"], &[], ports, "meshpilot.log");
     let sidecar = Envoy::start(&Bootstrap::sidecar("echo-client", ports.grpc, AdsApi::Sotw)).await.unwrap();
     let router = Envoy::start(&Bootstrap::router(ports.grpc, AdsApi::Delta)).await.unwrap();
     wait_serving(mesh.svc_port, "the sidecar").await;

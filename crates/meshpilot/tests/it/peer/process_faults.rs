@@ -15,7 +15,7 @@ use crate::process;
 use std::time::Duration;
 
 use meshpilot_testing::{AdsApi, Bootstrap, Envoy, wait_for};
-use process::{Mesh, Meshpilot, Ports, ROUTER, SIDECAR, churn, wait_serving, wait_synced};
+use process::{Mesh, Ports, ROUTER, SIDECAR, churn, wait_serving, wait_synced};
 use serde_json::json;
 
 async fn connected(envoy: &Envoy) -> Option<u64> {
@@ -136,13 +136,7 @@ async fn sigterm_ends_streams_and_exits_and_another_replica_takes_over() {
 async fn the_heap_is_trimmed_after_connections_close() {
     let mesh = Mesh::new().await;
     let ports = Ports::free();
-    let config = mesh.work.path().join("config");
-    let mp = Meshpilot::start_with_env(
-        &[std::ffi::OsStr::new("--config-dir"), config.as_os_str()],
-        &[("MESHPILOT_MEMORY_TRIM_AFTER_CLOSES", "2")],
-        ports,
-        mesh.work.path().join("meshpilot.log"),
-    );
+    let mp = mesh.start_with(&[], &[("MESHPILOT_MEMORY_TRIM_AFTER_CLOSES", "2")], ports, "meshpilot.log");
     let trims = async || mp.metric("meshpilot_memory_trims").await;
     let sidecar = Envoy::start(&Bootstrap::sidecar("echo-client", ports.grpc, AdsApi::Sotw)).await.unwrap();
     let router = Envoy::start(&Bootstrap::router(ports.grpc, AdsApi::Delta)).await.unwrap();

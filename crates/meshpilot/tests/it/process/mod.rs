@@ -68,6 +68,17 @@ impl Mesh {
         Meshpilot::start(&self.work.path().join("config"), ports, self.work.path().join(log))
     }
 
+    /// Starts `meshpilot discovery` on the mesh with more `args` and `env`, logging to `log` in the work
+    /// directory.
+    pub fn start_with(&self, args: &[&str], env: &[(&str, &str)], ports: Ports, log: &str) -> Meshpilot {
+        let config = self.work.path().join("config");
+        let args: Vec<&OsStr> = [OsStr::new("--config-dir"), config.as_os_str()]
+            .into_iter()
+            .chain(args.iter().map(OsStr::new))
+            .collect();
+        Meshpilot::start_with_env(&args, env, ports, self.work.path().join(log))
+    }
+
     /// Both proxies route to the echo server.
     pub async fn serving(&self) -> bool {
         through(self.svc_port).await && through(self.gw_port).await
