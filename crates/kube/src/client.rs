@@ -7,7 +7,10 @@
 //! plural), so no Rust type per CRD is needed and the server's JSON reaches meshpilot's own strict
 //! parser ([`config::parse::parse_json`]) unchanged.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use api::{Kind, Schema};
 use config::parse::{Finding, ParseOptions, parse_json};
@@ -140,25 +143,29 @@ impl std::fmt::Debug for Connection {
 }
 
 /// Loads the client configuration: `kubeconfig` if given, else `$KUBECONFIG`, `~/.kube/config`, then
-/// the in-cluster service account (kubectl's order).
+/// the in-cluster service account (kubectl's order; the CLI commands' rule). The control plane uses
+/// [`resolve_access`] and [`Cluster`] instead, which never read `~/.kube/config`.
 ///
 /// # Errors
 /// [`KubeError::Config`] naming the file or what is missing.
 pub async fn client_config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeError> {
     match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path)
-                .map_err(|e| KubeError::Config(format!("kubeconfig {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| KubeError::Config(format!("kubeconfig {}: {e}", path.display())))
-        }
+        Some(path) => kubeconfig_file(path).await,
         None => kube::Config::infer().await.map_err(|e| {
             KubeError::Config(format!(
                 "{e} (give --kubeconfig PATH, set KUBECONFIG, or run in a pod with a service account)"
             ))
         }),
     }
+}
+
+/// The configuration of the kubeconfig file at `path` (its current context).
+async fn kubeconfig_file(path: &Path) -> Result<kube::Config, KubeError> {
+    let file = Kubeconfig::read_from(path)
+        .map_err(|e| KubeError::Config(format!("kubeconfig {}: {e}", path.display())))?;
+    kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| KubeError::Config(format!("kubeconfig {}: {e}", path.display())))
 }
 
 /// Connects (see [`client_config`]). Must run inside a tokio runtime, which the client's background
@@ -169,6 +176,165 @@ pub async fn client_config(kubeconfig: Option<&Path>) -> Result<kube::Config, Ku
 pub async fn connect(kubeconfig: Option<&Path>) -> Result<Connection, KubeError> {
     let config = client_config(kubeconfig).await?;
     connection(config)
+}
+
+/// The directory of a pod's service-account credentials (`token`, `ca.crt`, `namespace`), where
+/// client-go's `rest.InClusterConfig` and kube-rs' `Config::incluster` read them.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// What [`resolve_access`] reads from the environment: `KUBECONFIG`, `KUBERNETES_SERVICE_HOST`,
+/// `KUBERNETES_SERVICE_PORT` (empty values are unset, as client-go reads them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessEnv {
+    /// `KUBECONFIG`: a kubeconfig path, or several separated by `:`.
+    pub kubeconfig: Option<String>,
+    /// `KUBERNETES_SERVICE_HOST`: the API server's address inside a pod.
+    pub service_host: Option<String>,
+    /// `KUBERNETES_SERVICE_PORT`: its port.
+    pub service_port: Option<String>,
+}
+
+impl AccessEnv {
+    /// The variables through `lookup` (the binary's one snapshot of the environment).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> AccessEnv {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        AccessEnv {
+            kubeconfig: get("KUBECONFIG"),
+            service_host: get("KUBERNETES_SERVICE_HOST"),
+            service_port: get("KUBERNETES_SERVICE_PORT"),
+        }
+    }
+}
+
+/// Where the control plane's cluster access comes from (see [`resolve_access`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterAccess {
+    /// The kubeconfig file given with `--kubeconfig`.
+    Flag(PathBuf),
+    /// The kubeconfig file named by `KUBECONFIG` (the first of its `:`-separated paths that exists).
+    KubeconfigEnv(PathBuf),
+    /// The pod's service account: the API server at `KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT`,
+    /// the token and CA of [`SERVICE_ACCOUNT_DIR`] (client-go's `rest.InClusterConfig`).
+    InCluster {
+        /// `host:port` of the API server.
+        server: String,
+    },
+}
+
+impl std::fmt::Display for ClusterAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClusterAccess::Flag(path) => write!(f, "kubeconfig {} (--kubeconfig)", path.display()),
+            ClusterAccess::KubeconfigEnv(path) => write!(f, "kubeconfig {} (KUBECONFIG)", path.display()),
+            ClusterAccess::InCluster { server } => {
+                write!(f, "in-cluster service account ({server}, {SERVICE_ACCOUNT_DIR})")
+            }
+        }
+    }
+}
+
+/// The outcome of [`resolve_access`]: the access chosen, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// Talk to the cluster this way.
+    Access(ClusterAccess),
+    /// No cluster (files only), and why.
+    NoCluster(String),
+}
+
+/// How the control plane reaches its cluster, as client-go's loading rules resolve it for istiod
+/// (`pkg/kube/util.go` `DefaultRestConfig`: explicit path, else `KUBECONFIG`'s files that exist, else
+/// in-cluster), with one deliberate difference: `~/.kube/config` is never read, so a files-only
+/// user on a laptop does not silently watch whatever cluster their kubectl points at.
+///
+/// 1. `flag` (`--kubeconfig`) → that file (whether or not it exists: reading it reports the error).
+/// 2. `KUBECONFIG` naming a file that exists → that file (the first that exists of a `:`-separated list;
+///    client-go merges them all, meshpilot takes one).
+/// 3. `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT` set and the service account's `token` and
+///    `ca.crt` present → in-cluster. This includes `KUBECONFIG` naming a missing file, client-go's
+///    fallback that Istio's chart relies on (`KUBECONFIG=/var/run/secrets/remote/config`, a Secret
+///    that usually does not exist).
+/// 4. Otherwise no cluster.
+///
+/// Pure: `exists` answers whether a file is present.
+pub fn resolve_access(flag: Option<&Path>, env: &AccessEnv, exists: &dyn Fn(&Path) -> bool) -> Resolved {
+    if let Some(path) = flag {
+        return Resolved::Access(ClusterAccess::Flag(path.to_path_buf()));
+    }
+    let mut missing = Vec::new();
+    if let Some(list) = &env.kubeconfig {
+        for path in list.split(':').filter(|p| !p.is_empty()).map(PathBuf::from) {
+            if exists(&path) {
+                return Resolved::Access(ClusterAccess::KubeconfigEnv(path));
+            }
+            missing.push(path.display().to_string());
+        }
+    }
+    let dir = Path::new(SERVICE_ACCOUNT_DIR);
+    let credentials = ["token", "ca.crt"].iter().all(|f| exists(&dir.join(f)));
+    let kubeconfig_note = if missing.is_empty() {
+        String::new()
+    } else {
+        format!("KUBECONFIG names no existing file ({}); ", missing.join(", "))
+    };
+    match (&env.service_host, &env.service_port) {
+        (Some(host), Some(port)) if credentials => {
+            let server =
+                if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+            Resolved::Access(ClusterAccess::InCluster { server })
+        }
+        (Some(_), Some(_)) => Resolved::NoCluster(format!(
+            "{kubeconfig_note}KUBERNETES_SERVICE_HOST is set but {SERVICE_ACCOUNT_DIR} has no token and ca.crt"
+        )),
+        _ => Resolved::NoCluster(format!(
+            "{kubeconfig_note}no --kubeconfig, and not in a pod (KUBERNETES_SERVICE_HOST/PORT unset); \
+             ~/.kube/config is not read"
+        )),
+    }
+}
+
+/// The control plane's cluster: the [`ClusterAccess`] chosen and its loaded client configuration.
+/// Cheap to clone; every part of `meshpilot discovery` that talks to the cluster takes one.
+#[derive(Clone)]
+pub struct Cluster {
+    /// Where the access comes from.
+    pub access: ClusterAccess,
+    config: kube::Config,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("access", &self.access).finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Loads the configuration of `access` (the kubeconfig file, or the service account as kube-rs'
+    /// `Config::incluster_env`: `KUBERNETES_SERVICE_HOST`/`PORT`, token re-read as it rotates).
+    ///
+    /// # Errors
+    /// [`KubeError::Config`] naming the file, or what the in-cluster credentials lack.
+    pub async fn load(access: ClusterAccess) -> Result<Cluster, KubeError> {
+        let config = match &access {
+            ClusterAccess::Flag(path) | ClusterAccess::KubeconfigEnv(path) => kubeconfig_file(path).await?,
+            ClusterAccess::InCluster { .. } => kube::Config::incluster_env()
+                .map_err(|e| KubeError::Config(format!("in-cluster service account: {e}")))?,
+        };
+        Ok(Cluster { access, config })
+    }
+
+    /// The client configuration.
+    pub fn config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
+    /// A new client (inside a tokio runtime).
+    ///
+    /// # Errors
+    /// [`KubeError::Config`] when the TLS or auth settings cannot be used.
+    pub fn connect(&self) -> Result<Connection, KubeError> {
+        connection(self.config())
+    }
 }
 
 /// A [`Connection`] from a loaded configuration (inside a tokio runtime).
@@ -584,6 +750,74 @@ pub async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`resolve_access`] with `files` present.
+    fn resolve(flag: Option<&str>, env: &[(&str, &str)], files: &[&str]) -> Resolved {
+        let env = AccessEnv::from_lookup(|name| {
+            env.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_string())
+        });
+        let present = |path: &Path| files.iter().any(|f| Path::new(f) == path);
+        resolve_access(flag.map(Path::new), &env, &present)
+    }
+
+    const TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+    const CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+    const POD: &[(&str, &str)] =
+        &[("KUBERNETES_SERVICE_HOST", "10.0.0.1"), ("KUBERNETES_SERVICE_PORT", "443")];
+
+    #[test]
+    fn the_flag_wins_whatever_else_is_there() {
+        let env = [POD, &[("KUBECONFIG", "/k")]].concat();
+        assert_eq!(
+            resolve(Some("/flag"), &env, &["/k", TOKEN, CA]),
+            Resolved::Access(ClusterAccess::Flag("/flag".into()))
+        );
+        // Even a missing file: reading it reports the error (istiod fails too).
+        assert_eq!(resolve(Some("/flag"), &[], &[]), Resolved::Access(ClusterAccess::Flag("/flag".into())));
+    }
+
+    #[test]
+    fn kubeconfig_env_naming_an_existing_file_comes_next() {
+        let env = [POD, &[("KUBECONFIG", "/missing:/k2")]].concat();
+        assert_eq!(
+            resolve(None, &env, &["/k2", TOKEN, CA]),
+            Resolved::Access(ClusterAccess::KubeconfigEnv("/k2".into()))
+        );
+    }
+
+    #[test]
+    fn a_missing_kubeconfig_falls_back_to_the_service_account_as_client_go() {
+        // Istio's chart: KUBECONFIG=/var/run/secrets/remote/config, a Secret that usually is absent.
+        let env = [POD, &[("KUBECONFIG", "/var/run/secrets/remote/config")]].concat();
+        assert_eq!(
+            resolve(None, &env, &[TOKEN, CA]),
+            Resolved::Access(ClusterAccess::InCluster { server: "10.0.0.1:443".into() })
+        );
+        let v6 = [("KUBERNETES_SERVICE_HOST", "fd00::1"), ("KUBERNETES_SERVICE_PORT", "6443")];
+        assert_eq!(
+            resolve(None, &v6, &[TOKEN, CA]),
+            Resolved::Access(ClusterAccess::InCluster { server: "[fd00::1]:6443".into() })
+        );
+    }
+
+    #[test]
+    fn without_credentials_or_pod_variables_there_is_no_cluster() {
+        // The service account's files without the variables, and the variables without the files.
+        for (env, files) in [
+            (&[][..], &[TOKEN, CA][..]),
+            (POD, &[TOKEN][..]),
+            (&[("KUBERNETES_SERVICE_HOST", "h")][..], &[TOKEN, CA][..]),
+        ] {
+            let Resolved::NoCluster(reason) = resolve(None, env, files) else { panic!("{env:?} {files:?}") };
+            assert!(!reason.is_empty());
+        }
+        let env = [("KUBECONFIG", "/gone"), ("HOME", "/root")];
+        let Resolved::NoCluster(reason) = resolve(None, &env, &["/root/.kube/config"]) else { panic!() };
+        assert!(reason.contains("/gone") && reason.contains("~/.kube/config is not read"), "{reason}");
+        // Empty values are unset.
+        let empty = [("KUBECONFIG", ""), ("KUBERNETES_SERVICE_HOST", ""), ("KUBERNETES_SERVICE_PORT", "")];
+        assert!(matches!(resolve(None, &empty, &[TOKEN, CA, ""]), Resolved::NoCluster(_)));
+    }
 
     #[test]
     fn backoff_doubles_to_the_cap_and_resets() {

@@ -59,7 +59,10 @@ pub mod status;
 pub mod testenv;
 pub mod webhook_config;
 
-pub use client::{Connection, KubeError, client_config, connect, kind_from_word};
+pub use client::{
+    AccessEnv, Cluster, ClusterAccess, Connection, KubeError, Resolved, client_config, connect,
+    kind_from_word, resolve_access,
+};
 pub use model::selector::DiscoverySelectors;
 pub use namespaces::NamespaceFilter;
 pub use registry::{KubeRegistry, KubeRegistryOptions};
