@@ -37,10 +37,12 @@ pub mod configz;
 pub mod file;
 pub mod memory;
 pub mod mesh;
+pub mod mesh_networks;
 pub mod parse;
 pub mod queue;
 pub mod source;
 pub mod time;
+pub mod watch;
 
 pub use aggregate::Aggregate;
 pub use configz::{configz, kubernetes_object};

@@ -16,6 +16,7 @@
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
 //! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
 //! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
+//! | `/debug/mesh` | the mesh config in force (istiod's; the fields as given) |
 //! | `/debug/configstatusz` | invalid objects of every source (kind, namespace, name, resourceVersion, source, each finding's field path and reason: [`invalid`]), file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
 //!
@@ -60,6 +61,10 @@ pub struct DebugState {
     pub files: Vec<Arc<FileSource>>,
     /// Warnings read at start-up (mesh config).
     pub startup_warnings: Arc<Vec<String>>,
+    /// Where the mesh config and mesh networks come from, what is in force and why the last version
+    /// was refused (the binary's mesh keepers write it; `mesh` in `/debug/configstatusz`). `null`
+    /// when nothing is kept.
+    pub mesh_sources: Arc<std::sync::RwLock<Value>>,
     /// The SDS file secrets (for their status).
     pub secrets: Arc<FileSecrets>,
     /// Invalid objects of the other sources (the cluster's), for `invalidObjects` in configstatusz.
@@ -121,6 +126,7 @@ const ENDPOINTS: &[&str] = &[
     "/debug/configstatusz",
     "/debug/proxystatusz",
     "/debug/objectz?kind=&namespace=&name=",
+    "/debug/mesh",
 ];
 
 /// The `--http-addr` router: `/ready` and `/debug/*`, guarded by [`access::guard`] (serve it with
@@ -141,6 +147,7 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/debug/configstatusz", get(configstatusz))
         .route("/debug/proxystatusz", get(proxystatusz))
         .route("/debug/objectz", get(objectz))
+        .route("/debug/mesh", get(mesh))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
 }
@@ -176,6 +183,12 @@ async fn configz(State(s): State<DebugState>) -> Json<Value> {
         config::configz::add_generated(&mut dump, ctx.generated());
     }
     Json(dump)
+}
+
+/// `/debug/mesh` (istiod's "Active mesh config"): the mesh config in force as given (its fields; Istio's
+/// defaults for the others are not filled in, unlike istiod's).
+async fn mesh(State(s): State<DebugState>) -> Json<Value> {
+    Json(s.server.mesh().source.clone())
 }
 
 async fn syncz(State(s): State<DebugState>) -> Json<Value> {
@@ -305,6 +318,7 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
         "pushContextFindings": findings,
         "generationFindings": generation,
         "startupWarnings": *s.startup_warnings,
+        "mesh": s.mesh_sources.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
         "fileSecrets": s.secrets.status_json(),
     }))
 }

@@ -61,8 +61,9 @@ impl NativeSidecars {
 /// One consistent injection configuration.
 #[derive(Debug)]
 pub struct InjectorState {
-    /// The injector config (`config` key).
-    pub config: InjectConfig,
+    /// The injector config (`config` key); shared, so that a new mesh config keeps it without
+    /// parsing the templates again.
+    pub config: Arc<InjectConfig>,
     /// The values (`values` key).
     pub values: Values,
     /// The effective mesh config (proto-JSON).

@@ -1,6 +1,6 @@
 //! Mesh config `configSources` → the config sources of `meshpilot discovery`, as istiod's
 //! `initConfigSources`: with `configSources` set, the aggregate is made of exactly those sources,
-//! in the order given (`fs:///PATH` a file source, `k8s://` the `--kubeconfig` cluster's custom
+//! in the order given (`fs:///PATH` a file source, `k8s://` the cluster's custom
 //! resources, `xds://HOST:PORT` an MCP client), and `--config-dir` is not read (istiod ignores
 //! `--configDir` and its own cluster's CRDs the same way). The Kubernetes service registry is not a
 //! config source and still follows `--registries`.
@@ -9,9 +9,14 @@
 //! `--mesh-config` (fields the server leaves unset keep their local value), read with the same
 //! rules and warnings as `--mesh-config`, and applied with a full push. Local-only settings stay
 //! local: `configSources` and `discoverySelectors` are taken from the local file (they are read
-//! once, at start) and so is `trustDomain` (the CA's identities are issued for it).
+//! once, at start) and so is `trustDomain` (the CA's identities are issued for it). The local mesh
+//! config is the one in force when the MeshConfig arrives (it is watched: `crate::mesh_source`),
+//! and a later local change is laid under the last MeshConfig received ([`effective_mesh`]).
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use config::mesh::ConfigSource;
 use config::{FileSource, ReadOnlySource};
@@ -34,17 +39,17 @@ pub(crate) struct Built {
 pub(crate) struct Context<'a> {
     /// File source settings (domain, default namespace).
     pub file_options: &'a config::FileSourceOptions,
-    /// `--kubeconfig`.
-    pub kubeconfig: Option<&'a std::path::Path>,
     /// `--revision` / `REVISION`.
     pub revision: Option<&'a str>,
     /// `--domain`.
     pub domain: &'a str,
     /// The local mesh config text (`--mesh-config`, or empty).
-    pub local_mesh: &'a str,
+    pub local_mesh: tokio::sync::watch::Receiver<String>,
+    /// Where the MeshConfig last received over MCP is kept (for [`effective_mesh`]).
+    pub received_mesh: ReceivedMesh,
     /// The node an MCP client presents (`POD_NAME`, `POD_NAMESPACE`, `INSTANCE_IP`).
     pub mcp_node: &'a mcp::NodeIdentity,
-    /// The `--kubeconfig` cluster's config source (used for `k8s://`).
+    /// The cluster's config source (used for `k8s://`; `None` without cluster access).
     pub kube: Option<Arc<kube_source::KubeSource>>,
     /// The DiscoveryServer's inputs: MeshConfig from an MCP server is sent there.
     pub inputs: &'a Inputs,
@@ -53,7 +58,7 @@ pub(crate) struct Context<'a> {
 /// Builds the sources of `configured`, in order.
 ///
 /// # Errors
-/// An unreadable directory, `k8s://` without `--kubeconfig`, unusable TLS settings.
+/// An unreadable directory, `k8s://` without cluster access, unusable TLS settings.
 pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Built, String> {
     let mut built = Built { sources: Vec::new(), files: Vec::new(), cluster: None };
     for source in configured {
@@ -69,8 +74,10 @@ pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Bui
                 built.files.push(file);
             }
             ConfigSource::Kubernetes => {
-                let Some(kube) = cx.kube.clone().filter(|_| cx.kubeconfig.is_some()) else {
-                    return Err("mesh config configSources lists k8s:// but no --kubeconfig is given".into());
+                let Some(kube) = cx.kube.clone() else {
+                    return Err("mesh config configSources lists k8s:// but there is no cluster access \
+                                (--kubeconfig, KUBECONFIG or an in-cluster service account)"
+                        .into());
                 };
                 if built.cluster.is_some() {
                     return Err("mesh config configSources lists k8s:// twice".into());
@@ -84,7 +91,12 @@ pub(crate) fn build(configured: &[ConfigSource], cx: &Context<'_>) -> Result<Bui
                 options.node = cx.mcp_node.clone();
                 options.parse.domain_suffix = cx.domain.to_string();
                 options.revision = cx.revision.map(str::to_string);
-                options.mesh_handler = Some(mesh_handler(cx.local_mesh, cx.domain, cx.inputs.clone())?);
+                options.mesh_handler = Some(mesh_handler(
+                    cx.local_mesh.clone(),
+                    cx.received_mesh.clone(),
+                    cx.domain,
+                    cx.inputs.clone(),
+                )?);
                 let mcp = mcp::McpSource::new(options)?;
                 info!(source = %source.address(), tls = tls.is_some(), "reading Istio config from an MCP-over-xDS server");
                 built.sources.push(Arc::new(ReadOnlySource::new(mcp)));
@@ -128,17 +140,49 @@ pub(crate) fn merged_mesh(local: &serde_json::Map<String, Value>, received: &Val
     Value::Object(merged)
 }
 
-/// The handler applying MeshConfig from an MCP server: merged over the local mesh config, checked, and
-/// sent to the DiscoveryServer as an [`Input::Mesh`] (a full push when it differs from what is in force;
-/// received before the server runs, it is in the first snapshot).
-fn mesh_handler(local_text: &str, domain: &str, inputs: Inputs) -> Result<mcp::MeshHandler, String> {
-    let local = local_json(local_text).map_err(|e| format!("--mesh-config: {e}"))?;
+/// The MeshConfig (as JSON) last received from an MCP config source, `None` before any.
+pub(crate) type ReceivedMesh = Arc<Mutex<Option<Value>>>;
+
+/// The mesh config in force for the local mesh config text `local_text`: the local one, with the
+/// MeshConfig last received over MCP laid over it when there is one ([`merged_mesh`]).
+///
+/// # Errors
+/// The local text or the merged config does not read.
+pub(crate) fn effective_mesh(
+    local_text: &str,
+    received: &ReceivedMesh,
+    domain: &str,
+) -> Result<(model::push::MeshSettings, Vec<String>), String> {
+    let received = received.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match received {
+        None => config::mesh::parse_mesh_config(local_text, domain),
+        Some(received) => {
+            let merged = merged_mesh(&local_json(local_text)?, &received);
+            let text = serde_json::to_string(&merged).map_err(|e| e.to_string())?;
+            config::mesh::parse_mesh_config(&text, domain)
+        }
+    }
+}
+
+/// The handler applying MeshConfig from an MCP server: merged over the local mesh config in force
+/// (`local`), checked, kept in `received`, and sent to the DiscoveryServer as an [`Input::Mesh`] (a
+/// full push when it differs from what is in force; received before the server runs, it is in the
+/// first snapshot).
+fn mesh_handler(
+    local: tokio::sync::watch::Receiver<String>,
+    received: ReceivedMesh,
+    domain: &str,
+    inputs: Inputs,
+) -> Result<mcp::MeshHandler, String> {
+    local_json(&local.borrow()).map_err(|e| format!("--mesh-config: {e}"))?;
     let domain = domain.to_string();
-    Ok(Arc::new(move |received: &Value| {
-        let merged = merged_mesh(&local, received);
+    Ok(Arc::new(move |value: &Value| {
+        let local_text = local.borrow().clone();
+        let merged = merged_mesh(&local_json(&local_text)?, value);
         let text = serde_json::to_string(&merged).map_err(|e| e.to_string())?;
         let (mesh, warnings) = config::mesh::parse_mesh_config(&text, &domain)?;
         debug!("mesh config received from the config source");
+        *received.lock().unwrap_or_else(PoisonError::into_inner) = Some(value.clone());
         inputs.send(Input::Mesh(mesh));
         Ok(warnings)
     }))
@@ -150,7 +194,7 @@ pub(crate) fn warn_ignored(config_dirs: &[PathBuf], kubeconfig_crds: bool) {
         warn!(dir = %dir.display(), "--config-dir ignored: mesh config configSources is set (as istiod)");
     }
     if kubeconfig_crds {
-        info!("the --kubeconfig cluster's Istio config is read only if configSources lists k8s://");
+        info!("the cluster's Istio config is read only if configSources lists k8s://");
     }
 }
 

@@ -124,7 +124,7 @@ struct Ctx {
 
 /// Starts the status writer when `PILOT_ENABLE_ANALYSIS` or `PILOT_ENABLE_STATUS` is set: a leader
 /// election and, while leading, the writer, over the objects of `cluster` (the Kubernetes config
-/// source of `kubeconfig`). Returns `None` (and starts nothing) when both are off or there is no
+/// source of the control plane's cluster). Returns `None` (and starts nothing) when both are off or there is no
 /// cluster (a warning says so).
 ///
 /// # Errors
@@ -133,7 +133,7 @@ pub async fn start(
     server: Arc<DiscoveryServer>,
     files: Vec<Arc<FileSource>>,
     cluster: Option<Arc<dyn ConfigStore>>,
-    kubeconfig: Option<&std::path::Path>,
+    kube: Option<&kube_source::Cluster>,
     env: &DiscoveryEnv,
     shutdown: Shutdown,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
@@ -141,15 +141,15 @@ pub async fn start(
     if !options.analysis && !options.reconciled {
         return Ok(None);
     }
-    let (Some(cluster), Some(kubeconfig)) = (cluster, kubeconfig) else {
+    let (Some(cluster), Some(kube)) = (cluster, kube) else {
         warn!(
-            "PILOT_ENABLE_ANALYSIS / PILOT_ENABLE_STATUS ignored: status is written to cluster objects only, and no \
-             --kubeconfig is given"
+            "PILOT_ENABLE_ANALYSIS / PILOT_ENABLE_STATUS ignored: status is written to cluster objects only, and there is \
+             no cluster access"
         );
         return Ok(None);
     };
     let leader = env.leader.clone();
-    let client = kube_source::client::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?.client;
+    let client = kube.connect().map_err(|e| e.to_string())?.client;
     // One writer for both: istiod's analysis lock when analysis is on, else its status lock.
     let lock = if options.analysis { ANALYZE_CONTROLLER } else { STATUS_CONTROLLER };
     info!(

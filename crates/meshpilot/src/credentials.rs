@@ -2,7 +2,7 @@
 //! discovery server's [`sds::CredentialSecrets`], each change pushed over SDS to the connections using
 //! the Secret (docs/GATEWAY-API.md, "HTTPS gateways and credentialName").
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use discovery::{DiscoveryServer, Input, SecretsChanged};
 use kube_source::secrets::{SecretChange, watch_secrets};
@@ -12,18 +12,17 @@ use tracing::info;
 /// client-go's watch backoff (800 ms, capped at 30 s), as the other watches.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(800), Duration::from_secs(30));
 
-/// Watches the cluster of `kubeconfig` until `shutdown` and keeps `server`'s credential secrets
+/// Watches `cluster` until `shutdown` and keeps `server`'s credential secrets
 /// up to date.
 ///
 /// # Errors
 /// A message when the cluster cannot be reached to start the watch.
 pub async fn run_kube_secrets(
-    kubeconfig: PathBuf,
+    cluster: kube_source::Cluster,
     server: Arc<DiscoveryServer>,
     shutdown: model::Shutdown,
 ) -> Result<(), String> {
-    let connection =
-        kube_source::client::connect(Some(kubeconfig.as_path())).await.map_err(|e| e.to_string())?;
+    let connection = cluster.connect().map_err(|e| e.to_string())?;
     let store = server.credentials().clone();
     let apply = move |changes: Vec<SecretChange>| {
         let mut changed = std::collections::BTreeSet::new();

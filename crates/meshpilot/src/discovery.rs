@@ -1,5 +1,6 @@
 //! `meshpilot discovery`: the control plane. Reads `--configDir` directories (watched) and/or the
-//! Istio custom resources of the cluster in `--kubeconfig` (watched), builds the
+//! Istio custom resources of the control plane's cluster (watched; `--kubeconfig`, else `KUBECONFIG`,
+//! else the in-cluster service account: [`kube_source::resolve_access`]), builds the
 //! ServiceEntry registry, and serves xDS (ADS, SotW and Delta) on `--grpcAddr`, readiness and debug
 //! endpoints on `--httpAddr`, Prometheus metrics on `--monitoringAddr`, until SIGTERM/SIGINT.
 //!
@@ -14,7 +15,7 @@ use std::{
     sync::Arc,
 };
 
-use config::mesh::{parse_config_sources, parse_discovery_selectors, parse_mesh_config};
+use config::mesh::{parse_config_sources, parse_discovery_selectors};
 use config::parse::ParseOptions;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, ReadOnlySource};
 use discovery::{DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions, secure::SecurePort};
@@ -28,6 +29,7 @@ use xds::AdsConfig;
 
 use crate::discovery_flags::{KeepaliveArgs, LogArgs, NotUsedArgs};
 use crate::env::{DiscoveryEnv, Environment};
+use crate::mesh_source::{self, Origin};
 
 /// Arguments of `meshpilot discovery`.
 #[derive(clap::Args, Debug)]
@@ -35,8 +37,10 @@ use crate::env::{DiscoveryEnv, Environment};
     about = "Run the control plane: serve Istio config from --configDir to Envoy and gRPC clients over xDS",
     long_about = "Run the control plane (Istio's pilot-discovery). Config is read from --configDir \
 directories (watched; a bad file keeps its last good objects and is listed under /debug/configstatusz) \
-and/or from the Istio custom resources of the cluster in --kubeconfig (watched; an invalid object is skipped \
-with a warning). ServiceEntries and WorkloadEntries are a service registry; with --kubeconfig, so are the \
+and/or from the Istio custom resources of the cluster (watched; an invalid object is skipped \
+with a warning). The cluster is --kubeconfig, else the file KUBECONFIG names if it exists, else the pod's \
+service account (KUBERNETES_SERVICE_HOST/PORT and /var/run/secrets/kubernetes.io/serviceaccount), else none; \
+~/.kube/config is never read. ServiceEntries and WorkloadEntries are a service registry; with a cluster, so are the \
 cluster's Services and EndpointSlices (--registries Kubernetes, the default). With mesh config configSources \
 (xds://HOST:PORT, fs:///PATH, k8s://; as istiod), config is read from those sources, in order, instead: \
 xds:// reads an MCP-over-xDS server such as istiod or another meshpilot (docs/MCP.md).\n\n\
@@ -55,7 +59,7 @@ an error naming it (istiod ignores unknown flags).\n\n\
 Environment: PILOT_DEBOUNCE_AFTER (100ms), PILOT_DEBOUNCE_MAX (10s), PILOT_ENABLE_EDS_DEBOUNCE (true); \
 for the secure port XDS_AUTH (true), PILOT_ENABLE_XDS_IDENTITY_CHECK (true), TOKEN_AUDIENCES (istio-ca), \
 DEFAULT_WORKLOAD_CERT_TTL (24h), MAX_WORKLOAD_CERT_TTL (2160h), POD_NAMESPACE (istio-system), ROOT_CA_DIR; \
-with --kubeconfig, PILOT_ENABLE_ANALYSIS (false: analysis messages in objects' status) and PILOT_ENABLE_STATUS \
+with a cluster, PILOT_ENABLE_ANALYSIS (false: analysis messages in objects' status) and PILOT_ENABLE_STATUS \
 (false: a Reconciled condition), written by the leader of a Lease (POD_NAME, POD_NAMESPACE; docs/CONFIG-FEEDBACK.md), and \
 PILOT_ENABLE_GATEWAY_API_STATUS (true: the status of Gateway API objects, written by the leader of \
 istio-gateway-status-leader-<revision>; docs/GATEWAY-API.md); \
@@ -65,19 +69,20 @@ Stops cleanly on SIGTERM or SIGINT."
 pub struct Args {
     /// A directory of Istio config (YAML/JSON, read recursively, watched); repeatable. The first wins
     /// for an object defined in several. Unlike istiod's --configDir (one directory, instead of the
-    /// cluster's custom resources), combined with --kubeconfig. Give it, --kubeconfig, or mesh config
+    /// cluster's custom resources), combined with the cluster's. Give it, cluster access, or mesh config
     /// configSources.
     #[arg(long = "configDir", visible_alias = "config-dir", value_name = "DIR")]
     config_dirs: Vec<PathBuf>,
 
     /// Watch the Istio custom resources of the cluster in this kubeconfig (combined with --configDir:
     /// an object in both is taken from the directory; writes go to the cluster). istiod's
-    /// --kubeconfig; without it istiod uses its in-cluster config, meshpilot watches no cluster.
+    /// --kubeconfig. Without it, as client-go: the file KUBECONFIG names when it exists, else the
+    /// in-cluster service account, else no cluster (unlike kubectl, ~/.kube/config is not read).
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
 
     /// Service registries to read besides ServiceEntries (Istio's --registries, comma-separated):
-    /// `Kubernetes` reads Services, EndpointSlices, Pods and Nodes of the --kubeconfig cluster.
+    /// `Kubernetes` reads Services, EndpointSlices, Pods and Nodes of the cluster.
     #[arg(long, value_delimiter = ',', default_value = "Kubernetes")]
     registries: Vec<String>,
 
@@ -91,10 +96,19 @@ pub struct Args {
     revision: Option<String>,
 
     /// Mesh config YAML (Istio's MeshConfig: rootNamespace, outboundTrafficPolicy,
-    /// defaultServiceExportTo, connectTimeout, …). Unknown fields are warnings. istiod's --meshConfig,
-    /// without its default (istiod reads ./etc/istio/config/mesh when not given; meshpilot, none).
+    /// defaultServiceExportTo, connectTimeout, …; istiod's --meshConfig, default
+    /// ./etc/istio/config/mesh). Unknown fields are warnings. As istiod: read and watched when the
+    /// file exists; else, with cluster access, the key `mesh` of the ConfigMap istio (istio-REVISION)
+    /// in POD_NAMESPACE, watched; else Istio's defaults. A change is pushed to proxies; a broken one
+    /// keeps the last good one (log, meshpilot_mesh_config_errors, /debug/configstatusz).
     #[arg(long = "meshConfig", visible_alias = "mesh-config", value_name = "FILE")]
     mesh_config: Option<PathBuf>,
+
+    /// Mesh networks YAML (istiod's --networksConfig, default ./etc/istio/config/meshNetworks): found
+    /// and watched as the mesh config (ConfigMap key `meshNetworks`), checked as istiod checks it and
+    /// shown in /debug/configstatusz; not acted on yet (multi-network is a later issue).
+    #[arg(long = "networksConfig", value_name = "FILE")]
+    networks_config: Option<PathBuf>,
 
     /// DNS domain suffix of the mesh (istiod's --domain).
     #[arg(long, default_value = "cluster.local")]
@@ -118,12 +132,14 @@ pub struct Args {
 
     /// Secure xDS + CA address (Istio's --secureGRPCAddr, 15012): ADS and
     /// `IstioCertificateService/CreateCertificate` over TLS, callers authenticated by client
-    /// certificate or Kubernetes service-account token. Off unless given (istiod: on by default).
+    /// certificate or Kubernetes service-account token. Default :15012 (istiod's) when the CA has a
+    /// place to keep its root (cluster access, --ca-dir, or a plugged-in CA in --root-ca-dir), else
+    /// off; `--secureGRPCAddr=""` turns it off.
     #[arg(long = "secureGRPCAddr", visible_alias = "secure-grpc-addr", value_name = "ADDR")]
     secure_grpc_addr: Option<String>,
 
     /// Where the self-signed root CA is kept (created at first start: ca-cert.pem, ca-key.pem,
-    /// root-cert.pem, as Istio's istio-ca-secret). Without it, with --kubeconfig, the root is kept in
+    /// root-cert.pem, as Istio's istio-ca-secret). Without it, with cluster access, the root is kept in
     /// the secret istio-ca-secret of POD_NAMESPACE (as istiod). Unused when --root-ca-dir holds a
     /// plugged-in CA.
     #[arg(long = "ca-dir", value_name = "DIR")]
@@ -207,26 +223,44 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // The environment, read once (crate::env).
     let env = DiscoveryEnv::parse(&Environment::from_process())?;
     let debounce = env.debounce;
+    let access = cluster_access(args.kubeconfig.as_deref(), &env.cluster_access).await?;
 
-    let (mesh, mesh_warnings, selectors, config_sources, mesh_text) = match &args.mesh_config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read --mesh-config {}: {e}", path.display()))?;
-            let context = |e: String| format!("--mesh-config {}: {e}", path.display());
-            let (mesh, warnings) = parse_mesh_config(&text, &args.domain).map_err(context)?;
-            let selectors = parse_discovery_selectors(&text).map_err(context)?;
-            (mesh, warnings, selectors, parse_config_sources(&text).map_err(context)?, text)
+    // The mesh config and mesh networks where istiod finds them: the file, else the cluster's
+    // ConfigMap, else Istio's defaults (crate::mesh_source); watched below.
+    let kube_client = access
+        .as_ref()
+        .map(kube_source::Cluster::connect)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .map(|c| c.client);
+    let mesh_sources = Arc::new(std::sync::RwLock::new(serde_json::Value::Null));
+    let mesh_origin = source_origin(args, &env, access.is_some(), mesh_source::MESH_KEY);
+    let mesh_start = initial_mesh(&mesh_origin, kube_client.as_ref(), &args.domain).await?;
+    let mesh_text = mesh_start.text.clone();
+    let (mesh, mesh_warnings) = mesh_source::check_mesh(&mesh_text, &args.domain)?;
+    let selectors = parse_discovery_selectors(&mesh_text)?;
+    let config_sources = parse_config_sources(&mesh_text)?;
+    let networks_origin = source_origin(args, &env, access.is_some(), mesh_source::NETWORKS_KEY);
+    let networks = mesh_source::MeshKeeper::new(
+        "mesh networks",
+        networks_origin.clone(),
+        mesh_source::networks_apply(),
+        mesh_sources.clone(),
+        "meshNetworks",
+    );
+    match mesh_source::read(&networks_origin, kube_client.as_ref()).await {
+        Ok(text) => {
+            networks.offer(text);
         }
-        None => {
-            let (mesh, warnings) = parse_mesh_config("", &args.domain)?;
-            (mesh, warnings, model::selector::DiscoverySelectors::default(), Vec::new(), String::new())
-        }
-    };
-    if config_sources.is_empty() && args.config_dirs.is_empty() && args.kubeconfig.is_none() {
-        return Err(
-            "no config to read: give --configDir, --kubeconfig, or configSources in --meshConfig".into()
-        );
+        Err(reason) => warn!(source = %networks_origin, %reason, "mesh networks not read; none in force"),
     }
+    if config_sources.is_empty() && args.config_dirs.is_empty() && access.is_none() {
+        return Err("no config to read: give --configDir, cluster access (--kubeconfig, KUBECONFIG or an \
+                    in-cluster service account), or configSources in --meshConfig"
+            .into());
+    }
+    let (mesh_text_tx, mesh_text_rx) = tokio::sync::watch::channel(mesh_text.clone());
+    let received_mesh = crate::config_sources::ReceivedMesh::default();
     for w in &mesh_warnings {
         warn!("mesh config: {w}");
     }
@@ -260,10 +294,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // Mesh config configSources replace --config-dir and the cluster's CRDs (istiod's rule).
     let config_dirs: &[PathBuf] = if config_sources.is_empty() { &args.config_dirs } else { &[] };
     if !config_sources.is_empty() {
-        crate::config_sources::warn_ignored(&args.config_dirs, args.kubeconfig.is_some());
-        let kube = match &args.kubeconfig {
-            Some(path) if config_sources.contains(&config::mesh::ConfigSource::Kubernetes) => {
-                Some(kube_config_source(path, args, &selectors).await?)
+        crate::config_sources::warn_ignored(&args.config_dirs, access.is_some());
+        let kube = match &access {
+            Some(access) if config_sources.contains(&config::mesh::ConfigSource::Kubernetes) => {
+                Some(kube_config_source(access, args, &selectors))
             }
             _ => None,
         };
@@ -271,10 +305,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
             &config_sources,
             &crate::config_sources::Context {
                 file_options: &options,
-                kubeconfig: args.kubeconfig.as_deref(),
                 revision: args.revision.as_deref(),
                 domain: &args.domain,
-                local_mesh: &mesh_text,
+                local_mesh: mesh_text_rx.clone(),
+                received_mesh: received_mesh.clone(),
                 mcp_node: &env.mcp_node,
                 kube,
                 inputs: &inputs,
@@ -299,15 +333,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
         sources.push(Arc::new(ReadOnlySource::new(FileSource::clone(&source))));
         files.push(source);
     }
-    if let Some(path) = args.kubeconfig.as_ref().filter(|_| config_sources.is_empty()) {
-        let source = kube_config_source(path, args, &selectors).await?;
+    if let Some(kube) = access.as_ref().filter(|_| config_sources.is_empty()) {
+        let source = kube_config_source(kube, args, &selectors);
         invalid_objects.push(crate::webhook::cluster_invalid_objects(&source));
         cluster = Some(source.clone());
         sources.push(source);
     }
-    if let Some(path) = args.kubeconfig.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
-    {
-        sources.push(crate::ingress_source::source(path, &mesh.source, &args.domain, &env).await?);
+    if let Some(kube) = access.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes")) {
+        sources.push(crate::ingress_source::source(kube, &mesh.source, &args.domain, &env).await?);
     }
     let store: Arc<dyn ConfigStoreController> = Arc::new(Aggregate::new(sources, QueueOptions::default()));
     let se = Arc::new(ServiceEntryRegistry::new(
@@ -320,13 +353,13 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let (trigger, shutdown) = shutdown_channel();
     let services = Arc::new(AggregateRegistry::new());
-    if let Some(path) = args.kubeconfig.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
+    if let Some(kube) = access.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
         && let Some(deployer) =
-            crate::ingress_source::gateway_deployer(path, args.revision.as_deref(), &env).await?
+            crate::ingress_source::gateway_deployer(kube, args.revision.as_deref(), &env).await?
     {
         tokio::spawn(deployer.run(shutdown.clone()));
     }
-    if let Some(registry) = kube_registry(args, &selectors).await? {
+    if let Some(registry) = kube_registry(args, access.as_ref(), &selectors)? {
         tokio::spawn(registry.run(shutdown.clone()));
         services.add_registry(Arc::new(registry));
     }
@@ -343,7 +376,24 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let jwks = env.jwks.clone();
     let options =
         ServerOptions { debounce, api_generator_auth: security_env.api_generator_auth, jwks, inputs };
+    let mesh_at_start = mesh.source.clone();
     let server = DiscoveryServer::new(store, services, mesh, options);
+    // Mesh config changes from now on: checked, pushed, given to the injector (crate::mesh_source).
+    let mesh_keeper = mesh_source::MeshKeeper::new(
+        "mesh config",
+        mesh_origin.clone(),
+        mesh_source::mesh_apply(mesh_source::MeshApply {
+            domain: args.domain.clone(),
+            start: mesh_at_start.clone(),
+            trust_domain: trust_domain.clone(),
+            inputs: server.inputs().clone(),
+            text: mesh_text_tx,
+            received: received_mesh,
+        }),
+        mesh_sources.clone(),
+        "meshConfig",
+    );
+    mesh_keeper.started(mesh_start.seen, mesh_at_start, mesh_start.error);
     let ads_env = env.ads;
     // One admission limiter per ADS port (Istio: one per DiscoveryServer, shared by both): admission
     // comes before authentication, so unauthenticated streams on 15010 must not spend 15012's budget
@@ -354,8 +404,12 @@ async fn run_async(args: &Args) -> Result<(), String> {
         ads_env.apply(args.keepalive.apply(AdsConfig { push_throttle, ..AdsConfig::default() }), &limiter);
     let ads = server.ads_server(secrets.clone(), ads_config);
 
-    let secure = match &args.secure_grpc_addr {
-        Some(addr) => Some(secure_port(args, security_env, addr, &trust_domain).await?),
+    let plugged_ca = args.root_ca_dir.join(security::ca::CA_KEY).exists();
+    let ca_place = access.is_some() || args.ca_dir.is_some() || plugged_ca;
+    let (secure_addr, https_addr) =
+        secure_addrs(args.secure_grpc_addr.as_deref(), args.webhook.https_addr.as_deref(), ca_place);
+    let secure = match &secure_addr {
+        Some(addr) => Some(secure_port(args, access.as_ref(), security_env, addr, &trust_domain).await?),
         None => None,
     };
 
@@ -370,12 +424,15 @@ async fn run_async(args: &Args) -> Result<(), String> {
         server: server.clone(),
         files,
         startup_warnings: Arc::new(mesh_warnings),
+        mesh_sources: mesh_sources.clone(),
         secrets: secrets.clone(),
         invalid_objects,
-        access: Arc::new(
-            debug_access(args, security_env, &trust_domain, secure.as_ref().map(|(p, ..)| &p.authenticator))
-                .await?,
-        ),
+        access: Arc::new(debug_access(
+            access.as_ref(),
+            security_env,
+            &trust_domain,
+            secure.as_ref().map(|(p, ..)| &p.authenticator),
+        )?),
         limits: Default::default(),
         control_plane_id: env.control_plane_id.as_str().into(),
     };
@@ -406,10 +463,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // The webhook's serving certificate comes from the control plane's CA: the secure port's, else
     // (with a cluster) the same choice of root, so that replicas serve certificates from one root and
     // advertise one caBundle (docs/SECURITY.md, "Replicas").
-    let webhook_ca = match (secure.as_ref(), &args.webhook.https_addr, &args.kubeconfig) {
+    let webhook_ca = match (secure.as_ref(), &https_addr, &access) {
         (Some((port, ..)), _, _) => Some(port.ca.clone()),
-        (None, Some(_), Some(path)) => {
-            let kube = kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?;
+        (None, Some(_), Some(access)) => {
+            let kube = access.connect().map_err(|e| e.to_string())?;
             control_plane_ca(args, security_env, &trust_domain, Some(&kube)).await?
         }
         _ => None,
@@ -449,12 +506,12 @@ async fn run_async(args: &Args) -> Result<(), String> {
         env.native_sidecars,
     )? {
         Some(Arc::new(files))
-    } else if let (Some(kubeconfig), Some(_)) = (&args.kubeconfig, &args.webhook.https_addr) {
+    } else if let (Some(kube), Some(_)) = (&access, &https_addr) {
         crate::webhook::injector_from_cluster(
-            kubeconfig,
+            kube,
             &env.pod_namespace,
             args.revision.as_deref(),
-            &mesh_text,
+            mesh_text_rx.clone(),
             env.native_sidecars,
             shutdown.clone(),
         )
@@ -470,10 +527,20 @@ async fn run_async(args: &Args) -> Result<(), String> {
     if let Some(injector) = &injector {
         injector.set_proxy_configs(crate::proxy_configs::source(server.clone()));
     }
+    // The injected sidecars follow the mesh config in force (its defaultConfig, …).
+    let injector_mesh_task = injector.clone().map(|injector| {
+        tokio::spawn(crate::webhook::follow_mesh(injector, mesh_text_rx.clone(), shutdown.clone()))
+    });
+    let mesh_tasks = [
+        mesh_keeper.watch(kube_client.clone(), shutdown.clone()),
+        networks.watch(kube_client.clone(), shutdown.clone()),
+        injector_mesh_task,
+    ];
     let webhook_tasks = crate::webhook::start(
         &args.webhook,
+        https_addr.as_deref(),
         crate::webhook::Context {
-            kubeconfig: args.kubeconfig.as_deref(),
+            cluster: access.as_ref(),
             revision: args.revision.as_deref(),
             domain: &args.domain,
             trust_domain: &trust_domain,
@@ -490,16 +557,16 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // Gateway API with a cluster: the converter's inputs (namespaces, Secrets, Service addresses) and
     // the status writer (docs/GATEWAY-API.md).
     let mut gateway_tasks = Vec::new();
-    if let Some(path) = &args.kubeconfig {
+    if let Some(kube) = &access {
         gateway_tasks.push(
-            crate::gateway_api::start_inputs(server.clone(), path, &args.domain, shutdown.clone()).await?,
+            crate::gateway_api::start_inputs(server.clone(), kube, &args.domain, shutdown.clone()).await?,
         );
         if let Some(cluster) = &cluster {
             gateway_tasks.extend(
                 crate::gateway_api::start_status(
                     server.clone(),
                     cluster.clone(),
-                    path,
+                    kube,
                     args.revision.as_deref(),
                     &env,
                     shutdown.clone(),
@@ -512,7 +579,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         server.clone(),
         state_files,
         cluster,
-        args.kubeconfig.as_deref(),
+        access.as_ref(),
         &env,
         shutdown.clone(),
     )
@@ -528,10 +595,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
         server.credentials().clone(),
         Some(std::time::Duration::from_secs(60)),
     );
-    if let Some(path) = args.kubeconfig.clone() {
+    if let Some(kube) = access.clone() {
         let (server, shutdown) = (server.clone(), shutdown.clone());
         tokio::spawn(async move {
-            if let Err(e) = crate::credentials::run_kube_secrets(path, server, shutdown).await {
+            if let Err(e) = crate::credentials::run_kube_secrets(kube, server, shutdown).await {
                 tracing::warn!("credentialName secrets: cannot watch the cluster's Secrets: {e}");
             }
         });
@@ -555,6 +622,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     tasks.extend(secure_task.map(task));
     tasks.extend(root_cert_task.map(task));
     tasks.extend(webhook_tasks.into_iter().chain(injector_task).map(task));
+    tasks.extend(mesh_tasks.into_iter().flatten().map(task));
     tasks.extend(status_task.map(task));
     tasks.extend(gateway_tasks.into_iter().map(task));
     crate::shutdown::wait_for_tasks(tasks, streams_closed, args.shutdown_duration).await;
@@ -562,23 +630,21 @@ async fn run_async(args: &Args) -> Result<(), String> {
 }
 
 /// The secure port's listener and settings (CA loaded or created, authenticator with the cluster's
-/// TokenReview when --kubeconfig is given), and the cluster client for publishing the root.
+/// TokenReview with cluster access), and the cluster client for publishing the root.
 async fn secure_port(
     args: &Args,
+    access: Option<&kube_source::Cluster>,
     env: &SecurityOptions,
     addr: &str,
     trust_domain: &str,
 ) -> Result<(SecurePort, tokio::net::TcpListener, AdsConfig, Option<kube_source::client::Connection>), String>
 {
     let addr = parse_addr("--secure-grpc-addr", addr)?;
-    let kube = match &args.kubeconfig {
-        Some(path) => Some(kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let kube = access.map(kube_source::Cluster::connect).transpose().map_err(|e| e.to_string())?;
     let ca = control_plane_ca(args, env, trust_domain, kube.as_ref()).await?.ok_or_else(|| {
         format!(
             "--secure-grpc-addr needs a place for the CA: --ca-dir DIR (where the self-signed root is kept), \
-             --kubeconfig (kept in the secret istio-ca-secret, as istiod), or a plugged-in CA in \
+             cluster access (kept in the secret istio-ca-secret, as istiod), or a plugged-in CA in \
              --root-ca-dir/ROOT_CA_DIR ({} has no {})",
             args.root_ca_dir.display(),
             security::ca::CA_KEY
@@ -636,17 +702,17 @@ async fn control_plane_ca(
 
 /// Who may call the debug endpoints (`meshpilot_http::access`): loopback, or callers authenticated as
 /// on the secure port (its authenticator when it runs; else one reviewing tokens with the cluster of
-/// `--kubeconfig`; else loopback only).
-async fn debug_access(
-    args: &Args,
+/// the control plane's cluster; else loopback only).
+fn debug_access(
+    access: Option<&kube_source::Cluster>,
     env: &SecurityOptions,
     trust_domain: &str,
     secure: Option<&Arc<Authenticator>>,
 ) -> Result<meshpilot_http::access::DebugAccess, String> {
-    let authenticator = match (secure, &args.kubeconfig) {
+    let authenticator = match (secure, access) {
         (Some(a), _) => Some(a.clone()),
-        (None, Some(path)) => {
-            let kube = kube_source::client::connect(Some(path)).await.map_err(|e| e.to_string())?;
+        (None, Some(access)) => {
+            let kube = access.connect().map_err(|e| e.to_string())?;
             let reviewer: Arc<dyn TokenReviewer> =
                 Arc::new(kube_source::identity::KubeTokenReviewer::new(kube.client.clone()));
             Some(Arc::new(Authenticator::new(trust_domain, env.token_audiences.clone(), Some(reviewer))))
@@ -660,13 +726,13 @@ async fn debug_access(
     })
 }
 
-/// The Kubernetes CRD config source for `--kubeconfig`.
-async fn kube_config_source(
-    path: &std::path::Path,
+/// The Kubernetes CRD config source of the control plane's cluster.
+fn kube_config_source(
+    access: &kube_source::Cluster,
     args: &Args,
     selectors: &model::selector::DiscoverySelectors,
-) -> Result<Arc<kube_source::KubeSource>, String> {
-    let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
+) -> Arc<kube_source::KubeSource> {
+    let config = access.config();
     let options = kube_source::KubeSourceOptions {
         parse: ParseOptions { domain_suffix: args.domain.clone(), ..ParseOptions::default() },
         revision: args.revision.clone(),
@@ -675,12 +741,13 @@ async fn kube_config_source(
     };
     let source = kube_source::KubeSource::new(config, options);
     info!(source = %model::ConfigStore::name(&source), "watching Istio config in Kubernetes");
-    Ok(Arc::new(source))
+    Arc::new(source)
 }
 
-/// The Kubernetes service registry, when a kubeconfig is given and `--registries` names `Kubernetes`.
-async fn kube_registry(
+/// The Kubernetes service registry, with cluster access and `--registries` naming `Kubernetes`.
+fn kube_registry(
     args: &Args,
+    access: Option<&kube_source::Cluster>,
     selectors: &model::selector::DiscoverySelectors,
 ) -> Result<Option<kube_source::KubeRegistry>, String> {
     for r in &args.registries {
@@ -688,11 +755,10 @@ async fn kube_registry(
             return Err(format!("unknown --registries entry {r:?}: meshpilot knows Kubernetes"));
         }
     }
-    let Some(path) = args.kubeconfig.as_deref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
-    else {
+    let Some(access) = access.filter(|_| args.registries.iter().any(|r| r == "Kubernetes")) else {
         return Ok(None);
     };
-    let config = kube_source::client_config(Some(path)).await.map_err(|e| e.to_string())?;
+    let config = access.config();
     let options = kube_source::KubeRegistryOptions {
         cluster_id: args.cluster_id.clone(),
         domain_suffix: args.domain.clone(),
@@ -701,6 +767,118 @@ async fn kube_registry(
     };
     info!(cluster = %args.cluster_id, "reading Kubernetes services");
     Ok(Some(kube_source::KubeRegistry::new(config, options)))
+}
+
+/// The control plane's cluster access ([`kube_source::resolve_access`]: `--kubeconfig`, else
+/// `KUBECONFIG` naming a file that exists, else the in-cluster service account, else none — never
+/// `~/.kube/config`), loaded. The choice is logged.
+///
+/// # Errors
+/// The chosen kubeconfig or service account cannot be read.
+async fn cluster_access(
+    flag: Option<&Path>,
+    env: &kube_source::AccessEnv,
+) -> Result<Option<kube_source::Cluster>, String> {
+    match kube_source::resolve_access(flag, env, &|path: &Path| path.exists()) {
+        kube_source::Resolved::Access(access) => {
+            let cluster = kube_source::Cluster::load(access).await.map_err(|e| e.to_string())?;
+            info!(access = %cluster.access, "cluster access");
+            Ok(Some(cluster))
+        }
+        kube_source::Resolved::NoCluster(reason) => {
+            info!(%reason, "no cluster access: config from files only");
+            Ok(None)
+        }
+    }
+}
+
+/// istiod's default secure xDS + CA address (`--secureGRPCAddr`).
+const DEFAULT_SECURE_GRPC_ADDR: &str = ":15012";
+/// istiod's default webhook address (`--httpsAddr`).
+const DEFAULT_HTTPS_ADDR: &str = ":15017";
+
+/// The secure xDS + CA address and the webhook address in force, from `--secureGRPCAddr` and
+/// `--httpsAddr` as given (`None`: not given; `""`: off, istiod's spelling) and whether the CA has a
+/// place for its root (`ca_place`: cluster access, `--ca-dir` or a plugged-in CA). Not given, they are
+/// istiod's defaults (`:15012`, `:15017`) when there is such a place, else off, with one log line
+/// saying how to turn them on (a root only in memory would change at each start, and sidecars would
+/// stop trusting it). An address given is used as given; whether it works is checked when it is
+/// opened.
+fn secure_addrs(
+    secure: Option<&str>,
+    https: Option<&str>,
+    ca_place: bool,
+) -> (Option<String>, Option<String>) {
+    let pick = |given: Option<&str>, default: &str| match given {
+        Some("") => None,
+        Some(addr) => Some(addr.to_string()),
+        None => ca_place.then(|| default.to_string()),
+    };
+    let (secure_addr, https_addr) = (pick(secure, DEFAULT_SECURE_GRPC_ADDR), pick(https, DEFAULT_HTTPS_ADDR));
+    if !ca_place && (secure.is_none() || https.is_none()) {
+        info!(
+            "the secure xDS/CA port (15012) and the webhook port (15017) are off by default without a place for \
+             the CA's root: give --ca-dir DIR (or cluster access, or a plugged-in CA in --root-ca-dir), or \
+             --secureGRPCAddr / --httpsAddr explicitly"
+        );
+    }
+    (secure_addr, https_addr)
+}
+
+/// `--meshConfig` or `--networksConfig` (by `key`: `mesh` or `meshNetworks`) and where it is read from
+/// ([`mesh_source::locate`]): the file given or istiod's default path when it exists (as istiod's
+/// `os.Stat`: anything but "not found" counts as existing), else the ConfigMap with cluster access,
+/// else the defaults. A file given that does not exist falls back as istiod does, with a warning.
+fn source_origin(args: &Args, env: &DiscoveryEnv, cluster: bool, key: &'static str) -> Origin {
+    let (given, default, flag) = if key == mesh_source::MESH_KEY {
+        (&args.mesh_config, mesh_source::DEFAULT_MESH_CONFIG, "--meshConfig")
+    } else {
+        (&args.networks_config, mesh_source::DEFAULT_NETWORKS_CONFIG, "--networksConfig")
+    };
+    let file = given.clone().unwrap_or_else(|| PathBuf::from(default));
+    let exists = std::fs::metadata(&file).map_or_else(|e| e.kind() != std::io::ErrorKind::NotFound, |_| true);
+    let origin =
+        mesh_source::locate(&file, exists, cluster, &env.pod_namespace, args.revision.as_deref(), key);
+    if given.is_some() && !exists {
+        warn!(file = %file.display(), flag, source = %origin, "the file does not exist; reading the next source, as istiod");
+    }
+    match &origin {
+        Origin::Defaults => {
+            warn!(file = %file.display(), "{key}: using Istio's defaults - missing file and no cluster access")
+        }
+        origin => info!(source = %origin, "{key} source"),
+    }
+    origin
+}
+
+/// The mesh config at start.
+struct MeshStart {
+    /// The text in force (empty: Istio's defaults).
+    text: String,
+    /// The text read (`None`: absent).
+    seen: Option<String>,
+    /// Why the text read is not in force.
+    error: Option<String>,
+}
+
+/// Reads the mesh config at start from `origin`. A broken file stops the start (istiod fails reading
+/// it in `initKubeClient`); a broken ConfigMap key leaves Istio's defaults in force and is reported
+/// (istiod: "invalid mesh config, using last known state", with no last state the defaults).
+///
+/// # Errors
+/// The file cannot be read or is broken; the API server cannot be asked for the ConfigMap.
+async fn initial_mesh(
+    origin: &Origin,
+    client: Option<&kube_source::Client>,
+    domain: &str,
+) -> Result<MeshStart, String> {
+    let seen = mesh_source::read(origin, client).await.map_err(|e| format!("mesh config: {e}"))?;
+    let text = seen.clone().unwrap_or_default();
+    match (origin, mesh_source::check_mesh(&text, domain)) {
+        (_, Ok(_)) => Ok(MeshStart { text, seen, error: None }),
+        (Origin::File(path), Err(e)) => Err(format!("--meshConfig {}: {e}", path.display())),
+        (_, Err(reason)) => Ok(MeshStart { text: String::new(), seen, error: Some(reason) }),
+    }
 }
 
 async fn wait_for_signal() {
@@ -888,7 +1066,26 @@ mod tests {
             .map(|arg| format!("--{}", arg.get_long().unwrap()));
         let expected: Vec<String> = listed.collect();
         assert_eq!(not_used, expected);
-        assert_eq!(not_used.len(), 19);
+        assert_eq!(not_used.len(), 18);
+    }
+
+    #[test]
+    fn secure_ports_default_on_with_a_place_for_the_ca_as_istiod() {
+        let on = (Some(":15012".to_string()), Some(":15017".to_string()));
+        assert_eq!(secure_addrs(None, None, true), on);
+        assert_eq!(secure_addrs(None, None, false), (None, None));
+        // istiod's spelling for off, and explicit addresses, whatever the CA's place.
+        assert_eq!(secure_addrs(Some(""), Some(""), true), (None, None));
+        assert_eq!(secure_addrs(Some("127.0.0.1:1"), None, false), (Some("127.0.0.1:1".into()), None));
+        assert_eq!(secure_addrs(None, Some(":9443"), true), (Some(":15012".into()), Some(":9443".into())));
+        // The flags parse with an empty value.
+        let args = parse(&["--secureGRPCAddr=", "--httpsAddr", ""]).unwrap();
+        assert_eq!(
+            (args.secure_grpc_addr.as_deref(), args.webhook.https_addr.as_deref()),
+            (Some(""), Some(""))
+        );
+        let args = parse(&[]).unwrap();
+        assert_eq!((args.secure_grpc_addr, args.webhook.https_addr, args.mesh_config), (None, None, None));
     }
 
     #[test]

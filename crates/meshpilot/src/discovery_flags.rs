@@ -256,11 +256,6 @@ pub struct NotUsedArgs {
     #[arg(long = "clusterRegistriesNamespace", value_name = "NAMESPACE")]
     cluster_registries_namespace: Option<String>,
 
-    /// Mesh networks file (istiod's --networksConfig, default ./etc/istio/config/meshNetworks).
-    /// Accepted, not used.
-    #[arg(long = "networksConfig", value_name = "FILE")]
-    networks_config: Option<PathBuf>,
-
     /// The control plane's namespace (istiod's --namespace, default POD_NAMESPACE). Accepted, not
     /// used: meshpilot reads POD_NAMESPACE.
     #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
@@ -347,7 +342,6 @@ impl NotUsedArgs {
     pub fn given(&self) -> Vec<&'static str> {
         [
             ("clusterRegistriesNamespace", self.cluster_registries_namespace.is_some()),
-            ("networksConfig", self.networks_config.is_some()),
             ("namespace", self.namespace.is_some()),
             ("cniNamespace", self.cni_namespace.is_some()),
             ("clusterAliases", !self.cluster_aliases.is_empty()),

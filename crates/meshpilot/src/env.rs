@@ -20,6 +20,7 @@
 //! | [`K8S_INGRESS_NS`] | mesh `ingressControllerMode`'s namespace | namespace of the ingress gateway Service whose address Ingress status carries |
 //! | [`PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER`] | `true` | deploy Gateway API gateways (Istio's automated deployment) |
 //! | [`PILOT_ENABLE_GATEWAY_API_STATUS`] | `true` | write Gateway API status |
+//! | `KUBECONFIG`, `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT` (read by `kube_source::AccessEnv::from_lookup`) | — | the cluster access (`kube_source::resolve_access`) |
 
 use std::collections::BTreeMap;
 
@@ -127,6 +128,8 @@ pub struct DiscoveryEnv {
     pub inject_enabled: bool,
     /// `ENABLE_NATIVE_SIDECARS`.
     pub native_sidecars: inject::injector::NativeSidecars,
+    /// What decides the cluster access besides `--kubeconfig` (`KUBECONFIG`, `KUBERNETES_SERVICE_*`).
+    pub cluster_access: kube_source::AccessEnv,
 }
 
 impl DiscoveryEnv {
@@ -161,6 +164,7 @@ impl DiscoveryEnv {
             native_sidecars: inject::injector::NativeSidecars::from_env_value(
                 env.non_empty(ENABLE_NATIVE_SIDECARS).as_deref(),
             ),
+            cluster_access: kube_source::AccessEnv::from_lookup(lookup),
         })
     }
 }

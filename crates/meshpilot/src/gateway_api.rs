@@ -13,7 +13,7 @@
 //! The Gateway API objects themselves come from the Kubernetes config source (`KubeSource` watches every
 //! kind of `Kind::ALL` whose CRD is installed, and starts when a CRD appears), so nothing here lists them.
 
-use std::{collections::HashMap, path::Path, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use discovery::{DiscoveryServer, Input};
 use kube_source::{
@@ -44,11 +44,11 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// The kubeconfig cannot be read.
 pub async fn start_inputs(
     server: Arc<DiscoveryServer>,
-    kubeconfig: &Path,
+    cluster: &kube_source::Cluster,
     domain: &str,
     shutdown: Shutdown,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
-    let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
+    let config = cluster.config();
     let objects = GatewayObjects::new(
         config,
         GatewayObjectsOptions { domain_suffix: domain.into(), ..Default::default() },
@@ -85,7 +85,7 @@ pub async fn start_inputs(
 pub async fn start_status(
     server: Arc<DiscoveryServer>,
     cluster: Arc<dyn ConfigStore>,
-    kubeconfig: &Path,
+    kube: &kube_source::Cluster,
     revision: Option<&str>,
     env: &DiscoveryEnv,
     shutdown: Shutdown,
@@ -96,7 +96,7 @@ pub async fn start_status(
     }
     let mut leader = env.leader.clone();
     leader.revision = revision.unwrap_or_default().to_string();
-    let client = kube_source::client::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?.client;
+    let client = kube.connect().map_err(|e| e.to_string())?.client;
     let election =
         LeaderElection::new(client.clone(), GATEWAY_STATUS_CONTROLLER, LockScope::PerRevision, leader);
     info!(lock = %election.lock(), "Gateway API status writer: joining leader election");

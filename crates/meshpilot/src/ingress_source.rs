@@ -3,7 +3,7 @@
 //! `istio-leader`; and the automated deployment of Gateway API Gateways of class `istio`
 //! (docs/INGRESS.md).
 
-use std::{path::Path, sync::Arc};
+use std::sync::Arc;
 
 use config::ReadOnlySource;
 use ingress::IngressSettings;
@@ -16,18 +16,18 @@ use tracing::{info, warn};
 
 use crate::env::DiscoveryEnv;
 
-/// The source for the cluster of `kubeconfig`, with the Ingress fields of the mesh config (`mesh`, as
+/// The source for `cluster`, with the Ingress fields of the mesh config (`mesh`, as
 /// JSON), `K8S_INGRESS_NS` (default `istio-system`) and the leader election of `env`.
 ///
 /// # Errors
 /// The kubeconfig cannot be read.
 pub async fn source(
-    kubeconfig: &Path,
+    cluster: &kube_source::Cluster,
     mesh: &serde_json::Value,
     domain: &str,
     env: &DiscoveryEnv,
 ) -> Result<Arc<dyn ConfigStoreController>, String> {
-    let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
+    let config = cluster.config();
     let (mut settings, warnings) = IngressSettings::from_mesh_json(mesh);
     for w in warnings {
         warn!("mesh config {w}");
@@ -52,20 +52,20 @@ pub async fn source(
     Ok(Arc::new(ReadOnlySource::new(IngressSource::new(config, options))))
 }
 
-/// The automated Gateway deployment for the cluster of `kubeconfig`, unless
+/// The automated Gateway deployment for `cluster`, unless
 /// `PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false` (Istio's switch, default true).
 ///
 /// # Errors
 /// The kubeconfig cannot be read.
 pub async fn gateway_deployer(
-    kubeconfig: &Path,
+    cluster: &kube_source::Cluster,
     revision: Option<&str>,
     env: &DiscoveryEnv,
 ) -> Result<Option<GatewayDeployer>, String> {
     if !env.gateway_deployment_controller {
         return Ok(None);
     }
-    let config = kube_source::client_config(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
+    let config = cluster.config();
     let options = DeploymentOptions {
         revision: revision.unwrap_or_default().to_string(),
         leader: env.leader.clone(),

@@ -24,6 +24,7 @@ mod env;
 mod gateway_api;
 mod ingress_source;
 mod kube_inject;
+mod mesh_source;
 mod proxy;
 mod proxy_configs;
 mod shutdown;

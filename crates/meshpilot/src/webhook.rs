@@ -1,5 +1,5 @@
 //! `meshpilot discovery --https-addr`: Istio's validating admission webhook (istiod's 15017,
-//! `POST /validate`, served by crate `meshpilot-webhook`) and, with `--kubeconfig`, the
+//! `POST /validate`, served by crate `meshpilot-webhook`) and, with cluster access, the
 //! ValidatingWebhookConfigurations that send the API server's reviews to it
 //! (`kube_source::webhook_config`). See docs/CONFIG-FEEDBACK.md, "Validating webhook".
 
@@ -17,7 +17,9 @@ use tracing::info;
 pub struct WebhookArgs {
     /// HTTPS address of the validating admission webhook (Istio's --httpsAddr, :15017): `POST
     /// /validate` with AdmissionReview v1/v1beta1, the same validation as `meshpilot validate`.
-    /// Off unless given (istiod: on). With --kubeconfig, its certificate comes from the control plane's
+    /// Default :15017 (istiod's) when the CA has a place for its root (cluster access, --ca-dir, a
+    /// plugged-in CA), else off; `--httpsAddr=""` turns it off. With cluster access, its certificate
+    /// comes from the control plane's
     /// CA (plugged-in, else the root in the secret istio-ca-secret that every replica shares), the
     /// ValidatingWebhookConfigurations labelled istio.io/rev=REVISION get that root patched in as
     /// caBundle (created as Istio's charts render them when none exists) and are switched to
@@ -30,7 +32,7 @@ pub struct WebhookArgs {
     /// chart's base.validationURL), e.g. https://127.0.0.1:15017/validate; its host is added to the
     /// serving certificate. Without it, configurations created by meshpilot name the istiod Service
     /// of POD_NAMESPACE.
-    #[arg(long = "validation-webhook-url", value_name = "URL", requires = "https_addr")]
+    #[arg(long = "validation-webhook-url", value_name = "URL")]
     pub url: Option<String>,
 }
 
@@ -52,8 +54,8 @@ fn url_host(url: &str) -> Result<String, String> {
 
 /// What [`start`] needs from `meshpilot discovery`.
 pub struct Context<'a> {
-    /// `--kubeconfig`.
-    pub kubeconfig: Option<&'a Path>,
+    /// The control plane's cluster, if any.
+    pub cluster: Option<&'a kube_source::Cluster>,
     /// `--revision`.
     pub revision: Option<&'a str>,
     /// `--domain`.
@@ -92,7 +94,7 @@ pub fn injector_state(
     let values = inject::config::Values::parse(values_text).map_err(|e| format!("values: {e}"))?;
     let mesh = inject::mesh::apply_mesh_config(mesh_text).map_err(|e| format!("mesh config: {e}"))?;
     Ok(inject::injector::InjectorState {
-        config,
+        config: Arc::new(config),
         values,
         mesh,
         revision: revision.filter(|r| *r != "default").unwrap_or_default().to_string(),
@@ -143,14 +145,14 @@ pub fn injector_configmap_name(revision: Option<&str>) -> String {
 /// # Errors
 /// The API server cannot be reached, or the ConfigMap does not parse at start.
 pub async fn injector_from_cluster(
-    kubeconfig: &Path,
+    cluster: &kube_source::Cluster,
     namespace: &str,
     revision: Option<&str>,
-    mesh_text: &str,
+    mesh: tokio::sync::watch::Receiver<String>,
     native_sidecars: inject::injector::NativeSidecars,
     shutdown: model::Shutdown,
 ) -> Result<Option<(Arc<inject::injector::Injector>, JoinHandle<()>)>, String> {
-    let connection = kube_source::connect(Some(kubeconfig)).await.map_err(|e| e.to_string())?;
+    let connection = cluster.connect().map_err(|e| e.to_string())?;
     let name = injector_configmap_name(revision);
     let Some(data) = kube_source::configmap_watch::get(&connection.client, namespace, &name).await? else {
         info!(configmap = %format!("{namespace}/{name}"), "no injection config: sidecar injection is off");
@@ -159,17 +161,17 @@ pub async fn injector_from_cluster(
     let text = |data: &std::collections::BTreeMap<String, String>, key: &str| {
         data.get(key).cloned().unwrap_or_default()
     };
+    let mesh_text = mesh.borrow().clone();
     let state =
-        injector_state(&text(&data, "config"), &text(&data, "values"), mesh_text, revision, native_sidecars)
+        injector_state(&text(&data, "config"), &text(&data, "values"), &mesh_text, revision, native_sidecars)
             .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}"))?;
     let injector = Arc::new(inject::injector::Injector::new(state));
-    let (keeper, mesh_text, revision) =
-        (injector.clone(), mesh_text.to_string(), revision.map(str::to_string));
+    let (keeper, revision) = (injector.clone(), revision.map(str::to_string));
     let source = format!("{namespace}/{name}");
     let on_data = move |data: std::collections::BTreeMap<String, String>| match injector_state(
         &text(&data, "config"),
         &text(&data, "values"),
-        &mesh_text,
+        &mesh.borrow(),
         revision.as_deref(),
         native_sidecars,
     ) {
@@ -192,14 +194,59 @@ pub async fn injector_from_cluster(
     Ok(Some((injector, task)))
 }
 
-/// Starts the webhook server (and the configuration keeper with a kubeconfig); nothing without
-/// `--https-addr`. Returns the tasks to await at shutdown.
+/// Keeps `injector`'s mesh config the one in force (`mesh`: the mesh config text, from
+/// `crate::mesh_source`) until `shutdown`: each change replaces it, so the next pod is injected with
+/// the new mesh config (istiod's injector reads the mesh watcher at each injection). The mesh config
+/// was checked before it was published; one the injector cannot read is logged and skipped.
+pub async fn follow_mesh(
+    injector: Arc<inject::injector::Injector>,
+    mut mesh: tokio::sync::watch::Receiver<String>,
+    mut shutdown: model::Shutdown,
+) {
+    loop {
+        tokio::select! {
+            () = shutdown.wait() => return,
+            changed = mesh.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let text = mesh.borrow_and_update().clone();
+                match inject::mesh::apply_mesh_config(&text) {
+                    Ok(mesh) => {
+                        let current = injector.state();
+                        injector.set(inject::injector::InjectorState {
+                            config: current.config.clone(),
+                            values: current.values.clone(),
+                            mesh,
+                            revision: current.revision.clone(),
+                            native_sidecars: current.native_sidecars,
+                        });
+                        info!("sidecar injector: mesh config updated");
+                    }
+                    Err(reason) => tracing::warn!(%reason, "sidecar injector: mesh config not applied"),
+                }
+            }
+        }
+    }
+}
+
+/// Starts the webhook server on `https_addr` (the `--httpsAddr` in force; and the configuration
+/// keeper with cluster access); nothing without it. Returns the tasks to await at shutdown.
 ///
 /// # Errors
 /// A bad flag, an address that cannot be listened on, a certificate that cannot be made, or a
 /// kubeconfig that cannot be read.
-pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle<()>>, String> {
-    let Some(addr) = &args.https_addr else { return Ok(Vec::new()) };
+pub async fn start(
+    args: &WebhookArgs,
+    https_addr: Option<&str>,
+    cx: Context<'_>,
+) -> Result<Vec<JoinHandle<()>>, String> {
+    let Some(addr) = https_addr else {
+        if args.url.is_some() {
+            return Err("--validation-webhook-url needs the webhook port: give --httpsAddr".into());
+        }
+        return Ok(Vec::new());
+    };
     let addr = crate::discovery::parse_addr("--https-addr", addr)?;
     let mut names = discovery::secure::istiod_dns_names(cx.pod_namespace, cx.revision);
     if let Some(url) = &args.url {
@@ -221,11 +268,11 @@ pub async fn start(args: &WebhookArgs, cx: Context<'_>) -> Result<Vec<JoinHandle
     let mut tasks =
         vec![tokio::spawn(serve(listener, tls.config.clone(), routes, async move { stop.wait().await }))];
     let sharing = kube_source::webhook_config::shared_root(cx.ca.as_ref().map(|ca| ca.source()));
-    if let (Some(_), Err(reason)) = (cx.kubeconfig, &sharing) {
+    if let (Some(_), Err(reason)) = (cx.cluster, &sharing) {
         tracing::error!("{reason}");
     }
-    if let (Some(path), Ok(())) = (cx.kubeconfig, sharing) {
-        let connection = kube_source::connect(Some(path)).await.map_err(|e| e.to_string())?;
+    if let (Some(cluster), Ok(())) = (cx.cluster, sharing) {
+        let connection = cluster.connect().map_err(|e| e.to_string())?;
         let options = WebhookConfigOptions {
             revision: cx.revision.map(str::to_string),
             istio_namespace: cx.pod_namespace.to_string(),

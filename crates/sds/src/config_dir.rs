@@ -19,8 +19,7 @@ use std::{
 
 use base64::Engine;
 use serde_json::Value;
-use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::credentials::{CONFIG_DIR_SOURCE, CredentialSecrets, SecretData, SecretKey};
 
@@ -170,29 +169,9 @@ impl ConfigDirSecrets {
     /// them over SDS to the connections using them).
     pub async fn run(
         self: Arc<Self>,
-        mut shutdown: model::Shutdown,
+        shutdown: model::Shutdown,
         changed: impl Fn(BTreeSet<SecretKey>) + Send + Sync + 'static,
     ) {
-        let (tx, mut rx) = mpsc::channel::<()>(1);
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if !matches!(event, Ok(ref e) if matches!(e.kind, notify::EventKind::Access(_))) {
-                let _ = tx.try_send(());
-            }
-        });
-        let _watcher = match watcher {
-            Ok(mut w) => {
-                for dir in &self.dirs {
-                    if let Err(e) = notify::Watcher::watch(&mut w, dir, notify::RecursiveMode::Recursive) {
-                        warn!(dir = %dir.display(), "cannot watch the config directory for Secrets: {e}");
-                    }
-                }
-                Some(w)
-            }
-            Err(e) => {
-                warn!("cannot watch config directories for Secrets: {e}; relying on periodic re-scans");
-                None
-            }
-        };
         let rescan = |this: &Arc<Self>| {
             let keys = this.rescan();
             if !keys.is_empty() {
@@ -200,22 +179,13 @@ impl ConfigDirSecrets {
             }
         };
         rescan(&self);
-        let mut ticker = config::Periodic::new(self.rescan_interval);
-        loop {
-            tokio::select! {
-                () = shutdown.wait() => break,
-                Some(()) = rx.recv() => {
-                    tokio::select! {
-                        () = shutdown.wait() => break,
-                        () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    }
-                    while rx.try_recv().is_ok() {}
-                    rescan(&self);
-                }
-                () = ticker.tick() => rescan(&self),
-            }
-        }
-        debug!("config directory Secret watch stopped");
+        let options = config::watch::WatchOptions {
+            recursive: true,
+            settle: Duration::from_millis(100),
+            recheck: self.rescan_interval,
+            what: "config directory Secrets",
+        };
+        config::watch::watch_dirs(&self.dirs, &options, shutdown, || rescan(&self)).await;
     }
 
     /// The directories read.

@@ -265,6 +265,7 @@ async fn serve_debug_http(
         server: server.clone(),
         files: files.to_vec(),
         startup_warnings: Arc::default(),
+        mesh_sources: Arc::default(),
         secrets: secrets.clone(),
         invalid_objects: Vec::new(),
         access: Default::default(),

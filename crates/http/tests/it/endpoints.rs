@@ -45,6 +45,7 @@ fn debug_state(
         server: server.clone(),
         files: Vec::new(),
         startup_warnings: Arc::new(startup_warnings),
+        mesh_sources: Arc::default(),
         secrets: sds::FileSecrets::disabled(),
         invalid_objects: Vec::new(),
         access: Arc::new(access),

@@ -32,6 +32,7 @@ mod peer {
     mod kube_inject_istioctl;
     mod mcp_client;
     mod mcp_istiod;
+    mod mesh_source;
     mod process_faults;
     mod proxy_status_cli;
     mod secure_port;

@@ -190,6 +190,7 @@ fn discovery_serves_config_from_the_cluster_and_config_dirs_combined() {
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
             .args(["--http-addr", &format!("127.0.0.1:{http}")])
             .args(["--monitoring-addr", &format!("127.0.0.1:{mon}")])
+            .args(["--secureGRPCAddr=", "--httpsAddr="])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),

@@ -41,6 +41,7 @@ fn replica(env: &TestEnv, name: &str) -> Replica {
         .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
         .args(["--http-addr", &format!("127.0.0.1:{http}")])
         .args(["--monitoring-addr", &format!("127.0.0.1:{monitoring}")])
+        .args(["--secureGRPCAddr=", "--httpsAddr="])
         .env("PILOT_ENABLE_ANALYSIS", "true")
         .env("PILOT_ENABLE_STATUS", "true")
         .env("PILOT_STATUS_UPDATE_INTERVAL", "100ms")

@@ -63,6 +63,7 @@ fn invalid_cluster_and_file_objects_are_listed_until_fixed() {
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
             .args(["--http-addr", &format!("127.0.0.1:{http}")])
             .args(["--monitoring-addr", &format!("127.0.0.1:{mon}")])
+            .args(["--secureGRPCAddr=", "--httpsAddr="])
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),

@@ -148,6 +148,7 @@ impl Meshpilot {
             .arg(&mesh)
             .args(["--grpc-addr", &grpc.to_string(), "--http-addr", &http_addr.to_string()])
             .args(["--monitoring-addr", &mon.to_string()])
+            .args(["--secureGRPCAddr=", "--httpsAddr="])
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

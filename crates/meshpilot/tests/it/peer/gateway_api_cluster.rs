@@ -241,6 +241,7 @@ async fn gateway_api_from_the_cluster_routes_through_a_router_and_gets_istio_sta
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
             .args(["--http-addr", &format!("127.0.0.1:{http}")])
             .args(["--monitoring-addr", &format!("127.0.0.1:{monitoring}")])
+            .args(["--secureGRPCAddr=", "--httpsAddr="])
             .env("POD_NAME", "gwapi-e2e-0")
             // The leases live in the test's namespace: other tests' replicas do not compete.
             .env("POD_NAMESPACE", GW_NS)

@@ -75,6 +75,7 @@ impl Meshpilot {
         command
             .arg("discovery")
             .args(args)
+            .args(crate::process::secure_ports_off_unless_given(args))
             .args(["--grpc-addr", &grpc.to_string(), "--http-addr", &http.to_string()])
             .args(["--monitoring-addr", &mon.to_string()])
             .env("ENABLE_XDS_API_GENERATOR_AUTH", "false")

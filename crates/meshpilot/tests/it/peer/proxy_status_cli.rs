@@ -57,6 +57,7 @@ impl Meshpilot {
             .arg(config_dir)
             .args(["--grpc-addr", &grpc.to_string(), "--http-addr", &http.to_string()])
             .args(["--monitoring-addr", &mon.to_string()])
+            .args(["--secureGRPCAddr=", "--httpsAddr="])
             .env("POD_NAME", "meshpilot-test")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -62,6 +62,7 @@ impl Meshpilot {
             .arg(&ca_dir)
             .arg("--root-ca-dir")
             .arg(work.join("no-plugged-ca"))
+            .arg("--httpsAddr=")
             .env("RUST_LOG", "info")
             .stdout(Stdio::null());
         let child = command.stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();

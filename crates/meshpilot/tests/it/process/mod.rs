@@ -104,6 +104,26 @@ impl Ports {
     }
 }
 
+/// `--secureGRPCAddr=` / `--httpsAddr=` (off) for each of the two ports `args` does not set: tests run
+/// in parallel, and istiod's defaults (:15012, :15017, on with a cluster or a CA directory) would
+/// collide. Every test that spawns `meshpilot discovery` passes these or explicit free ports.
+pub fn secure_ports_off_unless_given<S: AsRef<OsStr>>(args: &[S]) -> Vec<&'static str> {
+    let given = |names: &[&str]| {
+        args.iter().any(|a| {
+            let a = a.as_ref().to_string_lossy();
+            names.iter().any(|n| a == *n || a.starts_with(&format!("{n}=")))
+        })
+    };
+    let mut off = Vec::new();
+    if !given(&["--secureGRPCAddr", "--secure-grpc-addr"]) {
+        off.push("--secureGRPCAddr=");
+    }
+    if !given(&["--httpsAddr", "--https-addr"]) {
+        off.push("--httpsAddr=");
+    }
+    off
+}
+
 /// A `meshpilot discovery` process (the real binary); killed on drop if still running.
 pub struct Meshpilot {
     child: Child,
@@ -130,6 +150,7 @@ impl Meshpilot {
             .envs(env.iter().copied())
             .arg("discovery")
             .args(args)
+            .args(secure_ports_off_unless_given(args))
             .args(["--grpc-addr", &ports.grpc.to_string(), "--http-addr", &ports.http.to_string()])
             .args(["--monitoring-addr", &ports.monitoring.to_string()])
             .env("POD_NAME", "meshpilot-test")

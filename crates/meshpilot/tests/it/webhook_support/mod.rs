@@ -57,6 +57,7 @@ impl Webhook {
             .args(["--monitoring-addr", &format!("127.0.0.1:{monitoring}")])
             .args(["--https-addr", &format!("127.0.0.1:{https}")])
             .args(["--validation-webhook-url", &url])
+            .arg("--secureGRPCAddr=")
             .args(args)
             .envs(envs.iter().copied())
             .stderr(stderr)
