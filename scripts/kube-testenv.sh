@@ -14,6 +14,11 @@
 #                                        restart only the API server (etcd keeps the data), same port.
 #   scripts/kube-testenv.sh bin-dir      print the directory with the binaries.
 #
+# Webhooks given as a Service (Istio's charts: Service istiod port 443 → 15017) are called at an address of
+# the Service's EndpointSlices (--enable-aggregator-routing: kube-apiserver's buildServiceResolver then
+# resolves a service to a ready endpoint, not to the ClusterIP, which nothing routes here without
+# kube-proxy); a test writes the EndpointSlice as the endpointslice controller would.
+#
 # Tokens (static token file, RBAC authorization): DIR/admin.token is user "meshpilot-admin" in group
 # system:masters; DIR/viewer.token is user "meshpilot-viewer" with no RBAC bindings (every request is
 # forbidden), for tests of 403 handling.
@@ -332,6 +337,7 @@ exec "$BIN/kube-apiserver" \\
   --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \\
   --service-cluster-ip-range=10.0.0.0/16 --allow-privileged=true \\
   --disable-admission-plugins=ServiceAccount \\
+  --enable-aggregator-routing=true \\
   --v=1
 EOF
   chmod +x "$dir/apiserver.sh"

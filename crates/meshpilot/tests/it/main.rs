@@ -16,6 +16,7 @@ mod validate_cli;
 mod peer {
     mod analyze_cli;
     mod apiserver_faults;
+    mod chart_install;
     mod cluster_cli;
     mod config_status_cluster;
     mod configstatusz_cluster;

@@ -1,5 +1,8 @@
 //! Helpers of the tests that run `meshpilot discovery` with its admission webhooks against a real
-//! kube-apiserver (`webhook_cluster.rs`, `istiod_beside.rs`, `inject_cluster.rs`, `inject_configmap.rs`).
+//! kube-apiserver (`webhook_cluster.rs`, `istiod_beside.rs`, `inject_cluster.rs`, `inject_configmap.rs`),
+//! and Istio's charts as the install (`chart_install`, for `chart_install.rs`).
+
+pub mod chart_install;
 
 use std::{
     path::Path,

@@ -1,0 +1,161 @@
+//! Istio's own Helm charts as meshpilot's install, end to end on a real kube-apiserver: the `base` and
+//! `istiod` charts rendered by real helm with `install/values-meshpilot.yaml` and applied; meshpilot
+//! started exactly as the rendered Deployment says (`webhook_support::chart_install`: args, env,
+//! mounts, the istiod ServiceAccount's in-cluster credentials under the chart's RBAC, no
+//! `--kubeconfig`); the API server then calls meshpilot's `/inject` and `/validate` through the chart's
+//! own webhook configurations (Service `istiod` port 443, resolved to its EndpointSlice).
+
+use std::time::Duration;
+
+use kube_source::testenv::TestEnv;
+use meshpilot_testing::wait::wait_for_blocking;
+use serde_json::Value;
+
+use crate::webhook_support::chart_install::{self, ChartIstiod, NAMESPACE};
+
+/// The pod of Istio's `curl` sample Deployment (`samples/curl/curl.yaml`) in `namespace`.
+fn curl_pod(namespace: &str, name: &str) -> String {
+    let text = std::fs::read_to_string(meshpilot_testing::testdata().join("samples/curl/curl.yaml")).unwrap();
+    let deployment = api::yaml::parse_documents(&text)
+        .into_iter()
+        .filter_map(|d| d.unwrap().root.map(|r| r.to_json()))
+        .find(|o| o["kind"] == "Deployment")
+        .expect("the sample's Deployment");
+    let template = &deployment["spec"]["template"];
+    let mut metadata = template["metadata"].clone();
+    metadata["name"] = name.into();
+    metadata["namespace"] = namespace.into();
+    let mut spec = template["spec"].clone();
+    // The sample's ServiceAccount `curl` is not created here; the pod runs as `default`.
+    spec["serviceAccountName"] = "default".into();
+    serde_json::to_string(
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}),
+    )
+    .unwrap()
+}
+
+fn kubectl_create(env: &TestEnv, manifest: &str) -> Result<String, String> {
+    let file = env.dir().join(format!("create-{}.json", std::process::id()));
+    std::fs::write(&file, manifest).unwrap();
+    env.kubectl(&["create", "-f", &file.display().to_string()]).map_err(|e| e.to_string())
+}
+
+fn get(env: &TestEnv, kind: &str, name: &str, namespace: Option<&str>) -> Value {
+    let mut args = vec!["get", kind, name, "-o", "json"];
+    if let Some(ns) = namespace {
+        args.extend(["-n", ns]);
+    }
+    serde_json::from_str(&env.kubectl(&args).unwrap()).unwrap()
+}
+
+fn container_names(pod: &Value, list: &str) -> Vec<String> {
+    pod["spec"][list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn istios_charts_install_meshpilot_which_injects_and_validates_through_the_api_server() {
+    let _ports = chart_install::lock_istiod_ports();
+    let env = TestEnv::shared_by(file!());
+
+    // Render with real helm and apply: base (CRDs, the default validator) then istiod.
+    let base = chart_install::render("base", "base");
+    let istiod = chart_install::render("istiod", "istio-control/istio-discovery");
+    let deployment = chart_install::find(&istiod, "Deployment", "istiod");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"], "localhost/meshpilot:0.1.0",
+        "the values file swaps the image"
+    );
+    chart_install::apply(env, &base);
+    chart_install::apply(env, &istiod);
+
+    // meshpilot as the Deployment's container.
+    let mut server = ChartIstiod::start(env, &istiod, "istiod-7d4b9c8f6-chart");
+    assert_eq!(server.args.first().map(String::as_str), Some("discovery"));
+    assert_eq!(server.env["POD_NAMESPACE"], NAMESPACE);
+    assert_eq!(server.env["SERVICE_ACCOUNT"], "istiod");
+    assert_eq!(server.env["KUBECONFIG"], "/var/run/secrets/remote/config", "a file the chart leaves absent");
+    server.wait_ready(Duration::from_secs(120));
+
+    // The pod is ready: the endpointslice controller's EndpointSlice, at this machine's address.
+    let ip = chart_install::host_ipv4();
+    chart_install::write_endpoint_slice(env, &istiod, "istiod", &server.pod_name, &ip);
+
+    // meshpilot patches the caBundle of the chart's webhooks, and the validator's failurePolicy to Fail.
+    wait_for_blocking("the chart's webhooks patched by meshpilot", Duration::from_secs(90), || {
+        let mwc = get(env, "mutatingwebhookconfiguration", "istio-sidecar-injector", None);
+        let vwc = get(env, "validatingwebhookconfiguration", "istio-validator-istio-system", None);
+        let patched = |c: &Value| {
+            c["webhooks"]
+                .as_array()
+                .is_some_and(|ws| ws.iter().all(|w| w["clientConfig"]["caBundle"].is_string()))
+        };
+        let fail =
+            vwc["webhooks"].as_array().is_some_and(|ws| ws.iter().all(|w| w["failurePolicy"] == "Fail"));
+        (patched(&mwc) && patched(&vwc) && fail).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", server.output()));
+
+    // A namespace labelled istio-injection=enabled: the API server calls /inject.
+    let _ = env.kubectl(&["create", "namespace", "chart-injected"]);
+    env.kubectl(&["label", "namespace", "chart-injected", "istio-injection=enabled", "--overwrite"]).unwrap();
+    kubectl_create(env, &curl_pod("chart-injected", "curl-injected"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.output()));
+    let pod = get(env, "pod", "curl-injected", Some("chart-injected"));
+    let (init, containers) = (container_names(&pod, "initContainers"), container_names(&pod, "containers"));
+    assert!(pod["metadata"]["annotations"]["sidecar.istio.io/status"].is_string(), "{pod}");
+    assert!(init.contains(&"istio-init".to_string()), "the chart has no CNI: istio-init runs: {init:?}");
+    // Native sidecars (ENABLE_NATIVE_SIDECARS=auto with no Node objects): istio-proxy is an init
+    // container that restarts always.
+    let proxy = pod["spec"]["initContainers"].as_array().unwrap().iter().find(|c| c["name"] == "istio-proxy");
+    let proxy =
+        proxy.unwrap_or_else(|| panic!("istio-proxy among the init containers: {init:?}, {containers:?}"));
+    assert_eq!(proxy["restartPolicy"], "Always");
+    assert_eq!(containers, ["curl"]);
+    let args: Vec<&str> = proxy["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(args.first(), Some(&"proxy"), "{args:?}");
+    assert!(
+        proxy["image"].as_str().unwrap().contains("/proxyv2:"),
+        "the proxy image stays Istio's: {}",
+        proxy["image"]
+    );
+    let discovery = proxy["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "PROXY_CONFIG")
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        discovery.contains("istiod.istio-system.svc:15012"),
+        "the mesh config from the chart's ConfigMap istio: {discovery}"
+    );
+
+    // Without the label: not injected.
+    let _ = env.kubectl(&["create", "namespace", "chart-plain"]);
+    kubectl_create(env, &curl_pod("chart-plain", "curl-plain")).unwrap();
+    let plain = get(env, "pod", "curl-plain", Some("chart-plain"));
+    assert_eq!(container_names(&plain, "containers"), ["curl"]);
+    assert!(container_names(&plain, "initContainers").is_empty(), "{plain}");
+
+    // An Istio object with an invalid field: refused through the chart's validator and /validate.
+    let invalid = r#"{"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "bad", "namespace": "chart-plain"},
+        "spec": {"hosts": ["reviews"], "http": [{"route": [{"destination": {"host": "reviews"}, "weight": -1}]}]}}"#;
+    let refused = kubectl_create(env, invalid).expect_err("the invalid VirtualService is refused");
+    assert!(refused.contains("denied the request"), "refused by the admission webhook: {refused}");
+    assert!(refused.contains("validation.istio.io"), "by the chart's validator: {refused}");
+
+    // Every request the chart's RBAC refused meshpilot (the report lists them).
+    let denials = server.denials();
+    assert!(
+        denials.is_empty(),
+        "meshpilot needed permissions the chart's RBAC does not grant:\n{}",
+        denials.join("\n")
+    );
+}
