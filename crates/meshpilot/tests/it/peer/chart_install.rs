@@ -63,8 +63,14 @@ fn istios_charts_install_meshpilot_which_injects_and_validates_through_the_api_s
     let env = TestEnv::shared_by(file!());
 
     // Render with real helm and apply: base (CRDs, the default validator) then istiod.
-    let base = chart_install::render("base", "base");
-    let istiod = chart_install::render("istiod", "istio-control/istio-discovery");
+    // One chart value marks the mesh config (the ConfigMap `istio`), so that the injected proxy shows
+    // where its defaults came from.
+    let base = chart_install::render("base", "base", &[]);
+    let istiod = chart_install::render(
+        "istiod",
+        "istio-control/istio-discovery",
+        &["meshConfig.defaultConfig.proxyMetadata.MESHPILOT_MESH_SOURCE=configmap-istio"],
+    );
     let deployment = chart_install::find(&istiod, "Deployment", "istiod");
     assert_eq!(
         deployment["spec"]["template"]["spec"]["containers"][0]["image"], "localhost/meshpilot:0.1.0",
@@ -123,7 +129,7 @@ fn istios_charts_install_meshpilot_which_injects_and_validates_through_the_api_s
         "the proxy image stays Istio's: {}",
         proxy["image"]
     );
-    let discovery = proxy["env"]
+    let proxy_config = proxy["env"]
         .as_array()
         .unwrap()
         .iter()
@@ -132,8 +138,8 @@ fn istios_charts_install_meshpilot_which_injects_and_validates_through_the_api_s
         .unwrap_or_default()
         .to_string();
     assert!(
-        discovery.contains("istiod.istio-system.svc:15012"),
-        "the mesh config from the chart's ConfigMap istio: {discovery}"
+        proxy_config.contains("MESHPILOT_MESH_SOURCE") && proxy_config.contains("configmap-istio"),
+        "the mesh config from the chart's ConfigMap istio: {proxy_config}"
     );
 
     // Without the label: not injected.

@@ -70,20 +70,20 @@ pub fn values_file() -> PathBuf {
     repo_root().join("install/values-meshpilot.yaml")
 }
 
-/// `helm template RELEASE CHART -n istio-system -f install/values-meshpilot.yaml` of a chart of the
-/// pinned Istio module (`chart` relative to `manifests/charts`), as JSON objects in render order.
+/// `helm template RELEASE CHART -n istio-system -f install/values-meshpilot.yaml [--set SET…]` of a
+/// chart of the pinned Istio module (`chart` relative to `manifests/charts`), as JSON objects in render
+/// order.
 ///
 /// # Panics
 /// helm fails, or a document does not parse.
-pub fn render(release: &str, chart: &str) -> Vec<Value> {
+pub fn render(release: &str, chart: &str, sets: &[&str]) -> Vec<Value> {
     let dir = crate::istio_peer::module_dir().join("manifests/charts").join(chart);
-    let out = Command::new(helm())
-        .args(["template", release])
-        .arg(&dir)
-        .args(["--namespace", NAMESPACE, "-f"])
-        .arg(values_file())
-        .output()
-        .unwrap();
+    let mut command = Command::new(helm());
+    command.args(["template", release]).arg(&dir).args(["--namespace", NAMESPACE, "-f"]).arg(values_file());
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "helm template {release} {}: {}",
