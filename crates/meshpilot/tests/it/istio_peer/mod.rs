@@ -1,6 +1,6 @@
 //! The cached real Istio binaries of the peer tests (`scripts/istio-peer.sh build`): istiod for
 //! `mcp_istiod.rs`, `conformance.rs`, `istiod_beside.rs` and `inject_istiod.rs`, istioctl for
-//! `kube_inject_istioctl.rs`; and the comparison of meshpilot's output with theirs as data.
+//! `kube_inject_istioctl.rs`, helm for `chart_install.rs`; and the comparison of meshpilot's output with theirs as data.
 
 use std::{
     path::{Path, PathBuf},
@@ -22,6 +22,14 @@ pub fn pilot_discovery() -> PathBuf {
 /// `istioctl` in `scripts/istio-peer.sh bin-dir` (panics as [`pilot_discovery`]).
 pub fn istioctl() -> PathBuf {
     binary("istioctl")
+}
+
+/// The pinned helm (`scripts/istio-peer.sh helm-path`), which renders Istio's charts (panics as
+/// [`pilot_discovery`]).
+pub fn helm() -> PathBuf {
+    let helm = PathBuf::from(script("helm-path"));
+    assert!(helm.is_file(), "no helm at {} — build it with `scripts/istio-peer.sh build`", helm.display());
+    helm
 }
 
 /// The istio.io/istio module of the pinned version (`scripts/istio-peer.sh module-dir`): Istio's own

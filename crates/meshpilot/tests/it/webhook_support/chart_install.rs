@@ -1,6 +1,6 @@
 //! Istio's own Helm charts as meshpilot's install (issue 39, docs/INSTALL.md "Istio's charts"): the
 //! `base` and `istiod` charts of the pinned Istio module rendered by real helm
-//! (`scripts/istio-peer.sh helm-path`) with `install/values-meshpilot.yaml`, applied to the test API
+//! (`crate::istio_peer::helm`) with `install/values-meshpilot.yaml`, applied to the test API
 //! server, and meshpilot started as the kubelet would start the rendered Deployment `istiod`'s container
 //! `discovery`: its args, its env (field and resource references resolved), its volume mounts
 //! materialised inside a private mount namespace, the in-cluster credentials of ServiceAccount `istiod`,
@@ -49,22 +49,6 @@ pub fn lock_istiod_ports() -> MutexGuard<'static, ()> {
     guard
 }
 
-/// The pinned helm (`scripts/istio-peer.sh helm-path`, built by `scripts/istio-peer.sh build`).
-///
-/// # Panics
-/// The binary is missing (the message names the build command).
-pub fn helm() -> PathBuf {
-    let out = Command::new(repo_root().join("scripts/istio-peer.sh")).arg("helm-path").output().unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/istio-peer.sh helm-path: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let helm = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-    assert!(helm.is_file(), "no helm at {} — build it with `scripts/istio-peer.sh build`", helm.display());
-    helm
-}
-
 /// The values file that swaps istiod's image for meshpilot's (`install/values-meshpilot.yaml`).
 pub fn values_file() -> PathBuf {
     repo_root().join("install/values-meshpilot.yaml")
@@ -78,7 +62,7 @@ pub fn values_file() -> PathBuf {
 /// helm fails, or a document does not parse.
 pub fn render(release: &str, chart: &str, sets: &[&str]) -> Vec<Value> {
     let dir = crate::istio_peer::module_dir().join("manifests/charts").join(chart);
-    let mut command = Command::new(helm());
+    let mut command = Command::new(crate::istio_peer::helm());
     command.args(["template", release]).arg(&dir).args(["--namespace", NAMESPACE, "-f"]).arg(values_file());
     for set in sets {
         command.args(["--set", set]);
