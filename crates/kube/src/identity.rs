@@ -15,7 +15,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{ObjectMeta, Patch, PatchParams, PostParams},
+    api::{ObjectMeta, PostParams},
     runtime::watcher,
 };
 use security::{
@@ -24,7 +24,7 @@ use security::{
     ca::{CA_CERT, CA_KEY, CERT_CHAIN, CaBundle, CaSource, ROOT_CERT},
 };
 
-use crate::client::{FIELD_MANAGER, KubeError, watch};
+use crate::client::{KubeError, watch};
 
 /// Name of the ConfigMap holding the mesh's root certificate in every namespace.
 pub const ROOT_CERT_CONFIGMAP: &str = "istio-ca-root-cert";
@@ -180,19 +180,38 @@ pub fn root_cert_configmap(namespace: &str, root_pem: &str) -> ConfigMap {
     }
 }
 
-/// Writes `istio-ca-root-cert` into `namespace` (server-side apply: created or corrected).
+/// Writes `istio-ca-root-cert` into `namespace` as istiod's namespace controller does
+/// (`security/pkg/k8s/configutil.go`, `InsertDataToConfigMap`): created when absent (one that another
+/// writer created meanwhile is left for the next event), else its `root-cert.pem` replaced with an
+/// update when it differs. Only the verbs Istio's chart grants istiod on ConfigMaps are used (`get`,
+/// `create`, `update`; not `patch`, so no server-side apply).
 ///
 /// # Errors
 /// [`KubeError`] from the API server.
 pub async fn publish_root_cert(client: &Client, namespace: &str, root_pem: &str) -> Result<(), KubeError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(ROOT_CERT_CONFIGMAP, &params, &Patch::Apply(root_cert_configmap(namespace, root_pem)))
-        .await
-        .map_err(|e| {
-            KubeError::from_kube(e, &format!("write ConfigMap {namespace}/{ROOT_CERT_CONFIGMAP}"))
-        })?;
-    Ok(())
+    let what = || format!("write ConfigMap {namespace}/{ROOT_CERT_CONFIGMAP}");
+    let current = api.get_opt(ROOT_CERT_CONFIGMAP).await.map_err(|e| KubeError::from_kube(e, &what()))?;
+    match current {
+        None => match api.create(&PostParams::default(), &root_cert_configmap(namespace, root_pem)).await {
+            Ok(_) => Ok(()),
+            Err(e) => match KubeError::from_kube(e, &what()) {
+                err if err.is_already_exists() => Ok(()),
+                err => Err(err),
+            },
+        },
+        Some(mut configmap) => {
+            let data = configmap.data.get_or_insert_with(BTreeMap::new);
+            if data.get(ROOT_CERT_KEY).map(String::as_str) == Some(root_pem) {
+                return Ok(());
+            }
+            data.insert(ROOT_CERT_KEY.to_string(), root_pem.to_string());
+            api.replace(ROOT_CERT_CONFIGMAP, &PostParams::default(), &configmap)
+                .await
+                .map_err(|e| KubeError::from_kube(e, &what()))?;
+            Ok(())
+        }
+    }
 }
 
 /// [`run_root_cert_publisher`] on the replica that leads istiod's namespace-controller lock
