@@ -60,7 +60,12 @@ impl Webhook {
             .args(["--monitoring-addr", &format!("127.0.0.1:{monitoring}")])
             .args(["--https-addr", &format!("127.0.0.1:{https}")])
             .args(["--validation-webhook-url", &url])
-            .arg("--secureGRPCAddr=")
+            .args(
+                // The secure port off unless `args` sets it (`--https-addr` is set above).
+                crate::process::secure_ports_off_unless_given(args)
+                    .into_iter()
+                    .filter(|flag| flag.starts_with("--secureGRPCAddr")),
+            )
             .args(args)
             .envs(envs.iter().copied())
             .stderr(stderr)
