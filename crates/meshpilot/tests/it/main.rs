@@ -36,6 +36,7 @@ mod peer {
     mod mesh_source;
     mod process_faults;
     mod proxy_status_cli;
+    mod replicas;
     mod secure_port;
     mod status_cli;
     mod webhook_cluster;

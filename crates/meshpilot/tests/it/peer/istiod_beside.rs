@@ -16,7 +16,6 @@ use std::{path::Path, time::Duration};
 use base64::Engine;
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::{free_port, http::request_blocking, wait::wait_for_blocking};
-use serde_json::Value;
 use webhook_support::{DEFAULT_CONFIGURATIONS, DeleteWebhooks, Webhook, review_with_bundle, vwc};
 
 const LOCK: &str = "istio-namespace-controller-election";
@@ -29,15 +28,9 @@ fn wait_for<T>(log: &Path, what: &str, check: impl FnMut() -> Option<T>) -> T {
     })
 }
 
-/// The holder of the namespace-controller lock: client-go's record in the ConfigMap's annotation.
+/// The holder of the namespace-controller lock.
 fn holder(env: &TestEnv) -> Option<String> {
-    let out = env.kubectl(&["get", "configmap", LOCK, "-n", "istio-system", "-o", "json"]).ok()?;
-    let cm: Value = serde_json::from_str(&out).ok()?;
-    let record: Value = serde_json::from_str(
-        cm["metadata"]["annotations"]["control-plane.alpha.kubernetes.io/leader"].as_str()?,
-    )
-    .ok()?;
-    record["holderIdentity"].as_str().filter(|h| !h.is_empty()).map(str::to_string)
+    webhook_support::lock_holder(env, "istio-system", LOCK)
 }
 
 /// The value of `name{lock="istio-namespace-controller-election"}` on meshpilot's /metrics (`None` when

@@ -147,13 +147,14 @@ impl Meshpilot {
     /// Starts `meshpilot discovery ARGS` with `env` added to its environment.
     pub fn start_with_env(args: &[&OsStr], env: &[(&str, &str)], ports: Ports, log: PathBuf) -> Meshpilot {
         let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            // `POD_NAME` (the leader-election identity) unless `env` names another.
+            .env("POD_NAME", "meshpilot-test")
             .envs(env.iter().copied())
             .arg("discovery")
             .args(args)
             .args(secure_ports_off_unless_given(args))
             .args(["--grpc-addr", &ports.grpc.to_string(), "--http-addr", &ports.http.to_string()])
             .args(["--monitoring-addr", &ports.monitoring.to_string()])
-            .env("POD_NAME", "meshpilot-test")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -206,3 +206,16 @@ impl Drop for DeleteInjectorWebhooks<'_> {
         }
     }
 }
+
+/// The holder of the ConfigMap lock `lock` in `namespace` (istiod's ConfigMap locks, such as
+/// `istio-namespace-controller-election`: client-go's record in the annotation
+/// `control-plane.alpha.kubernetes.io/leader`); `None` when absent or released.
+pub fn lock_holder(env: &TestEnv, namespace: &str, lock: &str) -> Option<String> {
+    let out = env.kubectl(&["get", "configmap", lock, "-n", namespace, "-o", "json"]).ok()?;
+    let cm: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let record: serde_json::Value = serde_json::from_str(
+        cm["metadata"]["annotations"]["control-plane.alpha.kubernetes.io/leader"].as_str()?,
+    )
+    .ok()?;
+    record["holderIdentity"].as_str().filter(|h| !h.is_empty()).map(str::to_string)
+}
