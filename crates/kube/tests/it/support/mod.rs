@@ -61,10 +61,11 @@ pub async fn start_with(env: &TestEnv, options: KubeSourceOptions, kinds: &[Kind
     Running { source, log, _trigger: trigger }
 }
 
-/// Polls `check` until it holds; panics naming `what` after 60 s (a generous limit for a loaded
-/// 2-core CI machine, not a timing assertion).
+/// Polls `check` until it holds; panics naming `what` after 120 s (a hang guard, not a timing
+/// assertion: with the binary's test environments starting at once on a loaded 2-core CI machine, a
+/// first list of every kind once took over 60 s).
 pub async fn wait_for(what: &str, check: impl FnMut() -> bool) {
-    meshpilot_testing::wait_until(what, Duration::from_secs(60), check).await.unwrap();
+    meshpilot_testing::wait_until(what, Duration::from_secs(120), check).await.unwrap();
 }
 
 /// A whole control plane reading `namespace` of the test cluster (Istio config through a
