@@ -119,6 +119,13 @@ impl Injector {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(state);
     }
 
+    /// Replaces the state with `change(current)` under the state's lock, so that an update of one part
+    /// (the mesh config) cannot undo a concurrent [`Injector::set`] of another (the ConfigMap).
+    pub fn update(&self, change: impl FnOnce(&InjectorState) -> InjectorState) {
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        *state = Arc::new(change(&state));
+    }
+
     /// The current state.
     pub fn state(&self) -> Arc<InjectorState> {
         self.state.read().unwrap_or_else(|p| p.into_inner()).clone()

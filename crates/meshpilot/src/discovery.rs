@@ -15,7 +15,6 @@ use std::{
     sync::Arc,
 };
 
-use config::mesh::{parse_config_sources, parse_discovery_selectors};
 use config::parse::ParseOptions;
 use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, ReadOnlySource};
 use discovery::{DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions, secure::SecurePort};
@@ -237,9 +236,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let mesh_origin = source_origin(args, &env, access.is_some(), mesh_source::MESH_KEY);
     let mesh_start = initial_mesh(&mesh_origin, kube_client.as_ref(), &args.domain).await?;
     let mesh_text = mesh_start.text.clone();
-    let (mesh, mesh_warnings) = mesh_source::check_mesh(&mesh_text, &args.domain)?;
-    let selectors = parse_discovery_selectors(&mesh_text)?;
-    let config_sources = parse_config_sources(&mesh_text)?;
+    let mesh_source::CheckedMesh { settings: mesh, warnings: mesh_warnings, selectors, config_sources } =
+        mesh_start.checked;
     let networks_origin = source_origin(args, &env, access.is_some(), mesh_source::NETWORKS_KEY);
     let networks = mesh_source::MeshKeeper::new(
         "mesh networks",
@@ -855,6 +853,8 @@ fn source_origin(args: &Args, env: &DiscoveryEnv, cluster: bool, key: &'static s
 struct MeshStart {
     /// The text in force (empty: Istio's defaults).
     text: String,
+    /// `text` as read by every mesh config reader.
+    checked: mesh_source::CheckedMesh,
     /// The text read (`None`: absent).
     seen: Option<String>,
     /// Why the text read is not in force.
@@ -875,9 +875,14 @@ async fn initial_mesh(
     let seen = mesh_source::read(origin, client).await.map_err(|e| format!("mesh config: {e}"))?;
     let text = seen.clone().unwrap_or_default();
     match (origin, mesh_source::check_mesh(&text, domain)) {
-        (_, Ok(_)) => Ok(MeshStart { text, seen, error: None }),
+        (_, Ok(checked)) => Ok(MeshStart { text, checked, seen, error: None }),
         (Origin::File(path), Err(e)) => Err(format!("--meshConfig {}: {e}", path.display())),
-        (_, Err(reason)) => Ok(MeshStart { text: String::new(), seen, error: Some(reason) }),
+        (_, Err(reason)) => Ok(MeshStart {
+            text: String::new(),
+            checked: mesh_source::check_mesh("", domain)?,
+            seen,
+            error: Some(reason),
+        }),
     }
 }
 

@@ -281,16 +281,31 @@ impl MeshKeeper {
     }
 }
 
+/// A mesh config read by every reader of [`config::mesh`] ([`check_mesh`]).
+pub struct CheckedMesh {
+    /// The settings the push uses.
+    pub settings: model::push::MeshSettings,
+    /// Warnings (unknown fields, …).
+    pub warnings: Vec<String>,
+    /// `discoverySelectors`.
+    pub selectors: model::selector::DiscoverySelectors,
+    /// `configSources`.
+    pub config_sources: Vec<config::mesh::ConfigSource>,
+}
+
 /// The mesh config checks of `meshpilot discovery`, whatever its source: [`config::mesh`]'s readers
-/// (settings, `discoverySelectors`, `configSources`). Returns the settings and their warnings.
+/// (settings, `discoverySelectors`, `configSources`), each run once.
 ///
 /// # Errors
 /// The first reader's error (YAML, a field).
-pub fn check_mesh(text: &str, domain: &str) -> Result<(model::push::MeshSettings, Vec<String>), String> {
-    let (mesh, warnings) = config::mesh::parse_mesh_config(text, domain)?;
-    config::mesh::parse_discovery_selectors(text)?;
-    config::mesh::parse_config_sources(text)?;
-    Ok((mesh, warnings))
+pub fn check_mesh(text: &str, domain: &str) -> Result<CheckedMesh, String> {
+    let (settings, warnings) = config::mesh::parse_mesh_config(text, domain)?;
+    Ok(CheckedMesh {
+        settings,
+        warnings,
+        selectors: config::mesh::parse_discovery_selectors(text)?,
+        config_sources: config::mesh::parse_config_sources(text)?,
+    })
 }
 
 /// The start-only fields (see the module) whose value in `new` differs from `start` (both the mesh
@@ -321,15 +336,21 @@ pub struct MeshApply {
 /// any) and published to the injector's subscribers.
 pub fn mesh_apply(cx: MeshApply) -> Apply {
     Box::new(move |text: &str| {
-        let (local, warnings) = check_mesh(text, &cx.domain)?;
-        for w in &warnings {
+        let local = check_mesh(text, &cx.domain)?;
+        for w in &local.warnings {
             warn!("mesh config: {w}");
         }
-        let (mut mesh, _) = crate::config_sources::effective_mesh(text, &cx.received, &cx.domain)?;
-        let new = mesh.source.clone();
-        for field in start_only_changes(&cx.start, &local.source) {
+        for field in start_only_changes(&cx.start, &local.settings.source) {
             warn!(field, "mesh config field changed: it takes effect at the next start (needs a restart)");
         }
+        // The local settings are in force unless a MeshConfig received over MCP is laid over them.
+        let received = cx.received.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+        let mut mesh = if received {
+            crate::config_sources::effective_mesh(text, &cx.received, &cx.domain)?.0
+        } else {
+            local.settings
+        };
+        let new = mesh.source.clone();
         mesh.trust_domain.clone_from(&cx.trust_domain);
         cx.inputs.send(discovery::Input::Mesh(mesh));
         cx.text.send_replace(text.to_string());

@@ -11,14 +11,17 @@ use inject::injector::ProxyConfigSource;
 use inject::proxy_config::{ProxyConfigResource, ProxyConfigs};
 
 /// A [`ProxyConfigSource`] over `server`'s published push contexts; the resources are re-indexed
-/// only when a push context with another config generation is read.
+/// only when a push context with another config generation or root namespace (mesh config) is read.
 pub fn source(server: Arc<DiscoveryServer>) -> ProxyConfigSource {
-    let cache: Mutex<Option<(u64, Arc<ProxyConfigs>)>> = Mutex::new(None);
+    type Cached = (u64, String, Arc<ProxyConfigs>);
+    let cache: Mutex<Option<Cached>> = Mutex::new(None);
     Arc::new(move || {
         let ctx = server.push_context()?;
+        let root = &ctx.mesh().root_namespace;
         let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((generation, configs)) = cache.as_ref()
+        if let Some((generation, cached_root, configs)) = cache.as_ref()
             && *generation == ctx.config_generation()
+            && cached_root == root
         {
             return Some(configs.clone());
         }
@@ -31,8 +34,8 @@ pub fn source(server: Arc<DiscoveryServer>) -> ProxyConfigSource {
             }),
             _ => None,
         });
-        let configs = Arc::new(ProxyConfigs::new(ctx.mesh().root_namespace.clone(), resources));
-        *cache = Some((ctx.config_generation(), configs.clone()));
+        let configs = Arc::new(ProxyConfigs::new(root.clone(), resources));
+        *cache = Some((ctx.config_generation(), root.clone(), configs.clone()));
         Some(configs)
     })
 }

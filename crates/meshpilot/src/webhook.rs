@@ -213,8 +213,7 @@ pub async fn follow_mesh(
                 let text = mesh.borrow_and_update().clone();
                 match inject::mesh::apply_mesh_config(&text) {
                     Ok(mesh) => {
-                        let current = injector.state();
-                        injector.set(inject::injector::InjectorState {
+                        injector.update(|current| inject::injector::InjectorState {
                             config: current.config.clone(),
                             values: current.values.clone(),
                             mesh,
