@@ -47,8 +47,9 @@ Certificate files named by DestinationRule and Gateway `tls` settings are sent t
 (`file-cert:CERT~KEY`, `file-root:CA`), read by meshpilot itself and re-sent when they change, but only \
 from directories given with --file-secret-root (none by default: any proxy may ask for any file name).\n\n\
 Ports: --grpcAddr ADS (SotW + Delta, plaintext, Istio's 15010); --secureGRPCAddr ADS and the CA \
-over TLS (Istio's 15012; off unless given); --httpsAddr the validating webhook (Istio's 15017; off unless \
-given); --httpAddr /ready and /debug/* \
+over TLS (Istio's 15012) and --httpsAddr the admission webhooks (Istio's 15017), both on by default as \
+istiod's when the CA has a place for its root (cluster access, --ca-dir, a plugged-in CA), else off; an \
+empty value (--secureGRPCAddr=) turns one off; --httpAddr /ready and /debug/* \
 (configz, syncz, adsz, registryz, endpointz, config_dump?proxyID=, configstatusz, proxystatusz); --monitoringAddr \
 /metrics (Prometheus, Istio metric names).\n\n\
 Flags are spelled as istiod's (--grpcAddr, --meshConfig, --log_output_level, …); the kebab-case spellings \

@@ -19,6 +19,23 @@ pub fn pilot_discovery() -> PathBuf {
     binary("pilot-discovery")
 }
 
+/// `pilot-agent` in `scripts/istio-peer.sh bin-dir` (panics as [`pilot_discovery`]).
+pub fn pilot_agent() -> PathBuf {
+    binary("pilot-agent")
+}
+
+/// The pinned version's Envoy bootstrap template (`scripts/istio-peer.sh template`), which Istio's
+/// `proxyv2` image has at `/var/lib/istio/envoy/envoy_bootstrap_tmpl.json`.
+pub fn bootstrap_template() -> PathBuf {
+    let template = PathBuf::from(script("template"));
+    assert!(
+        template.is_file(),
+        "no bootstrap template at {} — `scripts/istio-peer.sh build`",
+        template.display()
+    );
+    template
+}
+
 /// `istioctl` in `scripts/istio-peer.sh bin-dir` (panics as [`pilot_discovery`]).
 pub fn istioctl() -> PathBuf {
     binary("istioctl")

@@ -11,7 +11,10 @@ use kube_source::testenv::TestEnv;
 use meshpilot_testing::wait::wait_for_blocking;
 use serde_json::Value;
 
-use crate::webhook_support::chart_install::{self, ChartIstiod, NAMESPACE};
+use crate::webhook_support::{
+    chart_install::{self, ChartIstiod, InjectedSidecar, NAMESPACE},
+    kubelet::PodNetwork,
+};
 
 /// The pod of Istio's `curl` sample Deployment (`samples/curl/curl.yaml`) in `namespace`.
 fn curl_pod(namespace: &str, name: &str) -> String {
@@ -157,6 +160,10 @@ fn istios_charts_install_meshpilot_which_injects_and_validates_through_the_api_s
     assert!(refused.contains("denied the request"), "refused by the admission webhook: {refused}");
     assert!(refused.contains("validation.istio.io"), "by the chart's validator: {refused}");
 
+    // The injected pod runs: Istio's containers from the stored pod start a real sidecar that gets its
+    // certificate and config from meshpilot and routes the application's request.
+    injected_pod_runs_a_real_sidecar(env, &server, "chart-injected", "curl-injected");
+
     // Every request the chart's RBAC refused meshpilot (the report lists them).
     let denials = server.denials();
     assert!(
@@ -164,4 +171,143 @@ fn istios_charts_install_meshpilot_which_injects_and_validates_through_the_api_s
         "meshpilot needed permissions the chart's RBAC does not grant:\n{}",
         denials.join("\n")
     );
+}
+
+/// Runs the injected pod `pod_name` as a node would, against the chart-installed meshpilot `server`:
+/// the scheduler's binding and the kubelet's pod status (its network namespace's address), the
+/// objects a controller-manager would have made (ServiceAccount `default`, ConfigMap
+/// `kube-root-ca.crt`), then the pod's `istio-init` and `istio-proxy` from the stored spec
+/// ([`InjectedSidecar`]); an upstream Service `echo` whose one endpoint is a server on this machine.
+/// The sidecar becomes ready, holds a certificate for the pod's SPIFFE identity issued by meshpilot, and
+/// the application's plain request to the Service's ClusterIP is redirected by istio-init's rules into
+/// Envoy, which routes it to the endpoint.
+fn injected_pod_runs_a_real_sidecar(env: &TestEnv, server: &ChartIstiod, namespace: &str, pod_name: &str) {
+    let mut network = PodNetwork::create(0);
+    // The pod resolves the mesh config's discoveryAddress (istiod.istio-system.svc:15012) to this
+    // machine's end of the pod network, where meshpilot listens on all addresses (`:15012`).
+    network.hosts.push((network.host_ip.clone(), format!("istiod.{NAMESPACE}.svc")));
+
+    let _ = env.kubectl(&["create", "serviceaccount", "default", "-n", namespace]);
+    let ca = std::fs::read_to_string(env.dir().join("pki/ca.crt")).unwrap();
+    let root_ca = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kube-root-ca.crt", "namespace": namespace}, "data": {"ca.crt": ca}});
+    env.kubectl_apply(&root_ca.to_string()).unwrap();
+    let binding = serde_json::json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": pod_name, "namespace": namespace}, "target": {"kind": "Node", "name": "node-1"}});
+    kubectl_create(env, &binding.to_string()).unwrap();
+    let status = serde_json::json!({"status": {
+        "phase": "Running", "podIP": network.pod_ip, "podIPs": [{"ip": network.pod_ip}],
+        "hostIP": network.host_ip, "hostIPs": [{"ip": network.host_ip}],
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }});
+    env.kubectl(&[
+        "patch",
+        "pod",
+        pod_name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ])
+    .unwrap();
+
+    // The root meshpilot publishes in every namespace, which the pod mounts (the kubelet waits for it).
+    wait_for_blocking("istio-ca-root-cert in the pod's namespace", Duration::from_secs(60), || {
+        let out = env.kubectl(&[
+            "get",
+            "configmap",
+            "istio-ca-root-cert",
+            "-n",
+            namespace,
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ]);
+        out.ok().filter(|o| !o.trim().is_empty())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", server.output()));
+
+    // The upstream: a server on this machine's end of the pod network, Service `echo` port 80 (HTTP by
+    // its name) with that server as its one endpoint, as the endpointslice controller would write it.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let options = meshpilot_testing::echo::EchoOptions {
+        ip: network.host_ip.parse().unwrap(),
+        echo_head: true,
+        ..Default::default()
+    };
+    let echo = runtime.block_on(meshpilot_testing::echo::EchoServer::start_with("echo", options)).unwrap();
+    let service = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "echo", "namespace": namespace},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": echo.addr.port()}]}});
+    env.kubectl_apply(&service.to_string()).unwrap();
+    let slice = serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "echo-1", "namespace": namespace, "labels": {
+            "kubernetes.io/service-name": "echo",
+            "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [network.host_ip], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+        "ports": [{"name": "http", "port": echo.addr.port(), "protocol": "TCP"}]});
+    env.kubectl_apply(&slice.to_string()).unwrap();
+    let cluster_ip =
+        get(env, "service", "echo", Some(namespace))["spec"]["clusterIP"].as_str().unwrap().to_string();
+
+    let pod = get(env, "pod", pod_name, Some(namespace));
+    let mut sidecar = InjectedSidecar::start(env, &pod, &network);
+    let proxy_env = &sidecar.proxy.env;
+    assert_eq!(proxy_env["INSTANCE_IP"], network.pod_ip, "status.podIP");
+    assert_eq!(proxy_env["POD_NAME"], pod_name);
+    assert_eq!(sidecar.proxy.args[..2], ["proxy", "sidecar"]);
+    assert!(
+        sidecar.proxy.args.contains(&format!("{namespace}.svc.cluster.local")),
+        "$(POD_NAMESPACE) expanded"
+    );
+    sidecar.wait_ready(&network, Duration::from_secs(120));
+
+    // Its certificate: issued by meshpilot's CA for the pod's identity (Envoy's admin on the pod's
+    // loopback).
+    let spiffe = format!("spiffe://cluster.local/ns/{namespace}/sa/default");
+    let certs = wait_for_blocking("the workload certificate in Envoy", Duration::from_secs(60), || {
+        let out = network.exec("curl", &["-s", "-m", "5", "http://127.0.0.1:15000/certs"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.contains(&spiffe).then_some(text)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", sidecar.proxy.output(), server.output()));
+    // The root Envoy trusts is the one meshpilot published (its serial, as Envoy prints it).
+    let root = env
+        .kubectl(&[
+            "get",
+            "configmap",
+            "istio-ca-root-cert",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.data.root-cert\\.pem}",
+        ])
+        .unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(root.as_bytes()).unwrap();
+    let serial: String =
+        pem.parse_x509().unwrap().tbs_certificate.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
+    let serial = serial.trim_start_matches('0');
+    assert!(
+        certs.contains(&format!("\"serial_number\": \"{serial}\"")),
+        "meshpilot's root {serial} in Envoy's trust: {certs}"
+    );
+
+    // The application's request, as the curl container would send it: to the Service's ClusterIP,
+    // redirected by istio-init's iptables rules to Envoy's 15001, routed to the endpoint.
+    let host = format!("echo.{namespace}.svc.cluster.local");
+    let body = wait_for_blocking("the request routed through the sidecar", Duration::from_secs(60), || {
+        let url = format!("http://{cluster_ip}/through-the-sidecar");
+        let out = network.exec("curl", &["-s", "-m", "5", "-H", &format!("Host: {host}"), &url]);
+        let body = String::from_utf8_lossy(&out.stdout).to_string();
+        body.starts_with("echo\n").then_some(body)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}\nistio-init:\n{}", sidecar.proxy.output(), sidecar.init_output));
+    assert!(body.contains("get /through-the-sidecar http/1.1"), "{body}");
+    assert!(body.contains("x-request-id:"), "Envoy's request id: the request went through Envoy: {body}");
+    assert!(echo.hits() >= 1);
+    drop(echo);
+    drop(runtime);
 }

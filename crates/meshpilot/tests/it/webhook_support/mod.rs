@@ -3,6 +3,7 @@
 //! and Istio's charts as the install (`chart_install`, for `chart_install.rs`).
 
 pub mod chart_install;
+pub mod kubelet;
 
 use std::{
     path::Path,
