@@ -55,3 +55,20 @@ runs() {
 median() {
   python3 "$ROOT/scripts/bench/summary.py" "$OUT"
 }
+
+# istiod_env: the real istiod's settings of the side-by-side scripts: ISTIOD_PORT_BASE (default 25000),
+# PILOT_MAX_REQUESTS_PER_SECOND (default 10000, istiod's 25/s lifted so that the ramp is the same for
+# both control planes), ISTIOD_BIN exported when given.
+istiod_env() {
+  ISTIOD_PORT_BASE="${ISTIOD_PORT_BASE:-25000}"
+  export PILOT_MAX_REQUESTS_PER_SECOND="${PILOT_MAX_REQUESTS_PER_SECOND:-10000}"
+  if [[ -n "${ISTIOD_BIN:-}" ]]; then export ISTIOD_BIN; fi
+}
+
+# istiod_kube: names the istiod binary and starts the private kube-testenv (etcd + kube-apiserver) istiod
+# needs even with --configDir, in $KUBE (the caller stops it on exit).
+istiod_kube() {
+  echo "istiod: ${ISTIOD_BIN:-$("$ROOT/scripts/istio-peer.sh" bin-dir)/pilot-discovery}, PILOT_MAX_REQUESTS_PER_SECOND=$PILOT_MAX_REQUESTS_PER_SECOND"
+  "$ROOT/scripts/kube-testenv.sh" start "$KUBE" >"$OUT/kube-testenv.log" 2>&1 ||
+    { cat "$OUT/kube-testenv.log" >&2; exit 1; }
+}

@@ -25,9 +25,7 @@ PROXIES="${PROXIES:-2000}"
 RAMP="${RAMP:-500}"
 CHANGES="${CHANGES:-5}"
 SCENARIOS="${SCENARIOS:-scale vs-change}"
-ISTIOD_PORT_BASE="${ISTIOD_PORT_BASE:-25000}"
-export PILOT_MAX_REQUESTS_PER_SECOND="${PILOT_MAX_REQUESTS_PER_SECOND:-10000}"
-if [[ -n "${ISTIOD_BIN:-}" ]]; then export ISTIOD_BIN; fi
+istiod_env
 
 setup side-by-side
 KUBE="$OUT/kube"
@@ -40,9 +38,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$XDS_LOAD" gen --out "$OUT/config.orig" --services 1000 --workloads 2000 --namespaces 50 --sidecar-scope >/dev/null
-echo "istiod: ${ISTIOD_BIN:-$("$ROOT/scripts/istio-peer.sh" bin-dir)/pilot-discovery}, PILOT_MAX_REQUESTS_PER_SECOND=$PILOT_MAX_REQUESTS_PER_SECOND"
-"$ROOT/scripts/kube-testenv.sh" start "$KUBE" >"$OUT/kube-testenv.log" 2>&1 ||
-  { cat "$OUT/kube-testenv.log" >&2; exit 1; }
+istiod_kube
 
 # fresh_config: the control plane's config directory, reset to the generated config.
 fresh_config() {
