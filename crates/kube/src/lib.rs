@@ -26,6 +26,7 @@
 //!   (Istio's ingress controller, conversion in `meshpilot-ingress`) and the Ingress status writer; the
 //!   feed of a read-only `config::ReadOnlySource`.
 //! - [`namespaces`]: the mesh config's `discoverySelectors` as a namespace filter, shared by both.
+//! - [`nodes`]: the Nodes' kubelet versions, for the injection webhook's `ENABLE_NATIVE_SIDECARS=auto`.
 //! - [`leader`]: leader election on a Lease with Istio's lock names (one replica writes status,
 //!   runs analysis, deploys gateways).
 //! - [`status`]: writing `status.validationMessages` and the `Reconciled` condition (merge patches of
@@ -49,6 +50,7 @@ pub mod ingress_source;
 pub mod injector_webhook_config;
 pub mod leader;
 pub mod namespaces;
+pub mod nodes;
 pub mod object;
 pub mod registry;
 pub mod relist;

@@ -522,9 +522,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
     } else {
         None
     };
-    // The webhook merges the ProxyConfig resources of the current push context (istiod's webhook).
+    // The webhook merges the ProxyConfig resources of the current push context (istiod's webhook),
+    // and with a cluster decides ENABLE_NATIVE_SIDECARS=auto from its Nodes.
+    let mut nodes_task = None;
     if let Some(injector) = &injector {
         injector.set_proxy_configs(crate::proxy_configs::source(server.clone()));
+        if let Some(kube) = &access {
+            nodes_task = crate::webhook::follow_nodes(injector, kube, &args.cluster_id, shutdown.clone())?;
+        }
     }
     // The injected sidecars follow the mesh config in force (its defaultConfig, …).
     let injector_mesh_task = injector.clone().map(|injector| {
@@ -620,7 +625,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     tasks.push(task(credentials_task));
     tasks.extend(secure_task.map(task));
     tasks.extend(root_cert_task.map(task));
-    tasks.extend(webhook_tasks.into_iter().chain(injector_task).map(task));
+    tasks.extend(webhook_tasks.into_iter().chain(injector_task).chain(nodes_task).map(task));
     tasks.extend(mesh_tasks.into_iter().flatten().map(task));
     tasks.extend(status_task.map(task));
     tasks.extend(gateway_tasks.into_iter().map(task));

@@ -162,7 +162,7 @@ impl DiscoveryEnv {
             gateway_status: env.bool(PILOT_ENABLE_GATEWAY_API_STATUS, true)?,
             inject_enabled: env.bool(INJECT_ENABLED, true)?,
             native_sidecars: inject::injector::NativeSidecars::from_env_value(
-                env.non_empty(ENABLE_NATIVE_SIDECARS).as_deref(),
+                env.get(ENABLE_NATIVE_SIDECARS).as_deref(),
             ),
             cluster_access: kube_source::AccessEnv::from_lookup(lookup),
         })

@@ -229,6 +229,34 @@ pub async fn follow_mesh(
     }
 }
 
+/// For `ENABLE_NATIVE_SIDECARS=auto` with a cluster: the task that keeps `injector`'s view of the
+/// cluster's Nodes (their kubelet versions) current, so that each pod gets a native sidecar only
+/// when its node (or, not bound yet, every node) runs kubelet 1.33 or later, as istiod decides
+/// (`inject::injector::native_sidecars_supported`). `None` for `true` or `false` (no Nodes read, as
+/// istiod).
+///
+/// # Errors
+/// The kubeconfig cannot be read.
+pub fn follow_nodes(
+    injector: &inject::injector::Injector,
+    cluster: &kube_source::Cluster,
+    cluster_id: &str,
+    shutdown: model::Shutdown,
+) -> Result<Option<JoinHandle<()>>, String> {
+    if injector.state().native_sidecars != inject::injector::NativeSidecars::Auto {
+        return Ok(None);
+    }
+    let client = cluster.connect().map_err(|e| e.to_string())?.client;
+    let nodes = Arc::new(inject::injector::Nodes::new(cluster_id));
+    injector.set_nodes(nodes.clone());
+    let on_event = move |event| match event {
+        kube_source::nodes::NodeEvent::Reset(all) => nodes.reset(all),
+        kube_source::nodes::NodeEvent::Apply(name, version) => nodes.apply(&name, &version),
+        kube_source::nodes::NodeEvent::Delete(name) => nodes.remove(&name),
+    };
+    Ok(Some(tokio::spawn(kube_source::nodes::watch(client, on_event, shutdown))))
+}
+
 /// Starts the webhook server on `https_addr` (the `--httpsAddr` in force; and the configuration
 /// keeper with cluster access); nothing without it. Returns the tasks to await at shutdown.
 ///

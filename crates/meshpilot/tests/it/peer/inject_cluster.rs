@@ -39,14 +39,7 @@ fn the_api_server_calls_inject_and_stores_pods_with_istios_sidecar() {
 
     // The injector's config and values as the chart renders them, where istiod reads them.
     let dir = tempfile::tempdir().unwrap();
-    let inject_dir = dir.path().join("var/lib/istio/inject");
-    std::fs::create_dir_all(&inject_dir).unwrap();
-    let injector = webhook_support::chart_objects("ConfigMap", &[])
-        .into_iter()
-        .find(|c| c["metadata"]["name"] == "istio-sidecar-injector")
-        .expect("the chart's injector ConfigMap");
-    std::fs::write(inject_dir.join("config"), injector["data"]["config"].as_str().unwrap()).unwrap();
-    std::fs::write(inject_dir.join("values"), injector["data"]["values"].as_str().unwrap()).unwrap();
+    webhook_support::write_chart_injection_files(dir.path());
 
     let server = Webhook::start_in(dir.path(), env, &[], &[("POD_NAMESPACE", "istio-system")], Stdio::null());
     let inject_url = server.url.replace("/validate", "/inject");

@@ -150,6 +150,21 @@ pub fn chart_objects(kind: &str, sets: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Writes the injector's `config` and `values` as Istio's chart renders them (its ConfigMap
+/// `istio-sidecar-injector`) where istiod reads them, `dir/var/lib/istio/inject`; returns that
+/// directory.
+pub fn write_chart_injection_files(dir: &Path) -> std::path::PathBuf {
+    let inject_dir = dir.join("var/lib/istio/inject");
+    std::fs::create_dir_all(&inject_dir).unwrap();
+    let injector = chart_objects("ConfigMap", &[])
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "istio-sidecar-injector")
+        .expect("the chart's injector ConfigMap");
+    std::fs::write(inject_dir.join("config"), injector["data"]["config"].as_str().unwrap()).unwrap();
+    std::fs::write(inject_dir.join("values"), injector["data"]["values"].as_str().unwrap()).unwrap();
+    inject_dir
+}
+
 /// Applies Istio's MutatingWebhookConfiguration `istio-sidecar-injector`, rendered to call
 /// `inject_url`, and waits (90 s at most: a limit, not a timing assertion) until the control plane has
 /// patched its caBundle into every webhook. It is deleted on drop of the returned guard, with the
