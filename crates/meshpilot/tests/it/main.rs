@@ -38,6 +38,7 @@ mod peer {
     mod process_faults;
     mod proxy_status_cli;
     mod replicas;
+    mod revision_tags;
     mod secure_port;
     mod status_cli;
     mod webhook_cluster;
