@@ -495,33 +495,27 @@ async fn run_async(args: &Args) -> Result<(), String> {
         })
     });
     // The injection config: istiod's files, else (with a cluster) its ConfigMap, watched.
-    let mut injector_task = None;
-    let injector = if !env.inject_enabled {
+    let setup = || crate::webhook::InjectorSetup {
+        revision: args.revision.as_deref(),
+        native_sidecars: env.native_sidecars,
+        status: mesh_sources.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let found = if !env.inject_enabled {
         None
-    } else if let Some(files) = crate::webhook::load_injector(
+    } else if let Some(found) = crate::webhook::injector_from_files(
         Path::new(crate::webhook::INJECTION_DIRECTORY),
         &mesh_text,
-        args.revision.as_deref(),
-        env.native_sidecars,
+        setup(),
     )? {
-        Some(Arc::new(files))
+        Some(found)
     } else if let (Some(kube), Some(_)) = (&access, &https_addr) {
-        crate::webhook::injector_from_cluster(
-            kube,
-            &env.pod_namespace,
-            args.revision.as_deref(),
-            mesh_text_rx.clone(),
-            env.native_sidecars,
-            shutdown.clone(),
-        )
-        .await?
-        .map(|(injector, task)| {
-            injector_task = Some(task);
-            injector
-        })
+        let mesh_now = mesh_text_rx.borrow().clone();
+        crate::webhook::injector_from_cluster(kube, &env.pod_namespace, &mesh_now, setup()).await?
     } else {
         None
     };
+    let (injector, injector_task) = found.unzip();
     // The webhook merges the ProxyConfig resources of the current push context (istiod's webhook),
     // and with a cluster decides ENABLE_NATIVE_SIDECARS=auto from its Nodes.
     let mut nodes_task = None;

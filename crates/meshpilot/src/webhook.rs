@@ -3,12 +3,16 @@
 //! ValidatingWebhookConfigurations that send the API server's reviews to it
 //! (`kube_source::webhook_config`). See docs/CONFIG-FEEDBACK.md, "Validating webhook".
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::Path,
+    sync::{Arc, Mutex, PoisonError, RwLock},
+};
 
 use ::webhook::{Routes, WebhookTls, serve};
 use config::parse::ParseOptions;
 use kube_source::webhook_config::{WebhookClient, WebhookConfigOptions};
 use security::IstioCa;
+use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::info;
 
@@ -77,6 +81,16 @@ pub struct Context<'a> {
 /// chart mounts nothing there, so a cluster install reads the ConfigMap instead).
 pub const INJECTION_DIRECTORY: &str = "./var/lib/istio/inject";
 
+/// The injection config's `config` and `values` texts parsed.
+fn parse_injection_config(
+    config_text: &str,
+    values_text: &str,
+) -> Result<(inject::config::InjectConfig, inject::config::Values), String> {
+    let config = inject::config::InjectConfig::parse(config_text).map_err(|e| format!("config: {e}"))?;
+    let values = inject::config::Values::parse(values_text).map_err(|e| format!("values: {e}"))?;
+    Ok((config, values))
+}
+
 /// The injector's state from the texts of its `config` and `values` (the files or the ConfigMap's
 /// keys) and the mesh config's YAML (`--meshConfig`).
 ///
@@ -90,8 +104,7 @@ pub fn injector_state(
     revision: Option<&str>,
     native_sidecars: inject::injector::NativeSidecars,
 ) -> Result<inject::injector::InjectorState, String> {
-    let config = inject::config::InjectConfig::parse(config_text).map_err(|e| format!("config: {e}"))?;
-    let values = inject::config::Values::parse(values_text).map_err(|e| format!("values: {e}"))?;
+    let (config, values) = parse_injection_config(config_text, values_text)?;
     let mesh = inject::mesh::apply_mesh_config(mesh_text).map_err(|e| format!("mesh config: {e}"))?;
     Ok(inject::injector::InjectorState {
         config: Arc::new(config),
@@ -102,29 +115,186 @@ pub fn injector_state(
     })
 }
 
-/// The sidecar injector from `dir/config` and `dir/values` (istiod's file watcher source), `None`
-/// when `dir/config` does not exist. `mesh_text` is the mesh config's YAML (`--meshConfig`).
-///
-/// # Errors
-/// A file that cannot be read, a config or template that does not parse, bad values or mesh
-/// config: each names the file.
-pub fn load_injector(
-    dir: &Path,
-    mesh_text: &str,
-    revision: Option<&str>,
-    native_sidecars: inject::injector::NativeSidecars,
-) -> Result<Option<inject::injector::Injector>, String> {
-    let config_path = dir.join("config");
-    if !config_path.exists() {
-        return Ok(None);
+/// The key of the injection config's section in `/debug/configstatusz`'s `mesh` object.
+pub const STATUS_KEY: &str = "injectionConfig";
+
+/// The counter of refused injection configs (files or ConfigMap).
+pub const ERRORS_METRIC: &str = "meshpilot_injector_config_errors";
+
+/// Where the injector's `config` and `values` come from (the files or the ConfigMap) and how their
+/// changes went: a changed pair replaces the injector's templates and values (its mesh config, kept
+/// current by [`follow_mesh`], stays); one that does not parse, or cannot be read, is logged,
+/// counted in [`ERRORS_METRIC`] and shown in `/debug/configstatusz` (`mesh.injectionConfig`:
+/// `source`, `lastError`, `errors`), and the last good one stays in force.
+pub struct InjectionConfigSource {
+    source: String,
+    injector: Arc<inject::injector::Injector>,
+    status: Arc<RwLock<Value>>,
+    state: Mutex<SourceState>,
+}
+
+#[derive(Default)]
+struct SourceState {
+    /// The texts last offered (`None` after a read failure).
+    seen: Option<(String, String)>,
+    error: Option<String>,
+    errors: u64,
+}
+
+impl InjectionConfigSource {
+    /// The source `source` (for the logs and configstatusz) of `injector`, whose state came from
+    /// the texts `seen`; writes its section into `status` (configstatusz's `mesh` object).
+    pub fn new(
+        source: String,
+        injector: Arc<inject::injector::Injector>,
+        seen: (String, String),
+        status: Arc<RwLock<Value>>,
+    ) -> Arc<InjectionConfigSource> {
+        let state = SourceState { seen: Some(seen), ..SourceState::default() };
+        let keeper = InjectionConfigSource { source, injector, status, state: Mutex::new(state) };
+        keeper.publish(&keeper.lock());
+        Arc::new(keeper)
     }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SourceState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `config_text` and `values_text` when they differ from the last offered and parse;
+    /// otherwise reports them (see the type). Returns whether they were applied.
+    pub fn offer(&self, config_text: &str, values_text: &str) -> bool {
+        let mut state = self.lock();
+        let texts = (config_text.to_string(), values_text.to_string());
+        if state.seen.as_ref() == Some(&texts) {
+            return false;
+        }
+        state.seen = Some(texts);
+        let applied = match parse_injection_config(config_text, values_text) {
+            Ok((config, values)) => {
+                self.injector.update(|current| inject::injector::InjectorState {
+                    config: Arc::new(config),
+                    values,
+                    mesh: current.mesh.clone(),
+                    revision: current.revision.clone(),
+                    native_sidecars: current.native_sidecars,
+                });
+                info!(source = %self.source, "injection config loaded");
+                state.error = None;
+                true
+            }
+            Err(reason) => {
+                self.count_error(&mut state, reason);
+                false
+            }
+        };
+        self.publish(&state);
+        applied
+    }
+
+    /// Reports that the source could not be read (`reason`), once per distinct reason; the last good
+    /// config stays in force and the next texts read are offered again.
+    pub fn unreadable(&self, reason: String) {
+        let mut state = self.lock();
+        if state.seen.is_none() && state.error.as_ref() == Some(&reason) {
+            return;
+        }
+        state.seen = None;
+        self.count_error(&mut state, reason);
+        self.publish(&state);
+    }
+
+    fn count_error(&self, state: &mut SourceState, reason: String) {
+        state.errors += 1;
+        metrics::counter!(ERRORS_METRIC).increment(1);
+        tracing::error!(source = %self.source, %reason, "injection config not applied; the last good one stays in force");
+        state.error = Some(reason);
+    }
+
+    fn publish(&self, state: &SourceState) {
+        let section = serde_json::json!({
+            "source": self.source,
+            "lastError": state.error,
+            "errors": state.errors,
+        });
+        let mut status = self.status.write().unwrap_or_else(PoisonError::into_inner);
+        if !status.is_object() {
+            *status = serde_json::json!({});
+        }
+        status[STATUS_KEY] = section;
+    }
+}
+
+/// `dir/config` and `dir/values` (empty when absent).
+fn read_injection_files(dir: &Path) -> Result<(String, String), String> {
     let read =
         |path: &Path| api::yaml::read_config_text(path).map_err(|e| format!("{}: {e}", path.display()));
     let values_path = dir.join("values");
     let values_text = if values_path.exists() { read(&values_path)? } else { String::new() };
-    let state = injector_state(&read(&config_path)?, &values_text, mesh_text, revision, native_sidecars)
+    Ok((read(&dir.join("config"))?, values_text))
+}
+
+/// A sidecar injector and the task that keeps its config current.
+pub type InjectorAndTask = (Arc<inject::injector::Injector>, JoinHandle<()>);
+
+/// What an injector source needs besides where it reads.
+pub struct InjectorSetup<'a> {
+    /// `--revision`.
+    pub revision: Option<&'a str>,
+    /// `ENABLE_NATIVE_SIDECARS`.
+    pub native_sidecars: inject::injector::NativeSidecars,
+    /// `/debug/configstatusz`'s `mesh` object, where the source reports
+    /// ([`InjectionConfigSource`]).
+    pub status: Arc<RwLock<Value>>,
+    /// Stops the watch.
+    pub shutdown: model::Shutdown,
+}
+
+/// The sidecar injector from `dir/config` and `dir/values` (istiod's file watcher source), `None`
+/// when `dir/config` does not exist, and the task that keeps it current as istiod's file watcher
+/// does: the directory is watched (so a ConfigMap mount's `..data` swap is seen; re-read every
+/// minute too), and a change is applied or refused by [`InjectionConfigSource`]. `mesh_text` is the
+/// mesh config's YAML at start.
+///
+/// # Errors
+/// A file that cannot be read, a config or template that does not parse, bad values or mesh
+/// config at start: each names the file.
+pub fn injector_from_files(
+    dir: &Path,
+    mesh_text: &str,
+    setup: InjectorSetup<'_>,
+) -> Result<Option<InjectorAndTask>, String> {
+    if !dir.join("config").exists() {
+        return Ok(None);
+    }
+    let (config_text, values_text) = read_injection_files(dir)?;
+    let state = injector_state(&config_text, &values_text, mesh_text, setup.revision, setup.native_sidecars)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(Some(inject::injector::Injector::new(state)))
+    let injector = Arc::new(inject::injector::Injector::new(state));
+    let source = InjectionConfigSource::new(
+        format!("files {}", dir.display()),
+        injector.clone(),
+        (config_text, values_text),
+        setup.status,
+    );
+    let options = config::watch::WatchOptions {
+        recursive: false,
+        settle: std::time::Duration::from_millis(100),
+        recheck: Some(std::time::Duration::from_secs(60)),
+        what: "injection config",
+    };
+    let dir = dir.to_path_buf();
+    let task = tokio::spawn(async move {
+        config::watch::watch_dirs(std::slice::from_ref(&dir), &options, setup.shutdown, || {
+            match read_injection_files(&dir) {
+                Ok((config_text, values_text)) => {
+                    source.offer(&config_text, &values_text);
+                }
+                Err(reason) => source.unreadable(reason),
+            }
+        })
+        .await;
+    });
+    Ok(Some((injector, task)))
 }
 
 /// The injector ConfigMap's name for a revision (istiod's `getInjectorConfigMapName`).
@@ -137,59 +307,47 @@ pub fn injector_configmap_name(revision: Option<&str>) -> String {
 
 /// The sidecar injector from the ConfigMap `istio-sidecar-injector[-<rev>]` in `namespace` (istiod's
 /// source when the files are absent, as with Istio's chart), and the task that keeps it current:
-/// a changed ConfigMap replaces the injector's state; one that does not parse is logged with the
-/// reason, counted in `meshpilot_injector_config_errors`, and the last good state stays in force.
-/// `None` when the ConfigMap does not exist at start (istiod: "Skipping sidecar injector, template
-/// not found").
+/// a changed ConfigMap is applied or refused by [`InjectionConfigSource`]. `None` when the
+/// ConfigMap does not exist at start (istiod: "Skipping sidecar injector, template not found").
 ///
 /// # Errors
 /// The API server cannot be reached, or the ConfigMap does not parse at start.
 pub async fn injector_from_cluster(
     cluster: &kube_source::Cluster,
     namespace: &str,
-    revision: Option<&str>,
-    mesh: tokio::sync::watch::Receiver<String>,
-    native_sidecars: inject::injector::NativeSidecars,
-    shutdown: model::Shutdown,
-) -> Result<Option<(Arc<inject::injector::Injector>, JoinHandle<()>)>, String> {
+    mesh_text: &str,
+    setup: InjectorSetup<'_>,
+) -> Result<Option<InjectorAndTask>, String> {
     let connection = cluster.connect().map_err(|e| e.to_string())?;
-    let name = injector_configmap_name(revision);
+    let name = injector_configmap_name(setup.revision);
     let Some(data) = kube_source::configmap_watch::get(&connection.client, namespace, &name).await? else {
         info!(configmap = %format!("{namespace}/{name}"), "no injection config: sidecar injection is off");
         return Ok(None);
     };
-    let text = |data: &std::collections::BTreeMap<String, String>, key: &str| {
-        data.get(key).cloned().unwrap_or_default()
+    let texts = |data: &std::collections::BTreeMap<String, String>| {
+        let text = |key: &str| data.get(key).cloned().unwrap_or_default();
+        (text("config"), text("values"))
     };
-    let mesh_text = mesh.borrow().clone();
-    let state =
-        injector_state(&text(&data, "config"), &text(&data, "values"), &mesh_text, revision, native_sidecars)
-            .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}"))?;
+    let (config_text, values_text) = texts(&data);
+    let state = injector_state(&config_text, &values_text, mesh_text, setup.revision, setup.native_sidecars)
+        .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}"))?;
     let injector = Arc::new(inject::injector::Injector::new(state));
-    let (keeper, revision) = (injector.clone(), revision.map(str::to_string));
-    let source = format!("{namespace}/{name}");
-    let on_data = move |data: std::collections::BTreeMap<String, String>| match injector_state(
-        &text(&data, "config"),
-        &text(&data, "values"),
-        &mesh.borrow(),
-        revision.as_deref(),
-        native_sidecars,
-    ) {
-        Ok(state) => {
-            keeper.set(state);
-            info!(configmap = %source, "injection config loaded");
-        }
-        Err(reason) => {
-            metrics::counter!("meshpilot_injector_config_errors").increment(1);
-            tracing::error!(configmap = %source, %reason, "injection config not applied; the last good one stays in force");
-        }
+    let source = InjectionConfigSource::new(
+        format!("ConfigMap {namespace}/{name}"),
+        injector.clone(),
+        (config_text, values_text),
+        setup.status,
+    );
+    let on_data = move |data: std::collections::BTreeMap<String, String>| {
+        let (config_text, values_text) = texts(&data);
+        source.offer(&config_text, &values_text);
     };
     let task = tokio::spawn(kube_source::configmap_watch::watch(
         connection.client,
         namespace.to_string(),
         name,
         on_data,
-        shutdown,
+        setup.shutdown,
     ));
     Ok(Some((injector, task)))
 }

@@ -26,6 +26,7 @@ mod peer {
     mod image;
     mod inject_cluster;
     mod inject_configmap;
+    mod inject_files;
     mod inject_istiod;
     mod inject_proxyconfig;
     mod istiod_beside;

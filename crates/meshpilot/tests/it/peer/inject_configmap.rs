@@ -65,10 +65,14 @@ fn the_injector_configmap_is_read_watched_and_a_broken_one_keeps_the_last_good()
     let broken = config.replacen("templates:", "templates:\n  broken: '{{ if }}'", 1);
     assert_ne!(broken, config, "the chart's config has templates");
     env.kubectl_apply(&configmap(&broken, &values)).unwrap();
-    wait_for_blocking("the broken ConfigMap refused", Duration::from_secs(90), || {
-        (counter(server.monitoring, "meshpilot_injector_config_errors") >= 1.0).then_some(())
+    let status = wait_for_blocking("the broken ConfigMap refused", Duration::from_secs(90), || {
+        (counter(server.monitoring, "meshpilot_injector_config_errors") >= 1.0)
+            .then(|| webhook_support::injection_config_status(server.monitoring))?
+            .filter(|s| s["lastError"].is_string())
     })
     .unwrap();
+    assert_eq!(status["source"], "ConfigMap istio-system/istio-sidecar-injector", "{status}");
+    assert!(status["lastError"].as_str().is_some_and(|e| e.contains("config")), "{status}");
     env.kubectl_apply(&pod("during-broken")).unwrap();
     assert!(
         annotations(env, "during-broken")["sidecar.istio.io/status"].is_string(),

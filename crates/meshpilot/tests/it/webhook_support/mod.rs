@@ -133,6 +133,21 @@ pub fn counter(port: u16, name: &str) -> f64 {
         .sum()
 }
 
+/// `/debug/configstatusz`'s section of the injection config (`mesh.injectionConfig`: `source`,
+/// `lastError`, `errors`) of a control plane (`port` its monitoring port); `None` while it does not
+/// answer.
+pub fn injection_config_status(port: u16) -> Option<serde_json::Value> {
+    let r = meshpilot_testing::http::request_blocking(
+        ([127, 0, 0, 1], port).into(),
+        "localhost",
+        "/debug/configstatusz",
+        &[],
+    )
+    .ok()?;
+    let status: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+    Some(status["mesh"]["injectionConfig"].clone())
+}
+
 /// The objects of one kind that Istio's charts render for the pinned version
 /// (`istioctl manifest generate` with `sets` as `--set` values).
 pub fn chart_objects(kind: &str, sets: &[&str]) -> Vec<serde_json::Value> {
