@@ -67,6 +67,7 @@ fn service(hostname: String, namespace: &str, port: u32) -> Arc<Service> {
         passthrough_target_ports: BTreeMap::new(),
         external_name: None,
         aliases: Vec::new(),
+        auto_allocated: Vec::new(),
     })
 }
 

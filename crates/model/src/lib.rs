@@ -17,6 +17,7 @@
 //! - [`file_secret`]: the SDS names of certificate files (`file-cert:CERT~KEY`, `file-root:CA`).
 //! - [`mcp`]: config objects as MCP-over-xDS resources (`PilotConfigToResource` and back).
 
+pub mod autoallocate;
 mod config;
 pub mod credentials;
 pub mod file_secret;

@@ -264,6 +264,11 @@ pub struct Service {
     /// `Attributes.Aliases`). Registries leave it empty; the push context fills it in
     /// ([`resolve_service_aliases`]).
     pub aliases: Vec<ServiceAlias>,
+    /// Addresses auto-allocated to a ServiceEntry host without `addresses` (Istio's
+    /// `AutoAllocatedIPv4Address` then `AutoAllocatedIPv6Address`): read from the ServiceEntry's
+    /// `status.addresses` (written by the allocator, [`crate::autoallocate`]), at most one per IP
+    /// family. Only proxies that capture DNS use them ([`Service::addresses_for_proxy`]).
+    pub auto_allocated: Vec<String>,
 }
 
 /// An alias of a service: the hostname and namespace of an [`Alias`](Resolution::Alias) service
@@ -337,6 +342,7 @@ impl Service {
             && self.passthrough_target_ports == other.passthrough_target_ports
             && self.external_name == other.external_name
             && self.aliases == other.aliases
+            && self.auto_allocated == other.auto_allocated
     }
 
     /// The host whose clusters a route destination naming this service goes to (Istio's
@@ -795,6 +801,7 @@ mod tests {
             passthrough_target_ports: BTreeMap::new(),
             external_name: None,
             aliases: Vec::new(),
+            auto_allocated: Vec::new(),
         }
     }
 

@@ -247,9 +247,18 @@ impl Shutdown {
 }
 
 /// Istio's `NeedsPush` rule for updates: `true` when spec, labels or annotations differ. An update that
-/// changes only status, resource version or other metadata raises no event.
+/// changes only status, resource version or other metadata raises no event — except a ServiceEntry's
+/// `status.addresses` (its auto-allocated VIPs, [`crate::autoallocate`]), which Istio's ServiceEntry
+/// registry reads from every update.
 pub fn needs_push(old: &Config, new: &Config) -> bool {
-    old.spec != new.spec || old.meta.labels != new.meta.labels || old.meta.annotations != new.meta.annotations
+    old.spec != new.spec
+        || old.meta.labels != new.meta.labels
+        || old.meta.annotations != new.meta.annotations
+        || (new.kind() == api::Kind::ServiceEntry && status_addresses(old) != status_addresses(new))
+}
+
+fn status_addresses(config: &Config) -> Option<&serde_json::Value> {
+    config.status.as_ref().and_then(|s| s.get("addresses"))
 }
 
 #[cfg(test)]

@@ -1141,6 +1141,7 @@ mod tests {
             passthrough_target_ports: BTreeMap::new(),
             external_name: None,
             aliases: Vec::new(),
+            auto_allocated: Vec::new(),
         }
     }
 

@@ -42,4 +42,7 @@ pub(crate) fn notify(handlers: &[RegistryEventHandler], event: &RegistryEvent) {
         }
     }
 }
-pub use serviceentry::{ServiceEntryIndex, ServiceEntryOptions, ServiceEntryRegistry, index_from_configs};
+pub use serviceentry::{
+    AutoAllocate, InMemoryAllocator, ServiceEntryIndex, ServiceEntryOptions, ServiceEntryRegistry,
+    index_from_configs,
+};

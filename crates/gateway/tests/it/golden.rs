@@ -242,6 +242,7 @@ pub(crate) fn service(
         passthrough_target_ports: BTreeMap::new(),
         external_name: None,
         aliases: Vec::new(),
+        auto_allocated: Vec::new(),
     }
 }
 

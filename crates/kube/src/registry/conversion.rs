@@ -172,6 +172,7 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
         passthrough_target_ports: BTreeMap::new(),
         external_name,
         aliases: Vec::new(),
+        auto_allocated: Vec::new(),
     };
     ConvertedService {
         service: Arc::new(service),

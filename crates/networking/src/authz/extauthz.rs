@@ -342,6 +342,7 @@ pub(crate) mod tests_support {
             passthrough_target_ports: Default::default(),
             external_name: None,
             aliases: Vec::new(),
+            auto_allocated: Vec::new(),
         })
     }
 }

@@ -9,7 +9,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     net::IpAddr,
-    sync::Arc,
+    sync::{Arc, Mutex},
 };
 
 use api::networking::{
@@ -18,6 +18,7 @@ use api::networking::{
 };
 use model::{
     Config, Protocol,
+    autoallocate::{self, Allocator, Entry, Owner, StatusAddress},
     service::{
         DEFAULT_CLUSTER_ID, DEFAULT_TRUST_DOMAIN, Endpoint, ExportTo, HealthStatus, LABEL_ISTIO_LOCALITY,
         LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_LOCALITY, LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION,
@@ -48,6 +49,8 @@ pub struct ServiceEntryOptions {
     /// DNS domain suffix (`--domain`, default `cluster.local`); used in the short-host warning only,
     /// since ServiceEntry hosts are used as written.
     pub domain_suffix: String,
+    /// Where auto-allocated VIPs come from (Istio's `PILOT_ENABLE_IP_AUTOALLOCATE`, default on).
+    pub auto_allocate: AutoAllocate,
 }
 
 impl Default for ServiceEntryOptions {
@@ -56,8 +59,83 @@ impl Default for ServiceEntryOptions {
             cluster_id: DEFAULT_CLUSTER_ID.to_string(),
             trust_domain: DEFAULT_TRUST_DOMAIN.to_string(),
             domain_suffix: "cluster.local".to_string(),
+            auto_allocate: AutoAllocate::FromStatus,
         }
     }
+}
+
+/// Where a ServiceEntry host without `addresses` gets its auto-allocated VIPs
+/// ([`model::autoallocate`]; [`Service::auto_allocated`]).
+#[derive(Clone, Debug, Default)]
+pub enum AutoAllocate {
+    /// None (`PILOT_ENABLE_IP_AUTOALLOCATE=false`).
+    Off,
+    /// The entry's `status.addresses`, as the cluster's allocator (the leader of
+    /// `istio-ip-autoallocate`) writes them, as istiod.
+    #[default]
+    FromStatus,
+    /// Files only (no cluster to write status to): allocated in this process's memory, stable while it
+    /// runs (an entry removed and added again gets its addresses back), not across restarts. istiod
+    /// allocates nothing without a cluster.
+    InMemory(InMemoryAllocator),
+}
+
+impl PartialEq for AutoAllocate {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (AutoAllocate::InMemory(a), AutoAllocate::InMemory(b)) => Arc::ptr_eq(&a.0, &b.0),
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+}
+
+impl Eq for AutoAllocate {}
+
+/// The files-only allocator: an [`Allocator`] and the addresses it gave each entry (the status the
+/// entry would have in a cluster). Cheap to clone (shared).
+#[derive(Clone, Debug, Default)]
+pub struct InMemoryAllocator(Arc<Mutex<InMemoryState>>);
+
+/// The allocator and, per entry, the addresses it gave (what the entry's status would hold).
+type InMemoryState = (Allocator, BTreeMap<Owner, Vec<StatusAddress>>);
+
+impl InMemoryAllocator {
+    /// The addresses of the entry `config` (a ServiceEntry), allocating for hosts that have none.
+    pub fn addresses(&self, config: &Config, spec: &ServiceEntry) -> Vec<StatusAddress> {
+        let owner = (config.meta.namespace.clone(), config.meta.name.clone());
+        let mut guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (allocator, given) = &mut *guard;
+        let entry = Entry {
+            owner: owner.clone(),
+            creation_time: config.meta.creation_timestamp.as_deref(),
+            labels: &config.meta.labels,
+            spec,
+            status: given.get(&owner).cloned().unwrap_or_default(),
+        };
+        if let (Some(addresses), _) = allocator.reconcile(true, &entry, false) {
+            given.insert(owner.clone(), addresses);
+        }
+        given.get(&owner).cloned().unwrap_or_default()
+    }
+}
+
+/// The auto-allocated addresses of each host of a ServiceEntry (empty when it gets none).
+fn auto_allocated(config: &Config, spec: &ServiceEntry, mode: &AutoAllocate) -> Vec<StatusAddress> {
+    if !autoallocate::should_allocate(!matches!(mode, AutoAllocate::Off), &config.meta.labels, spec) {
+        return Vec::new();
+    }
+    match mode {
+        AutoAllocate::Off => Vec::new(),
+        AutoAllocate::FromStatus => autoallocate::status_addresses(config.status.as_ref()),
+        AutoAllocate::InMemory(allocator) => allocator.addresses(config, spec),
+    }
+}
+
+/// Istio's `AutoAllocatedIPv4Address` and `AutoAllocatedIPv6Address` of `host`: the last address of
+/// each family, IPv4 first.
+fn host_auto_addresses(all: &[StatusAddress], host: &str) -> Vec<String> {
+    let of = |v6: bool| all.iter().rev().find(|a| a.host == host && a.value.is_ipv6() == v6);
+    [of(false), of(true)].into_iter().flatten().map(|a| a.value.to_string()).collect()
 }
 
 /// A ServiceEntry port: the service port and where it goes on the workloads.
@@ -230,6 +308,7 @@ pub fn convert_service_entry(config: &Config, options: &ServiceEntryOptions) -> 
     if se.hosts.is_empty() {
         warnings.push("no hosts: the ServiceEntry declares no service".to_string());
     }
+    let auto = auto_allocated(config, se, &options.auto_allocate);
     let mut seen = BTreeSet::new();
     for host in &se.hosts {
         if host.is_empty() || host == "*" {
@@ -266,6 +345,7 @@ pub fn convert_service_entry(config: &Config, options: &ServiceEntryOptions) -> 
             passthrough_target_ports: passthrough_target_ports.clone(),
             external_name: None,
             aliases: Vec::new(),
+            auto_allocated: host_auto_addresses(&auto, host),
         }));
     }
 

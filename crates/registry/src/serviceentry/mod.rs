@@ -32,7 +32,7 @@ use model::{
     },
 };
 
-pub use conversion::ServiceEntryOptions;
+pub use conversion::{AutoAllocate, InMemoryAllocator, ServiceEntryOptions};
 pub use index::ServiceEntryIndex;
 
 /// The kinds the registry listens to.

@@ -91,6 +91,7 @@ fn kube_service(hostname: &str, namespace: &str, created: &str) -> Arc<Service> 
         passthrough_target_ports: Default::default(),
         external_name: None,
         aliases: Vec::new(),
+        auto_allocated: Vec::new(),
     })
 }
 

@@ -75,6 +75,7 @@ fn service(host: &str, ns: &str) -> Arc<Service> {
         passthrough_target_ports: Default::default(),
         external_name: None,
         aliases: Vec::new(),
+        auto_allocated: Vec::new(),
     })
 }
 

@@ -167,6 +167,7 @@ pub fn external_name_service(name: &str, namespace: &str, external: &str, ports:
         passthrough_target_ports: BTreeMap::new(),
         external_name: Some(external.to_string()),
         aliases: Vec::new(),
+        auto_allocated: Vec::new(),
     }
 }
 
