@@ -59,6 +59,9 @@ pub struct ServerOptions {
     /// The server's input handle ([`crate::Inputs`]). A new one by default; make one first to hand
     /// clones to sources built before the server (what they send is in its first snapshot).
     pub inputs: crate::Inputs,
+    /// `PILOT_ENABLE_IP_AUTOALLOCATE` (true): proxies that capture DNS get ServiceEntries'
+    /// auto-allocated VIPs in their NDS name table ([`networking::nds`]).
+    pub ip_autoallocate: bool,
 }
 
 impl Default for ServerOptions {
@@ -68,6 +71,7 @@ impl Default for ServerOptions {
             api_generator_auth: true,
             jwks: JwksOptions::default(),
             inputs: crate::Inputs::new(),
+            ip_autoallocate: true,
         }
     }
 }

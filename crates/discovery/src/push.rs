@@ -49,6 +49,21 @@ pub fn type_needs_push(request: &PushRequest, type_url: &str, proxy_kind: ProxyK
             Kind::Telemetry,
             Kind::ProxyConfig,
         ],
+        // Istio's `skippedNdsConfigs` (`pilot/pkg/xds/nds.go`).
+        type_url::NAME_TABLE => &[
+            Kind::Gateway,
+            Kind::VirtualService,
+            Kind::DestinationRule,
+            Kind::Telemetry,
+            Kind::EnvoyFilter,
+            Kind::WorkloadEntry,
+            Kind::WorkloadGroup,
+            Kind::AuthorizationPolicy,
+            Kind::RequestAuthentication,
+            Kind::PeerAuthentication,
+            Kind::WasmPlugin,
+            Kind::ProxyConfig,
+        ],
         _ => &[],
     };
     let config_matters = kinds.iter().any(|k| !skips.contains(k));
@@ -82,6 +97,14 @@ mod tests {
         assert!(type_needs_push(&gw, type_url::LISTENER, ProxyKind::Router));
         let we = PushRequest::config([key(Kind::WorkloadEntry)], TriggerReason::Config);
         assert!(!type_needs_push(&we, type_url::CLUSTER, ProxyKind::Sidecar));
+        let se = PushRequest::config([key(Kind::ServiceEntry)], TriggerReason::Config);
+        assert!(type_needs_push(&se, type_url::NAME_TABLE, ProxyKind::Sidecar));
+        assert!(!type_needs_push(&vs, type_url::NAME_TABLE, ProxyKind::Sidecar));
+        assert!(!type_needs_push(
+            &PushRequest::endpoints("a", "ns"),
+            type_url::NAME_TABLE,
+            ProxyKind::Sidecar
+        ));
         assert!(type_needs_push(
             &PushRequest::forced(TriggerReason::Debug),
             type_url::SECRET,

@@ -107,6 +107,8 @@ pub struct DiscoveryServer {
     tracking: Arc<Tracking>,
     /// `ENABLE_XDS_API_GENERATOR_AUTH` for the xDS servers made next ([`mcp::server`]).
     api_generator_auth: bool,
+    /// `PILOT_ENABLE_IP_AUTOALLOCATE` for the xDS servers made next (NDS).
+    ip_autoallocate: bool,
     /// The Gateway API converter (always installed, as istiod's `PILOT_ENABLE_GATEWAY_API`).
     gateway_api: Arc<gateway::GatewayApiConverter>,
     /// Converters run on each full push context build ([`model::push::ConfigConverter`]).
@@ -137,7 +139,7 @@ impl DiscoveryServer {
         mesh: MeshSettings,
         options: ServerOptions,
     ) -> Arc<DiscoveryServer> {
-        let ServerOptions { debounce, api_generator_auth, jwks, inputs } = options;
+        let ServerOptions { debounce, api_generator_auth, jwks, inputs, ip_autoallocate } = options;
         let jwks = tokio::runtime::Handle::try_current()
             .ok()
             .map(|runtime| JwksResolver::with_runtime(jwks, runtime));
@@ -160,6 +162,7 @@ impl DiscoveryServer {
             push_log: crate::push_log::PushLog::default(),
             tracking: Arc::new(Tracking::new()),
             api_generator_auth,
+            ip_autoallocate,
             gateway_api: gateway_api.clone(),
             converters: vec![gateway_api],
             credentials: sds::CredentialSecrets::new(),
@@ -262,7 +265,8 @@ impl DiscoveryServer {
             NetworkingSource::with_cache(self.push_contexts(), services, secrets, self.cache.clone())
                 .with_tracking(self.tracking.clone())
                 .with_credentials(self.credentials.clone())
-                .with_api_generator(api);
+                .with_api_generator(api)
+                .with_ip_autoallocate(self.ip_autoallocate);
         let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
     }

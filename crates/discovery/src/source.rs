@@ -28,8 +28,13 @@ use model::{
     ServiceDiscovery,
     push::{ProxyContext, PushContext, PushRequest, SidecarScope},
 };
-use networking::{GenerationCache, Snapshot, cache::EncodedResource, naming::parse_cluster_name};
-use prost::Name;
+use networking::{
+    GenerationCache, Snapshot,
+    cache::EncodedResource,
+    naming::parse_cluster_name,
+    nds::{NameTable, NameTableProxy, build_name_table},
+};
+use prost::{Message, Name};
 use tracing::debug;
 use xds::{
     GenerateRequest, Generated, NodeInfo, NodeParts, Resource, ResourceSource, SourceError, Trigger,
@@ -73,6 +78,7 @@ pub struct NetworkingSource {
     credentials: Arc<CredentialSecrets>,
     tracking: Option<Arc<Tracking>>,
     api: Option<Arc<ApiGenerator>>,
+    ip_autoallocate: bool,
 }
 
 impl std::fmt::Debug for NetworkingSource {
@@ -117,6 +123,7 @@ impl NetworkingSource {
             credentials: Arc::default(),
             tracking: None,
             api: None,
+            ip_autoallocate: true,
         }
     }
 
@@ -139,6 +146,14 @@ impl NetworkingSource {
     #[must_use]
     pub fn with_api_generator(mut self, api: ApiGenerator) -> Self {
         self.api = Some(Arc::new(api));
+        self
+    }
+
+    /// `PILOT_ENABLE_IP_AUTOALLOCATE` (default true): NDS gives proxies that capture DNS the
+    /// ServiceEntries' auto-allocated VIPs.
+    #[must_use]
+    pub fn with_ip_autoallocate(mut self, on: bool) -> Self {
+        self.ip_autoallocate = on;
         self
     }
 
@@ -234,6 +249,9 @@ impl ResourceSource for NetworkingSource {
     ) -> Result<Option<Generated>, SourceError> {
         if request.type_url == type_url::SECRET {
             return Ok(self.generate_secrets(ctx, request));
+        }
+        if request.type_url == type_url::NAME_TABLE {
+            return self.generate_name_table(ctx, request);
         }
         if let Some(api) = self.api.as_ref().filter(|_| type_url::is_mcp_type(request.type_url)) {
             let push = self.current()?;
@@ -364,6 +382,57 @@ fn push_names_from_clusters(
 }
 
 impl NetworkingSource {
+    /// NDS (Istio's `NdsGenerator`): the one name table of the proxy's Sidecar scope, as a complete
+    /// set of one resource named `""` (as istiod). A push regenerates it when a kind Istio's
+    /// `ndsNeedsPush` counts changed ([`type_needs_push`]) or, for an endpoint-only push, when a changed
+    /// service is headless (its endpoints are its DNS answers; istiod makes a full push there).
+    fn generate_name_table(
+        &self,
+        ctx: &mut ConnectionContext,
+        request: &GenerateRequest<'_, Proxy, PushRequest>,
+    ) -> Result<Option<Generated>, SourceError> {
+        let push = match request.trigger {
+            Trigger::Push(p) => {
+                let snapshot = match &p.push {
+                    Some(push) => self.snapshot(push.clone()),
+                    None => self.current()?,
+                };
+                let headless = |(host, ns): &(String, String)| {
+                    snapshot.services().iter().any(|s| {
+                        s.hostname.eq_ignore_ascii_case(host)
+                            && &s.namespace == ns
+                            && s.resolution == model::service::Resolution::Passthrough
+                    })
+                };
+                let needed = if p.is_endpoints_only() && !p.forced {
+                    p.endpoints_updated.iter().any(headless)
+                } else {
+                    type_needs_push(p, request.type_url, ctx.proxy.kind)
+                };
+                if !needed {
+                    if let Some(t) = &self.tracking {
+                        t.record_generated(&ctx.proxy.id, request.type_url, snapshot.version());
+                    }
+                    return Ok(None);
+                }
+                snapshot
+            }
+            _ => self.current()?,
+        };
+        if let Some(t) = &self.tracking {
+            t.record_generated(&ctx.proxy.id, request.type_url, push.version());
+        }
+        let meta = &request.proxy.metadata;
+        let uses_auto = (self.ip_autoallocate || meta.flag("DNS_AUTO_ALLOCATE")) && meta.flag("DNS_CAPTURE");
+        let node = NameTableProxy::new(&ctx.proxy.ips, &meta.network, uses_auto);
+        let scope = push.sidecar_scope(&ctx.proxy);
+        let table = build_name_table(&push, &scope, &node);
+        let body = Any { type_url: NameTable::type_url(), value: table.encode_to_vec() };
+        let version = xds::content_version(&body);
+        let resource = Resource { name: String::new(), version, body };
+        Ok(Some(Generated::full(push.version(), vec![resource])))
+    }
+
     /// SDS: the requested names on a request; on a push, only the subscribed names whose files
     /// changed (all subscribed names when forced). Always an incremental result, so a name that cannot
     /// be served is neither sent nor reported removed: the proxy keeps waiting for it.

@@ -38,6 +38,7 @@ pub mod jwt;
 pub mod listener;
 pub mod mtls;
 pub mod naming;
+pub mod nds;
 pub mod policy;
 pub mod rds;
 pub mod route;

@@ -17,6 +17,10 @@ pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets
 /// `envoy.config.core.v3.TypedExtensionConfig` (ECDS).
 pub const EXTENSION_CONFIG: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
 
+/// `istio.networking.nds.v1.NameTable` (NDS: the name table of pilot-agent's DNS proxy, Istio's
+/// `model.NameTableType`).
+pub const NAME_TABLE: &str = "type.googleapis.com/istio.networking.nds.v1.NameTable";
+
 /// `istio.mcp.v1alpha1.Resource`, the `Any` of every MCP-over-xDS config resource.
 pub const MCP_RESOURCE: &str = "type.googleapis.com/istio.mcp.v1alpha1.Resource";
 /// `istio.mesh.v1alpha1.MeshConfig`, the `Any` of the one resource of [`MCP_MESH_CONFIG`].
@@ -115,6 +119,7 @@ pub fn short_name(type_url: &str) -> &str {
         ROUTE => "RDS",
         SECRET => "SDS",
         EXTENSION_CONFIG => "ECDS",
+        NAME_TABLE => "NDS",
         other => other,
     }
 }

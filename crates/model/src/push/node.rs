@@ -169,6 +169,19 @@ pub struct NodeMetadata {
     pub raw: Map<String, Json>,
 }
 
+impl NodeMetadata {
+    /// A boolean key of [`NodeMetadata::raw`] (`DNS_CAPTURE`, `DNS_AUTO_ALLOCATE`): Istio's
+    /// `StringBool`, a string Go's `strconv.ParseBool` reads as true (`"true"`, `"1"`, `"T"`, …) or a JSON
+    /// `true`. Absent or anything else: false.
+    pub fn flag(&self, key: &str) -> bool {
+        match self.raw.get(key) {
+            Some(Json::Bool(b)) => *b,
+            Some(Json::String(s)) => matches!(s.as_str(), "1" | "t" | "T" | "TRUE" | "true" | "True"),
+            _ => false,
+        }
+    }
+}
+
 /// The keys modelled besides [`STRING_KEYS`].
 const MODELLED_KEYS: [&str; 3] = ["LABELS", "ANNOTATIONS", "INSTANCE_IPS"];
 

@@ -14,6 +14,7 @@ mod delegation;
 mod generation_cache;
 mod listeners;
 mod mtls;
+mod nds;
 mod proxyless;
 mod route_destinations;
 mod scope;
