@@ -48,6 +48,7 @@ pub mod gateway_status;
 pub mod identity;
 pub mod ingress_source;
 pub mod injector_webhook_config;
+pub mod ip_autoallocate;
 pub mod leader;
 pub mod namespaces;
 pub mod nodes;

@@ -20,7 +20,9 @@ use config::{Aggregate, FileSource, FileSourceOptions, QueueOptions, ReadOnlySou
 use discovery::{DiscoveryServer, Input, SecretsChanged, SecurityOptions, ServerOptions, secure::SecurePort};
 use meshpilot_http::{DebugState, debug_router, monitoring_router};
 use model::{ConfigStoreController, service::ServiceController, shutdown_channel};
-use registry::{AggregateRegistry, ServiceEntryOptions, ServiceEntryRegistry};
+use registry::{
+    AggregateRegistry, AutoAllocate, InMemoryAllocator, ServiceEntryOptions, ServiceEntryRegistry,
+};
 use sds::{FileSecretOptions, FileSecrets};
 use security::{Authenticator, CaOptions, IstioCa, authn::TokenReviewer};
 use tracing::{error, info, warn};
@@ -347,6 +349,13 @@ async fn run_async(args: &Args) -> Result<(), String> {
         ServiceEntryOptions {
             domain_suffix: args.domain.clone(),
             cluster_id: args.cluster_id.clone(),
+            // docs/DNS.md: in a cluster the leader of `istio-ip-autoallocate` writes status.addresses;
+            // files only, the addresses are allocated in memory (istiod allocates none there).
+            auto_allocate: match (env.ip_autoallocate, access.is_some()) {
+                (false, _) => AutoAllocate::Off,
+                (true, true) => AutoAllocate::FromStatus,
+                (true, false) => AutoAllocate::InMemory(InMemoryAllocator::default()),
+            },
             ..ServiceEntryOptions::default()
         },
     ));
@@ -373,8 +382,13 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let trust_domain = mesh.trust_domain.clone();
     let security_env = &env.security;
     let jwks = env.jwks.clone();
-    let options =
-        ServerOptions { debounce, api_generator_auth: security_env.api_generator_auth, jwks, inputs };
+    let options = ServerOptions {
+        debounce,
+        api_generator_auth: security_env.api_generator_auth,
+        jwks,
+        inputs,
+        ip_autoallocate: env.ip_autoallocate,
+    };
     let mesh_at_start = mesh.source.clone();
     let server = DiscoveryServer::new(store, services, mesh, options);
     // Mesh config changes from now on: checked, pushed, given to the injector (crate::mesh_source).
@@ -551,6 +565,15 @@ async fn run_async(args: &Args) -> Result<(), String> {
     .await?;
     let server_task = tokio::spawn(server.clone().run(shutdown.clone()));
     tokio::spawn(crate::trim::run(ads_env.memory_trim_after_closes, shutdown.clone()));
+    // ServiceEntry VIP auto-allocation with a cluster: status.addresses written by the leader of
+    // `istio-ip-autoallocate` (docs/DNS.md).
+    let mut allocate_task = None;
+    if let (Some(kube), Some(source), true) = (&access, &cluster, env.ip_autoallocate) {
+        let client = kube.connect().map_err(|e| e.to_string())?.client;
+        let source: Arc<dyn ConfigStoreController> = source.clone();
+        let allocator = kube_source::ip_autoallocate::IpAutoallocator::new(client, source);
+        allocate_task = Some(allocator.start(env.leader.clone(), shutdown.clone()));
+    }
     let cluster = cluster.map(|c| c as Arc<dyn model::ConfigStore>);
     // Gateway API with a cluster: the converter's inputs (namespaces, Secrets, Service addresses) and
     // the status writer (docs/GATEWAY-API.md).
@@ -623,6 +646,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
     tasks.extend(mesh_tasks.into_iter().flatten().map(task));
     tasks.extend(status_task.map(task));
     tasks.extend(gateway_tasks.into_iter().map(task));
+    tasks.extend(allocate_task.into_iter().map(task));
     crate::shutdown::wait_for_tasks(tasks, streams_closed, args.shutdown_duration).await;
     Ok(())
 }

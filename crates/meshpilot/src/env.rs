@@ -20,6 +20,7 @@
 //! | [`K8S_INGRESS_NS`] | mesh `ingressControllerMode`'s namespace | namespace of the ingress gateway Service whose address Ingress status carries |
 //! | [`PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER`] | `true` | deploy Gateway API gateways (Istio's automated deployment) |
 //! | [`PILOT_ENABLE_GATEWAY_API_STATUS`] | `true` | write Gateway API status |
+//! | [`PILOT_ENABLE_IP_AUTOALLOCATE`] | `true` | ServiceEntry VIP auto-allocation (status in a cluster, memory without) |
 //! | `KUBECONFIG`, `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT` (read by `kube_source::AccessEnv::from_lookup`) | — | the cluster access (`kube_source::resolve_access`) |
 
 use std::collections::BTreeMap;
@@ -44,6 +45,8 @@ pub const K8S_INGRESS_NS: &str = "K8S_INGRESS_NS";
 /// `PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER` (default true).
 pub const PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER: &str =
     "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER";
+/// `PILOT_ENABLE_IP_AUTOALLOCATE` (default true): ServiceEntry VIP auto-allocation (docs/DNS.md).
+pub const PILOT_ENABLE_IP_AUTOALLOCATE: &str = "PILOT_ENABLE_IP_AUTOALLOCATE";
 /// `PILOT_ENABLE_GATEWAY_API_STATUS` (default true).
 pub const PILOT_ENABLE_GATEWAY_API_STATUS: &str = "PILOT_ENABLE_GATEWAY_API_STATUS";
 /// Serve sidecar injection (`/inject`) when an injection config is found (istiod's default: true).
@@ -124,6 +127,8 @@ pub struct DiscoveryEnv {
     pub gateway_deployment_controller: bool,
     /// `PILOT_ENABLE_GATEWAY_API_STATUS`.
     pub gateway_status: bool,
+    /// `PILOT_ENABLE_IP_AUTOALLOCATE`.
+    pub ip_autoallocate: bool,
     /// `INJECT_ENABLED`.
     pub inject_enabled: bool,
     /// `ENABLE_NATIVE_SIDECARS`.
@@ -160,6 +165,7 @@ impl DiscoveryEnv {
             ingress_namespace: env.non_empty(K8S_INGRESS_NS),
             gateway_deployment_controller: env.bool(PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER, true)?,
             gateway_status: env.bool(PILOT_ENABLE_GATEWAY_API_STATUS, true)?,
+            ip_autoallocate: env.bool(PILOT_ENABLE_IP_AUTOALLOCATE, true)?,
             inject_enabled: env.bool(INJECT_ENABLED, true)?,
             native_sidecars: inject::injector::NativeSidecars::from_env_value(
                 env.get(ENABLE_NATIVE_SIDECARS).as_deref(),

@@ -10,6 +10,7 @@ mod peer {
     mod discovery_selectors;
     mod gateway_deployment;
     mod ingress;
+    mod ip_autoallocate;
     mod leader;
     mod registry;
     mod registry_churn;
