@@ -22,6 +22,7 @@ mod peer {
     mod configstatusz_cluster;
     mod conformance;
     mod connection_age;
+    mod dns_proxy;
     mod gateway_api_cluster;
     mod image;
     mod inject_cluster;

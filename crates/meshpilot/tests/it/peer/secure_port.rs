@@ -34,9 +34,9 @@ use tonic::Code;
 const ISTIOD_SAN: &str = "istiod.istio-system.svc";
 
 /// A `meshpilot discovery` process with its secure port; killed on drop.
-struct Meshpilot {
+pub(super) struct Meshpilot {
     child: Child,
-    http: SocketAddr,
+    pub(super) http: SocketAddr,
     secure: SocketAddr,
     ca_dir: PathBuf,
     log: PathBuf,
@@ -44,7 +44,7 @@ struct Meshpilot {
 }
 
 impl Meshpilot {
-    async fn start(config_dir: &Path, work: &Path, kubeconfig: Option<&Path>) -> Meshpilot {
+    pub(super) async fn start(config_dir: &Path, work: &Path, kubeconfig: Option<&Path>) -> Meshpilot {
         let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
         let (grpc, http, mon, secure) =
             (addr(free_port()), addr(free_port()), addr(free_port()), addr(free_port()));
@@ -88,7 +88,7 @@ impl Meshpilot {
         self.wait_ready().await;
     }
 
-    fn log_text(&self) -> String {
+    pub(super) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -110,7 +110,7 @@ impl Drop for Meshpilot {
 }
 
 /// One real sidecar (pilot-agent + Envoy, `scripts/run-pilot-agent.sh`); stopped on drop.
-struct Sidecar {
+pub(super) struct Sidecar {
     dir: PathBuf,
 }
 
@@ -147,6 +147,42 @@ impl Sidecar {
             );
         }
         sidecar
+    }
+}
+
+impl Sidecar {
+    /// A files-only sidecar (no token to review): `meshpilot ca issue` provisions a certificate for
+    /// `default/vm` (pilot-agent's `PROV_CERT`, Istio's VM onboarding) that authenticates its first
+    /// certificate request; then as [`Sidecar::start`] with `env` added.
+    pub(super) fn provisioned(
+        mp: &Meshpilot,
+        work: &Path,
+        name: &str,
+        ip: &str,
+        env: &[(&str, &str)],
+    ) -> Sidecar {
+        let prov = work.join(format!("prov-{name}"));
+        let issued = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
+            .args(["ca", "issue", "--namespace", "default", "--service-account", "vm"])
+            .arg("--ca-dir")
+            .arg(&mp.ca_dir)
+            .arg("--root-ca-dir")
+            .arg(work.join("no-plugged-ca"))
+            .arg("--out")
+            .arg(&prov)
+            .output()
+            .unwrap();
+        assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+        let chain = std::fs::read_to_string(prov.join("cert-chain.pem")).unwrap();
+        let leaf = CertificateDer::from_pem_slice(chain.as_bytes()).unwrap();
+        let ids: Vec<String> = ca::certificate_identities(&leaf).iter().map(ToString::to_string).collect();
+        assert_eq!(ids, ["spiffe://cluster.local/ns/default/sa/vm"]);
+        let no_token = work.join("no-token");
+        std::fs::write(&no_token, "").unwrap();
+        let prov_dir = prov.display().to_string();
+        let mut all = vec![("PROV_CERT", prov_dir.as_str()), ("SERVICE_ACCOUNT", "vm")];
+        all.extend_from_slice(env);
+        Sidecar::start(mp, work, name, ip, &no_token, &all)
     }
 }
 
@@ -509,30 +545,11 @@ async fn files_only_sidecars_bootstrap_with_a_provisioned_certificate() {
     let work = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
     let mp = Meshpilot::start(config.path(), work.path(), None).await;
-    let prov = work.path().join("prov");
-    let issued = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
-        .args(["ca", "issue", "--namespace", "default", "--service-account", "vm"])
-        .arg("--ca-dir")
-        .arg(&mp.ca_dir)
-        .arg("--root-ca-dir")
-        .arg(work.path().join("no-plugged-ca"))
-        .arg("--out")
-        .arg(&prov)
-        .output()
-        .unwrap();
-    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
-    let chain = std::fs::read_to_string(prov.join("cert-chain.pem")).unwrap();
-    let leaf = CertificateDer::from_pem_slice(chain.as_bytes()).unwrap();
-    let ids: Vec<String> = ca::certificate_identities(&leaf).iter().map(ToString::to_string).collect();
-    assert_eq!(ids, ["spiffe://cluster.local/ns/default/sa/vm"]);
-
-    let no_token = work.path().join("no-token");
-    std::fs::write(&no_token, "").unwrap();
     let certs_dir = work.path().join("agent-certs");
     std::fs::create_dir_all(&certs_dir).unwrap();
-    let (prov_dir, certs) = (prov.display().to_string(), certs_dir.display().to_string());
-    let env = [("PROV_CERT", prov_dir.as_str()), ("OUTPUT_CERTS", certs.as_str()), ("SERVICE_ACCOUNT", "vm")];
-    let sidecar = Sidecar::start(&mp, work.path(), "vm", "127.0.0.31", &no_token, &env);
+    let certs = certs_dir.display().to_string();
+    let sidecar =
+        Sidecar::provisioned(&mp, work.path(), "vm", "127.0.0.31", &[("OUTPUT_CERTS", certs.as_str())]);
     let workload = wait_for("the agent's workload certificate", Duration::from_secs(30), async || {
         std::fs::read_to_string(certs_dir.join("cert-chain.pem")).ok().filter(|c| !c.is_empty())
     })
