@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use model::push::{MeshSettings, OutboundTrafficPolicy};
+use model::push::{MeshSettings, OutboundTrafficPolicy, telemetry::AccessLogEncoding};
 use model::{selector::DiscoverySelectors, service::ExportTo};
 use serde_json::Value;
 
@@ -23,20 +23,20 @@ const USED: &[&str] = &[
     "enableAutoMtls",
     "extensionProviders",
     "configSources",
+    "accessLogFile",
+    "accessLogEncoding",
+    "accessLogFormat",
+    "defaultProviders",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
 const KNOWN: &[&str] = &[
-    "accessLogFile",
-    "accessLogEncoding",
-    "accessLogFormat",
     "defaultConfig",
     "enableTracing",
     "ingressClass",
     "ingressService",
     "ingressControllerMode",
     "ingressSelector",
-    "defaultProviders",
     "localityLbSetting",
     "protocolDetectionTimeout",
     "enablePrometheusMerge",
@@ -122,6 +122,22 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
             "configSources" => {
                 config_sources(value)?;
             }
+            "accessLogFile" => match value.as_str() {
+                Some(path) => mesh.access_log_file = path.to_string(),
+                None => warnings.push(format!("accessLogFile: expected a path, got {value}; no access log")),
+            },
+            "accessLogEncoding" => match value.as_str() {
+                Some("TEXT") => mesh.access_log_encoding = AccessLogEncoding::Text,
+                Some("JSON") => mesh.access_log_encoding = AccessLogEncoding::Json,
+                _ => warnings.push(format!("accessLogEncoding: expected TEXT or JSON, got {value}; using TEXT")),
+            },
+            "accessLogFormat" => match value.as_str() {
+                Some(format) => mesh.access_log_format = format.to_string(),
+                None => warnings.push(format!("accessLogFormat: expected a string, got {value}; using Istio's default")),
+            },
+            "defaultProviders" => {
+                mesh.default_access_log_providers = default_access_log_providers(value)?;
+            }
             "enableAutoMtls" => match value.as_bool() {
                 Some(b) => mesh.enable_auto_mtls = b,
                 None => warnings.push(format!("enableAutoMtls: expected true or false, got {value}; using true")),
@@ -131,7 +147,26 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
         }
     }
     debug_assert!(USED.iter().all(|u| !KNOWN.contains(u)));
+    if mesh.access_log_encoding == AccessLogEncoding::Json
+        && !mesh.access_log_format.is_empty()
+        && !serde_json::from_str::<Value>(&mesh.access_log_format).is_ok_and(|v| v.is_object())
+    {
+        // As istiod: the default JSON labels are used instead.
+        warnings.push(
+            "accessLogFormat: with accessLogEncoding JSON it must be a JSON object of labels; using Istio's \
+             default JSON labels"
+                .to_string(),
+        );
+        mesh.access_log_format.clear();
+    }
     Ok((mesh, warnings))
+}
+
+/// `defaultProviders.accessLogging` (the other default providers, tracing and metrics, are not used).
+fn default_access_log_providers(value: &Value) -> Result<Vec<String>, String> {
+    let Some(list) = value.get("accessLogging").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let bad = || format!("defaultProviders.accessLogging: expected a list of provider names, got {list}");
+    list.as_array().ok_or_else(bad)?.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(bad)).collect()
 }
 
 /// The mesh config's `discoverySelectors` (Istio's `MeshConfig.discovery_selectors`): the namespaces
@@ -304,6 +339,35 @@ mod tests {
         assert_eq!(w, vec!["unknown mesh config field \"bogus\" ignored".to_string()]);
         assert!(parse_mesh_config("- a\n", "cluster.local").is_err());
         assert_eq!(parse_mesh_config("", "cluster.local").unwrap().0.root_namespace, "istio-system");
+    }
+
+    #[test]
+    fn reads_access_log_settings() {
+        let (m, w) = parse_mesh_config(
+            "accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"code\": \"%RESPONSE_CODE%\"}'\n\
+             defaultProviders: {accessLogging: [envoy], tracing: [zipkin]}\n",
+            "cluster.local",
+        )
+        .unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(m.access_log_file, "/dev/stdout");
+        assert_eq!(m.access_log_encoding, AccessLogEncoding::Json);
+        assert_eq!(m.access_log_format, r#"{"code": "%RESPONSE_CODE%"}"#);
+        assert_eq!(m.default_access_log_providers, ["envoy"]);
+        // A JSON encoding with a format that is not a JSON object: Istio's default labels, with a warning.
+        let (m, w) = parse_mesh_config(
+            "accessLogEncoding: JSON\naccessLogFormat: '%RESPONSE_CODE%'\n",
+            "cluster.local",
+        )
+        .unwrap();
+        assert_eq!(m.access_log_format, "");
+        assert!(w[0].starts_with("accessLogFormat: with accessLogEncoding JSON"), "{w:?}");
+        let (m, w) = parse_mesh_config("accessLogEncoding: XML\n", "cluster.local").unwrap();
+        assert_eq!(m.access_log_encoding, AccessLogEncoding::Text);
+        assert!(w[0].starts_with("accessLogEncoding: expected TEXT or JSON"), "{w:?}");
+        let err =
+            parse_mesh_config("defaultProviders: {accessLogging: envoy}\n", "cluster.local").unwrap_err();
+        assert!(err.starts_with("defaultProviders.accessLogging: expected a list"), "{err}");
     }
 
     #[test]

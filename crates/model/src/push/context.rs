@@ -85,6 +85,16 @@ pub struct MeshSettings {
     /// `extensionProviders`: the external authorizers (and other extensions) CUSTOM
     /// AuthorizationPolicies name.
     pub extension_providers: Vec<super::extension_provider::ExtensionProvider>,
+    /// `accessLogFile`: where every proxy writes its access log when no Telemetry configures access
+    /// logging (empty, the default: no access log).
+    pub access_log_file: String,
+    /// `accessLogEncoding` (default `TEXT`).
+    pub access_log_encoding: super::telemetry::AccessLogEncoding,
+    /// `accessLogFormat`: the format string (TEXT) or JSON object text (JSON); empty: Istio's default.
+    pub access_log_format: String,
+    /// `defaultProviders.accessLogging`: the access log providers of proxies no Telemetry names
+    /// providers for.
+    pub default_access_log_providers: Vec<String>,
     /// The mesh config as read (a JSON map with Istio's field names, as in the `mesh` key of the
     /// `istio` ConfigMap; `Null` when none was given): what meshpilot serves as `MeshConfig` to
     /// MCP-over-xDS clients, with the effective values of the fields above filled in.
@@ -104,6 +114,10 @@ impl Default for MeshSettings {
             trust_domain_aliases: Vec::new(),
             enable_auto_mtls: true,
             extension_providers: Vec::new(),
+            access_log_file: String::new(),
+            access_log_encoding: super::telemetry::AccessLogEncoding::Text,
+            access_log_format: String::new(),
+            default_access_log_providers: Vec::new(),
             source: serde_json::Value::Null,
         }
     }
@@ -264,6 +278,8 @@ pub(crate) struct ConfigIndex {
     reference_grants: HashMap<String, Vec<Arc<Config>>>,
     /// ProxyConfigs, oldest first (Istio's `PushContext.ProxyConfigs`).
     proxy_configs: Vec<Arc<Config>>,
+    /// Telemetries by namespace, each list oldest first (Istio's `Telemetries`).
+    telemetries: HashMap<String, Vec<Arc<Config>>>,
     findings: Vec<Finding>,
 }
 
@@ -324,7 +340,6 @@ const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
         "applied only to proxies started by pilot-agent (with workload certificates); Envoys connected \
          directly get no mutual TLS",
     ),
-    (Kind::Telemetry, "its metrics, logging and tracing settings are not applied"),
     (Kind::WasmPlugin, "the plugin is not loaded"),
     (Kind::TrafficExtension, "the extension is not loaded"),
     (
@@ -431,6 +446,14 @@ impl ConfigIndex {
         for config in list_sorted(store, Kind::ReferenceGrant) {
             if matches!(config.spec, Spec::ReferenceGrant(_)) {
                 index.reference_grants.entry(config.meta.namespace.clone()).or_default().push(config);
+            }
+        }
+        for config in list_sorted(store, Kind::Telemetry) {
+            if matches!(config.spec, Spec::Telemetry(_)) {
+                index
+                    .findings
+                    .extend(super::telemetry::telemetry_findings(&config, &mesh.extension_providers));
+                index.telemetries.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
         index.proxy_configs = list_sorted(store, Kind::ProxyConfig)
@@ -942,6 +965,54 @@ impl PushContext {
         !self.config.authorization_policies.is_empty() || !self.config.request_authentications.is_empty()
     }
 
+    /// The Telemetries that apply to `proxy` in Istio's order
+    /// ([`super::telemetry::applicable_telemetries`]).
+    pub fn telemetries(&self, proxy: &ProxyContext) -> Vec<Arc<Config>> {
+        if self.config.telemetries.is_empty() {
+            return Vec::new();
+        }
+        let gateways = self.gateway_keys(proxy);
+        let matcher = crate::push::policy::PolicyMatcher {
+            namespace: &proxy.namespace,
+            labels: &proxy.labels,
+            gateways: &gateways,
+            root_namespace: &self.mesh.root_namespace,
+        };
+        let index = &self.config.telemetries;
+        super::telemetry::applicable_telemetries(&matcher, |ns| {
+            index.get(ns).map(Vec::as_slice).unwrap_or(&[])
+        })
+    }
+
+    /// The access loggers of `proxy` for `direction` and the keys of the Telemetries they come from
+    /// (proxies with equal keys and direction get equal loggers). Empty loggers: the mesh config's
+    /// `accessLogFile` decides ([`super::telemetry`]).
+    pub fn access_logging(
+        &self,
+        proxy: &ProxyContext,
+        direction: super::telemetry::Direction,
+    ) -> (Vec<ConfigKey>, Vec<super::telemetry::LoggingConfig>) {
+        let applicable = self.telemetries(proxy);
+        let logging = super::telemetry::access_logging(
+            &applicable,
+            &self.mesh.default_access_log_providers,
+            &self.mesh.extension_providers,
+            direction,
+        );
+        (super::telemetry::logging_key(&applicable), logging)
+    }
+
+    fn gateway_keys(&self, proxy: &ProxyContext) -> Vec<(String, String)> {
+        if proxy.kind == ProxyKind::Router {
+            self.gateways_for_proxy(proxy)
+                .iter()
+                .map(|g| (g.config.meta.namespace.clone(), g.config.meta.name.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
     fn policies_for(
         &self,
         proxy: &ProxyContext,
@@ -950,14 +1021,7 @@ impl PushContext {
         if index.is_empty() {
             return Vec::new();
         }
-        let gateways: Vec<(String, String)> = if proxy.kind == ProxyKind::Router {
-            self.gateways_for_proxy(proxy)
-                .iter()
-                .map(|g| (g.config.meta.namespace.clone(), g.config.meta.name.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let gateways = self.gateway_keys(proxy);
         let matcher = crate::push::policy::PolicyMatcher {
             namespace: &proxy.namespace,
             labels: &proxy.labels,

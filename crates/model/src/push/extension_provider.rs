@@ -1,7 +1,8 @@
 //! MeshConfig `extensionProviders` as typed values (Istio's `meshconfig.MeshConfig_ExtensionProvider`),
 //! as far as the authorization builder reads them: the external authorizers of `CUSTOM`
-//! AuthorizationPolicies (`envoyExtAuthzHttp`, `envoyExtAuthzGrpc`). Other providers (tracing,
-//! access logging, …) keep only their name and kind.
+//! AuthorizationPolicies (`envoyExtAuthzHttp`, `envoyExtAuthzGrpc`) and the access loggers of the
+//! Telemetry API (`envoyFileAccessLog`, `envoyOtelAls`, `envoyHttpAls`, `envoyTcpAls`). Other
+//! providers (tracing, metrics, …) keep only their name and kind.
 //!
 //! Parsing checks shapes only (types, known oneof); semantic problems (a port out of range, an
 //! unknown `statusOnError`, a `pathPrefix` without `/`, a service that does not exist) are reported by
@@ -29,6 +30,14 @@ pub enum ProviderKind {
     EnvoyExtAuthzHttp(ExtAuthzHttp),
     /// `envoyExtAuthzGrpc`: a gRPC external authorizer.
     EnvoyExtAuthzGrpc(ExtAuthzGrpc),
+    /// `envoyFileAccessLog`: Envoy's file access logger.
+    EnvoyFileAccessLog(FileAccessLog),
+    /// `envoyOtelAls`: Envoy's OpenTelemetry (OTLP/gRPC) access logger.
+    EnvoyOtelAls(OtelAccessLog),
+    /// `envoyHttpAls`: Envoy's gRPC access log service, HTTP flavour.
+    EnvoyHttpAls(GrpcAccessLog),
+    /// `envoyTcpAls`: Envoy's gRPC access log service, TCP flavour.
+    EnvoyTcpAls(GrpcAccessLog),
     /// Any other provider; holds the provider field name (`"zipkin"`, `"envoyFileAccessLog"`, …), or
     /// an empty string when the entry names no provider.
     Other(String),
@@ -102,6 +111,82 @@ pub struct RequestBodyInCheck {
     pub pack_as_bytes: bool,
 }
 
+/// A log format of an access log provider (`logFormat`): text, JSON labels, or neither.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogFormat {
+    /// `text`: an Envoy format string (Istio appends a newline when missing).
+    pub text: String,
+    /// `labels`: the JSON object of a JSON log (`None`: not set).
+    pub labels: Option<Map<String, Value>>,
+}
+
+/// `envoyFileAccessLog` (Istio's `EnvoyFileAccessLogProvider`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileAccessLog {
+    /// `path`: the file written (empty: `/dev/stdout`).
+    pub path: String,
+    /// `logFormat` (`None`: not set: Istio's default text format, or the mesh format for the built-in
+    /// `envoy` provider).
+    pub log_format: Option<LogFormat>,
+    /// `omitEmptyValues`: leave out empty fields.
+    pub omit_empty_values: bool,
+}
+
+/// `envoyOtelAls` (Istio's `EnvoyOpenTelemetryLogProvider`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OtelAccessLog {
+    /// `service`: the collector's hostname, `[<namespace>/]<hostname>`.
+    pub service: String,
+    /// `port`: the collector's service port.
+    pub port: u32,
+    /// `logName` (empty: Istio's `otel_envoy_accesslog`).
+    pub log_name: String,
+    /// `logFormat`: the body text and attributes (labels).
+    pub log_format: Option<LogFormat>,
+}
+
+/// `envoyHttpAls` / `envoyTcpAls` (Istio's `EnvoyHttpGrpcV3LogProvider` /
+/// `EnvoyTcpGrpcV3LogProvider`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GrpcAccessLog {
+    /// `service`: the log service's hostname, `[<namespace>/]<hostname>`.
+    pub service: String,
+    /// `port`: the log service's port.
+    pub port: u32,
+    /// `logName` (empty: Istio's default per flavour).
+    pub log_name: String,
+    /// `filterStateObjectsToLog` (empty: Istio's default).
+    pub filter_state_objects_to_log: Vec<String>,
+    /// `additionalRequestHeadersToLog` (HTTP only).
+    pub additional_request_headers_to_log: Vec<String>,
+    /// `additionalResponseHeadersToLog` (HTTP only).
+    pub additional_response_headers_to_log: Vec<String>,
+    /// `additionalResponseTrailersToLog` (HTTP only).
+    pub additional_response_trailers_to_log: Vec<String>,
+}
+
+/// The name of the access log provider every mesh has (Istio's built-in `envoy`: a file log to
+/// `/dev/stdout` in the mesh's `accessLogEncoding` / `accessLogFormat`).
+pub const BUILTIN_ENVOY_PROVIDER: &str = "envoy";
+
+/// The provider named `name` (compared case-insensitively, as Istio's `fetchProvider`), among the mesh
+/// `extensionProviders` and Istio's built-in `envoy` file access log (which an entry named `envoy`
+/// replaces, as istiod merges mesh config providers by name).
+pub fn find_provider(providers: &[ExtensionProvider], name: &str) -> Option<ExtensionProvider> {
+    let own = providers.iter().find(|p| p.name == BUILTIN_ENVOY_PROVIDER);
+    let builtin = own.cloned().unwrap_or_else(|| ExtensionProvider {
+        name: BUILTIN_ENVOY_PROVIDER.to_string(),
+        kind: ProviderKind::EnvoyFileAccessLog(FileAccessLog {
+            path: "/dev/stdout".to_string(),
+            ..FileAccessLog::default()
+        }),
+    });
+    std::iter::once(&builtin)
+        .chain(providers.iter().filter(|p| p.name != BUILTIN_ENVOY_PROVIDER))
+        .find(|p| p.name.eq_ignore_ascii_case(name))
+        .cloned()
+}
+
 /// Parses the JSON of MeshConfig `extensionProviders` (a list of provider objects).
 ///
 /// Field names are protojson's (camelCase; snake_case accepted too). Unknown fields inside a provider
@@ -140,6 +225,12 @@ fn parse_provider(item: &Value, path: &str) -> Result<ExtensionProvider, String>
             "envoyExtAuthzGrpc" | "envoy_ext_authz_grpc" => {
                 ProviderKind::EnvoyExtAuthzGrpc(parse_grpc(value, &sub)?)
             }
+            "envoyFileAccessLog" | "envoy_file_access_log" => {
+                ProviderKind::EnvoyFileAccessLog(parse_file_log(value, &sub)?)
+            }
+            "envoyOtelAls" | "envoy_otel_als" => ProviderKind::EnvoyOtelAls(parse_otel_log(value, &sub)?),
+            "envoyHttpAls" | "envoy_http_als" => ProviderKind::EnvoyHttpAls(parse_grpc_log(value, &sub)?),
+            "envoyTcpAls" | "envoy_tcp_als" => ProviderKind::EnvoyTcpAls(parse_grpc_log(value, &sub)?),
             other => ProviderKind::Other(other.to_string()),
         };
         if kind.is_some() {
@@ -204,6 +295,80 @@ fn parse_grpc(value: &Value, path: &str) -> Result<ExtAuthzGrpc, String> {
             _ => {}
         }
     }
+    Ok(out)
+}
+
+/// Calls `f` with each non-null field of the object `value` and its path.
+fn each_field(
+    value: &Value,
+    path: &str,
+    mut f: impl FnMut(&str, &Value, String) -> Result<(), String>,
+) -> Result<(), String> {
+    for (key, v) in object(value, path)? {
+        if !v.is_null() {
+            f(key, v, format!("{path}.{key}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn parse_log_format(value: &Value, path: &str) -> Result<LogFormat, String> {
+    let mut out = LogFormat::default();
+    each_field(value, path, |key, v, p| {
+        match key {
+            "text" => out.text = string(v, &p)?,
+            "labels" => out.labels = Some(object(v, &p)?.clone()),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn parse_file_log(value: &Value, path: &str) -> Result<FileAccessLog, String> {
+    let mut out = FileAccessLog::default();
+    each_field(value, path, |key, v, p| {
+        match api::de::lower_camel(key).as_str() {
+            "path" => out.path = string(v, &p)?,
+            "logFormat" => out.log_format = Some(parse_log_format(v, &p)?),
+            "omitEmptyValues" => out.omit_empty_values = boolean(v, &p)?,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn parse_otel_log(value: &Value, path: &str) -> Result<OtelAccessLog, String> {
+    let mut out = OtelAccessLog::default();
+    each_field(value, path, |key, v, p| {
+        match api::de::lower_camel(key).as_str() {
+            "service" => out.service = string(v, &p)?,
+            "port" => out.port = uint32(v, &p)?,
+            "logName" => out.log_name = string(v, &p)?,
+            "logFormat" => out.log_format = Some(parse_log_format(v, &p)?),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn parse_grpc_log(value: &Value, path: &str) -> Result<GrpcAccessLog, String> {
+    let mut out = GrpcAccessLog::default();
+    each_field(value, path, |key, v, p| {
+        match api::de::lower_camel(key).as_str() {
+            "service" => out.service = string(v, &p)?,
+            "port" => out.port = uint32(v, &p)?,
+            "logName" => out.log_name = string(v, &p)?,
+            "filterStateObjectsToLog" => out.filter_state_objects_to_log = strings(v, &p)?,
+            "additionalRequestHeadersToLog" => out.additional_request_headers_to_log = strings(v, &p)?,
+            "additionalResponseHeadersToLog" => out.additional_response_headers_to_log = strings(v, &p)?,
+            "additionalResponseTrailersToLog" => out.additional_response_trailers_to_log = strings(v, &p)?,
+            _ => {}
+        }
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -25,6 +25,7 @@ pub mod policy;
 mod proxy;
 mod request;
 mod sidecar;
+pub mod telemetry;
 mod virtual_service;
 
 pub use authn::{EffectivePeerAuthentication, MtlsMode, PeerAuthenticationPolicy};

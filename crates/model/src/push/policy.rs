@@ -36,6 +36,7 @@ fn targeting(spec: &Spec) -> Option<(Option<&WorkloadSelector>, Vec<&PolicyTarge
     let (selector, target_ref, target_refs) = match spec {
         Spec::AuthorizationPolicy(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
         Spec::RequestAuthentication(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
+        Spec::Telemetry(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
         _ => return None,
     };
     // `targetRefs` wins; the older single `targetRef` is used only when the list is empty.
@@ -65,8 +66,8 @@ pub struct PolicyMatcher<'a> {
 }
 
 impl PolicyMatcher<'_> {
-    /// Whether the policy `config` (an AuthorizationPolicy or RequestAuthentication in the root or
-    /// the proxy's namespace) applies to the proxy; `false` for other kinds. The rules are in the
+    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication or Telemetry in the
+    /// root or the proxy's namespace) applies to the proxy; `false` for other kinds. The rules are in the
     /// module documentation.
     pub fn should_attach(&self, config: &Config) -> bool {
         let Some((selector, refs)) = targeting(&config.spec) else { return false };

@@ -161,11 +161,11 @@ fn peer_authentication_concerns(proxy: &ProxyContext) -> bool {
     proxy.has_workload_certificates()
 }
 
-/// Whether a change of an AuthorizationPolicy or RequestAuthentication concerns a sidecar: policies
-/// of its own namespace and of the root namespace can select it (Istio's `checkProxyDependencies`
+/// Whether a change of an AuthorizationPolicy, RequestAuthentication or Telemetry concerns a proxy:
+/// policies of its own namespace and of the root namespace can select it (Istio's `checkProxyDependencies`
 /// pushes the policy's namespace, or everything for the root namespace).
-fn security_policy_concerns(key: &ConfigKey, proxy: &ProxyContext, scope: &SidecarScope) -> bool {
-    key.namespace == proxy.namespace || key.namespace == scope.root_namespace()
+fn security_policy_concerns(key: &ConfigKey, proxy: &ProxyContext, root_namespace: &str) -> bool {
+    key.namespace == proxy.namespace || key.namespace == root_namespace
 }
 
 /// Whether `request` concerns a proxy of `proxy_kind` in `namespace` at all (Istio's
@@ -181,8 +181,10 @@ pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
 /// endpoint pushes always are (EDS generation filters by the proxy's watched clusters); a config
 /// change is when the object is a dependency of either scope, or is a service the proxy itself
 /// implements (its inbound side); a PeerAuthentication only when the proxy has workload certificates
-/// and the policy is in its namespace or the root namespace; an AuthorizationPolicy or
-/// RequestAuthentication when it is in the proxy's namespace or the root namespace.
+/// and the policy is in its namespace or the root namespace; an AuthorizationPolicy,
+/// RequestAuthentication or Telemetry when it is in the proxy's namespace or the root namespace (the
+/// request holds keys only, so a change that stops selecting a proxy must push it too: the namespace is
+/// the finest scope that covers both the old and the new selection).
 pub fn scope_needs_push(
     request: &PushRequest,
     proxy: &ProxyContext,
@@ -196,8 +198,8 @@ pub fn scope_needs_push(
         if key.kind == Kind::PeerAuthentication {
             return peer_authentication_concerns(proxy);
         }
-        if matches!(key.kind, Kind::AuthorizationPolicy | Kind::RequestAuthentication) {
-            return security_policy_concerns(key, proxy, current);
+        if matches!(key.kind, Kind::AuthorizationPolicy | Kind::RequestAuthentication | Kind::Telemetry) {
+            return security_policy_concerns(key, proxy, current.root_namespace());
         }
         if key.kind.is_gateway_api() {
             // Converted into VirtualServices of any host (mesh routes): not tracked per scope.
@@ -245,6 +247,16 @@ mod tests {
         let pa = PushRequest::config([key(Kind::PeerAuthentication)], TriggerReason::Config);
         assert!(proxy_needs_push(&pa, ProxyKind::Sidecar));
         assert!(!proxy_needs_push(&pa, ProxyKind::Router));
+    }
+
+    #[test]
+    fn a_telemetry_concerns_proxies_of_its_namespace_and_all_for_the_root() {
+        let proxy = ProxyContext::new(ProxyKind::Sidecar, "ns");
+        let key = |ns: &str| ConfigKey { kind: Kind::Telemetry, namespace: ns.into(), name: "t".into() };
+        assert!(security_policy_concerns(&key("ns"), &proxy, "istio-system"));
+        assert!(security_policy_concerns(&key("istio-system"), &proxy, "istio-system"));
+        assert!(!security_policy_concerns(&key("other"), &proxy, "istio-system"));
+        assert!(kind_affects_proxy(Kind::Telemetry, ProxyKind::Router));
     }
 
     #[test]
