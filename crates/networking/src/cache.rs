@@ -180,6 +180,8 @@ pub(crate) struct VirtualInboundKey {
     pub certified: bool,
     pub security: Option<SecurityKey>,
     pub bind_address: String,
+    /// The Telemetries the inbound access loggers come from (`access_log::AccessLogs::key`).
+    pub telemetry: Vec<model::ConfigKey>,
 }
 
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per

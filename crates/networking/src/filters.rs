@@ -8,6 +8,7 @@
 
 use envoy_types::pb::envoy::{
     config::{
+        accesslog::v3::AccessLog,
         listener::v3::{Filter, ListenerFilter, filter, listener_filter},
         route::v3::RouteConfiguration,
     },
@@ -145,8 +146,13 @@ pub fn hcm_filter(hcm: &HttpConnectionManager) -> Filter {
     }
 }
 
-/// A TCP proxy to one cluster, or to weighted clusters when several (`(cluster, weight)`).
-pub fn tcp_proxy_filter(stat_prefix: &str, destinations: &[(String, u32)]) -> Filter {
+/// A TCP proxy to one cluster, or to weighted clusters when several (`(cluster, weight)`), writing
+/// `access_log`.
+pub fn tcp_proxy_filter(
+    stat_prefix: &str,
+    destinations: &[(String, u32)],
+    access_log: &[AccessLog],
+) -> Filter {
     let cluster_specifier = match destinations {
         [(single, _)] => tcp_proxy::ClusterSpecifier::Cluster(single.clone()),
         many => tcp_proxy::ClusterSpecifier::WeightedClusters(WeightedCluster {
@@ -163,6 +169,7 @@ pub fn tcp_proxy_filter(stat_prefix: &str, destinations: &[(String, u32)]) -> Fi
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_string(),
         cluster_specifier: Some(cluster_specifier),
+        access_log: access_log.to_vec(),
         ..Default::default()
     };
     Filter { name: TCP_PROXY.to_string(), config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))) }

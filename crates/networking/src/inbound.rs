@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::{
     config::{
+        accesslog::v3::AccessLog,
         core::v3::TrafficDirection as EnvoyDirection,
         listener::v3::{Filter, FilterChain, FilterChainMatch, Listener},
         route::v3::{
@@ -47,6 +48,7 @@ use model::{
 
 use crate::{
     Snapshot,
+    access_log::AccessLogs,
     cache::{Encoded, SecurityKey, VirtualInboundKey},
     convert::{address, boolv, transport_socket, u32v, zero_duration},
     filters::{
@@ -205,7 +207,7 @@ fn inbound_route_config(port: u32, cluster: &str) -> RouteConfiguration {
     }
 }
 
-fn terminal(port: &InboundPort) -> Terminal {
+fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
     match port.protocol {
         InboundProtocol::Http => {
             let mut hcm = http_connection_manager(
@@ -214,6 +216,7 @@ fn terminal(port: &InboundPort) -> Terminal {
                 FilterTarget::Envoy,
                 false,
             );
+            hcm.access_log = access_log.to_vec();
             if port.forward_client_cert {
                 hcm.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
                 hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
@@ -226,7 +229,7 @@ fn terminal(port: &InboundPort) -> Terminal {
             Terminal::Http(Box::new(hcm))
         }
         InboundProtocol::Tcp => {
-            Terminal::Tcp(Box::new(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)])))
+            Terminal::Tcp(Box::new(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)], access_log)))
         }
     }
 }
@@ -241,7 +244,18 @@ pub fn inbound_chains(
     mode: Option<MtlsMode>,
     security: &SecurityFilters,
 ) -> Vec<InboundChain> {
-    let mut terminal = terminal(port);
+    inbound_chains_logged(mesh, port, mode, security, &[])
+}
+
+/// [`inbound_chains`] whose connection managers and TCP proxies write `access_log`.
+pub fn inbound_chains_logged(
+    mesh: &MeshSettings,
+    port: &InboundPort,
+    mode: Option<MtlsMode>,
+    security: &SecurityFilters,
+    access_log: &[AccessLog],
+) -> Vec<InboundChain> {
+    let mut terminal = terminal(port, access_log);
     let network_filters = match &mut terminal {
         Terminal::Http(hcm) => {
             security.apply_http(hcm);
@@ -377,13 +391,20 @@ pub(crate) fn virtual_inbound(
     proxy: &ProxyContext,
     scope: &SidecarScope,
     security: &SecurityFilters,
+    logs: &AccessLogs,
 ) -> Listener {
     let mesh = push.mesh();
     let policy = peer_authentication(push, proxy);
     let mut chains = Vec::new();
     for (port, bind) in inbound_ports(scope, proxy) {
         if bind.is_none() {
-            chains.extend(inbound_chains(mesh, &port, mode_for(&policy, port.port), security));
+            chains.extend(inbound_chains_logged(
+                mesh,
+                &port,
+                mode_for(&policy, port.port),
+                security,
+                &logs.filters,
+            ));
         }
     }
     let passthrough = InboundPort {
@@ -394,14 +415,16 @@ pub(crate) fn virtual_inbound(
         stat_prefix: String::new(),
         forward_client_cert: false,
     };
-    chains.extend(inbound_chains(mesh, &passthrough, mode_for(&policy, 0), security));
-    inbound_listener(
+    chains.extend(inbound_chains_logged(mesh, &passthrough, mode_for(&policy, 0), security, &logs.filters));
+    let mut l = inbound_listener(
         VIRTUAL_INBOUND_LISTENER.to_string(),
         &proxy.bind_address,
         VIRTUAL_INBOUND_PORT,
         chains,
         true,
-    )
+    );
+    l.access_log = logs.listener.clone();
+    l
 }
 
 /// [`virtual_inbound`], encoded. Without Sidecar `ingress` entries it is made once per generation and
@@ -413,8 +436,9 @@ pub(crate) fn virtual_inbound_encoded(
     scope: &SidecarScope,
     security_key: Option<SecurityKey>,
     security: &SecurityFilters,
+    logs: &AccessLogs,
 ) -> Arc<Encoded> {
-    let make = || Encoded::of(&virtual_inbound(push, proxy, scope, security));
+    let make = || Encoded::of(&virtual_inbound(push, proxy, scope, security, logs));
     if !scope.ingress.is_empty() {
         return make();
     }
@@ -428,6 +452,7 @@ pub(crate) fn virtual_inbound_encoded(
         certified: proxy.has_workload_certificates(),
         security: security_key,
         bind_address: proxy.bind_address.clone(),
+        telemetry: logs.key.clone(),
     };
     push.virtual_inbound(key, make)
 }
@@ -440,6 +465,7 @@ pub(crate) fn ingress_listeners(
     proxy: &ProxyContext,
     scope: &SidecarScope,
     security: &SecurityFilters,
+    logs: &AccessLogs,
 ) -> Vec<Listener> {
     let mesh = push.mesh();
     let policy = peer_authentication(push, proxy);
@@ -447,8 +473,11 @@ pub(crate) fn ingress_listeners(
         .into_iter()
         .filter_map(|(port, bind)| {
             let bind = bind?;
-            let chains = inbound_chains(mesh, &port, mode_for(&policy, port.port), security);
-            Some(inbound_listener(port.name.clone(), &bind, port.port, chains, false))
+            let chains =
+                inbound_chains_logged(mesh, &port, mode_for(&policy, port.port), security, &logs.filters);
+            let mut l = inbound_listener(port.name.clone(), &bind, port.port, chains, false);
+            l.access_log = logs.listener.clone();
+            Some(l)
         })
         .collect()
 }

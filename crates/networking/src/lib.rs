@@ -22,6 +22,7 @@
 //! `envoy.filters.http.fault`, `envoy.filters.http.cors`, and `envoy.filters.http.router` last. Per-route fault and CORS settings are
 //! set by [`route`] in `typed_per_filter_config` under those filter names.
 
+pub mod access_log;
 pub mod authz;
 pub mod built;
 pub mod cache;

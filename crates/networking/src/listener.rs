@@ -28,6 +28,7 @@ use model::{Protocol, service::Service};
 
 use crate::{
     Snapshot,
+    access_log::{AccessLogs, access_logs},
     built::Built,
     cache::{Encoded, EncodedResource, SecurityKey},
     convert::{address, any, boolv, std_duration, transport_socket},
@@ -47,7 +48,8 @@ use crate::{
 use model::{
     Finding, Severity, host,
     push::{
-        IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind, SidecarScope,
+        IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind,
+        SidecarScope, telemetry::Direction,
     },
 };
 
@@ -510,7 +512,12 @@ fn l4_match(names: &[String], cidr: Option<&str>) -> Option<FilterChainMatch> {
     })
 }
 
-fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
+fn sidecar_outbound(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    logs: &AccessLogs,
+    findings: &mut Vec<Finding>,
+) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
     let mut report = Report { findings };
     let capture = proxy.interception_mode != InterceptionMode::None;
@@ -524,12 +531,13 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
         let mut chains = Vec::new();
         let mut match_all = None;
         if let Some(rds) = services.route_name(port, &bind, &proxy.bind_address) {
-            let hcm = http_connection_manager(
+            let mut hcm = http_connection_manager(
                 &format!("outbound_{bind}_{port}"),
                 Routes::Rds(rds),
                 FilterTarget::Envoy,
                 false,
             );
+            hcm.access_log = logs.filters.clone();
             let http = vec![hcm_filter(&hcm)];
             if sniffed {
                 // Envoy's HTTP inspector tells plaintext HTTP/1.1 and h2c from other bytes; everything
@@ -563,10 +571,12 @@ fn sidecar_outbound(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Fi
                     }
                 }
                 let m = l4_match(&names, e.cidr.as_deref());
-                (names, chain(&cluster, m, vec![tcp_proxy_filter(&cluster, &destinations)]))
+                (names, chain(&cluster, m, vec![tcp_proxy_filter(&cluster, &destinations, &logs.filters)]))
             } else {
                 let m = l4_match(&[], e.cidr.as_deref());
-                (Vec::new(), tcp_chain(push, proxy, &scope, s, port, m, &mut report))
+                let mut c = tcp_chain(push, proxy, &scope, s, port, logs, &mut report);
+                c.filter_chain_match = m;
+                (Vec::new(), c)
             };
             let key = (names, e.cidr.clone());
             if let Some(owner) = owners.get(&key) {
@@ -641,13 +651,15 @@ fn sni_hosts(s: &Service, dns_domain: &str) -> Vec<String> {
     out
 }
 
+/// The TCP chain of a plain TCP service on a shared listener, without its match: its cluster and
+/// the proxy to it (or to its VirtualService's TCP route).
 fn tcp_chain(
     push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
     s: &Service,
     port: u32,
-    filter_chain_match: Option<FilterChainMatch>,
+    logs: &AccessLogs,
     report: &mut Report<'_>,
 ) -> FilterChain {
     let cluster = outbound_cluster_name(port, "", &s.hostname);
@@ -655,10 +667,10 @@ fn tcp_chain(
         .virtual_service_for(&s.hostname.to_ascii_lowercase())
         .and_then(|vs| tcp_route_destinations(push, proxy, scope, vs, port, MESH_GATEWAY, report))
         .unwrap_or_else(|| vec![(cluster.clone(), 1)]);
-    chain(&cluster, filter_chain_match, vec![tcp_proxy_filter(&cluster, &destinations)])
+    chain(&cluster, None, vec![tcp_proxy_filter(&cluster, &destinations, &logs.filters)])
 }
 
-fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
+fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext, logs: &AccessLogs) -> Listener {
     let scope = push.sidecar_scope(proxy);
     let target = match scope.outbound_traffic_policy {
         OutboundTrafficPolicy::AllowAny => PASSTHROUGH_CLUSTER,
@@ -672,10 +684,11 @@ fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext) -> Listener {
         vec![chain(
             "PassthroughFilterChain",
             None,
-            vec![tcp_proxy_filter(target, &[(target.to_string(), 1)])],
+            vec![tcp_proxy_filter(target, &[(target.to_string(), 1)], &logs.filters)],
         )],
     );
     l.use_original_dst = Some(boolv(true));
+    l.access_log = logs.listener.clone();
     l
 }
 
@@ -690,6 +703,7 @@ trait ListenerForm: Sized {
         proxy: &ProxyContext,
         scope: &SidecarScope,
         security: (Option<SecurityKey>, &SecurityFilters),
+        logs: &AccessLogs,
     ) -> Self;
 }
 
@@ -707,8 +721,9 @@ impl ListenerForm for Listener {
         proxy: &ProxyContext,
         scope: &SidecarScope,
         (_, security): (Option<SecurityKey>, &SecurityFilters),
+        logs: &AccessLogs,
     ) -> Self {
-        crate::inbound::virtual_inbound(push, proxy, scope, security)
+        crate::inbound::virtual_inbound(push, proxy, scope, security, logs)
     }
 }
 
@@ -727,10 +742,11 @@ impl ListenerForm for EncodedResource {
         proxy: &ProxyContext,
         scope: &SidecarScope,
         (key, security): (Option<SecurityKey>, &SecurityFilters),
+        logs: &AccessLogs,
     ) -> Self {
         EncodedResource {
             name: VIRTUAL_INBOUND_LISTENER.to_string(),
-            encoded: crate::inbound::virtual_inbound_encoded(push, proxy, scope, key, security),
+            encoded: crate::inbound::virtual_inbound_encoded(push, proxy, scope, key, security, logs),
         }
     }
 }
@@ -740,14 +756,19 @@ fn sidecar_listeners<T: ListenerForm>(
     proxy: &ProxyContext,
     findings: &mut Vec<Finding>,
 ) -> Vec<T> {
-    let mut out: Vec<T> = sidecar_outbound(push, proxy, findings).into_iter().map(T::own).collect();
+    let client = access_logs(push, proxy, Direction::Client);
+    let server = access_logs(push, proxy, Direction::Server);
+    findings.extend(client.findings.iter().chain(&server.findings).cloned());
+    let mut out: Vec<T> = sidecar_outbound(push, proxy, &client, findings).into_iter().map(T::own).collect();
     let scope = push.sidecar_scope(proxy);
     let (key, security) = crate::policy::security_for(push, proxy);
     findings.extend(security.findings.iter().cloned());
-    out.extend(crate::inbound::ingress_listeners(push, proxy, &scope, &security).into_iter().map(T::own));
+    out.extend(
+        crate::inbound::ingress_listeners(push, proxy, &scope, &security, &server).into_iter().map(T::own),
+    );
     if proxy.interception_mode != InterceptionMode::None {
-        out.push(T::own(virtual_outbound(push, proxy)));
-        out.push(T::virtual_inbound(push, proxy, &scope, (key, &security)));
+        out.push(T::own(virtual_outbound(push, proxy, &client)));
+        out.push(T::virtual_inbound(push, proxy, &scope, (key, &security), &server));
     }
     out
 }
@@ -787,6 +808,8 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
     let scope = push.sidecar_scope(proxy);
     let security = crate::policy::security_filters(push, proxy);
     findings.extend(security.findings.iter().cloned());
+    let logs = access_logs(push, proxy, Direction::Client);
+    findings.extend(logs.findings.iter().cloned());
     let mut report = Report { findings };
     let bind = proxy.bind_address.as_str();
     let mut out = Vec::new();
@@ -821,6 +844,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                     true,
                 );
                 security.apply_http(&mut hcm);
+                hcm.access_log = logs.filters.clone();
                 chains.push(chain(&name, None, vec![hcm_filter(&hcm)]));
             }
             PortKind::Tls | PortKind::Tcp => {
@@ -841,6 +865,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                 true,
                             );
                             security.apply_http(&mut hcm);
+                            hcm.access_log = logs.filters.clone();
                             let mut c = chain(
                                 &route,
                                 Some(FilterChainMatch { server_names: sni, ..Default::default() }),
@@ -888,6 +913,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                         security.tcp_chain(tcp_proxy_filter(
                                             stat_of(&destinations),
                                             &destinations,
+                                            &logs.filters,
                                         )),
                                     );
                                     add(&mut chains, &mut report, server, c);
@@ -934,7 +960,11 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                             let mut c = chain(
                                 stat_of(&destinations),
                                 m,
-                                security.tcp_chain(tcp_proxy_filter(stat_of(&destinations), &destinations)),
+                                security.tcp_chain(tcp_proxy_filter(
+                                    stat_of(&destinations),
+                                    &destinations,
+                                    &logs.filters,
+                                )),
                             );
                             if let Some(ctx) = ctx {
                                 c.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));
@@ -950,6 +980,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
             continue;
         }
         let mut l = listener(name, bind, port, EnvoyDirection::Outbound, chains);
+        l.access_log = logs.listener.clone();
         if m.kind == PortKind::Tls {
             l.listener_filters.push(tls_inspector());
         }

@@ -93,7 +93,7 @@ pub fn resolve(
     let built = match &provider.kind {
         ProviderKind::EnvoyExtAuthzHttp(c) => build_http(services, c),
         ProviderKind::EnvoyExtAuthzGrpc(c) => build_grpc(services, c),
-        ProviderKind::Other(_) => unreachable_kind(),
+        _ => unreachable_kind(),
     };
     let built = match built {
         Ok(b) => Some(b),
