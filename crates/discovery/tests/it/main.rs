@@ -11,6 +11,7 @@ mod mcp_server;
 /// Tests that need a real peer process (see the crate doc above).
 mod peer {
     mod eds_after_cds;
+    mod envoy_access_log;
     mod envoy_authz;
     mod envoy_bookinfo;
     mod envoy_corpus;

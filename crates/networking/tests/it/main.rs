@@ -5,6 +5,7 @@
 
 mod support;
 
+mod access_logs;
 mod aliases;
 mod backend_policies;
 mod benchmark_workloads;
