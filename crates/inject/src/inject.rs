@@ -352,7 +352,7 @@ fn select_templates(params: &InjectionParams<'_>) -> Vec<String> {
 
 /// The proxy image (`ProxyImage`): `HUB/IMAGE:TAG[-TYPE]`, TYPE from the proxy config's `image`,
 /// else `global.variant`, the `sidecar.istio.io/proxyImageType` annotation winning.
-fn proxy_image(
+pub fn proxy_image(
     values: &Values,
     proxy_config: &Json,
     annotations: &Json,

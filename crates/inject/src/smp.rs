@@ -14,7 +14,7 @@ use serde_json::{Map, Value as Json};
 
 /// List fields of a pod that merge by a key, by the field name (the `patchMergeKey` of the
 /// `k8s.io/api/core/v1` types).
-const MERGE_KEYS: &[(&str, &str)] = &[
+pub const POD_MERGE_KEYS: &[(&str, &str)] = &[
     ("containers", "name"),
     ("initContainers", "name"),
     ("ephemeralContainers", "name"),
@@ -37,15 +37,21 @@ const SET_LISTS: &[&str] = &["finalizers"];
 
 /// Merges `overlay` into `target` with the pod's strategies.
 pub fn merge_pod(target: &mut Json, overlay: &Json) {
-    merge_value(target, overlay, None);
+    merge_with_keys(target, overlay, POD_MERGE_KEYS);
 }
 
-fn merge_value(target: &mut Json, overlay: &Json, field: Option<&str>) {
+/// Merges `overlay` into `target` as [`merge_pod`] does, with another type's list merge keys
+/// (field name → `patchMergeKey`; a Service's `ports` merge by `port`, say).
+pub fn merge_with_keys(target: &mut Json, overlay: &Json, keys: &[(&str, &str)]) {
+    merge_value(target, overlay, None, keys);
+}
+
+fn merge_value(target: &mut Json, overlay: &Json, field: Option<&str>, keys: &[(&str, &str)]) {
     match (target, overlay) {
-        (Json::Object(t), Json::Object(o)) => merge_object(t, o),
+        (Json::Object(t), Json::Object(o)) => merge_object(t, o, keys),
         (Json::Array(t), Json::Array(o)) => {
-            if let Some(key) = field.and_then(merge_key) {
-                merge_keyed_list(t, o, key);
+            if let Some(key) = field.and_then(|f| merge_key(f, keys)) {
+                merge_keyed_list(t, o, key, keys);
             } else if field.is_some_and(|f| SET_LISTS.contains(&f)) {
                 let original = t.clone();
                 for item in o {
@@ -62,18 +68,18 @@ fn merge_value(target: &mut Json, overlay: &Json, field: Option<&str>) {
     }
 }
 
-fn merge_key(field: &str) -> Option<&'static str> {
-    MERGE_KEYS.iter().find(|(f, _)| *f == field).map(|(_, k)| *k)
+fn merge_key<'k>(field: &str, keys: &[(&str, &'k str)]) -> Option<&'k str> {
+    keys.iter().find(|(f, _)| *f == field).map(|(_, k)| *k)
 }
 
-fn merge_object(target: &mut Map<String, Json>, overlay: &Map<String, Json>) {
+fn merge_object(target: &mut Map<String, Json>, overlay: &Map<String, Json>, keys: &[(&str, &str)]) {
     for (key, value) in overlay {
         if value.is_null() {
             target.remove(key);
             continue;
         }
         match target.get_mut(key) {
-            Some(existing) => merge_value(existing, value, Some(key)),
+            Some(existing) => merge_value(existing, value, Some(key), keys),
             None => {
                 target.insert(key.clone(), without_nulls(value));
             }
@@ -94,7 +100,7 @@ fn without_nulls(value: &Json) -> Json {
 
 const DIRECTIVE: &str = "$patch";
 
-fn merge_keyed_list(target: &mut Vec<Json>, overlay: &[Json], key: &str) {
+fn merge_keyed_list(target: &mut Vec<Json>, overlay: &[Json], key: &str, keys: &[(&str, &str)]) {
     // Directives first (`mergeSliceWithSpecialElements`).
     let mut patch = Vec::with_capacity(overlay.len());
     for item in overlay {
@@ -112,7 +118,7 @@ fn merge_keyed_list(target: &mut Vec<Json>, overlay: &[Json], key: &str) {
         let id = item.get(key);
         let found = id.and_then(|id| target.iter_mut().find(|t| t.get(key) == Some(id)));
         match found {
-            Some(existing) => merge_value(existing, item, None),
+            Some(existing) => merge_value(existing, item, None, keys),
             None => target.push(without_nulls(item)),
         }
     }
@@ -183,13 +189,14 @@ mod tests {
         // A re-injection: the template's env order wins, what only the pod had stays where it was.
         let env = |names: &[&str]| Json::Array(names.iter().map(|n| json!({"name": n})).collect());
         let mut c = json!({"env": env(&["A", "B", "P", "C"])});
-        merge_value(&mut c, &json!({"env": env(&["A", "N", "B", "C", "M"])}), None);
+        merge_value(&mut c, &json!({"env": env(&["A", "N", "B", "C", "M"])}), None, POD_MERGE_KEYS);
         assert_eq!(c["env"], env(&["A", "N", "B", "P", "C", "M"]));
         let mut c = json!({"env": env(&["A", "B"]), "finalizers": ["x", "y"]});
         merge_value(
             &mut c,
             &json!({"env": [{"name": "A", "$patch": "delete"}], "finalizers": ["z", "x"]}),
             None,
+            POD_MERGE_KEYS,
         );
         assert_eq!(c["env"], env(&["B"]));
         assert_eq!(c["finalizers"], json!(["z", "x", "y"]));
@@ -212,6 +219,7 @@ mod tests {
             &mut c,
             &json!({"ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 90}], "tolerations": []}),
             None,
+            POD_MERGE_KEYS,
         );
         assert_eq!(
             c,

@@ -289,6 +289,8 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let mut files = Vec::new();
     let mut sources: Vec<Arc<dyn ConfigStoreController>> = Vec::new();
     let mut invalid_objects = Vec::new();
+    let gateway_failures = kube_source::gateway_deployment::DeploymentFailures::default();
+    invalid_objects.push(crate::ingress_source::gateway_invalid_objects(gateway_failures.clone()));
     let mut cluster = None;
     // Every change reaches the DiscoveryServer through these (mesh config from an MCP server too).
     let inputs = discovery::Inputs::new();
@@ -361,12 +363,6 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let (trigger, shutdown) = shutdown_channel();
     let services = Arc::new(AggregateRegistry::new());
-    if let Some(kube) = access.as_ref().filter(|_| args.registries.iter().any(|r| r == "Kubernetes"))
-        && let Some(deployer) =
-            crate::ingress_source::gateway_deployer(kube, args.revision.as_deref(), &env).await?
-    {
-        tokio::spawn(deployer.run(shutdown.clone()));
-    }
     if let Some(registry) = kube_registry(args, access.as_ref(), &selectors)? {
         tokio::spawn(registry.run(shutdown.clone()));
         services.add_registry(Arc::new(registry));
@@ -508,7 +504,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
             }
         })
     });
-    // The injection config: istiod's files, else (with a cluster) its ConfigMap, watched.
+    // The injection config: istiod's files, else (with a cluster) its ConfigMap, watched; read for
+    // the webhook and for the automated Gateway deployment (its kube-gateway template), as istiod.
+    let deploys_gateways =
+        env.gateway_deployment_controller && args.registries.iter().any(|r| r == "Kubernetes");
     let setup = || crate::webhook::InjectorSetup {
         revision: args.revision.as_deref(),
         native_sidecars: env.native_sidecars,
@@ -523,7 +522,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         setup(),
     )? {
         Some(found)
-    } else if let (Some(kube), Some(_)) = (&access, &https_addr) {
+    } else if let Some(kube) = access.as_ref().filter(|_| https_addr.is_some() || deploys_gateways) {
         let mesh_now = mesh_text_rx.borrow().clone();
         crate::webhook::injector_from_cluster(kube, &env.pod_namespace, &mesh_now, setup()).await?
     } else {
@@ -538,6 +537,23 @@ async fn run_async(args: &Args) -> Result<(), String> {
         if let Some(kube) = &access {
             nodes_task = crate::webhook::follow_nodes(injector, kube, &args.cluster_id, shutdown.clone())?;
         }
+    }
+    // Gateway API Gateways get the objects of the injection config's kube-gateway template.
+    if let Some(kube) = access.as_ref().filter(|_| deploys_gateways)
+        && let Some(deployer) = crate::ingress_source::gateway_deployer(
+            kube,
+            args.revision.as_deref(),
+            &env,
+            crate::ingress_source::GatewayRendering {
+                cluster_id: args.cluster_id.clone(),
+                injector: injector.clone(),
+                proxy_configs: crate::proxy_configs::source(server.clone()),
+                failures: gateway_failures,
+            },
+        )
+        .await?
+    {
+        tokio::spawn(deployer.run(shutdown.clone()));
     }
     // The injected sidecars follow the mesh config in force (its defaultConfig, …).
     let injector_mesh_task = injector.clone().map(|injector| {

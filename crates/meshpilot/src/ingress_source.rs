@@ -8,7 +8,7 @@ use std::sync::Arc;
 use config::ReadOnlySource;
 use ingress::IngressSettings;
 use kube_source::{
-    gateway_deployment::{DeploymentOptions, GatewayDeployer},
+    gateway_deployment::{DeploymentFailures, DeploymentOptions, GatewayDeployer},
     ingress_source::{IngressSource, IngressSourceOptions},
 };
 use model::ConfigStoreController;
@@ -52,6 +52,19 @@ pub async fn source(
     Ok(Arc::new(ReadOnlySource::new(IngressSource::new(config, options))))
 }
 
+/// What the automated Gateway deployment renders with: the injection config in force (its
+/// `kube-gateway` template, values and mesh config) and the push context's `ProxyConfig` resources.
+pub struct GatewayRendering {
+    /// `--clusterID`.
+    pub cluster_id: String,
+    /// The sidecar injector's state (files or ConfigMap), if an injection config was found.
+    pub injector: Option<Arc<inject::injector::Injector>>,
+    /// The `ProxyConfig` resources of the current push context.
+    pub proxy_configs: inject::injector::ProxyConfigSource,
+    /// Where render failures are listed (`/debug/configstatusz`).
+    pub failures: DeploymentFailures,
+}
+
 /// The automated Gateway deployment for `cluster`, unless
 /// `PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false` (Istio's switch, default true).
 ///
@@ -61,15 +74,42 @@ pub async fn gateway_deployer(
     cluster: &kube_source::Cluster,
     revision: Option<&str>,
     env: &DiscoveryEnv,
+    rendering: GatewayRendering,
 ) -> Result<Option<GatewayDeployer>, String> {
     if !env.gateway_deployment_controller {
         return Ok(None);
     }
     let config = cluster.config();
     let options = DeploymentOptions {
-        revision: revision.unwrap_or_default().to_string(),
+        revision: revision.filter(|r| *r != "default").unwrap_or_default().to_string(),
+        cluster_id: rendering.cluster_id,
+        system_namespace: env.pod_namespace.clone(),
+        injector: rendering.injector,
+        proxy_configs: Some(rendering.proxy_configs),
+        failures: rendering.failures,
         leader: env.leader.clone(),
         ..DeploymentOptions::default()
     };
     Ok(Some(GatewayDeployer::new(config, options)))
+}
+
+/// The Gateways whose objects could not be rendered or applied, in configstatusz's `invalidObjects`
+/// shape (kind `Gateway`, source `gateway deployment`).
+pub fn gateway_invalid_objects(failures: DeploymentFailures) -> meshpilot_http::invalid::InvalidObjectsFn {
+    use meshpilot_http::invalid::{InvalidFinding, InvalidObject, InvalidObjectsFn};
+    InvalidObjectsFn(Arc::new(move || {
+        failures
+            .list()
+            .into_iter()
+            .map(|(namespace, name, message)| InvalidObject {
+                kind: "Gateway".into(),
+                namespace,
+                name,
+                resource_version: None,
+                source: "gateway deployment".into(),
+                kept_previous: false,
+                findings: vec![InvalidFinding { path: String::new(), message }],
+            })
+            .collect()
+    }))
 }

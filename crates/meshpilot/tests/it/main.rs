@@ -24,6 +24,7 @@ mod peer {
     mod connection_age;
     mod dns_proxy;
     mod gateway_api_cluster;
+    mod gateway_istiod;
     mod image;
     mod inject_cluster;
     mod inject_configmap;

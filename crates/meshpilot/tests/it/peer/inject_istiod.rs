@@ -30,7 +30,7 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
 /// Writes the chart's injector `config` and `values` into `dir/var/lib/istio/inject` and its mesh
 /// config into `dir/mesh.yaml`.
-fn chart_settings(dir: &Path) {
+pub(super) fn chart_settings(dir: &Path) {
     let inject = dir.join("var/lib/istio/inject");
     std::fs::create_dir_all(&inject).unwrap();
     let maps = webhook_support::chart_objects("ConfigMap", &[]);
