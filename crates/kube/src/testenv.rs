@@ -143,9 +143,11 @@ impl TestEnv {
     /// # Errors
     /// The file is missing, or kubectl failed.
     pub fn install_gateway_api_crds(&self) -> io::Result<()> {
-        static INSTALLED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+        // Per environment: a test process has several (one per test file), each its own API server.
+        static INSTALLED: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+            std::sync::Mutex::new(std::collections::BTreeSet::new());
         let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
-        if *installed {
+        if installed.contains(&self.dir) {
             return Ok(());
         }
         let file = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -167,7 +169,7 @@ impl TestEnv {
             "crd/tcproutes.gateway.networking.k8s.io",
             "crd/tlsroutes.gateway.networking.k8s.io",
         ])?;
-        *installed = true;
+        installed.insert(self.dir.clone());
         Ok(())
     }
 
