@@ -27,6 +27,8 @@ const USED: &[&str] = &[
     "accessLogEncoding",
     "accessLogFormat",
     "defaultProviders",
+    "localityLbSetting",
+    "zoneAwareLbSetting",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
@@ -37,7 +39,6 @@ const KNOWN: &[&str] = &[
     "ingressService",
     "ingressControllerMode",
     "ingressSelector",
-    "localityLbSetting",
     "protocolDetectionTimeout",
     "enablePrometheusMerge",
     "meshNetworks",
@@ -141,6 +142,14 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
             "enableAutoMtls" => match value.as_bool() {
                 Some(b) => mesh.enable_auto_mtls = b,
                 None => warnings.push(format!("enableAutoMtls: expected true or false, got {value}; using true")),
+            },
+            "localityLbSetting" => match serde_json::from_value(value.clone()) {
+                Ok(setting) => mesh.locality_lb_setting = Some(setting),
+                Err(e) => warnings.push(format!("localityLbSetting: {e}; using Istio's default (enabled)")),
+            },
+            "zoneAwareLbSetting" => match serde_json::from_value(value.clone()) {
+                Ok(setting) => mesh.zone_aware_lb_setting = Some(setting),
+                Err(e) => warnings.push(format!("zoneAwareLbSetting: {e}; ignored")),
             },
             k if KNOWN.contains(&k) => {}
             k => warnings.push(format!("unknown mesh config field {k:?} ignored")),

@@ -33,7 +33,7 @@ pub enum Input {
     /// New mesh settings (mesh config received at run time, e.g. over MCP). Settings equal to those
     /// in force change nothing; others replace them and cause a full push (reason `global`), as
     /// istiod's mesh watcher does.
-    Mesh(MeshSettings),
+    Mesh(Box<MeshSettings>),
     /// What the cluster says about namespaces, Secrets and Service addresses, for the Gateway API
     /// converter. A change causes a full push (reason `global`): the converter reads it on the next
     /// push context build.
@@ -115,7 +115,7 @@ impl Inputs {
                 Some(p) => p.merge_from(request),
                 None => pending.request = Some(request),
             },
-            Input::Mesh(mesh) => pending.mesh = Some(mesh),
+            Input::Mesh(mesh) => pending.mesh = Some(*mesh),
             Input::GatewayApiObjects(objects) => pending.gateway_objects = Some(objects),
             Input::Secrets(changed) => {
                 pending.secrets.kubernetes.extend(changed.kubernetes);
@@ -155,8 +155,8 @@ mod tests {
         inputs.send(Input::Config(PushRequest::config([key("b")], TriggerReason::Config)));
         let first = MeshSettings { domain_suffix: "first.local".into(), ..MeshSettings::default() };
         let second = MeshSettings { domain_suffix: "second.local".into(), ..MeshSettings::default() };
-        inputs.send(Input::Mesh(first));
-        inputs.clone().send(Input::Mesh(second.clone()));
+        inputs.send(Input::Mesh(Box::new(first)));
+        inputs.clone().send(Input::Mesh(Box::new(second.clone())));
         let taken = inputs.take();
         let request = taken.request.expect("merged request");
         assert_eq!(request.configs_updated.len(), 2, "{request:?}");

@@ -68,6 +68,7 @@ fn service(hostname: String, namespace: &str, port: u32) -> Arc<Service> {
         external_name: None,
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
+        traffic_distribution: Default::default(),
     })
 }
 

@@ -183,7 +183,7 @@ fn mesh_handler(
         let (mesh, warnings) = config::mesh::parse_mesh_config(&text, &domain)?;
         debug!("mesh config received from the config source");
         *received.lock().unwrap_or_else(PoisonError::into_inner) = Some(value.clone());
-        inputs.send(Input::Mesh(mesh));
+        inputs.send(Input::Mesh(Box::new(mesh)));
         Ok(warnings)
     }))
 }

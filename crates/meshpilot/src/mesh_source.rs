@@ -352,7 +352,7 @@ pub fn mesh_apply(cx: MeshApply) -> Apply {
         };
         let new = mesh.source.clone();
         mesh.trust_domain.clone_from(&cx.trust_domain);
-        cx.inputs.send(discovery::Input::Mesh(mesh));
+        cx.inputs.send(discovery::Input::Mesh(Box::new(mesh)));
         cx.text.send_replace(text.to_string());
         Ok(new)
     })

@@ -60,6 +60,9 @@ pub const LABEL_TOPOLOGY_REGION: &str = "topology.kubernetes.io/region";
 pub const LABEL_TOPOLOGY_ZONE: &str = "topology.kubernetes.io/zone";
 /// Endpoint label carrying the locality subzone (`topology.istio.io/subzone`).
 pub const LABEL_TOPOLOGY_SUBZONE: &str = "topology.istio.io/subzone";
+/// Label carrying the Kubernetes node name (`kubernetes.io/hostname`), one of the topology labels
+/// Istio adds to proxies and endpoints.
+pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 /// Endpoint label carrying the cluster id (`topology.istio.io/cluster`).
 pub const LABEL_TOPOLOGY_CLUSTER: &str = "topology.istio.io/cluster";
 /// Endpoint label carrying the network (`topology.istio.io/network`).
@@ -127,6 +130,42 @@ pub struct Port {
 /// From a ServiceEntry's `resolution`: `STATIC` → [`ClientSideLb`](Resolution::ClientSideLb),
 /// `DNS` → [`Dns`](Resolution::Dns), `DNS_ROUND_ROBIN` → [`DnsRoundRobin`](Resolution::DnsRoundRobin),
 /// `NONE` → [`Passthrough`](Resolution::Passthrough), `DYNAMIC_DNS` → [`DynamicDns`](Resolution::DynamicDns).
+/// Annotation of Services and ServiceEntries giving their traffic distribution when the Kubernetes
+/// field is unset (`networking.istio.io/traffic-distribution`).
+pub const ANNOTATION_TRAFFIC_DISTRIBUTION: &str = "networking.istio.io/traffic-distribution";
+
+/// A Service's preference for nearby endpoints (Istio's `TrafficDistribution`, from Kubernetes'
+/// `spec.trafficDistribution` or the [`ANNOTATION_TRAFFIC_DISTRIBUTION`] annotation). Locality load
+/// balancing turns it into failover priorities when no DestinationRule sets one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TrafficDistribution {
+    /// No preference.
+    #[default]
+    Any,
+    /// `PreferSameZone` (or the older `PreferClose`): same network, region, zone first.
+    PreferSameZone,
+    /// `PreferSameNode`: same network, region, zone, subzone, node first.
+    PreferSameNode,
+}
+
+impl TrafficDistribution {
+    /// Istio's `GetTrafficDistribution` without the namespace annotation: the Kubernetes field when it
+    /// names a known value (`PreferClose`, `PreferSameZone`, `PreferSameNode`, case-sensitive as
+    /// Kubernetes), else the annotation compared case-insensitively; anything else is `Any`.
+    pub fn from_spec(spec: Option<&str>, annotation: Option<&str>) -> TrafficDistribution {
+        match spec {
+            Some("PreferClose" | "PreferSameZone") => return TrafficDistribution::PreferSameZone,
+            Some("PreferSameNode") => return TrafficDistribution::PreferSameNode,
+            _ => {}
+        }
+        match annotation.map(str::to_ascii_lowercase).as_deref() {
+            Some("preferclose" | "prefersamezone") => TrafficDistribution::PreferSameZone,
+            Some("prefersamenode") => TrafficDistribution::PreferSameNode,
+            _ => TrafficDistribution::Any,
+        }
+    }
+}
+
 /// A Kubernetes `type: ExternalName` Service is an [`Alias`](Resolution::Alias) (Istio's
 /// `ConvertService`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -269,6 +308,8 @@ pub struct Service {
     /// `status.addresses` (written by the allocator, [`crate::autoallocate`]), at most one per IP
     /// family. Only proxies that capture DNS use them ([`Service::addresses_for_proxy`]).
     pub auto_allocated: Vec<String>,
+    /// The Service's preference for nearby endpoints (Istio's `Attributes.TrafficDistribution`).
+    pub traffic_distribution: TrafficDistribution,
 }
 
 /// An alias of a service: the hostname and namespace of an [`Alias`](Resolution::Alias) service
@@ -802,6 +843,7 @@ mod tests {
             external_name: None,
             aliases: Vec::new(),
             auto_allocated: Vec::new(),
+            traffic_distribution: Default::default(),
         }
     }
 

@@ -100,7 +100,9 @@ pub(crate) type SharedEncoded = Arc<(Arc<Encoded>, Vec<Finding>)>;
 /// What a ClusterLoadAssignment depends on within one config generation: its cluster name, the
 /// snapshot's endpoint list of the service port (by address: endpoint-only snapshots keep the list of
 /// every service they did not re-read, [`PushContext::endpoint_list`]), the subset's labels, whether
-/// host names are allowed (DNS clusters) and whether endpoints carry the auto-mTLS match metadata.
+/// host names are allowed (DNS clusters), whether endpoints carry the auto-mTLS match metadata, and
+/// what locality load balancing ranks them against (`None`: nothing; the assignment is the same for
+/// every proxy).
 #[derive(Clone, Debug)]
 pub(crate) struct AssignmentKey {
     pub name: String,
@@ -108,6 +110,19 @@ pub(crate) struct AssignmentKey {
     pub subset: Option<Labels>,
     pub dns: bool,
     pub tls_metadata: bool,
+    pub locality: Option<LocalityKey>,
+}
+
+/// What a proxy-relative assignment depends on (Istio keys its EDS cache on the proxy's locality and
+/// failover-priority label values the same way): the DestinationRule that chose the setting (by
+/// address within the generation; 0 for none), whether the cluster has outlier detection, the proxy's
+/// locality, and the proxy's values of the `failoverPriority` labels in order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LocalityKey {
+    pub rule: usize,
+    pub outlier_detection: bool,
+    pub locality: model::push::node::Locality,
+    pub labels: Vec<Option<String>>,
 }
 
 impl PartialEq for AssignmentKey {
@@ -117,6 +132,7 @@ impl PartialEq for AssignmentKey {
             && self.subset == other.subset
             && self.dns == other.dns
             && self.tls_metadata == other.tls_metadata
+            && self.locality == other.locality
     }
 }
 
@@ -129,6 +145,7 @@ impl std::hash::Hash for AssignmentKey {
         self.subset.hash(state);
         self.dns.hash(state);
         self.tls_metadata.hash(state);
+        self.locality.hash(state);
     }
 }
 
@@ -162,6 +179,9 @@ pub(crate) struct OutboundClustersKey {
     pub proxyless: bool,
     pub workload_certificates: bool,
     pub ipv6_only: bool,
+    /// The proxy's locality when the scope has DNS-resolved services (their clusters carry endpoints
+    /// ranked for it, [`crate::locality`]); `None` otherwise.
+    pub locality: Option<model::push::node::Locality>,
 }
 
 /// A proxy's outbound clusters, encoded in name order of generation, and the findings met making them,

@@ -68,7 +68,7 @@ use crate::{
     convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
     endpoint::locality_lb_endpoints,
     filters::TLS_TRANSPORT_SOCKET,
-    mtls,
+    locality, mtls,
     naming::{
         BLACK_HOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND_IPV4, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
         inbound_cluster_name, outbound_cluster_name,
@@ -703,19 +703,50 @@ fn apply_lb(
              generated; the ring is used without a key",
         );
     }
-    if let Some(l) = &part.value.locality_lb_setting
-        && l.enabled != Some(false)
-    {
-        report.unsupported(
-            &format!("{}.localityLbSetting", part.path),
-            "locality load balancing is not translated",
-        );
+}
+
+/// Istio's `applyLoadBalancer` locality part (`LBSettings.ApplyToCluster`): the effective locality or
+/// zone-aware setting of the destination ([`locality::effective_setting`]: DestinationRule, Service
+/// `trafficDistribution`, mesh) sets the cluster's locality config, and ranks a DNS-resolved cluster's
+/// `load_assignment` for `proxy` (EDS clusters are ranked in EDS, [`crate::endpoint`]). Original
+/// destination clusters (CLUSTER_PROVIDED) are left alone, as in Istio.
+fn apply_locality(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    b: &mut Builder,
+    lb: Option<Part<'_, LoadBalancerSettings>>,
+    service: &Service,
+    report: &mut Report<'_>,
+) {
+    if b.cluster.lb_policy == LbPolicy::ClusterProvided as i32 {
+        return;
     }
-    if part.value.zone_aware_lb_setting.is_some() {
-        report.unsupported(
-            &format!("{}.zoneAwareLbSetting", part.path),
-            "zone-aware load balancing is not translated",
-        );
+    let outlier = b.cluster.outlier_detection.is_some();
+    let Some(setting) =
+        locality::effective_setting(push.mesh(), lb.map(|p| p.value), service.traffic_distribution)
+    else {
+        return;
+    };
+    if let Some(common) = b.cluster.common_lb_config.as_mut() {
+        setting.apply_to_cluster(common, outlier);
+    }
+    if let Some(cla) = b.cluster.load_assignment.as_mut()
+        && setting.changes_assignment(outlier)
+    {
+        // Outbound clusters are shared by the proxies of one scope and locality, not by their labels:
+        // a DNS-resolved cluster is ranked by locality only.
+        let setting = setting.without_failover_priority().unwrap_or_else(|(setting, labels)| {
+            report.unsupported(
+                lb.map_or("", |p| p.path),
+                format!(
+                    "failoverPriority ({labels}) ranks EDS endpoints only; the endpoints of this DNS-resolved \
+                     cluster are ranked by locality"
+                ),
+            );
+            setting
+        });
+        let view = locality::ProxyView { locality: &proxy.locality, labels: &proxy.labels };
+        locality::apply_to_assignment(&mut cla.endpoints, &[], view, &setting, outlier);
     }
 }
 
@@ -830,6 +861,7 @@ fn apply_policy(
     apply_connection_pool(push, b, policy.connection_pool, policy.retry_budget, port, true);
     apply_outlier(b, policy.outlier, report);
     apply_lb(b, policy.lb, proxy.proxyless_grpc, report);
+    apply_locality(push, proxy, b, policy.lb, target.service, report);
     apply_tls(push, proxy, b, policy.tls, target, report);
     if let Some(path) = policy.tunnel {
         report.unsupported(path, "tunnelling through an HTTP CONNECT/POST proxy is not translated");
@@ -1259,6 +1291,7 @@ fn shared_outbound(push: &Snapshot, proxy: &ProxyContext) -> SharedClusters {
         proxyless: proxy.proxyless_grpc,
         workload_certificates: proxy.has_workload_certificates(),
         ipv6_only: dns_lookup_family(proxy) == DnsLookupFamily::V6Only,
+        locality: scope.services().iter().any(|s| s.resolution.is_dns()).then(|| proxy.locality.clone()),
     };
     push.outbound_clusters(key, || {
         let mut found = Vec::new();

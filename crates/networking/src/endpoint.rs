@@ -23,8 +23,9 @@ use prost::Message;
 use crate::{
     Snapshot,
     built::Built,
-    cache::{AssignmentKey, Encoded, EncodedResource},
+    cache::{AssignmentKey, Encoded, EncodedResource, LocalityKey},
     convert::{address, is_ip, u32v},
+    locality,
     naming::{TrafficDirection, parse_cluster_name},
 };
 use model::{Finding, Severity, push::ProxyContext};
@@ -50,7 +51,19 @@ pub(crate) fn locality_lb_endpoints<'a>(
     resource: &str,
     findings: &mut Vec<Finding>,
 ) -> Vec<LocalityLbEndpoints> {
-    let mut by_locality: BTreeMap<&str, (u32, Vec<LbEndpoint>)> = BTreeMap::new();
+    locality_groups(endpoints, dns, tls_metadata, resource, findings).0
+}
+
+/// [`locality_lb_endpoints`] with the labels of each group's endpoints, in the same order
+/// (`members[i][j]` belongs to `groups[i].lb_endpoints[j]`): what failover priority compares.
+pub(crate) fn locality_groups<'a>(
+    endpoints: impl IntoIterator<Item = &'a Endpoint>,
+    dns: bool,
+    tls_metadata: Option<&dyn Fn(&Endpoint) -> bool>,
+    resource: &str,
+    findings: &mut Vec<Finding>,
+) -> (Vec<LocalityLbEndpoints>, Vec<Vec<&'a Labels>>) {
+    let mut by_locality: BTreeMap<&str, (u32, Vec<LbEndpoint>, Vec<&'a Labels>)> = BTreeMap::new();
     for ep in endpoints {
         let health = match ep.health_status {
             HealthStatus::Healthy => EnvoyHealth::Healthy,
@@ -90,24 +103,69 @@ pub(crate) fn locality_lb_endpoints<'a>(
                 ..Default::default()
             })),
         });
+        entry.2.push(&ep.labels);
     }
     by_locality
         .into_iter()
-        .map(|(label, (weight, lb_endpoints))| LocalityLbEndpoints {
-            locality: Some(locality_of(label)),
-            lb_endpoints,
-            load_balancing_weight: Some(u32v(weight.max(1))),
-            ..Default::default()
+        .map(|(label, (weight, lb_endpoints, members))| {
+            let group = LocalityLbEndpoints {
+                locality: Some(locality_of(label)),
+                lb_endpoints,
+                load_balancing_weight: Some(u32v(weight.max(1))),
+                ..Default::default()
+            };
+            (group, members)
         })
-        .collect()
+        .unzip()
 }
 
 /// What a cluster's assignment is made of: the snapshot's endpoint list of the service port (`None`:
-/// the port has none), the subset's labels and the service's resolution.
+/// the port has none), the subset's labels, the service's resolution, and the locality load balancing
+/// that ranks the endpoints for the proxy (`None`: none applies).
 struct ClusterSource<'p> {
     endpoints: Option<&'p Arc<[Arc<Endpoint>]>>,
     subset: Option<Labels>,
     resolution: Resolution,
+    locality: Option<LocalityRanking>,
+}
+
+/// A proxy-relative ranking of a cluster's endpoints: the DestinationRule it comes from (kept alive
+/// for the setting it borrows), whether the cluster has outlier detection, the service's traffic
+/// distribution, and the proxy's locality and labels.
+struct LocalityRanking {
+    rule: Option<Arc<model::push::IndexedDestinationRule>>,
+    port: u32,
+    subset: String,
+    traffic_distribution: model::service::TrafficDistribution,
+    locality: model::push::node::Locality,
+    labels: Labels,
+}
+
+impl LocalityRanking {
+    /// The setting and whether the cluster has outlier detection.
+    fn setting<'s>(&'s self, push: &'s Snapshot) -> Option<(locality::LbSetting<'s>, bool)> {
+        let (outlier, lb) = self
+            .rule
+            .as_deref()
+            .map_or((false, None), |r| locality::lb_policy_for(&r.rule, self.port, &self.subset));
+        let setting = locality::effective_setting(push.mesh(), lb, self.traffic_distribution)?;
+        setting.changes_assignment(outlier).then_some((setting, outlier))
+    }
+
+    /// The cache key part: what the ranking depends on.
+    fn key(&self, push: &Snapshot) -> Option<LocalityKey> {
+        let (setting, outlier) = self.setting(push)?;
+        Some(LocalityKey {
+            rule: self.rule.as_ref().map_or(0, |r| Arc::as_ptr(r) as usize),
+            outlier_detection: outlier,
+            locality: self.locality.clone(),
+            labels: setting
+                .failover_priority()
+                .iter()
+                .map(|k| self.labels.get(k.split('=').next().unwrap_or(k)).cloned())
+                .collect(),
+        })
+    }
 }
 
 impl ClusterSource<'_> {
@@ -130,16 +188,25 @@ fn cluster_source<'p>(push: &'p Snapshot, proxy: &ProxyContext, name: &str) -> O
     let scope = push.sidecar_scope(proxy);
     let service = scope.service(key.host)?;
     service.port_by_number(key.port)?;
+    let dr = push.destination_rule(proxy, service);
     let subset: Option<Labels> = if key.subset.is_empty() {
         None
     } else {
-        let dr = push.destination_rule(proxy, service)?;
-        Some(dr.rule.subsets.iter().find(|s| s.name == key.subset)?.labels.clone())
+        Some(dr.as_ref()?.rule.subsets.iter().find(|s| s.name == key.subset)?.labels.clone())
+    };
+    let ranking = LocalityRanking {
+        rule: dr,
+        port: key.port,
+        subset: key.subset.to_string(),
+        traffic_distribution: service.traffic_distribution,
+        locality: proxy.locality.clone(),
+        labels: proxy.labels.clone(),
     };
     Some(ClusterSource {
         endpoints: push.endpoint_list(&service.hostname, &service.namespace, key.port),
         subset,
         resolution: service.resolution,
+        locality: ranking.setting(push).is_some().then_some(ranking),
     })
 }
 
@@ -170,13 +237,15 @@ fn assignment_of(
         Some(source) => {
             let accepts_mtls = |ep: &Endpoint| endpoint_accepts_mtls(push, ep);
             let tls_metadata = tls_metadata.then_some(&accepts_mtls as &dyn Fn(&Endpoint) -> bool);
-            locality_lb_endpoints(
-                source.endpoints(),
-                source.resolution.is_dns(),
-                tls_metadata,
-                name,
-                findings,
-            )
+            let (mut groups, members) =
+                locality_groups(source.endpoints(), source.resolution.is_dns(), tls_metadata, name, findings);
+            if let Some(ranking) = &source.locality
+                && let Some((setting, outlier)) = ranking.setting(push)
+            {
+                let view = locality::ProxyView { locality: &ranking.locality, labels: &ranking.labels };
+                locality::apply_to_assignment(&mut groups, &members, view, &setting, outlier);
+            }
+            groups
         }
         None => Vec::new(),
     };
@@ -245,6 +314,7 @@ pub fn generate_endpoints_encoded(
                     subset: source.subset.clone(),
                     dns: source.resolution.is_dns(),
                     tls_metadata,
+                    locality: source.locality.as_ref().and_then(|r| r.key(push)),
                 };
                 let shared = push.assignment(key, || {
                     let mut found = Vec::new();

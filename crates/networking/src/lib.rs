@@ -37,6 +37,7 @@ mod gateway;
 pub mod inbound;
 pub mod jwt;
 pub mod listener;
+mod locality;
 pub mod mtls;
 pub mod naming;
 pub mod nds;

@@ -1173,6 +1173,7 @@ mod tests {
             external_name: None,
             aliases: Vec::new(),
             auto_allocated: Vec::new(),
+            traffic_distribution: Default::default(),
         }
     }
 

@@ -198,6 +198,7 @@ mod tests {
             external_name: None,
             aliases: Vec::new(),
             auto_allocated: auto.iter().map(|a| a.to_string()).collect(),
+            traffic_distribution: Default::default(),
         }
     }
 

@@ -4,7 +4,7 @@ use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
 
@@ -44,6 +44,7 @@ pub struct EchoServer {
     /// The name it answers with.
     pub name: String,
     hits: Arc<AtomicUsize>,
+    failing: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
 
@@ -70,18 +71,25 @@ impl EchoServer {
         let listener = TcpListener::bind((options.ip, 0)).await.map_err(io("bind echo server"))?;
         let addr = listener.local_addr().map_err(io("echo server address"))?;
         let hits = Arc::new(AtomicUsize::new(0));
-        let serve = Serve { name: name.to_owned(), options, hits: hits.clone() };
+        let failing = Arc::new(AtomicBool::new(false));
+        let serve = Serve { name: name.to_owned(), options, hits: hits.clone(), failing: failing.clone() };
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(serve.clone().connection(stream));
             }
         });
-        Ok(EchoServer { addr, name: name.to_owned(), hits, task })
+        Ok(EchoServer { addr, name: name.to_owned(), hits, failing, task })
     }
 
     /// How many requests it received so far (answered or failed).
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    /// From now on answer every request with `503` and body `<name> failing` (`true`), or normally
+    /// again (`false`): an upstream that goes bad and recovers.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
     }
 }
 
@@ -96,6 +104,7 @@ struct Serve {
     name: String,
     options: EchoOptions,
     hits: Arc<AtomicUsize>,
+    failing: Arc<AtomicBool>,
 }
 
 impl Serve {
@@ -115,7 +124,7 @@ impl Serve {
             let close = head.contains("connection: close");
             let n = self.hits.fetch_add(1, Ordering::SeqCst);
             let name = &self.name;
-            let (status, body) = if n < self.options.fail_first {
+            let (status, body) = if n < self.options.fail_first || self.failing.load(Ordering::SeqCst) {
                 ("503 Service Unavailable", format!("{name} failing"))
             } else if self.options.echo_head {
                 ("200 OK", format!("{name}\n{head}"))

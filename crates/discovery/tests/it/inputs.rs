@@ -46,13 +46,13 @@ async fn mesh_settings_sent_as_input_push_once_and_equal_settings_push_nothing()
 
     let registry_only =
         MeshSettings { outbound_traffic_policy: OutboundTrafficPolicy::RegistryOnly, ..in_force.clone() };
-    let pushes = send_then_marker(&plane, Input::Mesh(registry_only.clone())).await;
+    let pushes = send_then_marker(&plane, Input::Mesh(Box::new(registry_only.clone()))).await;
     assert!(pushes.iter().any(|p| p.full && has_reason(p, TriggerReason::Global)), "{pushes:?}");
     assert_eq!(*plane.server.mesh(), registry_only);
     let ctx = plane.server.push_context().unwrap();
     assert_eq!(ctx.mesh().outbound_traffic_policy, OutboundTrafficPolicy::RegistryOnly);
 
-    let pushes = send_then_marker(&plane, Input::Mesh(registry_only)).await;
+    let pushes = send_then_marker(&plane, Input::Mesh(Box::new(registry_only))).await;
     assert!(
         !pushes.iter().any(|p| has_reason(p, TriggerReason::Global)),
         "equal settings pushed: {pushes:?}"

@@ -243,6 +243,7 @@ pub(crate) fn service(
         external_name: None,
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
+        traffic_distribution: Default::default(),
     }
 }
 

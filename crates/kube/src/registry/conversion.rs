@@ -19,9 +19,10 @@ use k8s_openapi::{
     apimachinery::pkg::util::intstr::IntOrString,
 };
 use model::service::{
-    Endpoint, ExportTo, HealthStatus, LABEL_ISTIO_LOCALITY, LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_LOCALITY,
-    LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels,
-    Locality, Port, ProviderId, Resolution, Service, TLS_MODE_DISABLED, TLS_MODE_LABEL, convert_protocol,
+    ANNOTATION_TRAFFIC_DISTRIBUTION, Endpoint, ExportTo, HealthStatus, LABEL_ISTIO_LOCALITY,
+    LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_LOCALITY, LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels, Locality, Port, ProviderId, Resolution, Service,
+    TLS_MODE_DISABLED, TLS_MODE_LABEL, TrafficDistribution, convert_protocol,
 };
 
 use super::KubeRegistryOptions;
@@ -41,7 +42,7 @@ pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
 /// slices carrying it are ignored, as Istio's slice selector does.
 pub const LABEL_MCS_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 /// Endpoint label carrying the node name (`kubernetes.io/hostname`).
-pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub const LABEL_HOSTNAME: &str = model::service::LABEL_HOSTNAME;
 /// The label of the ReplicaSet hash on Deployment pods (`pod-template-hash`).
 pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// Service label turning on persistent sessions (`istio.io/persistent-session`): draining endpoints
@@ -173,6 +174,10 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
         external_name,
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
+        traffic_distribution: TrafficDistribution::from_spec(
+            spec.traffic_distribution.as_deref(),
+            annotations.get(ANNOTATION_TRAFFIC_DISTRIBUTION).map(String::as_str),
+        ),
     };
     ConvertedService {
         service: Arc::new(service),

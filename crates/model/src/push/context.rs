@@ -95,6 +95,13 @@ pub struct MeshSettings {
     /// `defaultProviders.accessLogging`: the access log providers of proxies no Telemetry names
     /// providers for.
     pub default_access_log_providers: Vec<String>,
+    /// `localityLbSetting`: the mesh-wide locality load balancing that applies to destinations whose
+    /// DestinationRule sets none (Istio's default: `{enabled: true}`, so outlier detection alone turns
+    /// on locality failover); `enabled: false` turns it off.
+    pub locality_lb_setting: Option<api::networking::destination_rule::LocalityLoadBalancerSetting>,
+    /// `zoneAwareLbSetting`: the mesh-wide zone-aware load balancing (default none); it takes
+    /// precedence over [`locality_lb_setting`](MeshSettings::locality_lb_setting).
+    pub zone_aware_lb_setting: Option<api::networking::destination_rule::ZoneAwareLoadBalancerSetting>,
     /// The mesh config as read (a JSON map with Istio's field names, as in the `mesh` key of the
     /// `istio` ConfigMap; `Null` when none was given): what meshpilot serves as `MeshConfig` to
     /// MCP-over-xDS clients, with the effective values of the fields above filled in.
@@ -118,6 +125,11 @@ impl Default for MeshSettings {
             access_log_encoding: super::telemetry::AccessLogEncoding::Text,
             access_log_format: String::new(),
             default_access_log_providers: Vec::new(),
+            locality_lb_setting: Some(api::networking::destination_rule::LocalityLoadBalancerSetting {
+                enabled: Some(true),
+                ..Default::default()
+            }),
+            zone_aware_lb_setting: None,
             source: serde_json::Value::Null,
         }
     }

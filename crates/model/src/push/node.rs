@@ -309,7 +309,7 @@ fn string_map_key(raw: &Map<String, Json>, key: &'static str) -> Result<BTreeMap
 }
 
 /// Where a proxy runs (`node.locality`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Locality {
     /// Region.
     pub region: String,

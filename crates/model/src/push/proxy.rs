@@ -2,10 +2,14 @@
 //! `pilot/pkg/model/context.go`): kind, IPs, namespace, labels, interception mode, generator, and the
 //! service instances its workload serves.
 
-use super::node::{NodeType, Proxy};
+use super::node::{Locality, NodeType, Proxy};
 use crate::{
     ServiceDiscovery,
-    service::{Labels, ServiceInstance},
+    service::{
+        LABEL_HOSTNAME, LABEL_ISTIO_LOCALITY, LABEL_TOPOLOGY_CLUSTER, LABEL_TOPOLOGY_LOCALITY,
+        LABEL_TOPOLOGY_NETWORK, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_SUBZONE, LABEL_TOPOLOGY_ZONE, Labels,
+        ServiceInstance,
+    },
 };
 
 /// Kind of proxy asking (the first field of the node id).
@@ -72,6 +76,21 @@ pub struct ProxyContext {
     pub service_instances: Vec<ServiceInstance>,
     /// The node metadata carries `PROXY_CONFIG` (see [`ProxyContext::has_workload_certificates`]).
     pub workload_certificates: bool,
+    /// Where the proxy runs (Istio's `Proxy.Locality`, set by `setTopologyLabels`): the topology
+    /// labels of its workload, else its `topology.istio.io/locality` / `istio-locality` label, else
+    /// what the node sent (`node.locality`). Locality load balancing ranks endpoints against it.
+    pub locality: Locality,
+    /// What [`ProxyContext::set_topology`] adds to [`labels`](ProxyContext::labels): the node's
+    /// `CLUSTER_ID`, `NETWORK` and `NODE_NAME` (kept to redo the labels when the locality changes).
+    topology: TopologyMetadata,
+}
+
+/// Node metadata that becomes topology labels of the proxy.
+#[derive(Clone, Debug, Default)]
+struct TopologyMetadata {
+    cluster_id: String,
+    network: String,
+    node_name: String,
 }
 
 /// The node metadata key pilot-agent always writes into the bootstrap node (`PROXY_CONFIG`, the proxy's
@@ -116,6 +135,13 @@ impl ProxyContext {
         ctx.proxyless_grpc = proxy.is_proxyless_grpc();
         ctx.istio_version = proxy.metadata.istio_version.clone();
         ctx.workload_certificates = proxy.metadata.raw.contains_key(PROXY_CONFIG_METADATA);
+        ctx.locality = proxy.locality.clone();
+        ctx.topology = TopologyMetadata {
+            cluster_id: proxy.metadata.cluster_id.clone(),
+            network: proxy.metadata.network.clone(),
+            node_name: proxy.metadata.node_name.clone(),
+        };
+        ctx.set_topology(None);
         if kind == ProxyKind::Sidecar && ctx.interception_mode == InterceptionMode::None {
             ctx.bind_address = "127.0.0.1".to_string();
         }
@@ -143,6 +169,8 @@ impl ProxyContext {
             bind_address: "0.0.0.0".to_string(),
             service_instances: Vec::new(),
             workload_certificates: false,
+            locality: Locality::default(),
+            topology: TopologyMetadata::default(),
         }
     }
 
@@ -155,6 +183,60 @@ impl ProxyContext {
         } else {
             discovery.proxy_service_targets(&self.ips, &self.namespace, &self.labels)
         };
+        let workload = self.service_instances.first().map(|i| std::sync::Arc::clone(&i.endpoint.labels));
+        self.set_topology(workload.as_deref());
+    }
+
+    /// Istio's `setTopologyLabels`: the locality comes from the workload's topology labels (region,
+    /// zone, subzone: the registry's labels of the workload at the proxy's IPs, `workload`, else the
+    /// proxy's own), else from its `topology.istio.io/locality` (or `istio-locality`) label with `.` or
+    /// `/` separators, else from the node's `locality`; then the proxy's labels get the topology labels
+    /// (`labelutil.AugmentLabels`): region, zone, subzone, `topology.istio.io/cluster` (`CLUSTER_ID`),
+    /// `kubernetes.io/hostname` (`NODE_NAME`) and `topology.istio.io/network` (`NETWORK`, unless the
+    /// workload has one). Locality failover by `failoverPriority` compares these labels with the
+    /// endpoints'.
+    pub fn set_topology(&mut self, workload: Option<&Labels>) {
+        let keys = [LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE, LABEL_TOPOLOGY_SUBZONE];
+        if let Some(workload) = workload
+            && !keys.iter().any(|k| self.labels.contains_key(*k))
+        {
+            for key in keys.into_iter().chain([LABEL_TOPOLOGY_NETWORK]) {
+                if let Some(value) = workload.get(key) {
+                    self.labels.entry(key.to_string()).or_insert_with(|| value.clone());
+                }
+            }
+        }
+        let from_labels = keys.map(|k| self.labels.get(k));
+        if from_labels.iter().any(Option::is_some) {
+            let [region, zone, sub_zone] = from_labels.map(|v| v.cloned().unwrap_or_default());
+            self.locality = Locality { region, zone, sub_zone };
+        } else if let Some(label) =
+            self.labels.get(LABEL_TOPOLOGY_LOCALITY).or_else(|| self.labels.get(LABEL_ISTIO_LOCALITY))
+        {
+            let mut parts = label.split(['.', '/']).map(str::to_string);
+            self.locality = Locality {
+                region: parts.next().unwrap_or_default(),
+                zone: parts.next().unwrap_or_default(),
+                sub_zone: parts.next().unwrap_or_default(),
+            };
+        }
+        let Locality { region, zone, sub_zone } = self.locality.clone();
+        for (key, value) in [
+            (LABEL_TOPOLOGY_REGION, region),
+            (LABEL_TOPOLOGY_ZONE, zone),
+            (LABEL_TOPOLOGY_SUBZONE, sub_zone),
+            (LABEL_TOPOLOGY_CLUSTER, self.topology.cluster_id.clone()),
+            (LABEL_HOSTNAME, self.topology.node_name.clone()),
+        ] {
+            if !value.is_empty() {
+                self.labels.insert(key.to_string(), value);
+            }
+        }
+        if !self.topology.network.is_empty()
+            && self.labels.get(LABEL_TOPOLOGY_NETWORK).is_none_or(String::is_empty)
+        {
+            self.labels.insert(LABEL_TOPOLOGY_NETWORK.to_string(), self.topology.network.clone());
+        }
     }
 
     /// `true` when the proxy holds an Istio workload certificate: it was bootstrapped by pilot-agent

@@ -343,6 +343,7 @@ pub(crate) mod tests_support {
             external_name: None,
             aliases: Vec::new(),
             auto_allocated: Vec::new(),
+            traffic_distribution: Default::default(),
         })
     }
 }

@@ -517,3 +517,114 @@ fn virtual_inbound_follows_a_new_generation() {
         "the RBAC rule (in the filters' Any) reaches the shared listener"
     );
 }
+
+/// A sidecar in `ns1` whose workload labels place it in `region/zone`.
+fn zoned(zone: &str) -> model::push::ProxyContext {
+    let mut p = sidecar(
+        "ns1",
+        &[("app", "client"), ("topology.kubernetes.io/region", "r1"), ("topology.kubernetes.io/zone", zone)],
+    );
+    p.set_topology(None);
+    p
+}
+
+/// With outlier detection on the destination, Istio's default locality failover ranks endpoints
+/// relative to the proxy: proxies of one zone share one encoded assignment, another zone gets its own
+/// (its own endpoints at priority 0), and a destination without outlier detection is still shared by
+/// every proxy.
+#[test]
+fn locality_ranked_assignments_are_shared_per_zone() {
+    use envoy_types::pb::envoy::config::endpoint::v3::LocalityLbEndpoints;
+    use meshpilot_networking::endpoint::generate_endpoints_encoded;
+    use prost::Message;
+
+    let text = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ranked, namespace: ns1}
+spec:
+  hosts: [ranked.ns1.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1, locality: r1/z1}, {address: 10.0.0.2, locality: r1/z2}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ranked, namespace: ns1}
+spec:
+  host: ranked.ns1.svc.cluster.local
+  trafficPolicy: {outlierDetection: {consecutive5xxErrors: 3}}
+---
+"#
+    .to_string()
+        + &http_service_entry("plain", "ns1", "10.0.0.3");
+    let world = World::new(parse(&text, "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let push = Snapshot::with_cache(build(&world), cache.clone());
+    let names = [outbound("ranked.ns1.svc.cluster.local"), outbound("plain.ns1.svc.cluster.local")];
+    let (z1a, z1b, z2) = (zoned("z1"), zoned("z1"), zoned("z2"));
+    let [a, b, c] = [&z1a, &z1b, &z2].map(|p| generate_endpoints_encoded(&push, p, &names, false).resources);
+    assert!(Arc::ptr_eq(&a[0].encoded, &b[0].encoded), "same zone: one ranked assignment");
+    assert!(!Arc::ptr_eq(&a[0].encoded, &c[0].encoded), "another zone: its own ranking");
+    assert!(Arc::ptr_eq(&a[1].encoded, &c[1].encoded), "no outlier detection: shared by every zone");
+    let priority_of = |bytes: &[u8], ip: &str| -> u32 {
+        let cla = ClusterLoadAssignment::decode(bytes).expect("decodes");
+        let l: &LocalityLbEndpoints = cla
+            .endpoints
+            .iter()
+            .find(|l| format!("{:?}", l.lb_endpoints).contains(ip))
+            .expect("endpoint present");
+        l.priority
+    };
+    assert_eq!((priority_of(a[0].bytes(), "10.0.0.1"), priority_of(a[0].bytes(), "10.0.0.2")), (0, 1));
+    assert_eq!((priority_of(c[0].bytes(), "10.0.0.1"), priority_of(c[0].bytes(), "10.0.0.2")), (1, 0));
+}
+
+/// A DNS-resolved cluster carries its endpoints in CDS: they are ranked for the proxy's locality, and
+/// outbound clusters are shared per locality (not across zones).
+#[test]
+fn dns_cluster_endpoints_are_ranked_for_the_proxys_locality() {
+    let text = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: dns, namespace: ns1}
+spec:
+  hosts: [dns.example.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+  endpoints: [{address: a.example.com, locality: r1/z1}, {address: b.example.com, locality: r2/z1}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: dns, namespace: ns1}
+spec:
+  host: dns.example.com
+  trafficPolicy:
+    outlierDetection: {consecutive5xxErrors: 3}
+    loadBalancer: {localityLbSetting: {failoverPriority: [topology.kubernetes.io/zone]}}
+"#;
+    let world = World::new(parse(text, "default"));
+    let push = Snapshot::new(build(&world));
+    let name = outbound("dns.example.com");
+    let ranks = |proxy: &model::push::ProxyContext| -> Vec<(String, u32)> {
+        let clusters = decoded_clusters(&push, proxy, &[]);
+        let c = clusters.iter().find(|c| c.name == name).expect("dns cluster");
+        let cla = c.load_assignment.as_ref().expect("DNS clusters carry their endpoints");
+        cla.endpoints.iter().map(|l| (l.locality.as_ref().unwrap().region.clone(), l.priority)).collect()
+    };
+    assert_eq!(ranks(&zoned("z1")), [("r1".to_string(), 0), ("r2".to_string(), 1)]);
+    let mut remote = zoned("z1");
+    remote.labels.insert("topology.kubernetes.io/region".into(), "r2".into());
+    remote.set_topology(None);
+    assert_eq!(ranks(&remote), [("r1".to_string(), 1), ("r2".to_string(), 0)]);
+    // failoverPriority is not applied to DNS clusters: reported on the DestinationRule.
+    let findings = meshpilot_networking::cluster::generate_clusters(&push, &zoned("z1"), &[]).findings;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.path == "spec.trafficPolicy.loadBalancer" && f.message.contains("failoverPriority")),
+        "{findings:?}"
+    );
+}

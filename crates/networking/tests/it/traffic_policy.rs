@@ -252,5 +252,8 @@ spec:
     let (c, findings) = clusters(text, "ns1");
     assert!(get(&c, &format!("outbound|80||{SVC}")).transport_socket.is_none());
     assert!(findings.iter().any(|f| f.path == "spec.trafficPolicy.tls.mode"));
-    assert!(findings.iter().any(|f| f.path == "spec.trafficPolicy.loadBalancer.localityLbSetting"));
+    assert!(
+        !findings.iter().any(|f| f.path.starts_with("spec.trafficPolicy.loadBalancer")),
+        "locality load balancing is translated: {findings:?}"
+    );
 }

@@ -346,6 +346,14 @@ pub fn convert_service_entry(config: &Config, options: &ServiceEntryOptions) -> 
             external_name: None,
             aliases: Vec::new(),
             auto_allocated: host_auto_addresses(&auto, host),
+            traffic_distribution: model::service::TrafficDistribution::from_spec(
+                None,
+                config
+                    .meta
+                    .annotations
+                    .get(model::service::ANNOTATION_TRAFFIC_DISTRIBUTION)
+                    .map(String::as_str),
+            ),
         }));
     }
 

@@ -92,6 +92,7 @@ fn kube_service(hostname: &str, namespace: &str, created: &str) -> Arc<Service> 
         external_name: None,
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
+        traffic_distribution: Default::default(),
     })
 }
 

@@ -76,6 +76,7 @@ fn service(host: &str, ns: &str) -> Arc<Service> {
         external_name: None,
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
+        traffic_distribution: Default::default(),
     })
 }
 

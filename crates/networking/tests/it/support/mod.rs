@@ -168,6 +168,7 @@ pub fn external_name_service(name: &str, namespace: &str, external: &str, ports:
         external_name: Some(external.to_string()),
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
+        traffic_distribution: Default::default(),
     }
 }
 
