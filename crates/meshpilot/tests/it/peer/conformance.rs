@@ -332,7 +332,16 @@ fn normalised(f: &Fetched, t: XdsType) -> BTreeMap<String, Value> {
         .collect()
 }
 
-fn compare_proxy(p: &ProxySpec, istiod: &Fetched, mp: &Fetched, diffs: &mut Vec<Difference>) -> ProxyResult {
+/// Compares what one proxy got from both sides. Names on one side only and routing differences count
+/// (EDS names only with `assert_eds`, since they follow the clusters); field differences count for EDS
+/// with `assert_eds` (scenarios about assignments' priorities and weights).
+fn compare_proxy(
+    p: &ProxySpec,
+    istiod: &Fetched,
+    mp: &Fetched,
+    assert_eds: bool,
+    diffs: &mut Vec<Difference>,
+) -> ProxyResult {
     let mut out = ProxyResult { proxy: p.label.into(), ..Default::default() };
     for t in XdsType::ALL {
         let (a, b) = (normalised(istiod, t), normalised(mp, t));
@@ -341,7 +350,7 @@ fn compare_proxy(p: &ProxySpec, istiod: &Fetched, mp: &Fetched, diffs: &mut Vec<
             match b.get(name) {
                 None => {
                     r.only_istiod.push(name.clone());
-                    if t != XdsType::Eds {
+                    if t != XdsType::Eds || assert_eds {
                         diffs.push(Difference::new(
                             p.label,
                             format!("{} only-istiod {name}", t.label()),
@@ -355,6 +364,13 @@ fn compare_proxy(p: &ProxySpec, istiod: &Fetched, mp: &Fetched, diffs: &mut Vec<
                     if d.is_empty() {
                         r.identical += 1;
                     } else {
+                        if t == XdsType::Eds && assert_eds {
+                            diffs.push(Difference::new(
+                                p.label,
+                                format!("EDS fields {name}"),
+                                serde_json::to_string(&d).unwrap_or_default(),
+                            ));
+                        }
                         r.field_diffs.insert(name.clone(), d);
                     }
                 }
@@ -362,7 +378,7 @@ fn compare_proxy(p: &ProxySpec, istiod: &Fetched, mp: &Fetched, diffs: &mut Vec<
         }
         for name in b.keys().filter(|n| !a.contains_key(*n)) {
             r.only_meshpilot.push(name.clone());
-            if t != XdsType::Eds {
+            if t != XdsType::Eds || assert_eds {
                 diffs.push(Difference::new(
                     p.label,
                     format!("{} only-meshpilot {name}", t.label()),
@@ -577,7 +593,7 @@ async fn meshpilot_matches_istiod_on_the_corpus() {
             let b = fetch(mp.grpc, node(p), Duration::from_secs(60), client)
                 .await
                 .unwrap_or_else(|e| panic!("{} {}: meshpilot: {e}\n{}", scenario.name, p.label, context()));
-            let pr = compare_proxy(p, &a, &b, &mut r.differences);
+            let pr = compare_proxy(p, &a, &b, scenario.assert_eds, &mut r.differences);
             r.proxies.push(pr);
         }
         for d in &mut r.differences {

@@ -48,6 +48,8 @@ pub struct Scenario {
     pub proxies: Vec<ProxySpec>,
     /// Only run by `scripts/conformance.sh` (large), not in CI.
     pub large: bool,
+    /// EDS field differences count (assignments' priorities and weights): for scenarios about them.
+    pub assert_eds: bool,
 }
 
 /// The ingress gateway of `istio-system` (`istio: ingressgateway`).
@@ -109,6 +111,7 @@ pub fn all() -> Vec<Scenario> {
         files,
         proxies: vec![BOOKINFO_PRODUCTPAGE, ROUTER, BOOKINFO_GRPC],
         large: false,
+        assert_eds: false,
     };
     let mut out = vec![
         Scenario {
@@ -123,18 +126,21 @@ pub fn all() -> Vec<Scenario> {
                 ROUTER,
             ],
             large: false,
+        assert_eds: false,
         },
         Scenario {
             name: "xds: ingress gateway",
             files: &["tests/testdata/networking/ingress-gateway/configs.yaml"],
             proxies: vec![ProxySpec { ip: "99.1.1.1", ..ROUTER }],
             large: false,
+        assert_eds: false,
         },
         Scenario {
             name: "xds: sidecar scoped to workload without service",
             files: &["tests/testdata/networking/sidecar-without-service/configs.yaml"],
             proxies: vec![sidecar("consumeronly-0", "consumerns", "98.1.1.1", &[("app", "consumeronly")])],
             large: false,
+        assert_eds: false,
         },
         bookinfo(
             "bookinfo: gateway, destination rules, all v1",
@@ -234,6 +240,24 @@ pub fn all() -> Vec<Scenario> {
         files: &["crates/meshpilot/tests/it/peer/conformance/listener-addresses.yaml"],
         proxies: vec![sidecar("client-0", "listeners", "10.42.0.1", &[("app", "client")])],
         large: false,
+        assert_eds: false,
+    });
+    out.push(Scenario {
+        name: "locality load balancing: failover, failoverPriority, distribute",
+        files: &["crates/meshpilot/tests/it/peer/conformance/locality.yaml"],
+        proxies: vec![sidecar(
+            "client-0",
+            "locality",
+            "10.43.0.1",
+            &[
+                ("app", "client"),
+                ("tier", "gold"),
+                ("topology.kubernetes.io/region", "r1"),
+                ("topology.kubernetes.io/zone", "z1"),
+            ],
+        )],
+        large: false,
+        assert_eds: true,
     });
     // The 16 rendered benchmark workloads: large, run by scripts/conformance.sh only.
     if let Ok(dir) = std::fs::read_dir(corpus().join("_derived/xds/benchmarks/rendered")) {
@@ -250,6 +274,7 @@ pub fn all() -> Vec<Scenario> {
                 files,
                 proxies: vec![BENCHMARK_SIDECAR, BENCHMARK_ROUTER],
                 large: true,
+                assert_eds: false,
             });
         }
     }
