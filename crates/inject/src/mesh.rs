@@ -295,15 +295,37 @@ pub fn clean_proxy_config_json(proxy_config: &Json) -> String {
             _ => false,
         };
         if !same_as_default && !is_proto3_zero(key, value) {
-            out.insert(key.clone(), value.clone());
+            out.insert(key.clone(), sorted_proto_map(key, value));
         }
     }
     serde_json::to_string(&Json::Object(out)).unwrap_or_else(|_| "{}".to_string())
 }
 
+/// `value` with its keys sorted when `key` is a protobuf map field of ProxyConfig (`proxyMetadata`,
+/// `runtimeValues`): Go's protojson writes map entries in key order, so istiod's `PROXY_CONFIG`
+/// annotation does; other fields keep their order.
+fn sorted_proto_map(key: &str, value: &Json) -> Json {
+    match (key, value) {
+        ("proxyMetadata" | "runtimeValues", Json::Object(map)) => {
+            let mut entries: Vec<(&String, &Json)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Json::Object(entries.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        }
+        _ => value.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proxy_metadata_keys_are_written_in_key_order() {
+        let pc = serde_json::json!({"proxyMetadata": {"ZED": "1", "ALPHA": "2", "MID": "3"}});
+        let text = clean_proxy_config_json(&pc);
+        let (a, m, z) = (text.find("ALPHA").unwrap(), text.find("MID").unwrap(), text.find("ZED").unwrap());
+        assert!(a < m && m < z, "{text}");
+    }
 
     #[test]
     fn mesh_config_overrides_fields_and_merges_the_proxy_config() {

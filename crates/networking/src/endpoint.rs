@@ -122,32 +122,32 @@ pub(crate) fn locality_groups<'a>(
 /// What a cluster's assignment is made of: the snapshot's endpoint list of the service port (`None`:
 /// the port has none), the subset's labels, the service's resolution, and the locality load balancing
 /// that ranks the endpoints for the proxy (`None`: none applies).
-struct ClusterSource<'p> {
+struct ClusterSource<'p, 'q> {
     endpoints: Option<&'p Arc<[Arc<Endpoint>]>>,
     subset: Option<Labels>,
     resolution: Resolution,
-    locality: Option<LocalityRanking>,
+    locality: Option<LocalityRanking<'q>>,
 }
 
 /// A proxy-relative ranking of a cluster's endpoints: the DestinationRule it comes from (kept alive
 /// for the setting it borrows), whether the cluster has outlier detection, the service's traffic
 /// distribution, and the proxy's locality and labels.
-struct LocalityRanking {
+struct LocalityRanking<'q> {
     rule: Option<Arc<model::push::IndexedDestinationRule>>,
     port: u32,
-    subset: String,
+    subset: &'q str,
     traffic_distribution: model::service::TrafficDistribution,
-    locality: model::push::node::Locality,
-    labels: Labels,
+    locality: &'q model::push::node::Locality,
+    labels: &'q Labels,
 }
 
-impl LocalityRanking {
+impl LocalityRanking<'_> {
     /// The setting and whether the cluster has outlier detection.
     fn setting<'s>(&'s self, push: &'s Snapshot) -> Option<(locality::LbSetting<'s>, bool)> {
         let (outlier, lb) = self
             .rule
             .as_deref()
-            .map_or((false, None), |r| locality::lb_policy_for(&r.rule, self.port, &self.subset));
+            .map_or((false, None), |r| locality::lb_policy_for(&r.rule, self.port, self.subset));
         let setting = locality::effective_setting(push.mesh(), lb, self.traffic_distribution)?;
         setting.changes_assignment(outlier).then_some((setting, outlier))
     }
@@ -168,7 +168,7 @@ impl LocalityRanking {
     }
 }
 
-impl ClusterSource<'_> {
+impl ClusterSource<'_, '_> {
     fn endpoints(&self) -> impl Iterator<Item = &Endpoint> {
         self.endpoints
             .into_iter()
@@ -180,7 +180,11 @@ impl ClusterSource<'_> {
 
 /// The source of a cluster's endpoints, or `None` for a name that is not an outbound cluster of a
 /// service the proxy sees.
-fn cluster_source<'p>(push: &'p Snapshot, proxy: &ProxyContext, name: &str) -> Option<ClusterSource<'p>> {
+fn cluster_source<'p, 'q>(
+    push: &'p Snapshot,
+    proxy: &'q ProxyContext,
+    name: &'q str,
+) -> Option<ClusterSource<'p, 'q>> {
     let key = parse_cluster_name(name)?;
     if key.direction != TrafficDirection::Outbound {
         return None;
@@ -197,10 +201,10 @@ fn cluster_source<'p>(push: &'p Snapshot, proxy: &ProxyContext, name: &str) -> O
     let ranking = LocalityRanking {
         rule: dr,
         port: key.port,
-        subset: key.subset.to_string(),
+        subset: key.subset,
         traffic_distribution: service.traffic_distribution,
-        locality: proxy.locality.clone(),
-        labels: proxy.labels.clone(),
+        locality: &proxy.locality,
+        labels: &proxy.labels,
     };
     Some(ClusterSource {
         endpoints: push.endpoint_list(&service.hostname, &service.namespace, key.port),
@@ -229,7 +233,7 @@ fn wants_tls_metadata(proxy: &ProxyContext) -> bool {
 fn assignment_of(
     push: &Snapshot,
     name: &str,
-    source: Option<&ClusterSource<'_>>,
+    source: Option<&ClusterSource<'_, '_>>,
     tls_metadata: bool,
     findings: &mut Vec<Finding>,
 ) -> ClusterLoadAssignment {
@@ -242,7 +246,7 @@ fn assignment_of(
             if let Some(ranking) = &source.locality
                 && let Some((setting, outlier)) = ranking.setting(push)
             {
-                let view = locality::ProxyView { locality: &ranking.locality, labels: &ranking.labels };
+                let view = locality::ProxyView { locality: ranking.locality, labels: ranking.labels };
                 locality::apply_to_assignment(&mut groups, &members, view, &setting, outlier);
             }
             groups

@@ -20,11 +20,7 @@ use crate::istio_peer::{self, Istiod, first_difference, normalize};
 use crate::webhook_support::Webhook;
 
 /// Objects (`<kind>/<name>`) on which meshpilot and istiod still differ, and why.
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
-    "deployment/selected-istio",
-    "PROXY_CONFIG lists proxyMetadata in merge order (namespace-wide WIDE before the selecting \
-     resource's SELECTED); istiod's protoToJSON sorts map keys (inject::mesh::clean_proxy_config_json)",
-)];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
 const ISTIOD_NS: &str = "gwtpl-istiod";
 const OURS_NS: &str = "gwtpl-meshpilot";
