@@ -40,11 +40,13 @@ pub enum XdsType {
     Lds,
     /// Route configurations.
     Rds,
+    /// The DNS name table (`istio.networking.nds.v1.NameTable`), asked only by DNS-capturing sidecars.
+    Nds,
 }
 
 impl XdsType {
-    /// All four.
-    pub const ALL: [XdsType; 4] = [XdsType::Cds, XdsType::Eds, XdsType::Lds, XdsType::Rds];
+    /// All five.
+    pub const ALL: [XdsType; 5] = [XdsType::Cds, XdsType::Eds, XdsType::Lds, XdsType::Rds, XdsType::Nds];
 
     /// The v3 type URL.
     pub fn url(self) -> &'static str {
@@ -53,6 +55,7 @@ impl XdsType {
             XdsType::Eds => "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
             XdsType::Lds => "type.googleapis.com/envoy.config.listener.v3.Listener",
             XdsType::Rds => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            XdsType::Nds => networking::nds::NAME_TABLE_TYPE,
         }
     }
 
@@ -63,6 +66,7 @@ impl XdsType {
             XdsType::Eds => "EDS",
             XdsType::Lds => "LDS",
             XdsType::Rds => "RDS",
+            XdsType::Nds => "NDS",
         }
     }
 
@@ -89,6 +93,8 @@ fn name_of(t: XdsType, any: &Any) -> String {
         XdsType::Eds => ClusterLoadAssignment::decode(v).map(|c| c.cluster_name).unwrap_or_default(),
         XdsType::Lds => Listener::decode(v).map(|l| l.name).unwrap_or_default(),
         XdsType::Rds => RouteConfiguration::decode(v).map(|r| r.name).unwrap_or_default(),
+        // One unnamed table per proxy.
+        XdsType::Nds => "name-table".to_string(),
     }
 }
 
@@ -159,8 +165,10 @@ fn route_cluster_names(routes: &BTreeMap<String, Any>) -> BTreeSet<String> {
 #[derive(Clone, Debug)]
 pub enum Client {
     /// As Envoy: CDS wildcard; its answer brings EDS (the EDS clusters) and LDS wildcard; the LDS
-    /// answer brings RDS (the connection managers' route names).
-    Envoy,
+    /// answer brings RDS (the connection managers' route names). With `nds`, as a sidecar whose
+    /// pilot-agent proxies DNS (`DNS_CAPTURE`): the CDS answer also brings an NDS wildcard request, as
+    /// the agent asks for the name table on the same stream.
+    Envoy { nds: bool },
     /// As a proxyless gRPC client dialing `xds:///TARGET` for each target (`HOST:PORT`): LDS by the
     /// targets; the answer brings RDS by the route names of the API listeners' connection managers,
     /// that answer CDS by the clusters the routes use (single and weighted), that answer EDS by the EDS
@@ -178,7 +186,7 @@ impl Client {
     /// The first request.
     fn first(&self) -> Ask {
         match self {
-            Client::Envoy => Ask { t: XdsType::Cds, names: None },
+            Client::Envoy { .. } => Ask { t: XdsType::Cds, names: None },
             Client::Proxyless(targets) => Ask { t: XdsType::Lds, names: Some(targets.clone()) },
         }
     }
@@ -188,10 +196,16 @@ impl Client {
         let empty = BTreeMap::new();
         let of = |t: XdsType| got.resources.get(&t).unwrap_or(&empty);
         match (self, t) {
-            (Client::Envoy, XdsType::Cds) => vec![
-                Ask { t: XdsType::Eds, names: Some(eds_names(of(XdsType::Cds))) },
-                Ask { t: XdsType::Lds, names: None },
-            ],
+            (Client::Envoy { nds }, XdsType::Cds) => {
+                let mut asks = vec![
+                    Ask { t: XdsType::Eds, names: Some(eds_names(of(XdsType::Cds))) },
+                    Ask { t: XdsType::Lds, names: None },
+                ];
+                if *nds {
+                    asks.push(Ask { t: XdsType::Nds, names: None });
+                }
+                asks
+            }
             (_, XdsType::Lds) => {
                 vec![Ask { t: XdsType::Rds, names: Some(rds_names(of(XdsType::Lds))) }]
             }
@@ -208,7 +222,7 @@ impl Client {
     /// The types only asked for after an answer of type `t` (they stay empty when `t` is never asked).
     fn behind(&self, t: XdsType) -> &'static [XdsType] {
         match (self, t) {
-            (Client::Envoy, XdsType::Lds) => &[XdsType::Rds],
+            (Client::Envoy { .. }, XdsType::Lds) => &[XdsType::Rds],
             (Client::Proxyless(_), XdsType::Lds) => &[XdsType::Rds, XdsType::Cds, XdsType::Eds],
             (Client::Proxyless(_), XdsType::Rds) => &[XdsType::Cds, XdsType::Eds],
             (Client::Proxyless(_), XdsType::Cds) => &[XdsType::Eds],
@@ -262,6 +276,9 @@ async fn fetch_inner(addr: SocketAddr, node: Node, client: Client) -> Result<Fet
     let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
     // Which types have been answered (or will never be asked); which names were asked for.
     let mut answered = BTreeSet::new();
+    if !matches!(client, Client::Envoy { nds: true }) {
+        answered.insert(XdsType::Nds);
+    }
     let mut asked: BTreeMap<XdsType, BTreeSet<String>> = BTreeMap::new();
     let mut node = Some(node);
     let Some(first) = issue(&client, client.first(), &mut asked, &mut answered, &mut node) else {

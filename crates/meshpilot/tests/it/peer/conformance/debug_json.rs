@@ -119,6 +119,7 @@ fn expand_any(type_url: &str, bytes: &[u8]) -> Option<Value> {
         RawBuffer,
         HttpProtocolOptions,
         PreviousHostsPredicate,
+        networking::nds::NameTable,
     );
     None
 }

@@ -259,6 +259,19 @@ pub fn all() -> Vec<Scenario> {
         large: false,
         assert_eds: true,
     });
+    out.push(Scenario {
+        name: "dns: name table of a DNS-capturing sidecar",
+        files: &[
+            "samples/bookinfo/platform/kube/bookinfo.yaml",
+            "crates/meshpilot/tests/it/peer/conformance/dns.yaml",
+        ],
+        proxies: vec![ProxySpec {
+            metadata: &[("DNS_CAPTURE", "true")],
+            ..sidecar("dns-client-0", "default", "10.44.0.1", &[("app", "dns-client")])
+        }],
+        large: false,
+        assert_eds: false,
+    });
     // The 16 rendered benchmark workloads: large, run by scripts/conformance.sh only.
     if let Ok(dir) = std::fs::read_dir(corpus().join("_derived/xds/benchmarks/rendered")) {
         let mut names: Vec<String> =
