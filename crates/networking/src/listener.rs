@@ -102,9 +102,8 @@ pub struct Placement {
 /// Kubernetes Service's first cluster IP of the proxy's IP family (a proxy without IPs counts as IPv4),
 /// else the first address, else [`model::service::UNSPECIFIED_IP`].
 ///
-/// Istio turns a ServiceEntry with several `addresses` into one service per address and keeps one of
-/// them per hostname in the sidecar scope; meshpilot keeps one service with its addresses in order and
-/// uses the first.
+/// For a ServiceEntry this is its first address; [`placements`] places every address (Istio makes one
+/// service per address).
 pub fn service_address<'a>(service: &'a Service, proxy_ips: &[String]) -> &'a str {
     if service.registry == model::service::ProviderId::Kubernetes {
         let v6_only = !proxy_ips.is_empty() && proxy_ips.iter().all(|ip| ip.contains(':'));
@@ -136,6 +135,21 @@ pub fn placements(
     proxy_ips: &[String],
     endpoints: &[Arc<model::service::Endpoint>],
 ) -> Vec<Placement> {
+    // A ServiceEntry with several addresses is one service per address in Istio (`convertServices`),
+    // each placed on its own: one listener per IP (IPv6 ones too, whatever the proxy's family), a CIDR
+    // match per range (as the pinned istiod answers, docs/CONFORMANCE.md).
+    if capture && service.registry != model::service::ProviderId::Kubernetes && service.addresses.len() > 1 {
+        let mut out: Vec<Placement> = Vec::new();
+        for address in &service.addresses {
+            let one = Service { addresses: vec![address.clone()], ..service.clone() };
+            for p in placements(&one, port, capture, proxy_ips, endpoints) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        return out;
+    }
     let address = service_address(service, proxy_ips);
     let is_cidr = address.contains('/') && crate::authz::matcher::cidr_range(address).is_ok();
     if !capture {
@@ -1209,9 +1223,21 @@ mod tests {
                 "{p:?}"
             );
         }
-        // A ServiceEntry with several addresses: the first.
-        let se = service(ProviderId::External, &["240.240.0.7", "240.240.0.8"], Resolution::ClientSideLb);
-        assert_eq!(placements(&se, &port(Protocol::Tls), true, &[], &[]), [own("240.240.0.7")]);
+        // A ServiceEntry with several addresses: one listener per address, IPv6 too; a range matched on
+        // the wildcard.
+        let se = service(
+            ProviderId::External,
+            &["240.240.0.7", "2001:db8::7", "10.8.0.0/16"],
+            Resolution::ClientSideLb,
+        );
+        assert_eq!(
+            placements(&se, &port(Protocol::Tls), true, &ips(&["10.70.0.1"]), &[]),
+            [
+                own("240.240.0.7"),
+                own("2001:db8::7"),
+                Placement { bind: None, cidr: Some("10.8.0.0/16".to_string()), sni: true }
+            ]
+        );
     }
 
     #[test]
