@@ -24,9 +24,11 @@ use std::collections::HashMap;
 
 use api::networking::destination_rule::{
     ClientTlsSettings, ConnectionPoolSettings, DestinationRule, LoadBalancerSettings, OutlierDetection,
-    TrafficPolicy, client_tls_settings::TlSmode as ClientMode,
-    connection_pool_settings::http_settings::H2UpgradePolicy, load_balancer_settings::SimpleLb,
-    traffic_policy::RetryBudget,
+    TrafficPolicy,
+    client_tls_settings::TlSmode as ClientMode,
+    connection_pool_settings::http_settings::H2UpgradePolicy,
+    load_balancer_settings::SimpleLb,
+    traffic_policy::{ProxyProtocol, RetryBudget, proxy_protocol::Version as PpVersion},
 };
 use envoy_types::pb::envoy::{
     config::{
@@ -41,12 +43,14 @@ use envoy_types::pb::envoy::{
         },
         core::v3::{
             BindConfig, Http1ProtocolOptions, Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions,
-            KeepaliveSettings, RuntimeDouble, SocketAddress, TcpKeepalive, socket_address,
+            KeepaliveSettings, ProxyProtocolConfig, RuntimeDouble, SocketAddress, TcpKeepalive,
+            TransportSocket, proxy_protocol_config::Version as EnvoyPpVersion, socket_address,
         },
         endpoint::v3::{
             ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
         },
     },
+    extensions::transport_sockets::proxy_protocol::v3::ProxyProtocolUpstreamTransport,
     extensions::upstreams::http::v3::{
         HttpProtocolOptions,
         http_protocol_options::{
@@ -105,9 +109,10 @@ struct Policy<'a> {
     lb: Option<Part<'a, LoadBalancerSettings>>,
     tls: Option<Part<'a, ClientTlsSettings>>,
     retry_budget: Option<Part<'a, RetryBudget>>,
-    /// `tunnel` / `proxyProtocol` paths when set (reported).
+    /// `tunnel` path when set: it configures the outbound TCP proxies (`listener.rs`), never the
+    /// cluster, and is reported only where it cannot apply.
     tunnel: Option<&'a str>,
-    proxy_protocol: Option<&'a str>,
+    proxy_protocol: Option<Part<'a, ProxyProtocol>>,
 }
 
 /// Field paths of one traffic policy block.
@@ -202,7 +207,7 @@ fn port_policy<'a>(
         tls: tp.tls.as_ref().map(|v| Part { value: v, path: &paths.tls }),
         retry_budget: tp.retry_budget.as_ref().map(|v| Part { value: v, path: &paths.retry_budget }),
         tunnel: tp.tunnel.as_ref().map(|_| paths.tunnel.as_str()),
-        proxy_protocol: tp.proxy_protocol.as_ref().map(|_| paths.proxy_protocol.as_str()),
+        proxy_protocol: tp.proxy_protocol.as_ref().map(|v| Part { value: v, path: &paths.proxy_protocol }),
     };
     (policy, false)
 }
@@ -817,6 +822,53 @@ fn apply_tls(
     }
 }
 
+/// Istio's `applyUpstreamProxyProtocol`: wraps the cluster's transport socket (plaintext when it
+/// has none) and each auto-mTLS match's socket in `envoy.transport_sockets.upstream_proxy_protocol`,
+/// so Envoy sends a PROXY header (`V1` text or `V2` binary) with the downstream connection's
+/// addresses before the upstream bytes (and before any TLS handshake).
+fn apply_proxy_protocol(
+    b: &mut Builder,
+    part: Option<Part<'_, ProxyProtocol>>,
+    proxyless: bool,
+    report: &mut Report<'_>,
+) {
+    let Some(part) = part else { return };
+    if proxyless {
+        report.unsupported(part.path, "proxyless gRPC clients do not send a PROXY protocol header");
+        return;
+    }
+    let version = match PpVersion::try_from(part.value.version) {
+        Ok(PpVersion::V2) => EnvoyPpVersion::V2,
+        _ => EnvoyPpVersion::V1,
+    };
+    let wrap = |inner: TransportSocket| {
+        transport_socket(
+            UPSTREAM_PROXY_PROTOCOL_TRANSPORT_SOCKET,
+            &ProxyProtocolUpstreamTransport {
+                config: Some(ProxyProtocolConfig { version: version as i32, ..Default::default() }),
+                transport_socket: Some(inner),
+                ..Default::default()
+            },
+        )
+    };
+    let c = &mut b.cluster;
+    if c.transport_socket.is_none() && c.transport_socket_matches.is_empty() {
+        c.transport_socket = Some(wrap(mtls::raw_buffer()));
+        return;
+    }
+    if let Some(inner) = c.transport_socket.take() {
+        c.transport_socket = Some(wrap(inner));
+    }
+    for m in &mut c.transport_socket_matches {
+        if let Some(inner) = m.transport_socket.take() {
+            m.transport_socket = Some(wrap(inner));
+        }
+    }
+}
+
+/// Envoy's upstream PROXY protocol transport socket.
+const UPSTREAM_PROXY_PROTOCOL_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.upstream_proxy_protocol";
+
 /// Applies the traffic policy to a cluster.
 fn apply_policy(
     push: &Snapshot,
@@ -831,12 +883,15 @@ fn apply_policy(
     apply_outlier(b, policy.outlier, report);
     apply_lb(b, policy.lb, proxy.proxyless_grpc, report);
     apply_tls(push, proxy, b, policy.tls, target, report);
-    if let Some(path) = policy.tunnel {
-        report.unsupported(path, "tunnelling through an HTTP CONNECT/POST proxy is not translated");
+    if let Some(path) = policy.tunnel
+        && port.protocol.is_http()
+    {
+        report.unsupported(
+            path,
+            "tunnelling applies to the TCP proxies of TCP, TLS and sniffed ports (as istiod); HTTP traffic to this port is not tunnelled",
+        );
     }
-    if let Some(path) = policy.proxy_protocol {
-        report.unsupported(path, "the upstream PROXY protocol is not translated");
-    }
+    apply_proxy_protocol(b, policy.proxy_protocol, proxy.proxyless_grpc, report);
     if cluster_type(&b.cluster) == Some(DiscoveryType::Eds) {
         b.cluster.eds_cluster_config = Some(EdsClusterConfig {
             eds_config: Some(ads_config_source()),

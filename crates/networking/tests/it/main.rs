@@ -21,6 +21,7 @@ mod route_destinations;
 mod scope;
 mod shared_routes;
 mod traffic_policy;
+mod tunnel_proxy_protocol;
 
 /// Tests that need a real peer process (see the crate doc above).
 mod peer {
