@@ -18,7 +18,11 @@
 //! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files; `ISTIO_MUTUAL` for proxies with workload
 //! certificates, [`crate::mtls`]). Without DestinationRule TLS, proxies with workload certificates get
 //! auto mTLS (`transport_socket_matches` on the endpoints' `tlsMode`) to mesh-internal EDS and DNS
-//! clusters when the mesh enables it. Everything else is reported.
+//! clusters when the mesh enables it. `proxyProtocol` wraps the resulting socket(s) (plaintext:
+//! `raw_buffer`) in `upstream_proxy_protocol` (Istio's `applyUpstreamProxyProtocol`). `tunnel` leaves
+//! the cluster alone: it becomes the `tunneling_config` of the sidecar's outbound TCP proxies
+//! (`crate::listener`), and is reported on clusters of HTTP ports, which istiod never tunnels.
+//! Everything else is reported.
 
 use std::collections::HashMap;
 
@@ -1002,9 +1006,11 @@ fn bind_config(ip: &str) -> BindConfig {
 }
 
 /// Inbound clusters `inbound|PORT||` for the proxy's instances (by target port, first instance wins),
-/// original destination to the workload, with the connection pool of the DestinationRule that applies
-/// to the instance's service.
+/// original destination to the workload, with the Sidecar's `inboundConnectionPool` when set, else the
+/// connection pool of the DestinationRule that applies to the instance's service (Istio's
+/// `buildInboundClusterForPortOrUDS`: the Sidecar's pool replaces the rule's).
 fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
+    let scope = push.sidecar_scope(proxy);
     let mut out: Vec<Cluster> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for instance in &proxy.service_instances {
@@ -1018,7 +1024,8 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
         if instance.service_port.protocol.is_http2() {
             b.set_h2();
         }
-        let pool = dr.as_ref().and_then(|d| {
+        let sidecar_pool = scope.inbound_connection_pool_for_port(port);
+        let pool = dr.as_ref().filter(|_| sidecar_pool.is_none()).and_then(|d| {
             let tp = d.rule.traffic_policy.as_ref()?;
             let level = tp
                 .port_level_settings
@@ -1029,15 +1036,11 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
                 None => tp.connection_pool.clone(),
             }
         });
-        let path = "spec.trafficPolicy.connectionPool".to_string();
-        apply_connection_pool(
-            push,
-            &mut b,
-            pool.as_ref().map(|p| Part { value: p, path: &path }),
-            None,
-            &instance.service_port,
-            false,
-        );
+        let part = match sidecar_pool {
+            Some((value, path)) => Some(Part { value, path }),
+            None => pool.as_ref().map(|p| Part { value: p, path: "spec.trafficPolicy.connectionPool" }),
+        };
+        apply_connection_pool(push, &mut b, part, None, &instance.service_port, false);
         out.push(b.build());
     }
     out
@@ -1124,6 +1127,12 @@ fn ingress_clusters(
         };
         if ingress.protocol.is_http2() {
             b.set_h2();
+        }
+        // The entry's (or the Sidecar's inbound) pool; without one the cluster keeps Envoy's defaults.
+        if let Some((value, path)) = scope.inbound_connection_pool_for_port(ingress.port) {
+            let port =
+                Port { name: ingress.port_name.clone(), port: ingress.port, protocol: ingress.protocol };
+            apply_connection_pool(push, &mut b, Some(Part { value, path }), None, &port, false);
         }
         out.push(b.build());
     }
