@@ -41,8 +41,8 @@ use crate::{
     },
     gateway::{GatewayServer, PortKind, ServerKind},
     naming::{
-        BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
-        VIRTUAL_INBOUND_LISTENER, VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, listener_name,
+        BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, VIRTUAL_INBOUND_LISTENER,
+        VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, allow_any_cluster, listener_name,
         outbound_cluster_name, parse_cluster_name,
     },
     policy::SecurityFilters,
@@ -711,10 +711,13 @@ fn tunneling(
 
 fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext, logs: &AccessLogs) -> Listener {
     let scope = push.sidecar_scope(proxy);
+    // Istio's `buildOutboundCatchAllNetworkFiltersOnly`: the Sidecar's egress proxy replaces
+    // `PassthroughCluster` under ALLOW_ANY.
     let target = match scope.outbound_traffic_policy {
-        OutboundTrafficPolicy::AllowAny => PASSTHROUGH_CLUSTER,
-        OutboundTrafficPolicy::RegistryOnly => BLACK_HOLE_CLUSTER,
+        OutboundTrafficPolicy::AllowAny => allow_any_cluster(scope.egress_proxy.as_ref()),
+        OutboundTrafficPolicy::RegistryOnly => BLACK_HOLE_CLUSTER.to_string(),
     };
+    let target = target.as_str();
     let mut l = listener(
         VIRTUAL_OUTBOUND_LISTENER.to_string(),
         &proxy.bind_address,

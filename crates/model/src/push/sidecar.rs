@@ -11,7 +11,7 @@ use api::{
     Kind, Spec,
     networking::{
         Sidecar, destination_rule::ConnectionPoolSettings,
-        sidecar::outbound_traffic_policy::Mode as SidecarMode,
+        sidecar::outbound_traffic_policy::Mode as SidecarMode, virtual_service::Destination,
     },
 };
 
@@ -139,6 +139,9 @@ pub struct SidecarScope {
     pub ingress: Vec<IngressListener>,
     /// The Sidecar's `inboundConnectionPool`.
     pub inbound_connection_pool: Option<ConnectionPoolSettings>,
+    /// `outboundTrafficPolicy.egressProxy` under `ALLOW_ANY`: where unknown traffic goes instead of
+    /// `PassthroughCluster` (Istio ignores it under `REGISTRY_ONLY`).
+    pub egress_proxy: Option<Destination>,
     services: Vec<Arc<Service>>,
     by_host: HashMap<String, Arc<Service>>,
     virtual_services: Vec<Arc<IndexedVirtualService>>,
@@ -171,6 +174,7 @@ impl SidecarScope {
         let mut egress: Option<Vec<EgressHost>> = None;
         let mut ingress = Vec::new();
         let mut outbound = push.mesh.outbound_traffic_policy;
+        let mut egress_proxy = None;
         if let (Some(spec), Some(config)) = (spec, sidecar) {
             let own = &config.meta.namespace;
             let own_ns = if own == &push.mesh.root_namespace { namespace } else { own.as_str() };
@@ -232,11 +236,8 @@ impl SidecarScope {
                 } else {
                     OutboundTrafficPolicy::RegistryOnly
                 };
-                if policy.egress_proxy.is_some() {
-                    unsupported(
-                        "spec.outboundTrafficPolicy.egressProxy".into(),
-                        "unknown traffic goes to PassthroughCluster, not to an egress proxy",
-                    );
+                if outbound == OutboundTrafficPolicy::AllowAny {
+                    egress_proxy = policy.egress_proxy.clone();
                 }
             }
         }
@@ -289,6 +290,7 @@ impl SidecarScope {
             outbound_traffic_policy: outbound,
             ingress,
             inbound_connection_pool: spec.and_then(|s| s.inbound_connection_pool.clone()),
+            egress_proxy,
             services,
             by_host,
             virtual_services,
