@@ -18,15 +18,21 @@
 //! retry budget, TLS (`DISABLE`, `SIMPLE`, `MUTUAL` with files; `ISTIO_MUTUAL` for proxies with workload
 //! certificates, [`crate::mtls`]). Without DestinationRule TLS, proxies with workload certificates get
 //! auto mTLS (`transport_socket_matches` on the endpoints' `tlsMode`) to mesh-internal EDS and DNS
-//! clusters when the mesh enables it. Everything else is reported.
+//! clusters when the mesh enables it. `proxyProtocol` wraps the resulting socket(s) (plaintext:
+//! `raw_buffer`) in `upstream_proxy_protocol` (Istio's `applyUpstreamProxyProtocol`). `tunnel` leaves
+//! the cluster alone: it becomes the `tunneling_config` of the sidecar's outbound TCP proxies
+//! (`crate::listener`), and is reported on clusters of HTTP ports, which istiod never tunnels.
+//! Everything else is reported.
 
 use std::collections::HashMap;
 
 use api::networking::destination_rule::{
     ClientTlsSettings, ConnectionPoolSettings, DestinationRule, LoadBalancerSettings, OutlierDetection,
-    TrafficPolicy, client_tls_settings::TlSmode as ClientMode,
-    connection_pool_settings::http_settings::H2UpgradePolicy, load_balancer_settings::SimpleLb,
-    traffic_policy::RetryBudget,
+    TrafficPolicy,
+    client_tls_settings::TlSmode as ClientMode,
+    connection_pool_settings::http_settings::H2UpgradePolicy,
+    load_balancer_settings::SimpleLb,
+    traffic_policy::{ProxyProtocol, RetryBudget, proxy_protocol::Version as PpVersion},
 };
 use envoy_types::pb::envoy::{
     config::{
@@ -41,12 +47,14 @@ use envoy_types::pb::envoy::{
         },
         core::v3::{
             BindConfig, Http1ProtocolOptions, Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions,
-            KeepaliveSettings, RuntimeDouble, SocketAddress, TcpKeepalive, socket_address,
+            KeepaliveSettings, ProxyProtocolConfig, RuntimeDouble, SocketAddress, TcpKeepalive,
+            TransportSocket, proxy_protocol_config::Version as EnvoyPpVersion, socket_address,
         },
         endpoint::v3::{
             ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
         },
     },
+    extensions::transport_sockets::proxy_protocol::v3::ProxyProtocolUpstreamTransport,
     extensions::upstreams::http::v3::{
         HttpProtocolOptions,
         http_protocol_options::{
@@ -105,9 +113,10 @@ struct Policy<'a> {
     lb: Option<Part<'a, LoadBalancerSettings>>,
     tls: Option<Part<'a, ClientTlsSettings>>,
     retry_budget: Option<Part<'a, RetryBudget>>,
-    /// `tunnel` / `proxyProtocol` paths when set (reported).
+    /// `tunnel` path when set: it configures the outbound TCP proxies (`listener.rs`), never the
+    /// cluster, and is reported only where it cannot apply.
     tunnel: Option<&'a str>,
-    proxy_protocol: Option<&'a str>,
+    proxy_protocol: Option<Part<'a, ProxyProtocol>>,
 }
 
 /// Field paths of one traffic policy block.
@@ -202,7 +211,7 @@ fn port_policy<'a>(
         tls: tp.tls.as_ref().map(|v| Part { value: v, path: &paths.tls }),
         retry_budget: tp.retry_budget.as_ref().map(|v| Part { value: v, path: &paths.retry_budget }),
         tunnel: tp.tunnel.as_ref().map(|_| paths.tunnel.as_str()),
-        proxy_protocol: tp.proxy_protocol.as_ref().map(|_| paths.proxy_protocol.as_str()),
+        proxy_protocol: tp.proxy_protocol.as_ref().map(|v| Part { value: v, path: &paths.proxy_protocol }),
     };
     (policy, false)
 }
@@ -848,6 +857,53 @@ fn apply_tls(
     }
 }
 
+/// Istio's `applyUpstreamProxyProtocol`: wraps the cluster's transport socket (plaintext when it
+/// has none) and each auto-mTLS match's socket in `envoy.transport_sockets.upstream_proxy_protocol`,
+/// so Envoy sends a PROXY header (`V1` text or `V2` binary) with the downstream connection's
+/// addresses before the upstream bytes (and before any TLS handshake).
+fn apply_proxy_protocol(
+    b: &mut Builder,
+    part: Option<Part<'_, ProxyProtocol>>,
+    proxyless: bool,
+    report: &mut Report<'_>,
+) {
+    let Some(part) = part else { return };
+    if proxyless {
+        report.unsupported(part.path, "proxyless gRPC clients do not send a PROXY protocol header");
+        return;
+    }
+    let version = match PpVersion::try_from(part.value.version) {
+        Ok(PpVersion::V2) => EnvoyPpVersion::V2,
+        _ => EnvoyPpVersion::V1,
+    };
+    let wrap = |inner: TransportSocket| {
+        transport_socket(
+            UPSTREAM_PROXY_PROTOCOL_TRANSPORT_SOCKET,
+            &ProxyProtocolUpstreamTransport {
+                config: Some(ProxyProtocolConfig { version: version as i32, ..Default::default() }),
+                transport_socket: Some(inner),
+                ..Default::default()
+            },
+        )
+    };
+    let c = &mut b.cluster;
+    if c.transport_socket.is_none() && c.transport_socket_matches.is_empty() {
+        c.transport_socket = Some(wrap(mtls::raw_buffer()));
+        return;
+    }
+    if let Some(inner) = c.transport_socket.take() {
+        c.transport_socket = Some(wrap(inner));
+    }
+    for m in &mut c.transport_socket_matches {
+        if let Some(inner) = m.transport_socket.take() {
+            m.transport_socket = Some(wrap(inner));
+        }
+    }
+}
+
+/// Envoy's upstream PROXY protocol transport socket.
+const UPSTREAM_PROXY_PROTOCOL_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.upstream_proxy_protocol";
+
 /// Applies the traffic policy to a cluster.
 fn apply_policy(
     push: &Snapshot,
@@ -863,12 +919,15 @@ fn apply_policy(
     apply_lb(b, policy.lb, proxy.proxyless_grpc, report);
     apply_locality(push, proxy, b, policy.lb, target.service, report);
     apply_tls(push, proxy, b, policy.tls, target, report);
-    if let Some(path) = policy.tunnel {
-        report.unsupported(path, "tunnelling through an HTTP CONNECT/POST proxy is not translated");
+    if let Some(path) = policy.tunnel
+        && port.protocol.is_http()
+    {
+        report.unsupported(
+            path,
+            "tunnelling applies to the TCP proxies of TCP, TLS and sniffed ports (as istiod); HTTP traffic to this port is not tunnelled",
+        );
     }
-    if let Some(path) = policy.proxy_protocol {
-        report.unsupported(path, "the upstream PROXY protocol is not translated");
-    }
+    apply_proxy_protocol(b, policy.proxy_protocol, proxy.proxyless_grpc, report);
     if cluster_type(&b.cluster) == Some(DiscoveryType::Eds) {
         b.cluster.eds_cluster_config = Some(EdsClusterConfig {
             eds_config: Some(ads_config_source()),
@@ -979,9 +1038,11 @@ fn bind_config(ip: &str) -> BindConfig {
 }
 
 /// Inbound clusters `inbound|PORT||` for the proxy's instances (by target port, first instance wins),
-/// original destination to the workload, with the connection pool of the DestinationRule that applies
-/// to the instance's service.
+/// original destination to the workload, with the Sidecar's `inboundConnectionPool` when set, else the
+/// connection pool of the DestinationRule that applies to the instance's service (Istio's
+/// `buildInboundClusterForPortOrUDS`: the Sidecar's pool replaces the rule's).
 fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
+    let scope = push.sidecar_scope(proxy);
     let mut out: Vec<Cluster> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for instance in &proxy.service_instances {
@@ -995,7 +1056,8 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
         if instance.service_port.protocol.is_http2() {
             b.set_h2();
         }
-        let pool = dr.as_ref().and_then(|d| {
+        let sidecar_pool = scope.inbound_connection_pool_for_port(port);
+        let pool = dr.as_ref().filter(|_| sidecar_pool.is_none()).and_then(|d| {
             let tp = d.rule.traffic_policy.as_ref()?;
             let level = tp
                 .port_level_settings
@@ -1006,15 +1068,11 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
                 None => tp.connection_pool.clone(),
             }
         });
-        let path = "spec.trafficPolicy.connectionPool".to_string();
-        apply_connection_pool(
-            push,
-            &mut b,
-            pool.as_ref().map(|p| Part { value: p, path: &path }),
-            None,
-            &instance.service_port,
-            false,
-        );
+        let part = match sidecar_pool {
+            Some((value, path)) => Some(Part { value, path }),
+            None => pool.as_ref().map(|p| Part { value: p, path: "spec.trafficPolicy.connectionPool" }),
+        };
+        apply_connection_pool(push, &mut b, part, None, &instance.service_port, false);
         out.push(b.build());
     }
     out
@@ -1101,6 +1159,12 @@ fn ingress_clusters(
         };
         if ingress.protocol.is_http2() {
             b.set_h2();
+        }
+        // The entry's (or the Sidecar's inbound) pool; without one the cluster keeps Envoy's defaults.
+        if let Some((value, path)) = scope.inbound_connection_pool_for_port(ingress.port) {
+            let port =
+                Port { name: ingress.port_name.clone(), port: ingress.port, protocol: ingress.protocol };
+            apply_connection_pool(push, &mut b, Some(Part { value, path }), None, &port, false);
         }
         out.push(b.build());
     }

@@ -27,7 +27,7 @@ use envoy_types::pb::envoy::{
             },
             tcp_proxy::v3::{
                 TcpProxy,
-                tcp_proxy::{self, WeightedCluster, weighted_cluster::ClusterWeight},
+                tcp_proxy::{self, TunnelingConfig, WeightedCluster, weighted_cluster::ClusterWeight},
             },
         },
     },
@@ -153,6 +153,18 @@ pub fn tcp_proxy_filter(
     destinations: &[(String, u32)],
     access_log: &[AccessLog],
 ) -> Filter {
+    tunneled_tcp_proxy_filter(stat_prefix, destinations, access_log, None)
+}
+
+/// [`tcp_proxy_filter`] with an optional `tunneling_config`: each downstream connection is carried
+/// to the cluster inside an HTTP `CONNECT` (or `POST`) request for `hostname` (Istio's
+/// `tunnelingconfig.Apply`; `None` gives the plain proxy).
+pub fn tunneled_tcp_proxy_filter(
+    stat_prefix: &str,
+    destinations: &[(String, u32)],
+    access_log: &[AccessLog],
+    tunneling: Option<TunnelingConfig>,
+) -> Filter {
     let cluster_specifier = match destinations {
         [(single, _)] => tcp_proxy::ClusterSpecifier::Cluster(single.clone()),
         many => tcp_proxy::ClusterSpecifier::WeightedClusters(WeightedCluster {
@@ -170,6 +182,7 @@ pub fn tcp_proxy_filter(
         stat_prefix: stat_prefix.to_string(),
         cluster_specifier: Some(cluster_specifier),
         access_log: access_log.to_vec(),
+        tunneling_config: tunneling,
         ..Default::default()
     };
     Filter { name: TCP_PROXY.to_string(), config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))) }

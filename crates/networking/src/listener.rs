@@ -22,7 +22,10 @@ use envoy_types::pb::envoy::{
             route_match::PathSpecifier,
         },
     },
-    extensions::transport_sockets::tls::v3::DownstreamTlsContext,
+    extensions::{
+        filters::network::tcp_proxy::v3::tcp_proxy::TunnelingConfig,
+        transport_sockets::tls::v3::DownstreamTlsContext,
+    },
 };
 use model::{Protocol, service::Service};
 
@@ -34,13 +37,13 @@ use crate::{
     convert::{address, any, boolv, std_duration, transport_socket},
     filters::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, http_inspector,
-        tcp_proxy_filter, tls_inspector,
+        tcp_proxy_filter, tls_inspector, tunneled_tcp_proxy_filter,
     },
     gateway::{GatewayServer, PortKind, ServerKind},
     naming::{
-        BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
-        VIRTUAL_INBOUND_LISTENER, VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, listener_name,
-        outbound_cluster_name,
+        BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, VIRTUAL_INBOUND_LISTENER,
+        VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, allow_any_cluster, listener_name,
+        outbound_cluster_name, parse_cluster_name,
     },
     policy::SecurityFilters,
     tls,
@@ -585,7 +588,9 @@ fn sidecar_outbound(
                     }
                 }
                 let m = l4_match(&names, e.cidr.as_deref());
-                (names, chain(&cluster, m, vec![tcp_proxy_filter(&cluster, &destinations, &logs.filters)]))
+                let tunnel = tunneling(push, proxy, &scope, &destinations);
+                let proxy_filter = tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel);
+                (names, chain(&cluster, m, vec![proxy_filter]))
             } else {
                 let m = l4_match(&[], e.cidr.as_deref());
                 let mut c = tcp_chain(push, proxy, &scope, s, port, logs, &mut report);
@@ -681,15 +686,52 @@ fn tcp_chain(
         .virtual_service_for(&s.hostname.to_ascii_lowercase())
         .and_then(|vs| tcp_route_destinations(push, proxy, scope, vs, port, MESH_GATEWAY, report))
         .unwrap_or_else(|| vec![(cluster.clone(), 1)]);
-    chain(&cluster, None, vec![tcp_proxy_filter(&cluster, &destinations, &logs.filters)])
+    let tunnel = tunneling(push, proxy, scope, &destinations);
+    chain(&cluster, None, vec![tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel)])
+}
+
+/// The `tunneling_config` of a sidecar's outbound TCP proxy to `destinations` (Istio's
+/// `tunnelingconfig.Apply` as `buildOutboundNetworkFilters` calls it): the DestinationRule of the
+/// first destination's service gives `trafficPolicy.tunnel`, or, for a single destination naming a
+/// subset, that subset's `tunnel` alone (no fallback to the destination level). The hostname is
+/// `targetHost:targetPort` (IPv6 hosts in brackets); `protocol: POST` sets `use_post`. Gateways
+/// never tunnel (istiod passes `tunnelingconfig.Skip` there).
+fn tunneling(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+    destinations: &[(String, u32)],
+) -> Option<TunnelingConfig> {
+    let key = parse_cluster_name(&destinations.first()?.0)?;
+    let dr = push.destination_rule(proxy, scope.service(key.host)?)?;
+    let policy = match destinations {
+        [_] if !key.subset.is_empty() => {
+            dr.rule.subsets.iter().find(|s| s.name == key.subset)?.traffic_policy.as_ref()
+        }
+        _ => dr.rule.traffic_policy.as_ref(),
+    };
+    let tunnel = policy?.tunnel.as_ref()?;
+    let host = if tunnel.target_host.contains(':') {
+        format!("[{}]", tunnel.target_host)
+    } else {
+        tunnel.target_host.clone()
+    };
+    Some(TunnelingConfig {
+        hostname: format!("{host}:{}", tunnel.target_port),
+        use_post: tunnel.protocol == "POST",
+        ..Default::default()
+    })
 }
 
 fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext, logs: &AccessLogs) -> Listener {
     let scope = push.sidecar_scope(proxy);
+    // Istio's `buildOutboundCatchAllNetworkFiltersOnly`: the Sidecar's egress proxy replaces
+    // `PassthroughCluster` under ALLOW_ANY.
     let target = match scope.outbound_traffic_policy {
-        OutboundTrafficPolicy::AllowAny => PASSTHROUGH_CLUSTER,
-        OutboundTrafficPolicy::RegistryOnly => BLACK_HOLE_CLUSTER,
+        OutboundTrafficPolicy::AllowAny => allow_any_cluster(scope.egress_proxy.as_ref()),
+        OutboundTrafficPolicy::RegistryOnly => BLACK_HOLE_CLUSTER.to_string(),
     };
+    let target = target.as_str();
     let mut l = listener(
         VIRTUAL_OUTBOUND_LISTENER.to_string(),
         &proxy.bind_address,

@@ -97,6 +97,16 @@ pub fn parse_cluster_name(name: &str) -> Option<ClusterKey<'_>> {
     Some(ClusterKey { direction, port, subset, host })
 }
 
+/// The cluster unknown traffic of an `ALLOW_ANY` sidecar goes to: its Sidecar's `egressProxy`
+/// cluster (`outbound|PORT|SUBSET|HOST`, the host as written, port 0 when none is given: Istio's
+/// `GetDestinationCluster` without a service), else `PassthroughCluster`.
+pub fn allow_any_cluster(egress_proxy: Option<&api::networking::virtual_service::Destination>) -> String {
+    match egress_proxy {
+        Some(d) => outbound_cluster_name(d.port.as_ref().map_or(0, |p| p.number), &d.subset, &d.host),
+        None => PASSTHROUGH_CLUSTER.to_string(),
+    }
+}
+
 /// `BIND_PORT`, the name of a listener bound to an address (`0.0.0.0_80`, `10.96.0.10_53`).
 pub fn listener_name(bind: &str, port: u32) -> String {
     format!("{bind}_{port}")

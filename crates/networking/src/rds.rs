@@ -36,8 +36,8 @@ use crate::{
     convert::{boolv, zero_duration},
     gateway::{GatewayServer, PortKind, ServerKind},
     naming::{
-        ALLOW_ANY_VHOST, BLOCK_ALL_VHOST, DEFAULT_ROUTE_NAME, MESH_GATEWAY, PASSTHROUGH_CLUSTER,
-        TrafficDirection, outbound_cluster_name, parse_cluster_name,
+        ALLOW_ANY_VHOST, BLOCK_ALL_VHOST, DEFAULT_ROUTE_NAME, MESH_GATEWAY, TrafficDirection,
+        outbound_cluster_name, parse_cluster_name,
     },
     route::{DestinationCluster, RouteContext, destination_port, translate_http_routes},
 };
@@ -91,12 +91,13 @@ pub fn default_route(cluster: &str, host: &str, port: u32, proxyless: bool, cons
     }
 }
 
-/// The last virtual host of a sidecar's route configuration: `allow_any` to `PassthroughCluster`, or
+/// The last virtual host of a sidecar's route configuration: `allow_any` to `allow_any_cluster`
+/// (`PassthroughCluster`, or the Sidecar's egress proxy: [`crate::naming::allow_any_cluster`]), or
 /// `block_all` answering 502.
-pub fn catch_all_virtual_host(policy: OutboundTrafficPolicy) -> VirtualHost {
+pub fn catch_all_virtual_host(policy: OutboundTrafficPolicy, allow_any_cluster: &str) -> VirtualHost {
     let (name, action) = match policy {
         OutboundTrafficPolicy::AllowAny => {
-            (ALLOW_ANY_VHOST, Action::Route(no_timeout_action(PASSTHROUGH_CLUSTER)))
+            (ALLOW_ANY_VHOST, Action::Route(no_timeout_action(allow_any_cluster)))
         }
         OutboundTrafficPolicy::RegistryOnly => (
             BLOCK_ALL_VHOST,
@@ -463,7 +464,8 @@ fn sidecar_virtual_hosts(
         });
     }
     if only.is_none() && !proxyless {
-        let catch_all = catch_all_virtual_host(scope.outbound_traffic_policy);
+        let allow_any = crate::naming::allow_any_cluster(scope.egress_proxy.as_ref());
+        let catch_all = catch_all_virtual_host(scope.outbound_traffic_policy, &allow_any);
         if !used.contains("*") {
             out.push(catch_all);
         }
@@ -1061,8 +1063,15 @@ mod tests {
 
     #[test]
     fn catch_all_follows_the_policy() {
-        assert_eq!(catch_all_virtual_host(OutboundTrafficPolicy::AllowAny).name, "allow_any");
-        let block = catch_all_virtual_host(OutboundTrafficPolicy::RegistryOnly);
+        let allow = catch_all_virtual_host(OutboundTrafficPolicy::AllowAny, "outbound|3128||egress.example");
+        assert_eq!(allow.name, "allow_any");
+        assert!(matches!(
+            &allow.routes[0].action,
+            Some(Action::Route(RouteAction { cluster_specifier: Some(ClusterSpecifier::Cluster(c)), .. }))
+                if c == "outbound|3128||egress.example"
+        ));
+        let block =
+            catch_all_virtual_host(OutboundTrafficPolicy::RegistryOnly, crate::naming::PASSTHROUGH_CLUSTER);
         assert_eq!(block.name, "block_all");
         assert!(matches!(
             block.routes[0].action,

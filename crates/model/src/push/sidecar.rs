@@ -9,7 +9,10 @@ use std::{
 
 use api::{
     Kind, Spec,
-    networking::{Sidecar, sidecar::outbound_traffic_policy::Mode as SidecarMode},
+    networking::{
+        Sidecar, destination_rule::ConnectionPoolSettings,
+        sidecar::outbound_traffic_policy::Mode as SidecarMode, virtual_service::Destination,
+    },
 };
 
 use super::{
@@ -101,7 +104,7 @@ impl EgressHost {
 }
 
 /// One Sidecar `ingress` listener (Istio's `IstioIngressListener`), as the inbound builder reads it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct IngressListener {
     /// `port.number`: the port the listener accepts on (Istio has no target port here).
     pub port: u32,
@@ -117,6 +120,8 @@ pub struct IngressListener {
     /// `defaultEndpoint`: `127.0.0.1:PORT`, `0.0.0.0:PORT` (the proxy's IP), `[::1]:PORT`, `[::]:PORT`
     /// or `unix:///path`.
     pub default_endpoint: String,
+    /// `connectionPool` with its field path (`spec.ingress[N].connectionPool`).
+    pub connection_pool: Option<(ConnectionPoolSettings, String)>,
 }
 
 /// What one sidecar (or gateway) sees of the mesh (Istio's `SidecarScope`): the services and
@@ -132,6 +137,11 @@ pub struct SidecarScope {
     /// The Sidecar's `ingress` listeners (empty: inbound chains come from the proxy's service
     /// instances).
     pub ingress: Vec<IngressListener>,
+    /// The Sidecar's `inboundConnectionPool`.
+    pub inbound_connection_pool: Option<ConnectionPoolSettings>,
+    /// `outboundTrafficPolicy.egressProxy` under `ALLOW_ANY`: where unknown traffic goes instead of
+    /// `PassthroughCluster` (Istio ignores it under `REGISTRY_ONLY`).
+    pub egress_proxy: Option<Destination>,
     services: Vec<Arc<Service>>,
     by_host: HashMap<String, Arc<Service>>,
     virtual_services: Vec<Arc<IndexedVirtualService>>,
@@ -164,6 +174,7 @@ impl SidecarScope {
         let mut egress: Option<Vec<EgressHost>> = None;
         let mut ingress = Vec::new();
         let mut outbound = push.mesh.outbound_traffic_policy;
+        let mut egress_proxy = None;
         if let (Some(spec), Some(config)) = (spec, sidecar) {
             let own = &config.meta.namespace;
             let own_ns = if own == &push.mesh.root_namespace { namespace } else { own.as_str() };
@@ -200,12 +211,6 @@ impl SidecarScope {
                         "TLS termination on Sidecar ingress listeners is not translated; served in plain text",
                     );
                 }
-                if l.connection_pool.is_some() {
-                    unsupported(
-                        format!("spec.ingress[{i}].connectionPool"),
-                        "ingress connection pools are not applied",
-                    );
-                }
                 use api::networking::sidecar::CaptureMode;
                 let bind_to_port = match CaptureMode::try_from(l.capture_mode) {
                     Ok(CaptureMode::None) => Some(true),
@@ -219,10 +224,11 @@ impl SidecarScope {
                     bind: l.bind.clone(),
                     bind_to_port,
                     default_endpoint: l.default_endpoint.clone(),
+                    connection_pool: l
+                        .connection_pool
+                        .clone()
+                        .map(|p| (p, format!("spec.ingress[{i}].connectionPool"))),
                 });
-            }
-            if spec.inbound_connection_pool.is_some() {
-                unsupported("spec.inboundConnectionPool".into(), "inbound connection pools are not applied");
             }
             if let Some(policy) = &spec.outbound_traffic_policy {
                 outbound = if policy.mode == SidecarMode::AllowAny as i32 {
@@ -230,11 +236,8 @@ impl SidecarScope {
                 } else {
                     OutboundTrafficPolicy::RegistryOnly
                 };
-                if policy.egress_proxy.is_some() {
-                    unsupported(
-                        "spec.outboundTrafficPolicy.egressProxy".into(),
-                        "unknown traffic goes to PassthroughCluster, not to an egress proxy",
-                    );
+                if outbound == OutboundTrafficPolicy::AllowAny {
+                    egress_proxy = policy.egress_proxy.clone();
                 }
             }
         }
@@ -286,6 +289,8 @@ impl SidecarScope {
             sidecar: key,
             outbound_traffic_policy: outbound,
             ingress,
+            inbound_connection_pool: spec.and_then(|s| s.inbound_connection_pool.clone()),
+            egress_proxy,
             services,
             by_host,
             virtual_services,
@@ -295,6 +300,17 @@ impl SidecarScope {
             root_namespace: push.mesh.root_namespace.clone(),
             findings,
         }
+    }
+
+    /// The connection pool the Sidecar sets for inbound clusters on `port` (Istio's
+    /// `InboundConnectionPoolForPort`), with its field path: the `ingress` entry's on that port, else
+    /// `inboundConnectionPool`. It replaces the DestinationRule's pool for those clusters.
+    pub fn inbound_connection_pool_for_port(&self, port: u32) -> Option<(&ConnectionPoolSettings, &str)> {
+        self.ingress
+            .iter()
+            .filter(|l| l.port == port)
+            .find_map(|l| l.connection_pool.as_ref().map(|(p, path)| (p, path.as_str())))
+            .or_else(|| self.inbound_connection_pool.as_ref().map(|p| (p, "spec.inboundConnectionPool")))
     }
 
     /// Whether a change of the object `key` can change what this scope's proxy gets (Istio's

@@ -20,7 +20,10 @@ mod proxyless;
 mod route_destinations;
 mod scope;
 mod shared_routes;
+mod sidecar_egress_proxy;
+mod sidecar_inbound_pool;
 mod traffic_policy;
+mod tunnel_proxy_protocol;
 
 /// Tests that need a real peer process (see the crate doc above).
 mod peer {
