@@ -647,11 +647,13 @@ fn slow_start(lb: &LoadBalancerSettings) -> Option<SlowStartConfig> {
 
 /// Istio's load balancer for `lb`. Unset (or UNSPECIFIED) means LEAST_REQUEST for Envoy but
 /// ROUND_ROBIN for proxyless gRPC (Istio's grpcgen leaves `lb_policy` at its zero value; gRPC C-core
-/// NACKs LEAST_REQUEST: "LB policy is not supported").
+/// NACKs LEAST_REQUEST: "LB policy is not supported"). `http`: the port carries HTTP (or sniffed) traffic,
+/// whose routes carry the consistent-hash key.
 fn apply_lb(
     b: &mut Builder,
     lb: Option<Part<'_, LoadBalancerSettings>>,
     proxyless: bool,
+    http: bool,
     report: &mut Report<'_>,
 ) {
     if cluster_type(&b.cluster) == Some(DiscoveryType::OriginalDst) {
@@ -694,23 +696,28 @@ fn apply_lb(
             b.cluster.lb_config = (m.table_size != 0)
                 .then(|| LbConfig::MaglevLbConfig(MaglevLbConfig { table_size: Some(u64v(m.table_size)) }));
         } else {
-            let size = ch
-                .ring_hash
-                .as_ref()
-                .map(|r| r.minimum_ring_size)
-                .filter(|s| *s != 0)
-                .or(Some(ch.minimum_ring_size).filter(|s| *s != 0));
+            // Istio's `ApplyRingHashLoadBalancer`: `ringHash` without a size leaves Envoy's default;
+            // otherwise the deprecated `minimumRingSize`, else 1024.
+            let size = match &ch.ring_hash {
+                Some(r) => Some(r.minimum_ring_size).filter(|s| *s != 0),
+                None => Some(Some(ch.minimum_ring_size).filter(|s| *s != 0).unwrap_or(1024)),
+            };
             b.cluster.lb_policy = LbPolicy::RingHash as i32;
-            b.cluster.lb_config = Some(LbConfig::RingHashLbConfig(RingHashLbConfig {
-                minimum_ring_size: Some(u64v(size.unwrap_or(1024))),
-                ..Default::default()
-            }));
+            b.cluster.lb_config = size.map(|size| {
+                LbConfig::RingHashLbConfig(RingHashLbConfig {
+                    minimum_ring_size: Some(u64v(size)),
+                    ..Default::default()
+                })
+            });
         }
-        report.unsupported(
-            &format!("{}.consistentHash", part.path),
-            "the hash key (header, cookie, source IP, query parameter) needs a route hash policy, which is not \
-             generated; the ring is used without a key",
-        );
+        // The hash key goes on HTTP routes (`crate::route::hash_policy`); TCP proxies get none.
+        if !http {
+            report.unsupported(
+                &format!("{}.consistentHash", part.path),
+                "TCP traffic is not hashed (Istio hashes it on the source IP with `useSourceIp`; no TCP proxy \
+                 hash policy is generated); the ring is used without a key",
+            );
+        }
     }
 }
 
@@ -916,7 +923,7 @@ fn apply_policy(
     let port = target.port;
     apply_connection_pool(push, b, policy.connection_pool, policy.retry_budget, port, true);
     apply_outlier(b, policy.outlier, report);
-    apply_lb(b, policy.lb, proxy.proxyless_grpc, report);
+    apply_lb(b, policy.lb, proxy.proxyless_grpc, target.port.protocol.is_http_or_sniffed(), report);
     apply_locality(push, proxy, b, policy.lb, target.service, report);
     apply_tls(push, proxy, b, policy.tls, target, report);
     if let Some(path) = policy.tunnel

@@ -278,6 +278,13 @@ impl<'a> RouteTranslator<'a> {
                 None => DestinationCluster::Unknown(outbound_cluster_name(port, &d.subset, &hostname)),
             }
         };
+        let (push, proxy) = (self.push, self.proxy);
+        // Istio's `hashForVirtualService`: the rule of the destination's host as the proxy sees it.
+        let hash_for = |d: &Destination| {
+            let hostname = host::resolve_short_name(&d.host.to_ascii_lowercase(), &ns, &suffix);
+            let dr = push.destination_rule(proxy, scope.service(&hostname)?)?;
+            crate::route::destination_hash(&dr.rule, d).cloned()
+        };
         let gateways = [gateway.to_string()];
         let ctx = RouteContext {
             listener_port: port,
@@ -285,6 +292,7 @@ impl<'a> RouteTranslator<'a> {
             proxy_labels: &self.proxy.labels,
             proxy_namespace: &self.proxy.namespace,
             cluster_for: &cluster_for,
+            hash_for: Some(&hash_for),
         };
         let mut routes = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut self.findings);
         if let Some(semantics) = semantics {
@@ -386,17 +394,23 @@ fn sidecar_virtual_hosts(
             None if s.is_alias() => continue,
             // Default routes only for HTTP (or sniffed) ports, as Istio.
             None if s.port_by_number(port).is_some_and(|p| p.protocol.is_http_or_sniffed()) => {
-                let hashed = translator
-                    .push
-                    .destination_rule(proxy, s)
-                    .is_some_and(|dr| crate::cluster::uses_consistent_hash(&dr.rule, port));
-                vec![default_route(
+                let rule = translator.push.destination_rule(proxy, s);
+                let hashed =
+                    rule.as_ref().is_some_and(|dr| crate::cluster::uses_consistent_hash(&dr.rule, port));
+                let mut route = default_route(
                     &outbound_cluster_name(port, "", &s.hostname),
                     &s.hostname,
                     port,
                     proxyless,
                     hashed,
-                )]
+                );
+                // Istio's `buildSidecarVirtualHostForService`: the port's hash key on the default route.
+                if let (Some(dr), Some(Action::Route(action))) = (&rule, route.action.as_mut()) {
+                    action.hash_policy.extend(
+                        crate::route::service_hash(&dr.rule, port).and_then(crate::route::hash_policy),
+                    );
+                }
+                vec![route]
             }
             None => continue,
         };

@@ -14,6 +14,7 @@ mod peer {
     mod envoy_access_log;
     mod envoy_authz;
     mod envoy_bookinfo;
+    mod envoy_consistent_hash;
     mod envoy_corpus;
     mod envoy_credentials;
     mod envoy_gateway_api;

@@ -25,6 +25,7 @@ use model::{ConfigKey, Finding, Severity};
 
 use super::{
     DestinationCluster, RouteContext, Template, finding,
+    hash::hash_policy,
     headers::{extend, header_operations},
     matches::regex_matcher,
     retry::retry_policy,
@@ -318,6 +319,8 @@ pub(super) fn route_destination(
         }
     }
 
+    // As Istio: only a single hashed destination keeps retries on the same host.
+    let mut consistent_hash = false;
     match http.route.as_slice() {
         [] => {
             findings.push(finding(
@@ -330,7 +333,8 @@ pub(super) fn route_destination(
             return None;
         }
         [dst] => {
-            single_destination(dst, &format!("{at}.route[0]"), &mut action, t, key, ctx, resource, findings)?
+            single_destination(dst, &format!("{at}.route[0]"), &mut action, t, key, ctx, resource, findings)?;
+            consistent_hash = add_hash_policy(dst, &format!("{at}.route[0]"), &mut action, t, ctx);
         }
         many => {
             let mut clusters = Vec::new();
@@ -345,6 +349,7 @@ pub(super) fn route_destination(
                     Some(cw) => clusters.push(cw),
                     None => failed = true,
                 }
+                add_hash_policy(dst, &here, &mut action, t, ctx);
             }
             if failed {
                 return None;
@@ -368,11 +373,32 @@ pub(super) fn route_destination(
         }
     }
 
-    action.retry_policy = retry_policy(http.retries.as_ref(), false);
+    action.retry_policy = retry_policy(http.retries.as_ref(), consistent_hash);
     if http.retries.is_some() {
         t.prov.add(|| ("route.retry_policy".to_owned(), format!("{at}.retries")));
     }
     Some(action)
+}
+
+/// Appends the hash policy of `dst`'s DestinationRule to the route (Istio's `LookupHash` in
+/// `processDestination` / `processWeightedDestination`); `true` if the rule hashes consistently, with a
+/// hash key or not (Istio then drops the previous-hosts retry predicate all the same).
+fn add_hash_policy(
+    dst: &HttpRouteDestination,
+    at: &str,
+    action: &mut RouteAction,
+    t: &mut Template,
+    ctx: &RouteContext<'_>,
+) -> bool {
+    let (Some(hash_for), Some(d)) = (ctx.hash_for, dst.destination.as_ref()) else { return false };
+    let Some(hash) = hash_for(d) else { return false };
+    if let Some(policy) = hash_policy(&hash) {
+        t.prov.add(|| {
+            (format!("route.hash_policy[{}]", action.hash_policy.len()), format!("{at}.destination"))
+        });
+        action.hash_policy.push(policy);
+    }
+    true
 }
 
 /// Istio's `processDestination`: one cluster; the destination's header changes join the route's.

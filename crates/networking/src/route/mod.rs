@@ -14,15 +14,16 @@
 //! of a VirtualService stops after its first catch-all route (the rest is unreachable).
 //!
 //! What Istio leaves to other stages is out of scope here: `delegate` (merged into the root
-//! VirtualService by the route-table builder; reported as unsupported), consistent-hash policies and
-//! stateful sessions (they come from DestinationRules and services), and Gateway-API / Ingress route
-//! semantics. Every field of an HTTP route that is set but has no effect in the output is reported as
+//! VirtualService by the route-table builder; reported as unsupported), stateful sessions (they
+//! come from services), and Gateway-API / Ingress route semantics. Each destination whose
+//! DestinationRule hashes consistently ([`RouteContext::hash_for`]) adds a `hash_policy` ([`hash`]). Every field of an HTTP route that is set but has no effect in the output is reported as
 //! a [`Severity::Unsupported`] finding; every Envoy route that Envoy would reject is left out and
 //! reported as a [`Severity::Dropped`] finding (see [`crate::check`]).
 
 mod actions;
 mod cors;
 mod fault;
+mod hash;
 mod headers;
 mod matches;
 mod retry;
@@ -31,8 +32,9 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 
-use api::networking::virtual_service::{
-    Destination, HttpMatchRequest, HttpRoute, StringMatch, VirtualService,
+use api::networking::{
+    destination_rule::load_balancer_settings::ConsistentHashLb,
+    virtual_service::{Destination, HttpMatchRequest, HttpRoute, StringMatch, VirtualService},
 };
 use envoy_types::{
     pb::{
@@ -50,6 +52,7 @@ use crate::check;
 use actions::{direct_response_action, redirect_action, route_destination};
 use cors::cors_config;
 use fault::fault_config;
+pub use hash::{destination_hash, hash_policy, service_hash};
 use headers::header_operations;
 use matches::{MatchKind, is_catch_all, kind_of, match_applies, translate_match};
 pub use retry::{default_retry_policy, retry_policy};
@@ -82,7 +85,13 @@ pub struct RouteContext<'a> {
     /// Resolves a destination of the VirtualService to the Envoy cluster it goes to
     /// (`outbound|PORT|SUBSET|FQDN`, Istio's `GetDestinationCluster`; see [`DestinationCluster`]).
     pub cluster_for: &'a dyn Fn(&Destination) -> DestinationCluster,
+    /// The `consistentHash` of a destination's DestinationRule as Istio picks it for routes
+    /// ([`destination_hash`]); each hashed destination adds a route `hash_policy`. `None`: no hashing.
+    pub hash_for: Option<&'a HashFor<'a>>,
 }
+
+/// Looks up the `consistentHash` that applies to a route destination ([`RouteContext::hash_for`]).
+pub type HashFor<'f> = dyn Fn(&Destination) -> Option<ConsistentHashLb> + 'f;
 
 /// Where a route's destination goes (Istio's `route.GetDestinationCluster`).
 #[derive(Clone, Debug, PartialEq, Eq)]

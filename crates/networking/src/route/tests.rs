@@ -89,6 +89,7 @@ impl Table {
             proxy_labels: &self.labels,
             proxy_namespace: &self.namespace,
             cluster_for: &cluster_for,
+            hash_for: None,
         };
         let mut findings = Vec::new();
         let routes = translate(vs, key, &ctx, &mut findings, check);

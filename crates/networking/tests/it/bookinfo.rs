@@ -205,6 +205,7 @@ fn virtual_service_hosts_route_either_way() {
         proxy_labels: &proxy.labels,
         proxy_namespace: &proxy.namespace,
         cluster_for: &cluster_for,
+        hash_for: None,
     };
     let translated = translate_http_routes(vs.spec(), &vs.key, &ctx, &mut Vec::new());
     let reviews = vhost(rc, &format!("{REVIEWS}:9080"));
