@@ -49,7 +49,12 @@ async fn setup(dr_spec: &str) -> (Vec<EchoServer>, tempfile::TempDir, Plane, Env
         let known = servers
             .iter()
             .all(|s| clusters.contains(&format!("||echo.{NS}.svc.cluster.local::{}::health_flags", s.addr)));
-        (hashed && known && get(addr, "/", &[]).await.status == 200).then_some(())
+        if !(hashed && known) {
+            return None;
+        }
+        // The listener may still be warming: a refused connection is "not yet", not a failure.
+        let r = request(addr, &format!("echo:{}", addr.port()), "/", &[]).await.ok()?;
+        (r.status == 200).then_some(())
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
