@@ -1362,7 +1362,7 @@ fn shared_outbound(push: &Snapshot, proxy: &ProxyContext) -> SharedClusters {
         proxyless: proxy.proxyless_grpc,
         workload_certificates: proxy.has_workload_certificates(),
         ipv6_only: dns_lookup_family(proxy) == DnsLookupFamily::V6Only,
-        locality: scope.services().iter().any(|s| s.resolution.is_dns()).then(|| proxy.locality.clone()),
+        locality: scope.has_dns_services().then(|| proxy.locality.clone()),
     };
     push.outbound_clusters(key, || {
         let mut found = Vec::new();

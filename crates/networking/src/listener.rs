@@ -144,8 +144,7 @@ pub fn placements(
     if capture && service.registry != model::service::ProviderId::Kubernetes && service.addresses.len() > 1 {
         let mut out: Vec<Placement> = Vec::new();
         for address in &service.addresses {
-            let one = Service { addresses: vec![address.clone()], ..service.clone() };
-            for p in placements(&one, port, capture, proxy_ips, endpoints) {
+            for p in placements_at(address, service, port, capture, proxy_ips, endpoints) {
                 if !out.contains(&p) {
                     out.push(p);
                 }
@@ -153,7 +152,18 @@ pub fn placements(
         }
         return out;
     }
-    let address = service_address(service, proxy_ips);
+    placements_at(service_address(service, proxy_ips), service, port, capture, proxy_ips, endpoints)
+}
+
+/// [`placements`] for one `address` of `service`.
+fn placements_at(
+    address: &str,
+    service: &Service,
+    port: &model::service::Port,
+    capture: bool,
+    proxy_ips: &[String],
+    endpoints: &[Arc<model::service::Endpoint>],
+) -> Vec<Placement> {
     let is_cidr = address.contains('/') && crate::authz::matcher::cidr_range(address).is_ok();
     if !capture {
         return vec![Placement { bind: None, cidr: None, sni: is_cidr }];

@@ -60,7 +60,7 @@ pub(crate) fn lb_policy_for<'r>(
     use api::networking::destination_rule::{OutlierDetection, TrafficPolicy};
     type Parts<'r> = (Option<&'r OutlierDetection>, Option<&'r LoadBalancerSettings>);
     let level = |tp: &'r TrafficPolicy| -> (Parts<'r>, bool) {
-        match tp.port_level_settings.iter().find(|p| p.port.as_ref().is_some_and(|s| s.number == port)) {
+        match tp.port_level(port) {
             Some(p) => ((p.outlier_detection.as_ref(), p.load_balancer.as_ref()), true),
             None => ((tp.outlier_detection.as_ref(), tp.load_balancer.as_ref()), false),
         }

@@ -82,6 +82,15 @@ pub struct TrafficPolicy {
     pub retry_budget: Option<traffic_policy::RetryBudget>,
 }
 
+impl TrafficPolicy {
+    /// The `portLevelSettings` entry for `port` (the first whose `port.number` is `port`): it replaces
+    /// the destination-level policy for that port, without inheriting from it (Istio's
+    /// `GetPortLevelTrafficPolicy`).
+    pub fn port_level(&self, port: u32) -> Option<&traffic_policy::PortTrafficPolicy> {
+        self.port_level_settings.iter().find(|p| p.port.as_ref().is_some_and(|s| s.number == port))
+    }
+}
+
 /// Messages nested in [`TrafficPolicy`].
 pub mod traffic_policy {
     use serde::{Deserialize, Serialize};

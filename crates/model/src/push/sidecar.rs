@@ -143,6 +143,8 @@ pub struct SidecarScope {
     /// `PassthroughCluster` (Istio ignores it under `REGISTRY_ONLY`).
     pub egress_proxy: Option<Destination>,
     services: Vec<Arc<Service>>,
+    /// Some service is DNS-resolved (its endpoints travel in CDS).
+    has_dns_services: bool,
     by_host: HashMap<String, Arc<Service>>,
     virtual_services: Vec<Arc<IndexedVirtualService>>,
     vs_exact: HashMap<String, Arc<IndexedVirtualService>>,
@@ -291,6 +293,7 @@ impl SidecarScope {
             ingress,
             inbound_connection_pool: spec.and_then(|s| s.inbound_connection_pool.clone()),
             egress_proxy,
+            has_dns_services: services.iter().any(|s| s.resolution.is_dns()),
             services,
             by_host,
             virtual_services,
@@ -334,6 +337,12 @@ impl SidecarScope {
     /// Services this proxy can reach, one per hostname, ordered by hostname.
     pub fn services(&self) -> &[Arc<Service>] {
         &self.services
+    }
+
+    /// Whether some service of the scope is DNS-resolved (`DNS` / `DNS_ROUND_ROBIN`): its cluster
+    /// carries its endpoints, so outbound clusters depend on the proxy's locality.
+    pub fn has_dns_services(&self) -> bool {
+        self.has_dns_services
     }
 
     /// The service with this hostname, if the proxy can reach it.

@@ -5,7 +5,8 @@
 
 use api::networking::{
     destination_rule::{
-        DestinationRule, load_balancer_settings::ConsistentHashLb, traffic_policy::PortTrafficPolicy,
+        DestinationRule, TrafficPolicy, load_balancer_settings::ConsistentHashLb,
+        traffic_policy::PortTrafficPolicy,
     },
     virtual_service::Destination,
 };
@@ -50,8 +51,7 @@ pub fn hash_policy(ch: &ConsistentHashLb) -> Option<HashPolicy> {
 pub fn service_hash(rule: &DestinationRule, port: u32) -> Option<&ConsistentHashLb> {
     let tp = rule.traffic_policy.as_ref()?;
     let top = tp.load_balancer.as_ref().and_then(|lb| lb.consistent_hash.as_ref());
-    let level = tp.port_level_settings.iter().find(|p| p.port.as_ref().is_some_and(|s| s.number == port));
-    level.and_then(port_hash).or(top)
+    tp.port_level(port).and_then(port_hash).or(top)
 }
 
 /// The `consistentHash` for a VirtualService destination (Istio's `HashForHTTPDestination`), first
@@ -60,15 +60,13 @@ pub fn service_hash(rule: &DestinationRule, port: u32) -> Option<&ConsistentHash
 /// names a port.
 pub fn destination_hash<'r>(rule: &'r DestinationRule, dst: &Destination) -> Option<&'r ConsistentHashLb> {
     let port = dst.port.as_ref().map(|p| p.number);
-    let level_hash = |levels: &'r [PortTrafficPolicy]| -> Option<&'r ConsistentHashLb> {
-        let port = port?;
-        port_hash(levels.iter().find(|l| l.port.as_ref().is_some_and(|s| s.number == port))?)
-    };
+    let level_hash =
+        |tp: &'r TrafficPolicy| -> Option<&'r ConsistentHashLb> { port_hash(tp.port_level(port?)?) };
     let tp = rule.traffic_policy.as_ref();
     let top = tp.and_then(|tp| tp.load_balancer.as_ref()).and_then(|lb| lb.consistent_hash.as_ref());
-    let top_level = tp.and_then(|tp| level_hash(&tp.port_level_settings));
+    let top_level = tp.and_then(level_hash);
     let subset = rule.subsets.iter().find(|s| s.name == dst.subset).and_then(|s| s.traffic_policy.as_ref());
-    let subset_level = subset.and_then(|tp| level_hash(&tp.port_level_settings));
+    let subset_level = subset.and_then(level_hash);
     let subset_top =
         subset.and_then(|tp| tp.load_balancer.as_ref()).and_then(|lb| lb.consistent_hash.as_ref());
     subset_level.or(subset_top).or(top_level).or(top)
