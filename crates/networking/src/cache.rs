@@ -249,6 +249,10 @@ struct CacheState {
     clusters_snapshot: u64,
     clusters: HashMap<OutboundClustersKey, SharedClusters>,
     findings: BTreeMap<Finding, ProxiesReporting>,
+    /// The generation's EnvoyFilters, read once ([`Snapshot::compiled_envoy_filters`]).
+    envoy_filters: HashMap<(), Arc<crate::envoy_filter::CompiledIndex>>,
+    /// Resources patched by EnvoyFilters ([`Snapshot::patched_resource`]).
+    patched: HashMap<PatchedKey, SharedPatched>,
 }
 
 /// What a proxy's security filters depend on within one generation: the policies selected for it
@@ -259,6 +263,39 @@ pub(crate) struct SecurityKey {
     pub authorization: Vec<model::ConfigKey>,
     pub authentication: Vec<model::ConfigKey>,
 }
+
+/// What a resource patched by EnvoyFilters depends on: its kind, whether the proxy is a gateway, the
+/// patches (EnvoyFilter and patch index, in order), the services an inbound cluster stands for, and
+/// the SHA-256 of the unpatched encoding.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PatchedKey {
+    kind: u8,
+    gateway: bool,
+    patches: Vec<(model::ConfigKey, usize)>,
+    hosts: Vec<String>,
+    digest: [u8; 32],
+}
+
+impl PatchedKey {
+    pub(crate) fn new(
+        kind: u8,
+        gateway: bool,
+        patches: Vec<(model::ConfigKey, usize)>,
+        hosts: Vec<String>,
+        bytes: &[u8],
+    ) -> PatchedKey {
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+        PatchedKey { kind, gateway, patches, hosts, digest }
+    }
+}
+
+/// A patched resource (name and encoding; `None`: a patch removed it) and the findings met making it.
+pub(crate) type SharedPatched = Arc<(Option<(String, Arc<Encoded>)>, Vec<Finding>)>;
+
+/// Patched resources kept per generation before the map is emptied (a bound on memory when every proxy's
+/// resources differ).
+const MAX_PATCHED: usize = 20_000;
 
 /// What a router's merged gateway servers depend on within one generation: its workload labels (the
 /// gateways that select by labels) and its service instances as `(hostname, namespace, port, target
@@ -601,6 +638,32 @@ impl Snapshot {
         make: impl FnOnce() -> (Vec<EncodedResource>, Vec<Finding>),
     ) -> SharedClusters {
         self.cache.outbound_clusters(&self.push, key, make)
+    }
+
+    /// The generation's EnvoyFilters read by `compile` (given every EnvoyFilter of the snapshot), once
+    /// per generation.
+    pub(crate) fn compiled_envoy_filters(
+        &self,
+        compile: impl FnOnce(&[Arc<model::Config>]) -> crate::envoy_filter::CompiledIndex,
+    ) -> Arc<crate::envoy_filter::CompiledIndex> {
+        self.cache.get_or_make(&self.push, (), |s| &mut s.envoy_filters, || {
+            Arc::new(compile(&self.push.all_envoy_filters()))
+        })
+    }
+
+    /// The resource `key` describes, patched by `make` once per generation and shared by every proxy with
+    /// the same patches and the same unpatched resource. At most [`MAX_PATCHED`] are kept.
+    pub(crate) fn patched_resource(
+        &self,
+        key: PatchedKey,
+        make: impl FnOnce() -> (Option<(String, Arc<Encoded>)>, Vec<Finding>),
+    ) -> SharedPatched {
+        if let Slot::Current(mut state) = self.cache.slot(self.push.config_generation())
+            && state.patched.len() >= MAX_PATCHED
+        {
+            state.patched.clear();
+        }
+        self.cache.get_or_make(&self.push, key, |s| &mut s.patched, || Arc::new(make()))
     }
 
     /// The security filters for `key`, made by `make` once per generation, then shared by every

@@ -1329,7 +1329,7 @@ pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]
     let mut clusters = outbound_for(push, proxy, &mut findings);
     clusters.extend(own_clusters(push, proxy, &mut findings));
     let clusters = finish(clusters, |c: &Cluster| &c.name, names, &mut findings);
-    Built::new(clusters, findings)
+    crate::envoy_filter::patch_clusters(push, proxy, Built::new(clusters, findings))
 }
 
 /// CDS for `proxy`, encoded: [`generate_clusters`]'s clusters in protobuf wire format. The outbound
@@ -1348,7 +1348,7 @@ pub fn generate_clusters_encoded(
     let mut clusters = shared.0.clone();
     clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(shared_form));
     let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
-    Built::new(clusters, findings)
+    crate::envoy_filter::patch_clusters(push, proxy, Built::new(clusters, findings))
 }
 
 /// The proxy's outbound clusters, encoded, from the snapshot's cache: made once per snapshot and

@@ -32,6 +32,7 @@ mod convert;
 pub mod credentials;
 pub mod debug;
 pub mod endpoint;
+mod envoy_filter;
 pub mod filters;
 mod gateway;
 pub mod inbound;

@@ -1161,7 +1161,7 @@ fn grpc_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Ve
 /// LDS for `proxy`, sorted by name; with `names` non-empty, only those (proxyless gRPC asks by name
 /// and gets listeners named exactly as asked).
 pub fn generate_listeners(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Built<Listener> {
-    listeners_as(push, proxy, names)
+    crate::envoy_filter::patch_listeners(push, proxy, listeners_as(push, proxy, names))
 }
 
 /// LDS for `proxy`, encoded: [`generate_listeners`]'s listeners in protobuf wire format, where a
@@ -1173,7 +1173,7 @@ pub fn generate_listeners_encoded(
     proxy: &ProxyContext,
     names: &[String],
 ) -> Built<EncodedResource> {
-    listeners_as(push, proxy, names)
+    crate::envoy_filter::patch_listeners(push, proxy, listeners_as(push, proxy, names))
 }
 
 fn listeners_as<T: ListenerForm>(push: &Snapshot, proxy: &ProxyContext, names: &[String]) -> Built<T> {

@@ -923,7 +923,7 @@ pub fn generate_routes_encoded(
         };
         out.push(EncodedRouteConfiguration { name: name.clone(), encoded });
     }
-    Built::new(out, findings)
+    crate::envoy_filter::patch_routes(push, proxy, Built::new(out, findings))
 }
 
 /// RDS for `proxy` as messages ([`generate_routes_encoded`], decoded): for tests, debug output

@@ -292,6 +292,9 @@ pub(crate) struct ConfigIndex {
     proxy_configs: Vec<Arc<Config>>,
     /// Telemetries by namespace, each list oldest first (Istio's `Telemetries`).
     telemetries: HashMap<String, Vec<Arc<Config>>>,
+    /// EnvoyFilters by namespace, each list oldest first (Istio's `envoyFiltersByNamespace`; the
+    /// order a proxy sees is [`PushContext::envoy_filters`]'s).
+    envoy_filters: HashMap<String, Vec<Arc<Config>>>,
     findings: Vec<Finding>,
 }
 
@@ -346,7 +349,6 @@ pub struct GeneratedConfig {
 /// Kinds the generators do not translate, with what that means for traffic (ProxyConfig: where it is
 /// applied instead).
 const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
-    (Kind::EnvoyFilter, "its patches are not applied"),
     (
         Kind::PeerAuthentication,
         "applied only to proxies started by pilot-agent (with workload certificates); Envoys connected \
@@ -466,6 +468,11 @@ impl ConfigIndex {
                     .findings
                     .extend(super::telemetry::telemetry_findings(&config, &mesh.extension_providers));
                 index.telemetries.entry(config.meta.namespace.clone()).or_default().push(config);
+            }
+        }
+        for config in list_sorted(store, Kind::EnvoyFilter) {
+            if matches!(config.spec, Spec::EnvoyFilter(_)) {
+                index.envoy_filters.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
         index.proxy_configs = list_sorted(store, Kind::ProxyConfig)
@@ -994,6 +1001,45 @@ impl PushContext {
         super::telemetry::applicable_telemetries(&matcher, |ns| {
             index.get(ns).map(Vec::as_slice).unwrap_or(&[])
         })
+    }
+
+    /// Every EnvoyFilter of the snapshot (any order).
+    pub fn all_envoy_filters(&self) -> Vec<Arc<Config>> {
+        self.config.envoy_filters.values().flatten().cloned().collect()
+    }
+
+    /// Whether any EnvoyFilter exists (lets generators skip patching entirely).
+    pub fn has_envoy_filters(&self) -> bool {
+        !self.config.envoy_filters.is_empty()
+    }
+
+    /// The EnvoyFilters that apply to `proxy`, in the order their patches apply (Istio's
+    /// `PushContext.EnvoyFilters`, `pilot/pkg/model/push_context.go`): those of the root namespace and
+    /// of the proxy's namespace whose `workloadSelector` / `targetRefs` select it
+    /// ([`super::policy::PolicyMatcher`]), sorted by `priority` (lower first), then root namespace
+    /// first, then creation time, then `name.namespace`.
+    pub fn envoy_filters(&self, proxy: &ProxyContext) -> Vec<Arc<Config>> {
+        let index = &self.config.envoy_filters;
+        if index.is_empty() {
+            return Vec::new();
+        }
+        let root = self.mesh.root_namespace.as_str();
+        let mut out = self.policies_for(proxy, index);
+        let priority = |c: &Config| match &c.spec {
+            Spec::EnvoyFilter(f) => f.priority,
+            _ => 0,
+        };
+        out.sort_by(|a, b| {
+            priority(a)
+                .cmp(&priority(b))
+                .then_with(|| (b.meta.namespace == root).cmp(&(a.meta.namespace == root)))
+                .then_with(|| a.meta.creation_timestamp.cmp(&b.meta.creation_timestamp))
+                .then_with(|| {
+                    format!("{}.{}", a.meta.name, a.meta.namespace)
+                        .cmp(&format!("{}.{}", b.meta.name, b.meta.namespace))
+                })
+        });
+        out
     }
 
     /// The access loggers of `proxy` for `direction` and the keys of the Telemetries they come from

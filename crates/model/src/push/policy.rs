@@ -31,12 +31,17 @@ use crate::{
 /// Workload label naming the Kubernetes Gateway a gateway deployment serves.
 pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
 
-/// The selector and target references of a policy kind that supports both.
-fn targeting(spec: &Spec) -> Option<(Option<&WorkloadSelector>, Vec<&PolicyTargetReference>)> {
+/// The selector labels and target references of a policy kind that supports both.
+fn targeting(spec: &Spec) -> Option<(Option<&Labels>, Vec<&PolicyTargetReference>)> {
+    fn labels(s: Option<&WorkloadSelector>) -> Option<&Labels> {
+        s.map(|s| &s.match_labels)
+    }
     let (selector, target_ref, target_refs) = match spec {
-        Spec::AuthorizationPolicy(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
-        Spec::RequestAuthentication(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
-        Spec::Telemetry(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
+        Spec::AuthorizationPolicy(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
+        Spec::RequestAuthentication(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
+        Spec::Telemetry(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
+        // EnvoyFilter's `workloadSelector` has `labels`; it never had the single `targetRef`.
+        Spec::EnvoyFilter(f) => (f.workload_selector.as_ref().map(|s| &s.labels), None, &f.target_refs),
         _ => return None,
     };
     // `targetRefs` wins; the older single `targetRef` is used only when the list is empty.
@@ -66,7 +71,7 @@ pub struct PolicyMatcher<'a> {
 }
 
 impl PolicyMatcher<'_> {
-    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication or Telemetry in the
+    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication, Telemetry or EnvoyFilter in the
     /// root or the proxy's namespace) applies to the proxy; `false` for other kinds. The rules are in the
     /// module documentation.
     pub fn should_attach(&self, config: &Config) -> bool {
@@ -82,7 +87,7 @@ impl PolicyMatcher<'_> {
         if classic {
             return true;
         }
-        let selected = || selector.is_none_or(|s| labels_match(&s.match_labels, self.labels));
+        let selected = || selector.is_none_or(|s| labels_match(s, self.labels));
         let Some(gateway_name) = self.labels.get(GATEWAY_NAME_LABEL) else {
             return refs.is_empty() && selected();
         };

@@ -2,6 +2,8 @@
 //! `pilot/pkg/model/context.go`): kind, IPs, namespace, labels, interception mode, generator, and the
 //! service instances its workload serves.
 
+use std::{collections::BTreeMap, sync::Arc};
+
 use super::node::{Locality, NodeType, Proxy};
 use crate::{
     ServiceDiscovery,
@@ -80,6 +82,9 @@ pub struct ProxyContext {
     /// labels of its workload, else its `topology.istio.io/locality` / `istio-locality` label, else
     /// what the node sent (`node.locality`). Locality load balancing ranks endpoints against it.
     pub locality: Locality,
+    /// The node metadata's string-valued entries (`ISTIO_VERSION`, `CLUSTER_ID`, …, as the node sent
+    /// them): what EnvoyFilter `match.proxy.metadata` compares against (Istio's `Metadata.Raw`).
+    pub metadata: Arc<BTreeMap<String, String>>,
     /// What [`ProxyContext::set_topology`] adds to [`labels`](ProxyContext::labels): the node's
     /// `CLUSTER_ID`, `NETWORK` and `NODE_NAME` (kept to redo the labels when the locality changes).
     topology: TopologyMetadata,
@@ -136,6 +141,14 @@ impl ProxyContext {
         ctx.istio_version = proxy.metadata.istio_version.clone();
         ctx.workload_certificates = proxy.metadata.raw.contains_key(PROXY_CONFIG_METADATA);
         ctx.locality = proxy.locality.clone();
+        ctx.metadata = Arc::new(
+            proxy
+                .metadata
+                .raw
+                .iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect(),
+        );
         ctx.topology = TopologyMetadata {
             cluster_id: proxy.metadata.cluster_id.clone(),
             network: proxy.metadata.network.clone(),
@@ -170,6 +183,7 @@ impl ProxyContext {
             service_instances: Vec::new(),
             workload_certificates: false,
             locality: Locality::default(),
+            metadata: Arc::default(),
             topology: TopologyMetadata::default(),
         }
     }

@@ -161,7 +161,7 @@ fn peer_authentication_concerns(proxy: &ProxyContext) -> bool {
     proxy.has_workload_certificates()
 }
 
-/// Whether a change of an AuthorizationPolicy, RequestAuthentication or Telemetry concerns a proxy:
+/// Whether a change of an AuthorizationPolicy, RequestAuthentication, Telemetry or EnvoyFilter concerns a proxy:
 /// policies of its own namespace and of the root namespace can select it (Istio's `checkProxyDependencies`
 /// pushes the policy's namespace, or everything for the root namespace).
 fn security_policy_concerns(key: &ConfigKey, proxy: &ProxyContext, root_namespace: &str) -> bool {
@@ -182,7 +182,7 @@ pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
 /// change is when the object is a dependency of either scope, or is a service the proxy itself
 /// implements (its inbound side); a PeerAuthentication only when the proxy has workload certificates
 /// and the policy is in its namespace or the root namespace; an AuthorizationPolicy,
-/// RequestAuthentication or Telemetry when it is in the proxy's namespace or the root namespace (the
+/// RequestAuthentication, Telemetry or EnvoyFilter when it is in the proxy's namespace or the root namespace (the
 /// request holds keys only, so a change that stops selecting a proxy must push it too: the namespace is
 /// the finest scope that covers both the old and the new selection).
 pub fn scope_needs_push(
@@ -198,7 +198,10 @@ pub fn scope_needs_push(
         if key.kind == Kind::PeerAuthentication {
             return peer_authentication_concerns(proxy);
         }
-        if matches!(key.kind, Kind::AuthorizationPolicy | Kind::RequestAuthentication | Kind::Telemetry) {
+        if matches!(
+            key.kind,
+            Kind::AuthorizationPolicy | Kind::RequestAuthentication | Kind::Telemetry | Kind::EnvoyFilter
+        ) {
             return security_policy_concerns(key, proxy, current.root_namespace());
         }
         if key.kind.is_gateway_api() {
