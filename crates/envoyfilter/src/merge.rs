@@ -90,3 +90,81 @@ pub fn merge_any(dst: &Any, src: &Any) -> Result<Any, String> {
     merge(&mut target, &patch, false);
     Ok(Any { type_url: dst.type_url.clone(), value: target.encode_to_vec() })
 }
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use serde_json::json;
+
+    use super::*;
+    use crate::compile::read_value;
+
+    fn cluster(value: serde_json::Value) -> Cluster {
+        let m = read_value("envoy.config.cluster.v3.Cluster", &value, true).unwrap();
+        Cluster::decode(m.encode_to_vec().as_slice()).unwrap()
+    }
+
+    fn patch(value: serde_json::Value) -> DynamicMessage {
+        read_value("envoy.config.cluster.v3.Cluster", &value, true).unwrap()
+    }
+
+    #[test]
+    fn a_duration_is_replaced_whole_and_scalars_overwrite() {
+        let mut c = cluster(json!({"name": "c", "connect_timeout": "1.5s", "per_connection_buffer_limit_bytes": 10}));
+        merge_typed(&mut c, &patch(json!({"connectTimeout": "2s"})), false).unwrap();
+        let t = c.connect_timeout.unwrap();
+        assert_eq!((t.seconds, t.nanos), (2, 0), "protobuf's field merge would give 2.5s");
+        assert_eq!(c.name, "c");
+        assert_eq!(c.per_connection_buffer_limit_bytes.map(|v| v.value), Some(10));
+    }
+
+    #[test]
+    fn lists_append_or_replace_and_oneof_members_clear_each_other() {
+        let base = json!({"name": "c", "dns_resolvers": [{"socket_address": {"address": "1.1.1.1", "port_value": 53}}],
+                          "type": "STATIC"});
+        let extra = json!({"dns_resolvers": [{"socket_address": {"address": "8.8.8.8", "port_value": 53}}]});
+        let mut appended = cluster(base.clone());
+        merge_typed(&mut appended, &patch(extra.clone()), false).unwrap();
+        #[allow(deprecated)]
+        let n = appended.dns_resolvers.len();
+        assert_eq!(n, 2);
+        let mut replaced = cluster(base);
+        merge_typed(&mut replaced, &patch(extra), true).unwrap();
+        #[allow(deprecated)]
+        let n = replaced.dns_resolvers.len();
+        assert_eq!(n, 1);
+        // `type` and `cluster_type` are a oneof: setting one clears the other.
+        let mut c = cluster(json!({"name": "c", "type": "STRICT_DNS"}));
+        merge_typed(
+            &mut c,
+            &patch(json!({"cluster_type": {"name": "envoy.clusters.aggregate",
+                "typed_config": {"@type": "type.googleapis.com/envoy.extensions.clusters.aggregate.v3.ClusterConfig", "clusters": ["a"]}}})),
+            false,
+        )
+        .unwrap();
+        use envoy_types::pb::envoy::config::cluster::v3::cluster::ClusterDiscoveryType;
+        assert!(c.cluster_discovery_type.is_some_and(|t| matches!(t, ClusterDiscoveryType::ClusterType(_))));
+    }
+
+    #[test]
+    fn any_values_merge_by_their_own_type_and_refuse_another() {
+        let lua = |code: &str| {
+            let m = read_value(
+                "google.protobuf.Any",
+                &json!({"@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua", "inline_code": code}),
+                true,
+            )
+            .unwrap();
+            Any::decode(m.encode_to_vec().as_slice()).unwrap()
+        };
+        let merged = merge_any(&lua("a"), &lua("b")).unwrap();
+        let decoded = envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua::decode(merged.value.as_slice());
+        #[allow(deprecated)]
+        let code = decoded.unwrap().inline_code;
+        assert_eq!(code, "b");
+        let other = Any { type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(), value: vec![] };
+        assert!(merge_any(&lua("a"), &other).unwrap_err().contains("cannot merge"));
+        let unknown = Any { type_url: "type.googleapis.com/no.such.Type".into(), value: vec![] };
+        assert!(merge_any(&lua("a"), &unknown).is_err());
+    }
+}

@@ -50,7 +50,8 @@ const ROUTER: &str = "envoy.filters.http.router";
 pub(crate) type CompiledIndex = HashMap<ConfigKey, Arc<CompiledEnvoyFilter>>;
 
 /// The patches that apply to `proxy` and the read-time findings of their EnvoyFilters; `None` when no
-/// EnvoyFilter selects it (or it is a proxyless gRPC client, which istiod does not patch either).
+/// EnvoyFilter selects it (or it is a proxyless gRPC client, which istiod does not patch either) or
+/// the ones that do have neither patches nor findings.
 fn proxy_patches(push: &Snapshot, proxy: &ProxyContext) -> Option<(ProxyPatches, Vec<Finding>)> {
     if !push.has_envoy_filters() || proxy.proxyless_grpc {
         return None;
@@ -64,9 +65,9 @@ fn proxy_patches(push: &Snapshot, proxy: &ProxyContext) -> Option<(ProxyPatches,
     });
     let compiled: Vec<&CompiledEnvoyFilter> =
         filters.iter().filter_map(|c| index.get(&c.key()).map(Arc::as_ref)).collect();
-    let findings = compiled.iter().flat_map(|c| c.findings.iter().cloned()).collect();
+    let findings: Vec<Finding> = compiled.iter().flat_map(|c| c.findings.iter().cloned()).collect();
     let patches = ProxyPatches::new(compiled, proxy);
-    (!patches.is_empty()).then_some((patches, findings))
+    (!patches.is_empty() || !findings.is_empty()).then_some((patches, findings))
 }
 
 /// A resource form the generators return: a typed message or its encoding.
@@ -327,6 +328,9 @@ fn patch_one<M: Kind, F: Form<M>>(
 pub(crate) fn patch_listeners<F: Form<Listener>>(push: &Snapshot, proxy: &ProxyContext, built: Built<F>) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
+    if patches.is_empty() {
+        return Built::new(built.resources, findings);
+    }
     let mut out: Vec<F> =
         built.resources.into_iter().filter_map(|l| patch_one(push, proxy, &patches, l, &mut findings)).collect();
     for (filter, added) in listener::added(&patches, is_gateway(proxy)) {
@@ -340,6 +344,9 @@ pub(crate) fn patch_listeners<F: Form<Listener>>(push: &Snapshot, proxy: &ProxyC
 pub(crate) fn patch_clusters<F: Form<Cluster>>(push: &Snapshot, proxy: &ProxyContext, built: Built<F>) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
+    if patches.is_empty() {
+        return Built::new(built.resources, findings);
+    }
     let mut out: Vec<F> =
         built.resources.into_iter().filter_map(|c| patch_one(push, proxy, &patches, c, &mut findings)).collect();
     let contexts: &[PatchContext] = if is_gateway(proxy) {
@@ -364,6 +371,9 @@ pub(crate) fn patch_routes<F: Form<RouteConfiguration>>(
 ) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
+    if patches.is_empty() {
+        return Built::new(built.resources, findings);
+    }
     let out = built.resources.into_iter().filter_map(|r| patch_one(push, proxy, &patches, r, &mut findings)).collect();
     Built::new(out, findings)
 }

@@ -12,6 +12,7 @@ mod mcp_server;
 mod peer {
     mod eds_after_cds;
     mod envoy_access_log;
+    mod envoy_envoy_filter;
     mod envoy_authz;
     mod envoy_bookinfo;
     mod envoy_consistent_hash;

@@ -272,6 +272,16 @@ pub fn all() -> Vec<Scenario> {
         large: false,
         assert_eds: false,
     });
+    out.push(Scenario {
+        name: "envoyfilter: production patches and Istio's envoyfilter-without-service",
+        files: &[
+            "tests/testdata/networking/envoyfilter-without-service",
+            "crates/meshpilot/tests/it/peer/conformance/envoy-filter.yaml",
+        ],
+        proxies: vec![sidecar("envoyfilter-test-0", "ns1", "10.45.0.1", &[("app", "envoyfilter-test-app")]), ROUTER],
+        large: false,
+        assert_eds: false,
+    });
     // The 16 rendered benchmark workloads: large, run by scripts/conformance.sh only.
     if let Ok(dir) = std::fs::read_dir(corpus().join("_derived/xds/benchmarks/rendered")) {
         let mut names: Vec<String> =
