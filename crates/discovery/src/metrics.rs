@@ -19,6 +19,13 @@ pub const PUSHCONTEXT_INIT: &str = "pilot_pushcontext_init_seconds";
 /// are in `/debug/configstatusz` (`generationFindings`). No Istio equivalent (istiod only logs).
 pub const SECURITY_POLICY_FINDINGS: &str = "meshpilot_security_policy_findings";
 
+/// Counter: EnvoyFilter patches that could not apply as written (`name` = `namespace/name`, `severity`:
+/// `dropped` for a value that does not read as its Envoy type or a patched resource Envoy would reject,
+/// sent without that EnvoyFilter's patches; `warning`, `unsupported`), counted once per distinct finding
+/// and config generation; the findings are in `/debug/configstatusz`. istiod's nearest is
+/// `pilot_envoy_filter_status` (off by default), which counts panics while patching, not bad patches.
+pub const ENVOY_FILTER_FINDINGS: &str = "meshpilot_envoy_filter_findings";
+
 /// Histogram buckets for the metrics above (Istio's).
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (DEBOUNCE_TIME, &[0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
@@ -37,6 +44,10 @@ pub fn describe() {
     metrics::describe_histogram!(
         DEBOUNCE_TIME,
         "Delay in seconds between the first config event and the merged push."
+    );
+    metrics::describe_counter!(
+        ENVOY_FILTER_FINDINGS,
+        "EnvoyFilter patches not applied as written (unreadable values, patched resources Envoy would reject), per config generation."
     );
     metrics::describe_histogram!(PUSHCONTEXT_INIT, "Total time in seconds Pilot takes to init pushContext.");
     metrics::describe_counter!(

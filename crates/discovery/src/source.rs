@@ -332,6 +332,19 @@ impl ResourceSource for NetworkingSource {
                     let kind = kind.map(|k| k.to_string()).unwrap_or_default();
                     metrics::counter!(crate::metrics::SECURITY_POLICY_FINDINGS, "kind" => kind).increment(1);
                 }
+                if let Some(key) = f.config.as_ref().filter(|k| k.kind == api::Kind::EnvoyFilter) {
+                    let severity = match f.severity {
+                        model::finding::Severity::Dropped => "dropped",
+                        model::finding::Severity::Unsupported => "unsupported",
+                        model::finding::Severity::Warning => "warning",
+                    };
+                    metrics::counter!(
+                        crate::metrics::ENVOY_FILTER_FINDINGS,
+                        "name" => format!("{}/{}", key.namespace, key.name),
+                        "severity" => severity
+                    )
+                    .increment(1);
+                }
             }
         }
         Ok(Some(if incremental {

@@ -153,7 +153,8 @@ pub fn message_type(apply_to: ApplyTo) -> Option<&'static str> {
 /// The type is not in Envoy's API, or the value does not read as it (the reader's message, with the
 /// field it stopped at).
 pub fn read_value(full_name: &str, json: &serde_json::Value, strict: bool) -> Result<DynamicMessage, String> {
-    let descriptor = descriptors::message(full_name).ok_or_else(|| format!("{full_name} is not in Envoy's API"))?;
+    let descriptor =
+        descriptors::message(full_name).ok_or_else(|| format!("{full_name} is not in Envoy's API"))?;
     let options = DeserializeOptions::new().deny_unknown_fields(strict);
     DynamicMessage::deserialize_with_options(descriptor, json.clone(), &options).map_err(|e| e.to_string())
 }
@@ -178,7 +179,8 @@ fn compile_spec(key: ConfigKey, spec: &EnvoyFilter) -> CompiledEnvoyFilter {
             out.findings.push(finding(Severity::Dropped, ".patch", "no patch: nothing to apply".into()));
             continue;
         };
-        let (Ok(apply_to), Ok(mut operation)) = (ApplyTo::try_from(cp.apply_to), Operation::try_from(patch.operation))
+        let (Ok(apply_to), Ok(mut operation)) =
+            (ApplyTo::try_from(cp.apply_to), Operation::try_from(patch.operation))
         else {
             out.findings.push(finding(Severity::Dropped, "", "unknown applyTo or operation".into()));
             continue;

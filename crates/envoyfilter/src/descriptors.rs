@@ -36,19 +36,23 @@ pub fn pool() -> &'static DescriptorPool {
 fn add_typed_structs(pool: &mut DescriptorPool) {
     let Some(structs) = pool.get_message_by_name("google.protobuf.Struct") else { return };
     let struct_file = structs.parent_file().name().to_string();
-    for (package, path) in [("udpa.type.v1", "udpa/type/v1/typed_struct.proto"), ("xds.type.v3", "xds/type/v3/typed_struct.proto")] {
+    for (package, path) in [
+        ("udpa.type.v1", "udpa/type/v1/typed_struct.proto"),
+        ("xds.type.v3", "xds/type/v3/typed_struct.proto"),
+    ] {
         if pool.get_message_by_name(&format!("{package}.TypedStruct")).is_some() {
             continue;
         }
-        let field = |name: &str, json: &str, number, kind: Type, type_name: Option<&str>| FieldDescriptorProto {
-            name: Some(name.into()),
-            json_name: Some(json.into()),
-            number: Some(number),
-            label: Some(Label::Optional as i32),
-            r#type: Some(kind as i32),
-            type_name: type_name.map(str::to_string),
-            ..Default::default()
-        };
+        let field =
+            |name: &str, json: &str, number, kind: Type, type_name: Option<&str>| FieldDescriptorProto {
+                name: Some(name.into()),
+                json_name: Some(json.into()),
+                number: Some(number),
+                label: Some(Label::Optional as i32),
+                r#type: Some(kind as i32),
+                type_name: type_name.map(str::to_string),
+                ..Default::default()
+            };
         let file = FileDescriptorProto {
             name: Some(path.into()),
             package: Some(package.into()),

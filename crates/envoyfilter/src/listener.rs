@@ -44,7 +44,9 @@ pub const VIRTUAL_INBOUND: &str = "virtualInbound";
 pub fn context_of(listener: &Listener, gateway: bool) -> PatchContext {
     if gateway {
         PatchContext::Gateway
-    } else if listener.name == VIRTUAL_INBOUND || listener.traffic_direction == TrafficDirection::Inbound as i32 {
+    } else if listener.name == VIRTUAL_INBOUND
+        || listener.traffic_direction == TrafficDirection::Inbound as i32
+    {
         PatchContext::SidecarInbound
     } else {
         PatchContext::SidecarOutbound
@@ -53,7 +55,12 @@ pub fn context_of(listener: &Listener, gateway: bool) -> PatchContext {
 
 /// Applies every listener-level patch to a proxy's `listeners` (Istio's `ApplyListenerPatches` for each
 /// of its listener groups): [`patch_one`] on each, removed ones left out, then [`added`].
-pub fn patch_listeners(patches: &ProxyPatches, listeners: &mut Vec<Listener>, gateway: bool, findings: &mut Findings) {
+pub fn patch_listeners(
+    patches: &ProxyPatches,
+    listeners: &mut Vec<Listener>,
+    gateway: bool,
+    findings: &mut Findings,
+) {
     listeners.retain_mut(|l| patch_one(patches, l, gateway, findings));
     listeners.extend(added(patches, gateway).into_iter().map(|(_, l)| l));
 }
@@ -80,8 +87,11 @@ pub fn patch_one(patches: &ProxyPatches, l: &mut Listener, gateway: bool, findin
 /// context, for sidecars those of SIDECAR_INBOUND and SIDECAR_OUTBOUND (a patch with context `ANY`
 /// adds once, as an outbound listener).
 pub fn added(patches: &ProxyPatches, gateway: bool) -> Vec<(ConfigKey, Listener)> {
-    let contexts: &[PatchContext] =
-        if gateway { &[PatchContext::Gateway] } else { &[PatchContext::SidecarInbound, PatchContext::SidecarOutbound] };
+    let contexts: &[PatchContext] = if gateway {
+        &[PatchContext::Gateway]
+    } else {
+        &[PatchContext::SidecarInbound, PatchContext::SidecarOutbound]
+    };
     let mut out = Vec::new();
     for ctx in contexts {
         for lp in patches.of(ApplyTo::Listener) {
@@ -138,8 +148,15 @@ pub(crate) fn merge_value<M: Message + Name + Default>(
     findings: &mut Findings,
 ) {
     let Some(value) = &patch.value else { return };
-    if let Err(e) = merge::merge_typed(target, &value.message, patch.operation == Operation::MergeAndReplaceList) {
-        findings.push(patch.finding(Severity::Dropped, ".patch.value", resource, format!("merge failed: {e}")));
+    if let Err(e) =
+        merge::merge_typed(target, &value.message, patch.operation == Operation::MergeAndReplaceList)
+    {
+        findings.push(patch.finding(
+            Severity::Dropped,
+            ".patch.value",
+            resource,
+            format!("merge failed: {e}"),
+        ));
     }
 }
 
@@ -249,7 +266,12 @@ fn apply_list_op<T: Clone>(
     }
 }
 
-fn patch_listener_filters(ctx: PatchContext, patches: &[std::sync::Arc<CompiledPatch>], l: &mut Listener, findings: &mut Findings) {
+fn patch_listener_filters(
+    ctx: PatchContext,
+    patches: &[std::sync::Arc<CompiledPatch>],
+    l: &mut Listener,
+    findings: &mut Findings,
+) {
     for lp in patches {
         if !lp.context_matches(ctx) || !listener_match(l, lp) {
             continue;
@@ -268,11 +290,17 @@ fn patch_listener_filters(ctx: PatchContext, patches: &[std::sync::Arc<CompiledP
                 let Some(value) = &lp.value else { continue };
                 let patch: ListenerFilter = value.typed();
                 for f in l.listener_filters.iter_mut().filter(|f| Some(f.name.as_str()) == target) {
-                    let Some(listener_filter::ConfigType::TypedConfig(any)) = &f.config_type else { continue };
+                    let Some(listener_filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+                        continue;
+                    };
                     if let Some(listener_filter::ConfigType::TypedConfig(src)) = &patch.config_type {
                         match merge::merge_any(any, src) {
-                            Ok(merged) => f.config_type = Some(listener_filter::ConfigType::TypedConfig(merged)),
-                            Err(e) => findings.push(lp.finding(Severity::Dropped, ".patch.value", &l.name, e)),
+                            Ok(merged) => {
+                                f.config_type = Some(listener_filter::ConfigType::TypedConfig(merged))
+                            }
+                            Err(e) => {
+                                findings.push(lp.finding(Severity::Dropped, ".patch.value", &l.name, e))
+                            }
                         }
                     }
                 }
@@ -337,7 +365,12 @@ fn patch_filter_chain(
 /// Istio's `mergeTransportSocketListener`: a FILTER_CHAIN MERGE whose value has a transport socket of
 /// the chain's socket name merges only the sockets' typed configs (the rest of the value is not
 /// merged). `false`: merge the whole value instead.
-fn merge_transport_socket(lp: &CompiledPatch, fc: &mut FilterChain, resource: &str, findings: &mut Findings) -> bool {
+fn merge_transport_socket(
+    lp: &CompiledPatch,
+    fc: &mut FilterChain,
+    resource: &str,
+    findings: &mut Findings,
+) -> bool {
     let Some(value) = &lp.value else { return false };
     let patch: FilterChain = value.typed();
     let (Some(src), Some(dst)) = (&patch.transport_socket, &mut fc.transport_socket) else { return false };
@@ -345,10 +378,14 @@ fn merge_transport_socket(lp: &CompiledPatch, fc: &mut FilterChain, resource: &s
         return false;
     }
     use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
-    if let (Some(ConfigType::TypedConfig(s)), Some(ConfigType::TypedConfig(d))) = (&src.config_type, &mut dst.config_type) {
+    if let (Some(ConfigType::TypedConfig(s)), Some(ConfigType::TypedConfig(d))) =
+        (&src.config_type, &mut dst.config_type)
+    {
         match merge::merge_any(d, s) {
             Ok(merged) => *d = merged,
-            Err(e) => findings.push(lp.finding(Severity::Dropped, ".patch.value.transport_socket", resource, e)),
+            Err(e) => {
+                findings.push(lp.finding(Severity::Dropped, ".patch.value.transport_socket", resource, e))
+            }
         }
     }
     true
@@ -467,7 +504,10 @@ fn patch_http_filters(
     }
     for h in &mut hcm.http_filters {
         for lp in patches.of(ApplyTo::HttpFilter) {
-            if lp.operation != Operation::Merge || !selects(lp) || http_filter_name(lp).is_some_and(|n| n != h.name) {
+            if lp.operation != Operation::Merge
+                || !selects(lp)
+                || http_filter_name(lp).is_some_and(|n| n != h.name)
+            {
                 continue;
             }
             let Some(http_filter::ConfigType::TypedConfig(dst)) = &h.config_type else { continue };

@@ -58,7 +58,8 @@ where
     if src.descriptor().full_name() != full_name {
         return Err(format!("a {} patch cannot merge into a {full_name}", src.descriptor().full_name()));
     }
-    let descriptor = descriptors::message(&full_name).ok_or_else(|| format!("{full_name} is not in Envoy's API"))?;
+    let descriptor =
+        descriptors::message(&full_name).ok_or_else(|| format!("{full_name} is not in Envoy's API"))?;
     let mut reflected = DynamicMessage::decode(descriptor, dst.encode_to_vec().as_slice())
         .map_err(|e| format!("{full_name} does not decode: {e}"))?;
     merge(&mut reflected, src, replace_lists);
@@ -110,7 +111,8 @@ mod tests {
 
     #[test]
     fn a_duration_is_replaced_whole_and_scalars_overwrite() {
-        let mut c = cluster(json!({"name": "c", "connect_timeout": "1.5s", "per_connection_buffer_limit_bytes": 10}));
+        let mut c =
+            cluster(json!({"name": "c", "connect_timeout": "1.5s", "per_connection_buffer_limit_bytes": 10}));
         merge_typed(&mut c, &patch(json!({"connectTimeout": "2s"})), false).unwrap();
         let t = c.connect_timeout.unwrap();
         assert_eq!((t.seconds, t.nanos), (2, 0), "protobuf's field merge would give 2.5s");
@@ -158,11 +160,13 @@ mod tests {
             Any::decode(m.encode_to_vec().as_slice()).unwrap()
         };
         let merged = merge_any(&lua("a"), &lua("b")).unwrap();
-        let decoded = envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua::decode(merged.value.as_slice());
+        let decoded =
+            envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua::decode(merged.value.as_slice());
         #[allow(deprecated)]
         let code = decoded.unwrap().inline_code;
         assert_eq!(code, "b");
-        let other = Any { type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(), value: vec![] };
+        let other =
+            Any { type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(), value: vec![] };
         assert!(merge_any(&lua("a"), &other).unwrap_err().contains("cannot merge"));
         let unknown = Any { type_url: "type.googleapis.com/no.such.Type".into(), value: vec![] };
         assert!(merge_any(&lua("a"), &unknown).is_err());

@@ -64,7 +64,8 @@ fn patch_virtual_host(
     findings: &mut Findings,
 ) -> bool {
     for rp in patches.of(ApplyTo::VirtualHost) {
-        if !rp.context_matches(ctx) || !route_configuration_match(ctx, rc, rp) || !virtual_host_match(vh, rp) {
+        if !rp.context_matches(ctx) || !route_configuration_match(ctx, rc, rp) || !virtual_host_match(vh, rp)
+        {
             continue;
         }
         match rp.operation {
@@ -185,7 +186,8 @@ fn route_configuration_match(ctx: PatchContext, rc: &RouteConfiguration, rp: &Co
 
 fn virtual_host_match(vh: &VirtualHost, rp: &CompiledPatch) -> bool {
     let Some(m) = rp.matches.route_configuration.as_ref().and_then(|m| m.vhost.as_ref()) else { return true };
-    (m.name.is_empty() || m.name == vh.name) && (m.domain_name.is_empty() || vh.domains.contains(&m.domain_name))
+    (m.name.is_empty() || m.name == vh.name)
+        && (m.domain_name.is_empty() || vh.domains.contains(&m.domain_name))
 }
 
 fn route_match(r: &Route, rp: &CompiledPatch) -> bool {

@@ -20,7 +20,8 @@ use std::{hint::black_box, sync::Arc};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshpilot_networking::{
-    Snapshot, cluster::generate_clusters_encoded, listener::generate_listeners_encoded, rds::generate_routes_encoded,
+    Snapshot, cluster::generate_clusters_encoded, listener::generate_listeners_encoded,
+    rds::generate_routes_encoded,
 };
 use model::push::{ProxyContext, ProxyKind};
 use support::{World, parse};
@@ -100,7 +101,8 @@ fn proxies() -> Vec<ProxyContext> {
 /// One full push: every proxy's CDS, LDS and RDS on a fresh cache; returns the bytes sent.
 fn push(snapshot: &Arc<model::push::PushContext>, proxies: &[ProxyContext]) -> usize {
     let snapshot = Snapshot::new(Arc::clone(snapshot));
-    let size = |r: &[meshpilot_networking::cache::EncodedResource]| r.iter().map(|r| r.bytes().len()).sum::<usize>();
+    let size =
+        |r: &[meshpilot_networking::cache::EncodedResource]| r.iter().map(|r| r.bytes().len()).sum::<usize>();
     proxies
         .iter()
         .map(|p| {

@@ -646,9 +646,12 @@ impl Snapshot {
         &self,
         compile: impl FnOnce(&[Arc<model::Config>]) -> crate::envoy_filter::CompiledIndex,
     ) -> Arc<crate::envoy_filter::CompiledIndex> {
-        self.cache.get_or_make(&self.push, (), |s| &mut s.envoy_filters, || {
-            Arc::new(compile(&self.push.all_envoy_filters()))
-        })
+        self.cache.get_or_make(
+            &self.push,
+            (),
+            |s| &mut s.envoy_filters,
+            || Arc::new(compile(&self.push.all_envoy_filters())),
+        )
     }
 
     /// The resource `key` describes, patched by `make` once per generation and shared by every proxy with

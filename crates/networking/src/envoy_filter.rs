@@ -21,16 +21,14 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use envoy_types::pb::{
-    envoy::{
-        config::{
-            cluster::v3::Cluster,
-            listener::v3::{Listener, filter},
-            route::v3::RouteConfiguration,
-        },
-        extensions::filters::network::http_connection_manager::v3::{
-            HttpConnectionManager, http_connection_manager::RouteSpecifier,
-        },
+use envoy_types::pb::envoy::{
+    config::{
+        cluster::v3::Cluster,
+        listener::v3::{Listener, filter},
+        route::v3::RouteConfiguration,
+    },
+    extensions::filters::network::http_connection_manager::v3::{
+        HttpConnectionManager, http_connection_manager::RouteSpecifier,
     },
 };
 use envoyfilter::{CompiledEnvoyFilter, Findings, PatchContext, ProxyPatches, cluster, listener, route};
@@ -235,7 +233,10 @@ fn listener_violations(l: &Listener) -> Vec<String> {
                 && h.name != ROUTER
                 && hcm.http_filters.iter().any(|h| h.name == ROUTER)
             {
-                out.push(format!("filter chain {:?}: HTTP filter {} comes after the router", fc.name, h.name));
+                out.push(format!(
+                    "filter chain {:?}: HTTP filter {} comes after the router",
+                    fc.name, h.name
+                ));
             }
             if let Some(RouteSpecifier::RouteConfig(rc)) = &hcm.route_specifier {
                 out.extend(route_violations(rc));
@@ -289,7 +290,10 @@ fn rejected(filter: &ConfigKey, resource: &str, violations: &[String], outcome: 
         config: Some(filter.clone()),
         path: "spec.configPatches".into(),
         resource: resource.to_string(),
-        message: format!("the patched resource would be rejected by Envoy ({}); {outcome}", violations.join("; ")),
+        message: format!(
+            "the patched resource would be rejected by Envoy ({}); {outcome}",
+            violations.join("; ")
+        ),
     }
 }
 
@@ -325,14 +329,21 @@ fn patch_one<M: Kind, F: Form<M>>(
 
 /// Applies the EnvoyFilters of `proxy` to its listeners: each listener patched and checked, LISTENER
 /// ADDs appended (a name already taken is reported and left out), then sorted by name again.
-pub(crate) fn patch_listeners<F: Form<Listener>>(push: &Snapshot, proxy: &ProxyContext, built: Built<F>) -> Built<F> {
+pub(crate) fn patch_listeners<F: Form<Listener>>(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    built: Built<F>,
+) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
     if patches.is_empty() {
         return Built::new(built.resources, findings);
     }
-    let mut out: Vec<F> =
-        built.resources.into_iter().filter_map(|l| patch_one(push, proxy, &patches, l, &mut findings)).collect();
+    let mut out: Vec<F> = built
+        .resources
+        .into_iter()
+        .filter_map(|l| patch_one(push, proxy, &patches, l, &mut findings))
+        .collect();
     for (filter, added) in listener::added(&patches, is_gateway(proxy)) {
         add_unique(&mut out, &filter, added, &mut findings);
     }
@@ -341,14 +352,21 @@ pub(crate) fn patch_listeners<F: Form<Listener>>(push: &Snapshot, proxy: &ProxyC
 }
 
 /// Applies the EnvoyFilters of `proxy` to its clusters (CLUSTER patches, then CLUSTER ADDs).
-pub(crate) fn patch_clusters<F: Form<Cluster>>(push: &Snapshot, proxy: &ProxyContext, built: Built<F>) -> Built<F> {
+pub(crate) fn patch_clusters<F: Form<Cluster>>(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    built: Built<F>,
+) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
     if patches.is_empty() {
         return Built::new(built.resources, findings);
     }
-    let mut out: Vec<F> =
-        built.resources.into_iter().filter_map(|c| patch_one(push, proxy, &patches, c, &mut findings)).collect();
+    let mut out: Vec<F> = built
+        .resources
+        .into_iter()
+        .filter_map(|c| patch_one(push, proxy, &patches, c, &mut findings))
+        .collect();
     let contexts: &[PatchContext] = if is_gateway(proxy) {
         &[PatchContext::Gateway]
     } else {
@@ -374,7 +392,11 @@ pub(crate) fn patch_routes<F: Form<RouteConfiguration>>(
     if patches.is_empty() {
         return Built::new(built.resources, findings);
     }
-    let out = built.resources.into_iter().filter_map(|r| patch_one(push, proxy, &patches, r, &mut findings)).collect();
+    let out = built
+        .resources
+        .into_iter()
+        .filter_map(|r| patch_one(push, proxy, &patches, r, &mut findings))
+        .collect();
     Built::new(out, findings)
 }
 

@@ -12,12 +12,12 @@ mod mcp_server;
 mod peer {
     mod eds_after_cds;
     mod envoy_access_log;
-    mod envoy_envoy_filter;
     mod envoy_authz;
     mod envoy_bookinfo;
     mod envoy_consistent_hash;
     mod envoy_corpus;
     mod envoy_credentials;
+    mod envoy_envoy_filter;
     mod envoy_gateway_api;
     mod envoy_gateway_authz;
     mod envoy_locality_lb;

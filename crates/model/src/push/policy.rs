@@ -38,7 +38,9 @@ fn targeting(spec: &Spec) -> Option<(Option<&Labels>, Vec<&PolicyTargetReference
     }
     let (selector, target_ref, target_refs) = match spec {
         Spec::AuthorizationPolicy(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
-        Spec::RequestAuthentication(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
+        Spec::RequestAuthentication(p) => {
+            (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs)
+        }
         Spec::Telemetry(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
         // EnvoyFilter's `workloadSelector` has `labels`; it never had the single `targetRef`.
         Spec::EnvoyFilter(f) => (f.workload_selector.as_ref().map(|s| &s.labels), None, &f.target_refs),

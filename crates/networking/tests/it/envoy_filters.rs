@@ -78,7 +78,10 @@ fn world(extra: &str) -> World {
 
 /// The HTTP filter names of every connection manager of `listener`, per filter chain.
 fn http_filters(listener: &Listener) -> Vec<Vec<String>> {
-    connection_managers(listener).iter().map(|h| h.http_filters.iter().map(|f| f.name.clone()).collect()).collect()
+    connection_managers(listener)
+        .iter()
+        .map(|h| h.http_filters.iter().map(|f| f.name.clone()).collect())
+        .collect()
 }
 
 fn connection_managers(listener: &Listener) -> Vec<HttpConnectionManager> {
@@ -222,7 +225,15 @@ fn a_value_that_is_not_its_envoy_type_is_reported_with_its_field_path_and_skippe
 
 #[test]
 fn unknown_fields_are_ignored_with_a_warning_as_istiod_reads_leniently() {
-    let ef = envoy_filter("ns1", "newer", "", &http_patch("INSERT_BEFORE", "{name: envoy.filters.http.lua, fromTheFuture: true, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, inlineCode: '-- new'}}"));
+    let ef = envoy_filter(
+        "ns1",
+        "newer",
+        "",
+        &http_patch(
+            "INSERT_BEFORE",
+            "{name: envoy.filters.http.lua, fromTheFuture: true, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, inlineCode: '-- new'}}",
+        ),
+    );
     let built = generate_listeners(&world(&ef).push(), &sidecar("ns1", &[]), &[]);
     assert_eq!(lua_code(listener(&built.resources, "0.0.0.0_80")), ["-- new"]);
     let newer = findings_of(&built.findings, "newer");
@@ -274,7 +285,10 @@ fn listener_remove_add_and_merge() {
     let names: Vec<&str> = built.resources.iter().map(|l| l.name.as_str()).collect();
     assert!(!names.contains(&"10.1.1.2_5432"), "{names:?}");
     assert!(names.contains(&"extra"), "{names:?}");
-    assert_eq!(listener(&built.resources, "0.0.0.0_80").per_connection_buffer_limit_bytes.map(|v| v.value), Some(1024));
+    assert_eq!(
+        listener(&built.resources, "0.0.0.0_80").per_connection_buffer_limit_bytes.map(|v| v.value),
+        Some(1024)
+    );
     // Gateways do not get a sidecar-only ADD... but this one has no context (ANY): it goes to gateways too.
     let gw = generate_listeners(&world(&docs).push(), &router("ns1", &[]), &[]);
     assert!(gw.resources.iter().any(|l| l.name == "extra"));
@@ -332,7 +346,9 @@ fn route_configuration_virtual_host_and_route_patches() {
     );
     let built = generate_routes(&world(&docs).push(), &sidecar("ns1", &[]), &[]);
     let rc: &RouteConfiguration = built.resources.iter().find(|r| r.name == "80").expect("route 80");
-    assert!(rc.response_headers_to_add.iter().any(|h| h.header.as_ref().is_some_and(|h| h.key == "x-patched")));
+    assert!(
+        rc.response_headers_to_add.iter().any(|h| h.header.as_ref().is_some_and(|h| h.key == "x-patched"))
+    );
     let web = rc.virtual_hosts.iter().find(|v| v.name == "web.ns1.svc.cluster.local:80").expect("web vhost");
     assert_eq!(web.routes[0].name, "teapot");
     assert!(matches!(web.routes[0].action, Some(route::Action::DirectResponse(_))));

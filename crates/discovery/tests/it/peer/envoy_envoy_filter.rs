@@ -6,7 +6,9 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use meshpilot_testing::{AdsApi, EchoServer, Envoy, Plane, PlaneOptions, free_port, request, wait_for, write_atomic};
+use meshpilot_testing::{
+    AdsApi, EchoServer, Envoy, Plane, PlaneOptions, free_port, request, wait_for, write_atomic,
+};
 
 use crate::support::NS;
 
@@ -41,7 +43,14 @@ async fn setup(files: &[(&str, String)]) -> Setup {
 
 /// An EnvoyFilter in the test namespace selecting `app` workloads `app_label`, inserting (`operation`)
 /// a Lua filter before the inbound router that appends `value` to the response header `header`.
-fn lua_filter(name: &str, app_label: &str, priority: i32, operation: &str, header: &str, value: &str) -> String {
+fn lua_filter(
+    name: &str,
+    app_label: &str,
+    priority: i32,
+    operation: &str,
+    header: &str,
+    value: &str,
+) -> String {
     format!(
         r#"apiVersion: networking.istio.io/v1alpha3
 kind: EnvoyFilter

@@ -278,7 +278,10 @@ pub fn all() -> Vec<Scenario> {
             "tests/testdata/networking/envoyfilter-without-service",
             "crates/meshpilot/tests/it/peer/conformance/envoy-filter.yaml",
         ],
-        proxies: vec![sidecar("envoyfilter-test-0", "ns1", "10.45.0.1", &[("app", "envoyfilter-test-app")]), ROUTER],
+        proxies: vec![
+            sidecar("envoyfilter-test-0", "ns1", "10.45.0.1", &[("app", "envoyfilter-test-app")]),
+            ROUTER,
+        ],
         large: false,
         assert_eds: false,
     });
