@@ -17,6 +17,7 @@ mod peer {
     mod envoy_consistent_hash;
     mod envoy_corpus;
     mod envoy_credentials;
+    mod envoy_extensions;
     mod envoy_gateway_api;
     mod envoy_gateway_authz;
     mod envoy_locality_lb;

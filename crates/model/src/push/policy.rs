@@ -37,6 +37,8 @@ fn targeting(spec: &Spec) -> Option<(Option<&WorkloadSelector>, Vec<&PolicyTarge
         Spec::AuthorizationPolicy(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
         Spec::RequestAuthentication(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
         Spec::Telemetry(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
+        Spec::WasmPlugin(p) => (p.selector.as_ref(), p.target_ref.as_ref(), &p.target_refs),
+        Spec::TrafficExtension(p) => (p.selector.as_ref(), None, &p.target_refs),
         _ => return None,
     };
     // `targetRefs` wins; the older single `targetRef` is used only when the list is empty.
@@ -66,7 +68,8 @@ pub struct PolicyMatcher<'a> {
 }
 
 impl PolicyMatcher<'_> {
-    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication or Telemetry in the
+    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication, Telemetry, WasmPlugin
+    /// or TrafficExtension in the
     /// root or the proxy's namespace) applies to the proxy; `false` for other kinds. The rules are in the
     /// module documentation.
     pub fn should_attach(&self, config: &Config) -> bool {

@@ -12,6 +12,7 @@ mod benchmark_workloads;
 mod bookinfo;
 mod credentials;
 mod delegation;
+mod extensions;
 mod generation_cache;
 mod hash_policy;
 mod listeners;
