@@ -320,3 +320,43 @@ fn a_plugin_with_an_unusable_url_is_reported_and_the_others_still_apply() {
     // Nothing else mentions WasmPlugins as untranslated.
     assert!(!push.findings().iter().any(|f| f.message.contains("not translated")), "{:#?}", push.findings());
 }
+
+#[test]
+fn a_gateway_takes_client_extensions_on_its_server_ports() {
+    let gateway = r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 8080, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+"#;
+    let extensions = [
+        wasm_plugin("client-8080", "istio-system", "  match: [{mode: CLIENT, ports: [{number: 8080}]}]\n"),
+        wasm_plugin("server-only", "istio-system", "  match: [{mode: SERVER}]\n"),
+        lua(
+            "gateway-only",
+            "istio-system",
+            "  phase: AUTHN\n  selector: {matchLabels: {istio: ingressgateway}}\n",
+        ),
+    ]
+    .concat();
+    let world = World::new(parse(&format!("{SERVICES}---\n{gateway}{extensions}"), "ns1"));
+    let built =
+        generate_listeners(&world.push(), &router("istio-system", &[("istio", "ingressgateway")]), &[]);
+    let filters = names(&http_filters(&built.resources, "0.0.0.0_8080", None));
+    let root = "extensions.istio.io/trafficextension/istio-system.";
+    assert_eq!(
+        filters,
+        [
+            format!("{root}gateway-only"),
+            format!("{root}client-8080~istio-translated-wasmplugin"),
+            "envoy.filters.http.fault".into(),
+            "envoy.filters.http.cors".into(),
+            "envoy.filters.http.router".into(),
+        ]
+    );
+}

@@ -140,7 +140,7 @@ struct Setup {
     _app: EchoServer,
 }
 
-async fn setup() -> Setup {
+async fn setup(api: AdsApi) -> Setup {
     let app = EchoServer::start("app").await.unwrap();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
@@ -152,7 +152,7 @@ async fn setup() -> Setup {
     );
     write_atomic(dir.path(), "sidecar.yaml", &sidecar);
     let plane = Plane::start_with(PlaneOptions::config_dir(dir.path())).await.unwrap();
-    let envoy = Envoy::start(&plane.sidecar("app", NS, AdsApi::Sotw)).await.unwrap();
+    let envoy = Envoy::start(&plane.sidecar("app", NS, api)).await.unwrap();
     Setup { dir, plane, envoy, port: ([127, 0, 0, 1], port).into(), _app: app }
 }
 
@@ -194,7 +194,18 @@ fn wasm_plugin(name: &str, url: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wasm_module_swapped_over_ecds_changes_responses_without_a_listener_push() {
-    let s = setup().await;
+    wasm_module_swap(AdsApi::Sotw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wasm_module_swapped_over_delta_ecds_changes_responses_without_a_listener_push() {
+    wasm_module_swap(AdsApi::Delta).await;
+}
+
+/// A WasmPlugin's module changes: the new module's header is seen while the listeners stay as they
+/// were (same dump, version and LDS update count).
+async fn wasm_module_swap(api: AdsApi) {
+    let s = setup(api).await;
     let (a, b) = (s.dir.path().join("a.wasm"), s.dir.path().join("b.wasm"));
     std::fs::write(&a, header_module("module-a")).unwrap();
     std::fs::write(&b, header_module("module-b")).unwrap();
@@ -223,7 +234,7 @@ async fn a_wasm_module_swapped_over_ecds_changes_responses_without_a_listener_pu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lua_traffic_extension_changes_responses_of_the_selected_workload_only() {
-    let s = setup().await;
+    let s = setup(AdsApi::Sotw).await;
     let lua = |name: &str, app: &str, header: &str| {
         format!(
             "apiVersion: extensions.istio.io/v1alpha1\nkind: TrafficExtension\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  \
