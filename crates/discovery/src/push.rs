@@ -1,5 +1,5 @@
 //! Which xDS types a push regenerates (Istio's per-type `cdsNeedsPush`, `edsNeedsPush`, `ldsNeedsPush`,
-//! `rdsNeedsPush` in `pilot/pkg/xds`; ISTIO-REFERENCE §1.2). Which proxies a push concerns is the
+//! `rdsNeedsPush`, `ecdsNeedsPush` in `pilot/pkg/xds`; ISTIO-REFERENCE §1.2). Which proxies a push concerns is the
 //! model's rule (`model::push::proxy_needs_push`, `scope_needs_push`).
 
 use api::Kind;
@@ -15,8 +15,18 @@ pub fn type_needs_push(request: &PushRequest, type_url: &str, proxy_kind: ProxyK
     if request.is_endpoints_only() {
         return type_url == type_url::ENDPOINT && !request.endpoints_updated.is_empty();
     }
+    if type_url == type_url::EXTENSION_CONFIG {
+        // Istio's `ecdsNeedsPush`: only EnvoyFilter and extension changes (and pull secrets, which
+        // meshpilot does not send) change ECDS resources.
+        return request.kinds().into_iter().any(|k| {
+            matches!(k, Kind::EnvoyFilter | Kind::WasmPlugin | Kind::TrafficExtension)
+                && kind_affects_proxy(k, proxy_kind)
+        });
+    }
+    // A WasmPlugin or TrafficExtension whose placement is unchanged concerns ECDS only
+    // (`PushRequest::ecds_only`; istiod pushes LDS too, with unchanged listeners).
     let kinds: Vec<Kind> =
-        request.kinds().into_iter().filter(|k| kind_affects_proxy(*k, proxy_kind)).collect();
+        request.placed_kinds().into_iter().filter(|k| kind_affects_proxy(*k, proxy_kind)).collect();
     let skips: &[Kind] = match type_url {
         type_url::CLUSTER => &[
             Kind::WorkloadEntry,
@@ -25,6 +35,7 @@ pub fn type_needs_push(request: &PushRequest, type_url: &str, proxy_kind: ProxyK
             Kind::RequestAuthentication,
             Kind::Telemetry,
             Kind::WasmPlugin,
+            Kind::TrafficExtension,
             Kind::ProxyConfig,
         ],
         type_url::ENDPOINT => &[
@@ -35,6 +46,7 @@ pub fn type_needs_push(request: &PushRequest, type_url: &str, proxy_kind: ProxyK
             Kind::RequestAuthentication,
             Kind::Telemetry,
             Kind::WasmPlugin,
+            Kind::TrafficExtension,
             Kind::ProxyConfig,
             Kind::Sidecar,
         ],
@@ -46,6 +58,7 @@ pub fn type_needs_push(request: &PushRequest, type_url: &str, proxy_kind: ProxyK
             Kind::RequestAuthentication,
             Kind::PeerAuthentication,
             Kind::WasmPlugin,
+            Kind::TrafficExtension,
             Kind::Telemetry,
             Kind::ProxyConfig,
         ],
@@ -62,6 +75,7 @@ pub fn type_needs_push(request: &PushRequest, type_url: &str, proxy_kind: ProxyK
             Kind::RequestAuthentication,
             Kind::PeerAuthentication,
             Kind::WasmPlugin,
+            Kind::TrafficExtension,
             Kind::ProxyConfig,
         ],
         _ => &[],
@@ -110,5 +124,32 @@ mod tests {
             type_url::SECRET,
             ProxyKind::Sidecar
         ));
+    }
+
+    #[test]
+    fn extension_changes_push_ecds_and_listeners_only_when_placed_differently() {
+        let content = PushRequest::extension_content(key(Kind::WasmPlugin));
+        assert!(type_needs_push(&content, type_url::EXTENSION_CONFIG, ProxyKind::Sidecar));
+        for t in
+            [type_url::CLUSTER, type_url::ENDPOINT, type_url::LISTENER, type_url::ROUTE, type_url::NAME_TABLE]
+        {
+            assert!(!type_needs_push(&content, t, ProxyKind::Sidecar), "{t}");
+        }
+        let placed = PushRequest::config([key(Kind::TrafficExtension)], TriggerReason::Config);
+        assert!(type_needs_push(&placed, type_url::LISTENER, ProxyKind::Router));
+        assert!(type_needs_push(&placed, type_url::EXTENSION_CONFIG, ProxyKind::Router));
+        for t in [type_url::CLUSTER, type_url::ENDPOINT, type_url::ROUTE, type_url::NAME_TABLE] {
+            assert!(!type_needs_push(&placed, t, ProxyKind::Sidecar), "{t}");
+        }
+        // A merged request where another change of the same object moved it pushes listeners.
+        let mut merged = PushRequest::extension_content(key(Kind::WasmPlugin));
+        merged.merge_from(PushRequest::config([key(Kind::WasmPlugin)], TriggerReason::Config));
+        assert!(type_needs_push(&merged, type_url::LISTENER, ProxyKind::Sidecar));
+        let mut merged = PushRequest::config([key(Kind::WasmPlugin)], TriggerReason::Config);
+        merged.merge_from(PushRequest::extension_content(key(Kind::WasmPlugin)));
+        assert!(type_needs_push(&merged, type_url::LISTENER, ProxyKind::Sidecar));
+        // Other config changes leave ECDS alone.
+        let vs = PushRequest::config([key(Kind::VirtualService)], TriggerReason::Config);
+        assert!(!type_needs_push(&vs, type_url::EXTENSION_CONFIG, ProxyKind::Sidecar));
     }
 }

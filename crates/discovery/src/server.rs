@@ -75,6 +75,20 @@ async fn push_on_jwks_changes(
     }
 }
 
+/// The push request of one config event: an update of a WasmPlugin or TrafficExtension that leaves
+/// its placement in listeners as it was concerns ECDS only ([`PushRequest::extension_content`]);
+/// everything else is an ordinary config request.
+fn config_request(old: Option<&Arc<model::Config>>, new: &Arc<model::Config>, event: Event) -> PushRequest {
+    if event == Event::Update
+        && model::push::extensions::is_extension_kind(new.kind())
+        && let Some(old) = old
+        && !model::push::extensions::placement_changed(old, new)
+    {
+        return PushRequest::extension_content(new.key());
+    }
+    PushRequest::config([new.key()], TriggerReason::Config)
+}
+
 /// The published push contexts (a `tokio::sync::watch` receiver; named apart from
 /// `networking::Snapshot`, a push context with the generators' cache): `None` until the first
 /// [`PushContext`] is built (config and services synced), then always the newest. Readers never block
@@ -188,11 +202,11 @@ impl DiscoveryServer {
             let weak = Arc::downgrade(&server);
             store.register_event_handler(
                 kind,
-                Arc::new(move |_old, new, event: Event| {
+                Arc::new(move |old, new, event: Event| {
                     if let Some(s) = weak.upgrade() {
                         metrics::counter!(m::INBOUND_UPDATES, "type" => "config").increment(1);
                         debug!(key = %new.key(), %event, "config event");
-                        s.config_update(PushRequest::config([new.key()], TriggerReason::Config));
+                        s.config_update(config_request(old, new, event));
                     }
                     Ok(())
                 }),

@@ -522,7 +522,7 @@ fn shared_resource<M: Name>(e: &EncodedResource) -> Resource {
     Resource { name: e.name.clone(), version, body }
 }
 
-/// Calls the `networking` generator for `type_url` (CDS, EDS, LDS, RDS); other types get an empty
+/// Calls the `networking` generator for `type_url` (CDS, EDS, LDS, RDS, ECDS); other types get an empty
 /// set. `names` empty means everything the proxy gets. `known_only` (EDS): names that are not
 /// clusters of a service the proxy sees are left out instead of answered with an empty assignment.
 ///
@@ -554,6 +554,10 @@ pub fn generate_type(
         type_url::ROUTE => {
             let g = networking::rds::generate_routes_encoded(push, proxy, names);
             (g.resources.into_iter().map(|r| shared_resource::<RouteConfiguration>(&r)).collect(), g.findings)
+        }
+        type_url::EXTENSION_CONFIG => {
+            let g = networking::extension::generate_extension_configs(push, proxy, names);
+            (g.resources.iter().map(|c| Resource::new(c.name.clone(), c)).collect(), g.findings)
         }
         _ => (Vec::new(), Vec::new()),
     })

@@ -202,6 +202,8 @@ pub(crate) struct VirtualInboundKey {
     pub bind_address: String,
     /// The Telemetries the inbound access loggers come from (`access_log::AccessLogs::key`).
     pub telemetry: Vec<model::ConfigKey>,
+    /// The WasmPlugins / TrafficExtensions selected for the proxy, in order.
+    pub extensions: Vec<model::ConfigKey>,
 }
 
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per

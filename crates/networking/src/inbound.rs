@@ -43,6 +43,7 @@ use model::{
     Protocol,
     push::{
         EffectivePeerAuthentication, InterceptionMode, MeshSettings, MtlsMode, ProxyContext, SidecarScope,
+        extensions::{ExtensionFilter, ListenerClass},
     },
 };
 
@@ -51,6 +52,7 @@ use crate::{
     access_log::AccessLogs,
     cache::{Encoded, SecurityKey, VirtualInboundKey},
     convert::{address, boolv, transport_socket, u32v, zero_duration},
+    extension::PhaseFilters,
     filters::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
         tcp_proxy_filter, tls_inspector,
@@ -244,21 +246,24 @@ pub fn inbound_chains(
     mode: Option<MtlsMode>,
     security: &SecurityFilters,
 ) -> Vec<InboundChain> {
-    inbound_chains_logged(mesh, port, mode, security, &[])
+    inbound_chains_logged(mesh, port, mode, (security, &[]), &[])
 }
 
-/// [`inbound_chains`] whose connection managers and TCP proxies write `access_log`.
+/// [`inbound_chains`] whose connection managers and TCP proxies write `access_log`, with the proxy's
+/// WasmPlugins / TrafficExtensions (`extensions`, priority-sorted) placed among the security filters
+/// of HTTP chains by phase when their `match` takes the port ([`crate::extension`]).
 pub fn inbound_chains_logged(
     mesh: &MeshSettings,
     port: &InboundPort,
     mode: Option<MtlsMode>,
-    security: &SecurityFilters,
+    (security, extensions): (&SecurityFilters, &[Arc<ExtensionFilter>]),
     access_log: &[AccessLog],
 ) -> Vec<InboundChain> {
     let mut terminal = terminal(port, access_log);
     let network_filters = match &mut terminal {
         Terminal::Http(hcm) => {
-            security.apply_http(hcm);
+            let phases = PhaseFilters::for_listener(extensions, ListenerClass::SidecarInbound, port.port);
+            security.apply_http_with(hcm, &phases);
             Vec::new()
         }
         Terminal::Tcp(_) => security.tcp.clone(),
@@ -395,6 +400,7 @@ pub(crate) fn virtual_inbound(
 ) -> Listener {
     let mesh = push.mesh();
     let policy = peer_authentication(push, proxy);
+    let extensions = push.extensions(proxy);
     let mut chains = Vec::new();
     for (port, bind) in inbound_ports(scope, proxy) {
         if bind.is_none() {
@@ -402,7 +408,7 @@ pub(crate) fn virtual_inbound(
                 mesh,
                 &port,
                 mode_for(&policy, port.port),
-                security,
+                (security, &extensions),
                 &logs.filters,
             ));
         }
@@ -415,7 +421,13 @@ pub(crate) fn virtual_inbound(
         stat_prefix: String::new(),
         forward_client_cert: false,
     };
-    chains.extend(inbound_chains_logged(mesh, &passthrough, mode_for(&policy, 0), security, &logs.filters));
+    chains.extend(inbound_chains_logged(
+        mesh,
+        &passthrough,
+        mode_for(&policy, 0),
+        (security, &extensions),
+        &logs.filters,
+    ));
     let mut l = inbound_listener(
         VIRTUAL_INBOUND_LISTENER.to_string(),
         &proxy.bind_address,
@@ -453,6 +465,7 @@ pub(crate) fn virtual_inbound_encoded(
         security: security_key,
         bind_address: proxy.bind_address.clone(),
         telemetry: logs.key.clone(),
+        extensions: push.extensions(proxy).iter().map(|e| e.config.key()).collect(),
     };
     push.virtual_inbound(key, make)
 }
@@ -469,12 +482,18 @@ pub(crate) fn ingress_listeners(
 ) -> Vec<Listener> {
     let mesh = push.mesh();
     let policy = peer_authentication(push, proxy);
+    let extensions = push.extensions(proxy);
     inbound_ports(scope, proxy)
         .into_iter()
         .filter_map(|(port, bind)| {
             let bind = bind?;
-            let chains =
-                inbound_chains_logged(mesh, &port, mode_for(&policy, port.port), security, &logs.filters);
+            let chains = inbound_chains_logged(
+                mesh,
+                &port,
+                mode_for(&policy, port.port),
+                (security, &extensions),
+                &logs.filters,
+            );
             let mut l = inbound_listener(port.name.clone(), &bind, port.port, chains, false);
             l.access_log = logs.listener.clone();
             Some(l)

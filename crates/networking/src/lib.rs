@@ -18,7 +18,8 @@
 //! and reported as a [`model::Finding`]; it never takes the rest of its route configuration or listener down.
 //!
 //! HTTP filter chain contract (every HTTP connection manager built here): the proxy's security filters
-//! first on inbound chains and gateway servers ([`policy`]: ext_authz, jwt_authn, RBAC), then
+//! first on inbound chains and gateway servers ([`policy`]: ext_authz, jwt_authn, RBAC) with the
+//! WasmPlugin / TrafficExtension filters between them by phase ([`extension`]), then
 //! `envoy.filters.http.fault`, `envoy.filters.http.cors`, and `envoy.filters.http.router` last. Per-route fault and CORS settings are
 //! set by [`route`] in `typed_per_filter_config` under those filter names.
 
@@ -33,6 +34,7 @@ pub mod credentials;
 pub mod debug;
 pub mod endpoint;
 mod envoy_filter;
+pub mod extension;
 pub mod filters;
 mod gateway;
 pub mod inbound;

@@ -35,6 +35,7 @@ use crate::{
     built::Built,
     cache::{Encoded, EncodedResource, SecurityKey},
     convert::{address, any, boolv, std_duration, transport_socket},
+    extension::PhaseFilters,
     filters::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, http_inspector,
         tcp_proxy_filter, tls_inspector, tunneled_tcp_proxy_filter,
@@ -52,7 +53,7 @@ use model::{
     Finding, Severity, host,
     push::{
         IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind,
-        SidecarScope, telemetry::Direction,
+        SidecarScope, extensions::ListenerClass, telemetry::Direction,
     },
 };
 
@@ -546,6 +547,7 @@ fn sidecar_outbound(
     findings: &mut Vec<Finding>,
 ) -> Vec<Listener> {
     let scope = push.sidecar_scope(proxy);
+    let extensions = push.extensions(proxy);
     let mut report = Report { findings };
     let capture = proxy.interception_mode != InterceptionMode::None;
     let mut out = Vec::new();
@@ -564,6 +566,7 @@ fn sidecar_outbound(
                 FilterTarget::Envoy,
                 false,
             );
+            PhaseFilters::for_listener(&extensions, ListenerClass::SidecarOutbound, port).apply(&mut hcm);
             hcm.access_log = logs.filters.clone();
             let http = vec![hcm_filter(&hcm)];
             if sniffed {
@@ -874,6 +877,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
     let scope = push.sidecar_scope(proxy);
     let security = crate::policy::security_filters(push, proxy);
     findings.extend(security.findings.iter().cloned());
+    let extensions = push.extensions(proxy);
     let logs = access_logs(push, proxy, Direction::Client);
     findings.extend(logs.findings.iter().cloned());
     let mut report = Report { findings };
@@ -882,6 +886,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
     for (&port, m) in merged {
         let name = listener_name(bind, port);
         let stat_prefix = format!("outbound_{bind}_{port}");
+        let phases = PhaseFilters::for_listener(&extensions, ListenerClass::Gateway, port);
         let mut chains: Vec<FilterChain> = Vec::new();
         let mut seen: BTreeSet<Vec<String>> = BTreeSet::new();
         let mut add = |chains: &mut Vec<FilterChain>,
@@ -909,7 +914,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                     FilterTarget::Envoy,
                     true,
                 );
-                security.apply_http(&mut hcm);
+                security.apply_http_with(&mut hcm, &phases);
                 hcm.access_log = logs.filters.clone();
                 chains.push(chain(&name, None, vec![hcm_filter(&hcm)]));
             }
@@ -930,7 +935,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                 FilterTarget::Envoy,
                                 true,
                             );
-                            security.apply_http(&mut hcm);
+                            security.apply_http_with(&mut hcm, &phases);
                             hcm.access_log = logs.filters.clone();
                             let mut c = chain(
                                 &route,

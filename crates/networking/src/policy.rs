@@ -23,6 +23,7 @@ use crate::{
     Snapshot,
     authz::{AuthzContext, build_http, build_tcp},
     cache::SecurityKey,
+    extension::PhaseFilters,
     jwt::{build_gateway_jwt_filter, build_jwt_filter},
 };
 
@@ -32,6 +33,10 @@ pub struct SecurityFilters {
     /// HTTP filters placed first in every HTTP connection manager of the proxy's inbound chains
     /// (sidecars) or servers (gateways).
     pub http: Vec<HttpFilter>,
+    /// How many of `http` are CUSTOM authorization filters (the first ones).
+    pub http_custom: usize,
+    /// How many of `http` follow those and precede the RBAC filters (`jwt_authn`: 0 or 1).
+    pub http_authn: usize,
     /// Network filters placed before `tcp_proxy` on TCP chains.
     pub tcp: Vec<Filter>,
     /// What could not be translated (reported in `/debug/configstatusz`).
@@ -41,9 +46,29 @@ pub struct SecurityFilters {
 impl SecurityFilters {
     /// Puts the HTTP filters in front of `hcm`'s (fault, CORS, router stay last).
     pub fn apply_http(&self, hcm: &mut HttpConnectionManager) {
-        if !self.http.is_empty() {
-            hcm.http_filters.splice(0..0, self.http.iter().cloned());
+        self.apply_http_with(hcm, &PhaseFilters::default());
+    }
+
+    /// Puts the HTTP filters and the extension filters `extensions` in front of `hcm`'s, in Istio's
+    /// order: CUSTOM, AUTHN extensions, `jwt_authn`, AUTHZ extensions, RBAC, STATS extensions,
+    /// UNSPECIFIED extensions ([`crate::extension`]).
+    pub fn apply_http_with(&self, hcm: &mut HttpConnectionManager, extensions: &PhaseFilters) {
+        if self.http.is_empty() && extensions.is_empty() {
+            return;
         }
+        let (custom, rest) = self.http.split_at(self.http_custom.min(self.http.len()));
+        let (authn, rbac) = rest.split_at(self.http_authn.min(rest.len()));
+        let front: Vec<HttpFilter> = custom
+            .iter()
+            .chain(&extensions.authn)
+            .chain(authn)
+            .chain(&extensions.authz)
+            .chain(rbac)
+            .chain(&extensions.stats)
+            .chain(&extensions.unspecified)
+            .cloned()
+            .collect();
+        hcm.http_filters.splice(0..0, front);
     }
 
     /// The network filters of a TCP chain ending in `terminal`.
@@ -101,6 +126,7 @@ fn build(push: &Snapshot, authz: &[Arc<Config>], authn: &[Arc<Config>], gateway:
     let mut out = SecurityFilters::default();
     let custom_http = build_http(&custom, &ctx);
     out.http.extend(custom_http.filters);
+    out.http_custom = out.http.len();
     out.findings.extend(custom_http.findings);
     let jwt = if gateway {
         build_gateway_jwt_filter(authn, push.jwks())
@@ -108,6 +134,7 @@ fn build(push: &Snapshot, authz: &[Arc<Config>], authn: &[Arc<Config>], gateway:
         build_jwt_filter(authn, push.jwks())
     };
     out.http.extend(jwt.filter);
+    out.http_authn = out.http.len() - out.http_custom;
     out.findings.extend(jwt.findings);
     let rbac_http = build_http(&others, &ctx);
     out.http.extend(rbac_http.filters);

@@ -18,6 +18,7 @@ mod peer {
     mod envoy_corpus;
     mod envoy_credentials;
     mod envoy_envoy_filter;
+    mod envoy_extensions;
     mod envoy_gateway_api;
     mod envoy_gateway_authz;
     mod envoy_locality_lb;

@@ -295,6 +295,8 @@ pub(crate) struct ConfigIndex {
     /// EnvoyFilters by namespace, each list oldest first (Istio's `envoyFiltersByNamespace`; the
     /// order a proxy sees is [`PushContext::envoy_filters`]'s).
     envoy_filters: HashMap<String, Vec<Arc<Config>>>,
+    /// WasmPlugins (as TrafficExtensions) and TrafficExtensions by namespace, in Istio's order.
+    extensions: super::extensions::ExtensionIndex,
     findings: Vec<Finding>,
 }
 
@@ -354,8 +356,6 @@ const UNTRANSLATED_KINDS: &[(Kind, &str)] = &[
         "applied only to proxies started by pilot-agent (with workload certificates); Envoys connected \
          directly get no mutual TLS",
     ),
-    (Kind::WasmPlugin, "the plugin is not loaded"),
-    (Kind::TrafficExtension, "the extension is not loaded"),
     (
         Kind::ProxyConfig,
         "applied as istiod applies it, by the injection webhook to pods injected after the change \
@@ -475,6 +475,11 @@ impl ConfigIndex {
                 index.envoy_filters.entry(config.meta.namespace.clone()).or_default().push(config);
             }
         }
+        let (extensions, findings) = super::extensions::index(
+            [Kind::WasmPlugin, Kind::TrafficExtension].into_iter().flat_map(|k| store.list(k, None)),
+        );
+        index.extensions = extensions;
+        index.findings.extend(findings);
         index.proxy_configs = list_sorted(store, Kind::ProxyConfig)
             .into_iter()
             .filter(|c| matches!(c.spec, Spec::ProxyConfig(_)))
@@ -984,6 +989,27 @@ impl PushContext {
         !self.config.authorization_policies.is_empty() || !self.config.request_authentications.is_empty()
     }
 
+    /// The WasmPlugins and TrafficExtensions that apply to `proxy` (Istio's `TrafficExtensions`; rules
+    /// in [`super::extensions`]): its namespace's, then the root namespace's, sorted by priority.
+    pub fn extensions(&self, proxy: &ProxyContext) -> Vec<Arc<super::extensions::ExtensionFilter>> {
+        if self.config.extensions.is_empty() {
+            return Vec::new();
+        }
+        let gateways = self.gateway_keys(proxy);
+        let matcher = self.policy_matcher(proxy, &gateways);
+        self.config.extensions.select(&matcher)
+    }
+
+    /// The extension an ECDS request names (Istio's `TrafficExtensionsByName`): one of the proxy's
+    /// namespace or of the root namespace, whether or not it selects the proxy (as istiod).
+    pub fn extension_by_resource_name(
+        &self,
+        proxy: &ProxyContext,
+        resource_name: &str,
+    ) -> Option<Arc<super::extensions::ExtensionFilter>> {
+        self.config.extensions.by_resource_name(resource_name, &proxy.namespace, &self.mesh.root_namespace)
+    }
+
     /// The Telemetries that apply to `proxy` in Istio's order
     /// ([`super::telemetry::applicable_telemetries`]).
     pub fn telemetries(&self, proxy: &ProxyContext) -> Vec<Arc<Config>> {
@@ -991,12 +1017,7 @@ impl PushContext {
             return Vec::new();
         }
         let gateways = self.gateway_keys(proxy);
-        let matcher = crate::push::policy::PolicyMatcher {
-            namespace: &proxy.namespace,
-            labels: &proxy.labels,
-            gateways: &gateways,
-            root_namespace: &self.mesh.root_namespace,
-        };
+        let matcher = self.policy_matcher(proxy, &gateways);
         let index = &self.config.telemetries;
         super::telemetry::applicable_telemetries(&matcher, |ns| {
             index.get(ns).map(Vec::as_slice).unwrap_or(&[])
@@ -1060,6 +1081,21 @@ impl PushContext {
         (super::telemetry::logging_key(&applicable), logging)
     }
 
+    /// What policies are matched against for `proxy`, serving the classic Gateways `gateways`
+    /// ([`PushContext::gateway_keys`]).
+    fn policy_matcher<'a>(
+        &'a self,
+        proxy: &'a ProxyContext,
+        gateways: &'a [(String, String)],
+    ) -> crate::push::policy::PolicyMatcher<'a> {
+        crate::push::policy::PolicyMatcher {
+            namespace: &proxy.namespace,
+            labels: &proxy.labels,
+            gateways,
+            root_namespace: &self.mesh.root_namespace,
+        }
+    }
+
     fn gateway_keys(&self, proxy: &ProxyContext) -> Vec<(String, String)> {
         if proxy.kind == ProxyKind::Router {
             self.gateways_for_proxy(proxy)
@@ -1080,12 +1116,7 @@ impl PushContext {
             return Vec::new();
         }
         let gateways = self.gateway_keys(proxy);
-        let matcher = crate::push::policy::PolicyMatcher {
-            namespace: &proxy.namespace,
-            labels: &proxy.labels,
-            gateways: &gateways,
-            root_namespace: &self.mesh.root_namespace,
-        };
+        let matcher = self.policy_matcher(proxy, &gateways);
         matcher.select(|ns| index.get(ns).map(Vec::as_slice).unwrap_or(&[]))
     }
 

@@ -20,6 +20,7 @@ mod context;
 pub mod converter;
 mod delegate;
 pub mod extension_provider;
+pub mod extensions;
 pub mod node;
 pub mod policy;
 mod proxy;

@@ -44,6 +44,8 @@ fn targeting(spec: &Spec) -> Option<(Option<&Labels>, Vec<&PolicyTargetReference
         Spec::Telemetry(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
         // EnvoyFilter's `workloadSelector` has `labels`; it never had the single `targetRef`.
         Spec::EnvoyFilter(f) => (f.workload_selector.as_ref().map(|s| &s.labels), None, &f.target_refs),
+        Spec::WasmPlugin(p) => (labels(p.selector.as_ref()), p.target_ref.as_ref(), &p.target_refs),
+        Spec::TrafficExtension(p) => (labels(p.selector.as_ref()), None, &p.target_refs),
         _ => return None,
     };
     // `targetRefs` wins; the older single `targetRef` is used only when the list is empty.
@@ -73,7 +75,8 @@ pub struct PolicyMatcher<'a> {
 }
 
 impl PolicyMatcher<'_> {
-    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication, Telemetry or EnvoyFilter in the
+    /// Whether the policy `config` (an AuthorizationPolicy, RequestAuthentication, Telemetry, EnvoyFilter,
+    /// WasmPlugin or TrafficExtension in the
     /// root or the proxy's namespace) applies to the proxy; `false` for other kinds. The rules are in the
     /// module documentation.
     pub fn should_attach(&self, config: &Config) -> bool {

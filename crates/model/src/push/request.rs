@@ -53,6 +53,10 @@ pub struct PushRequest {
     pub endpoints_updated: BTreeSet<(String, String)>,
     /// SDS secrets whose content changed (resource names); only their subscribers get them, SDS only.
     pub secrets_updated: BTreeSet<String>,
+    /// Keys of `configs_updated` whose change concerns ECDS only: WasmPlugins and TrafficExtensions
+    /// whose placement in listeners is unchanged ([`super::extensions::placement_changed`]). Other
+    /// types leave them out of their push decision.
+    pub ecds_only: BTreeSet<ConfigKey>,
     /// Regenerate everything for every proxy.
     pub forced: bool,
     /// Reason → count.
@@ -97,6 +101,7 @@ impl PushRequest {
             configs_updated: BTreeSet::new(),
             endpoints_updated: BTreeSet::new(),
             secrets_updated: BTreeSet::new(),
+            ecds_only: BTreeSet::new(),
             forced: false,
             reasons: BTreeMap::from([(reason, 1)]),
             start: Instant::now(),
@@ -113,6 +118,13 @@ impl PushRequest {
     /// Folds a later request into this one (Istio's `Merge`): sets united, reasons summed, earliest
     /// start, the later snapshot.
     pub fn merge_from(&mut self, newer: PushRequest) {
+        // A key stays ECDS-only when no merged request changed its placement.
+        let placed = |r: &PushRequest| -> BTreeSet<ConfigKey> {
+            r.configs_updated.difference(&r.ecds_only).cloned().collect()
+        };
+        let (mine, theirs) = (placed(self), placed(&newer));
+        self.ecds_only.extend(newer.ecds_only);
+        self.ecds_only.retain(|k| !mine.contains(k) && !theirs.contains(k));
         self.configs_updated.extend(newer.configs_updated);
         self.endpoints_updated.extend(newer.endpoints_updated);
         self.secrets_updated.extend(newer.secrets_updated);
@@ -129,6 +141,19 @@ impl PushRequest {
     /// The kinds of the changed config objects.
     pub fn kinds(&self) -> BTreeSet<Kind> {
         self.configs_updated.iter().map(|k| k.kind).collect()
+    }
+
+    /// The kinds of the changed config objects whose change reaches listeners, clusters or routes (all
+    /// but the [`PushRequest::ecds_only`] keys).
+    pub fn placed_kinds(&self) -> BTreeSet<Kind> {
+        self.configs_updated.iter().filter(|k| !self.ecds_only.contains(*k)).map(|k| k.kind).collect()
+    }
+
+    /// A request for a changed WasmPlugin or TrafficExtension whose placement is unchanged: ECDS only.
+    pub fn extension_content(key: ConfigKey) -> Self {
+        let mut r = Self::config([key.clone()], TriggerReason::Config);
+        r.ecds_only.insert(key);
+        r
     }
 }
 
@@ -182,7 +207,8 @@ pub fn proxy_needs_push(request: &PushRequest, proxy_kind: ProxyKind) -> bool {
 /// change is when the object is a dependency of either scope, or is a service the proxy itself
 /// implements (its inbound side); a PeerAuthentication only when the proxy has workload certificates
 /// and the policy is in its namespace or the root namespace; an AuthorizationPolicy,
-/// RequestAuthentication, Telemetry or EnvoyFilter when it is in the proxy's namespace or the root namespace (the
+/// RequestAuthentication, Telemetry, EnvoyFilter, WasmPlugin or TrafficExtension when it is in the proxy's
+/// namespace or the root namespace (the
 /// request holds keys only, so a change that stops selecting a proxy must push it too: the namespace is
 /// the finest scope that covers both the old and the new selection).
 pub fn scope_needs_push(
@@ -200,7 +226,12 @@ pub fn scope_needs_push(
         }
         if matches!(
             key.kind,
-            Kind::AuthorizationPolicy | Kind::RequestAuthentication | Kind::Telemetry | Kind::EnvoyFilter
+            Kind::AuthorizationPolicy
+                | Kind::RequestAuthentication
+                | Kind::Telemetry
+                | Kind::EnvoyFilter
+                | Kind::WasmPlugin
+                | Kind::TrafficExtension
         ) {
             return security_policy_concerns(key, proxy, current.root_namespace());
         }

@@ -13,6 +13,7 @@ mod bookinfo;
 mod credentials;
 mod delegation;
 mod envoy_filters;
+mod extensions;
 mod generation_cache;
 mod hash_policy;
 mod listeners;
