@@ -400,6 +400,19 @@ pub(crate) fn patch_routes<F: Form<RouteConfiguration>>(
     Built::new(out, findings)
 }
 
+/// The extension configs EnvoyFilter EXTENSION_CONFIG ADD patches give `proxy` under `names` (all
+/// when empty), with the findings of its EnvoyFilters.
+pub(crate) fn inserted_extension_configs(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    names: &[String],
+) -> (Vec<envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig>, Vec<Finding>) {
+    match proxy_patches(push, proxy) {
+        Some((patches, findings)) => (envoyfilter::extension::inserted_extension_configs(&patches, names), findings),
+        None => (Vec::new(), Vec::new()),
+    }
+}
+
 fn add_unique<M: Kind, F: Form<M>>(out: &mut Vec<F>, filter: &ConfigKey, added: M, findings: &mut Findings) {
     let violations = added.violations();
     let duplicate = out.iter().any(|f| f.name() == added.name());

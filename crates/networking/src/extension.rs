@@ -214,7 +214,8 @@ pub fn wasm_filter(f: &ExtensionFilter) -> Option<Wasm> {
 }
 
 /// ECDS for `proxy`: the Wasm extension configs among `names` (Istio's `BuildExtensionConfiguration`
-/// for TrafficExtensions), in the order asked. Names of Lua extensions, of extensions outside the
+/// for TrafficExtensions), in the order asked, then those EnvoyFilter `EXTENSION_CONFIG` ADD patches
+/// give under the names asked (a name already given is not repeated). Names of Lua extensions, of extensions outside the
 /// proxy's namespace and the root namespace, and unknown names are left out; an empty `names` (a
 /// wildcard request, which Envoy never sends for ECDS) gives the Wasm extensions that select the
 /// proxy.
@@ -230,12 +231,19 @@ pub fn generate_extension_configs(
     };
     // Lua and NETWORK extensions have no ECDS resource; unusable URLs were left out (and reported)
     // when the push context was built.
-    let out = filters
+    let mut out: Vec<TypedExtensionConfig> = filters
         .iter()
         .filter_map(|f| {
             let wasm = wasm_filter(f)?;
             Some(TypedExtensionConfig { name: f.resource_name.clone(), typed_config: Some(any(&wasm)) })
         })
         .collect();
-    Built::new(out, Vec::new())
+    // Then the configs EnvoyFilter EXTENSION_CONFIG patches add under the names asked (istiod's order).
+    let (inserted, findings) = crate::envoy_filter::inserted_extension_configs(push, proxy, names);
+    for config in inserted {
+        if !out.iter().any(|c| c.name == config.name) {
+            out.push(config);
+        }
+    }
+    Built::new(out, findings)
 }

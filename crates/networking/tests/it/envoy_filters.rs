@@ -398,3 +398,35 @@ fn bootstrap_patches_are_reported_not_applied() {
     assert_eq!(boot.len(), 1);
     assert_eq!(boot[0].severity, Severity::Unsupported);
 }
+
+#[test]
+fn extension_config_patches_are_served_over_ecds_by_name() {
+    let docs = envoy_filter(
+        "ns1",
+        "ecds",
+        "",
+        r#"  - applyTo: EXTENSION_CONFIG
+    patch:
+      operation: ADD
+      value:
+        name: my-lua
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua, default_source: {inline_string: "-- ecds"}}
+  - applyTo: HTTP_FILTER
+    match: {context: SIDECAR_OUTBOUND, listener: {portNumber: 80, filterChain: {filter: {name: envoy.filters.network.http_connection_manager, subFilter: {name: envoy.filters.http.router}}}}}
+    patch:
+      operation: INSERT_BEFORE
+      value: {name: my-lua, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua]}}"#,
+    );
+    let w = world(&docs);
+    let push = w.push();
+    let proxy = sidecar("ns1", &[]);
+    let ecds = meshpilot_networking::extension::generate_extension_configs(&push, &proxy, &["my-lua".to_string()]);
+    assert_eq!(ecds.resources.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["my-lua"]);
+    let unknown = meshpilot_networking::extension::generate_extension_configs(&push, &proxy, &["other".to_string()]);
+    assert!(unknown.resources.is_empty());
+    let listeners = generate_listeners(&push, &proxy, &[]);
+    for chain in http_filters(listener(&listeners.resources, "0.0.0.0_80")) {
+        let n = chain.len();
+        assert_eq!(&chain[n - 2..], ["my-lua", "envoy.filters.http.router"]);
+    }
+}
