@@ -202,6 +202,9 @@ pub(crate) struct VirtualInboundKey {
     pub bind_address: String,
     /// The Telemetries the inbound access loggers come from (`access_log::AccessLogs::key`).
     pub telemetry: Vec<model::ConfigKey>,
+    /// The inbound connection managers' tracing, encoded (`tracing::HcmTracing::fingerprint`): it
+    /// depends on the proxy's labels and metadata (Istio's span tags), not only on Telemetries.
+    pub tracing: Vec<u8>,
 }
 
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per

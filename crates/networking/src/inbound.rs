@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::{
     config::{
-        accesslog::v3::AccessLog,
         core::v3::TrafficDirection as EnvoyDirection,
         listener::v3::{Filter, FilterChain, FilterChainMatch, Listener},
         route::v3::{
@@ -207,7 +206,7 @@ fn inbound_route_config(port: u32, cluster: &str) -> RouteConfiguration {
     }
 }
 
-fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
+fn terminal(port: &InboundPort, logs: &AccessLogs) -> Terminal {
     match port.protocol {
         InboundProtocol::Http => {
             let mut hcm = http_connection_manager(
@@ -216,7 +215,7 @@ fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
                 FilterTarget::Envoy,
                 false,
             );
-            hcm.access_log = access_log.to_vec();
+            logs.apply_http(&mut hcm);
             if port.forward_client_cert {
                 hcm.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
                 hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
@@ -228,9 +227,11 @@ fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
             }
             Terminal::Http(Box::new(hcm))
         }
-        InboundProtocol::Tcp => {
-            Terminal::Tcp(Box::new(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)], access_log)))
-        }
+        InboundProtocol::Tcp => Terminal::Tcp(Box::new(tcp_proxy_filter(
+            &port.cluster,
+            &[(port.cluster.clone(), 1)],
+            &logs.filters,
+        ))),
     }
 }
 
@@ -244,18 +245,19 @@ pub fn inbound_chains(
     mode: Option<MtlsMode>,
     security: &SecurityFilters,
 ) -> Vec<InboundChain> {
-    inbound_chains_logged(mesh, port, mode, security, &[])
+    inbound_chains_logged(mesh, port, mode, security, &AccessLogs::default())
 }
 
-/// [`inbound_chains`] whose connection managers and TCP proxies write `access_log`.
+/// [`inbound_chains`] whose connection managers and TCP proxies write `logs`' access loggers (and
+/// whose connection managers trace as `logs` says).
 pub fn inbound_chains_logged(
     mesh: &MeshSettings,
     port: &InboundPort,
     mode: Option<MtlsMode>,
     security: &SecurityFilters,
-    access_log: &[AccessLog],
+    logs: &AccessLogs,
 ) -> Vec<InboundChain> {
-    let mut terminal = terminal(port, access_log);
+    let mut terminal = terminal(port, logs);
     let network_filters = match &mut terminal {
         Terminal::Http(hcm) => {
             security.apply_http(hcm);
@@ -398,13 +400,7 @@ pub(crate) fn virtual_inbound(
     let mut chains = Vec::new();
     for (port, bind) in inbound_ports(scope, proxy) {
         if bind.is_none() {
-            chains.extend(inbound_chains_logged(
-                mesh,
-                &port,
-                mode_for(&policy, port.port),
-                security,
-                &logs.filters,
-            ));
+            chains.extend(inbound_chains_logged(mesh, &port, mode_for(&policy, port.port), security, logs));
         }
     }
     let passthrough = InboundPort {
@@ -415,7 +411,7 @@ pub(crate) fn virtual_inbound(
         stat_prefix: String::new(),
         forward_client_cert: false,
     };
-    chains.extend(inbound_chains_logged(mesh, &passthrough, mode_for(&policy, 0), security, &logs.filters));
+    chains.extend(inbound_chains_logged(mesh, &passthrough, mode_for(&policy, 0), security, logs));
     let mut l = inbound_listener(
         VIRTUAL_INBOUND_LISTENER.to_string(),
         &proxy.bind_address,
@@ -453,6 +449,7 @@ pub(crate) fn virtual_inbound_encoded(
         security: security_key,
         bind_address: proxy.bind_address.clone(),
         telemetry: logs.key.clone(),
+        tracing: logs.tracing.fingerprint(),
     };
     push.virtual_inbound(key, make)
 }
@@ -473,8 +470,7 @@ pub(crate) fn ingress_listeners(
         .into_iter()
         .filter_map(|(port, bind)| {
             let bind = bind?;
-            let chains =
-                inbound_chains_logged(mesh, &port, mode_for(&policy, port.port), security, &logs.filters);
+            let chains = inbound_chains_logged(mesh, &port, mode_for(&policy, port.port), security, logs);
             let mut l = inbound_listener(port.name.clone(), &bind, port.port, chains, false);
             l.access_log = logs.listener.clone();
             Some(l)

@@ -564,7 +564,7 @@ fn sidecar_outbound(
                 FilterTarget::Envoy,
                 false,
             );
-            hcm.access_log = logs.filters.clone();
+            logs.apply_http(&mut hcm);
             let http = vec![hcm_filter(&hcm)];
             if sniffed {
                 // Envoy's HTTP inspector tells plaintext HTTP/1.1 and h2c from other bytes; everything
@@ -910,7 +910,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                     true,
                 );
                 security.apply_http(&mut hcm);
-                hcm.access_log = logs.filters.clone();
+                logs.apply_http(&mut hcm);
                 chains.push(chain(&name, None, vec![hcm_filter(&hcm)]));
             }
             PortKind::Tls | PortKind::Tcp => {
@@ -931,7 +931,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                 true,
                             );
                             security.apply_http(&mut hcm);
-                            hcm.access_log = logs.filters.clone();
+                            logs.apply_http(&mut hcm);
                             let mut c = chain(
                                 &route,
                                 Some(FilterChainMatch { server_names: sni, ..Default::default() }),

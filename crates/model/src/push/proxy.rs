@@ -80,6 +80,15 @@ pub struct ProxyContext {
     /// labels of its workload, else its `topology.istio.io/locality` / `istio-locality` label, else
     /// what the node sent (`node.locality`). Locality load balancing ranks endpoints against it.
     pub locality: Locality,
+    /// `MESH_ID` (Istio's `istio.mesh_id` span tag; empty: `unknown`).
+    pub mesh_id: String,
+    /// `node.cluster` ([`super::node::Proxy::service_cluster`]): the service name of Datadog and
+    /// OpenTelemetry spans.
+    pub service_cluster: String,
+    /// `tracing` of the proxy's own proxy config (`PROXY_CONFIG` node metadata; `None` when it has
+    /// none or it cannot be read). Only used when [`workload_certificates`](ProxyContext::workload_certificates)
+    /// says the proxy has a proxy config; otherwise the mesh `defaultConfig.tracing` applies.
+    pub proxy_tracing: Option<super::tracing::ProxyTracing>,
     /// What [`ProxyContext::set_topology`] adds to [`labels`](ProxyContext::labels): the node's
     /// `CLUSTER_ID`, `NETWORK` and `NODE_NAME` (kept to redo the labels when the locality changes).
     topology: TopologyMetadata,
@@ -136,6 +145,15 @@ impl ProxyContext {
         ctx.istio_version = proxy.metadata.istio_version.clone();
         ctx.workload_certificates = proxy.metadata.raw.contains_key(PROXY_CONFIG_METADATA);
         ctx.locality = proxy.locality.clone();
+        ctx.mesh_id = proxy.metadata.mesh_id.clone();
+        ctx.service_cluster = proxy.service_cluster.clone();
+        ctx.proxy_tracing = proxy
+            .metadata
+            .raw
+            .get(PROXY_CONFIG_METADATA)
+            .and_then(|pc| pc.get("tracing"))
+            .filter(|t| !t.is_null())
+            .and_then(|t| super::tracing::parse_proxy_tracing(t, "PROXY_CONFIG.tracing").ok());
         ctx.topology = TopologyMetadata {
             cluster_id: proxy.metadata.cluster_id.clone(),
             network: proxy.metadata.network.clone(),
@@ -170,6 +188,9 @@ impl ProxyContext {
             service_instances: Vec::new(),
             workload_certificates: false,
             locality: Locality::default(),
+            mesh_id: String::new(),
+            service_cluster: String::new(),
+            proxy_tracing: None,
             topology: TopologyMetadata::default(),
         }
     }
@@ -247,6 +268,20 @@ impl ProxyContext {
     /// (no agent, no `sds-grpc` cluster) keeps plaintext config, which it can load.
     pub fn has_workload_certificates(&self) -> bool {
         self.workload_certificates
+    }
+
+    /// The node's `CLUSTER_ID` (empty when not sent).
+    pub fn cluster_id(&self) -> &str {
+        &self.topology.cluster_id
+    }
+
+    /// The legacy tracing settings that apply to this proxy (Istio's `ProxyConfigOrDefault(...).tracing`):
+    /// its own proxy config's when it has one (`PROXY_CONFIG`), else the mesh `defaultConfig.tracing`.
+    pub fn effective_proxy_tracing<'a>(
+        &'a self,
+        mesh_default: Option<&'a super::tracing::ProxyTracing>,
+    ) -> Option<&'a super::tracing::ProxyTracing> {
+        if self.workload_certificates { self.proxy_tracing.as_ref() } else { mesh_default }
     }
 
     /// `true` for a sidecar.
