@@ -338,4 +338,29 @@ mod tests {
             "ISTIO_VERSION alone is not enough"
         );
     }
+
+    #[test]
+    fn the_proxy_configs_tracing_wins_over_the_meshs_only_with_a_proxy_config() {
+        let with = |raw: serde_json::Value| {
+            let metadata = NodeMetadata::from_json(raw.as_object().unwrap().clone()).unwrap();
+            let mut p = Proxy::parse("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", metadata).unwrap();
+            p.service_cluster = "a.ns".into();
+            ProxyContext::from_proxy(&p).unwrap()
+        };
+        let mesh = super::super::tracing::ProxyTracing { sampling: 7.0, ..Default::default() };
+        let own = with(
+            serde_json::json!({"PROXY_CONFIG": {"tracing": {"sampling": 30}}, "MESH_ID": "m1", "CLUSTER_ID": "c1"}),
+        );
+        assert_eq!(own.effective_proxy_tracing(Some(&mesh)).map(|t| t.sampling), Some(30.0));
+        assert_eq!(
+            (own.mesh_id.as_str(), own.cluster_id(), own.service_cluster.as_str()),
+            ("m1", "c1", "a.ns")
+        );
+        // A proxy config without tracing: istiod's defaults, not the mesh's (ProxyConfigOrDefault).
+        let bare = with(serde_json::json!({"PROXY_CONFIG": {"discoveryAddress": "istiod:15012"}}));
+        assert_eq!(bare.effective_proxy_tracing(Some(&mesh)), None);
+        // No proxy config (an Envoy connected directly): the mesh's defaultConfig.
+        let direct = with(serde_json::json!({}));
+        assert_eq!(direct.effective_proxy_tracing(Some(&mesh)).map(|t| t.sampling), Some(7.0));
+    }
 }
