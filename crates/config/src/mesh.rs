@@ -27,14 +27,14 @@ const USED: &[&str] = &[
     "accessLogEncoding",
     "accessLogFormat",
     "defaultProviders",
+    "enableTracing",
+    "defaultConfig",
     "localityLbSetting",
     "zoneAwareLbSetting",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
 const KNOWN: &[&str] = &[
-    "defaultConfig",
-    "enableTracing",
     "ingressClass",
     "ingressService",
     "ingressControllerMode",
@@ -137,7 +137,20 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
                 None => warnings.push(format!("accessLogFormat: expected a string, got {value}; using Istio's default")),
             },
             "defaultProviders" => {
-                mesh.default_access_log_providers = default_access_log_providers(value)?;
+                mesh.default_access_log_providers = default_providers(value, "accessLogging")?;
+                mesh.default_tracing_providers = default_providers(value, "tracing")?;
+            }
+            "enableTracing" => match value.as_bool() {
+                Some(b) => mesh.enable_tracing = b,
+                None => warnings.push(format!("enableTracing: expected true or false, got {value}; using true")),
+            },
+            "defaultConfig" => {
+                if let Some(tracing) = value.get("tracing").filter(|t| !t.is_null()) {
+                    match model::push::tracing::parse_proxy_tracing(tracing, "defaultConfig.tracing") {
+                        Ok(t) => mesh.default_proxy_tracing = Some(t),
+                        Err(e) => warnings.push(format!("{e}; the tracing defaults apply")),
+                    }
+                }
             }
             "enableAutoMtls" => match value.as_bool() {
                 Some(b) => mesh.enable_auto_mtls = b,
@@ -171,10 +184,10 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
     Ok((mesh, warnings))
 }
 
-/// `defaultProviders.accessLogging` (the other default providers, tracing and metrics, are not used).
-fn default_access_log_providers(value: &Value) -> Result<Vec<String>, String> {
-    let Some(list) = value.get("accessLogging").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
-    let bad = || format!("defaultProviders.accessLogging: expected a list of provider names, got {list}");
+/// `defaultProviders.<field>` (`accessLogging`, `tracing`; the metrics default is not used).
+fn default_providers(value: &Value, field: &str) -> Result<Vec<String>, String> {
+    let Some(list) = value.get(field).filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let bad = || format!("defaultProviders.{field}: expected a list of provider names, got {list}");
     list.as_array().ok_or_else(bad)?.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(bad)).collect()
 }
 
@@ -348,6 +361,27 @@ mod tests {
         assert_eq!(w, vec!["unknown mesh config field \"bogus\" ignored".to_string()]);
         assert!(parse_mesh_config("- a\n", "cluster.local").is_err());
         assert_eq!(parse_mesh_config("", "cluster.local").unwrap().0.root_namespace, "istio-system");
+    }
+
+    #[test]
+    fn reads_tracing_settings() {
+        let (m, w) = parse_mesh_config("", "cluster.local").unwrap();
+        assert!(w.is_empty() && m.enable_tracing, "Istio's default: enableTracing true");
+        assert_eq!(m.trace_sampling, 1.0);
+        let (m, w) = parse_mesh_config(
+            "enableTracing: false\ndefaultProviders: {tracing: [zipkin]}\n\
+             defaultConfig: {tracing: {sampling: 25, zipkin: {address: 'zipkin:9411'}}}\n",
+            "cluster.local",
+        )
+        .unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert!(!m.enable_tracing);
+        assert_eq!(m.default_tracing_providers, ["zipkin"]);
+        assert_eq!(m.default_proxy_tracing.as_ref().map(|t| t.sampling), Some(25.0));
+        let (m, w) =
+            parse_mesh_config("defaultConfig: {tracing: {sampling: many}}\n", "cluster.local").unwrap();
+        assert_eq!(m.default_proxy_tracing, None);
+        assert!(w[0].starts_with("defaultConfig.tracing.sampling: "), "{w:?}");
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub mod server;
 pub mod source;
 
 pub use input::{Input, Inputs, SecretsChanged};
-pub use options::{AdsOptions, DebounceOptions, EnvError, SecurityOptions, ServerOptions};
+pub use options::{
+    AdsOptions, DebounceOptions, EnvError, SecurityOptions, ServerOptions, trace_sampling_from_lookup,
+};
 pub use server::{DiscoveryServer, PushContexts};
 pub use source::NetworkingSource;

@@ -62,6 +62,9 @@ pub struct ServerOptions {
     /// `PILOT_ENABLE_IP_AUTOALLOCATE` (true): proxies that capture DNS get ServiceEntries'
     /// auto-allocated VIPs in their NDS name table ([`networking::nds`]).
     pub ip_autoallocate: bool,
+    /// `PILOT_TRACE_SAMPLING` (default 1.0, [`trace_sampling_from_lookup`]): put into every mesh
+    /// settings the server takes (`MeshSettings::trace_sampling`).
+    pub trace_sampling: f64,
 }
 
 impl Default for ServerOptions {
@@ -72,7 +75,25 @@ impl Default for ServerOptions {
             jwks: JwksOptions::default(),
             inputs: crate::Inputs::new(),
             ip_autoallocate: true,
+            trace_sampling: model::push::tracing::DEFAULT_TRACE_SAMPLING,
         }
+    }
+}
+
+/// `PILOT_TRACE_SAMPLING` as istiod reads it (`pilot/pkg/features/telemetry.go`): a percentage,
+/// default 1.0; a value that is not a number or is outside 0–100 gives 1.0 and a warning (the second
+/// value), as istiod logs it.
+pub fn trace_sampling_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (f64, Option<String>) {
+    let default = model::push::tracing::DEFAULT_TRACE_SAMPLING;
+    let Some(value) = lookup("PILOT_TRACE_SAMPLING").filter(|v| !v.trim().is_empty()) else {
+        return (default, None);
+    };
+    match value.trim().parse::<f64>() {
+        Ok(f) if (0.0..=100.0).contains(&f) => (f, None),
+        _ => (
+            default,
+            Some(format!("PILOT_TRACE_SAMPLING={value:?} is not a percentage in 0.0-100.0; using 1.0")),
+        ),
     }
 }
 
@@ -198,6 +219,21 @@ pub fn jwks_options_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pilot_trace_sampling_as_istiod() {
+        let one = |v: &'static str| {
+            trace_sampling_from_lookup(move |n: &str| (n == "PILOT_TRACE_SAMPLING").then(|| v.to_string()))
+        };
+        assert_eq!(trace_sampling_from_lookup(|_| None), (1.0, None));
+        assert_eq!(one("12.5"), (12.5, None));
+        assert_eq!(one("0"), (0.0, None));
+        for bad in ["101", "-1", "lots"] {
+            let (value, warning) = one(bad);
+            assert_eq!(value, 1.0, "{bad}");
+            assert!(warning.is_some_and(|w| w.contains("PILOT_TRACE_SAMPLING")), "{bad}");
+        }
+    }
 
     #[test]
     fn options_from_env() {

@@ -123,6 +123,8 @@ pub struct DiscoveryServer {
     api_generator_auth: bool,
     /// `PILOT_ENABLE_IP_AUTOALLOCATE` for the xDS servers made next (NDS).
     ip_autoallocate: bool,
+    /// `PILOT_TRACE_SAMPLING`, set into every mesh settings taken (`MeshSettings::trace_sampling`).
+    trace_sampling: f64,
     /// The Gateway API converter (always installed, as istiod's `PILOT_ENABLE_GATEWAY_API`).
     gateway_api: Arc<gateway::GatewayApiConverter>,
     /// Converters run on each full push context build ([`model::push::ConfigConverter`]).
@@ -150,10 +152,12 @@ impl DiscoveryServer {
     pub fn new(
         store: Arc<dyn ConfigStoreController>,
         services: Arc<dyn ServiceController>,
-        mesh: MeshSettings,
+        mut mesh: MeshSettings,
         options: ServerOptions,
     ) -> Arc<DiscoveryServer> {
-        let ServerOptions { debounce, api_generator_auth, jwks, inputs, ip_autoallocate } = options;
+        let ServerOptions { debounce, api_generator_auth, jwks, inputs, ip_autoallocate, trace_sampling } =
+            options;
+        mesh.trace_sampling = trace_sampling;
         let jwks = tokio::runtime::Handle::try_current()
             .ok()
             .map(|runtime| JwksResolver::with_runtime(jwks, runtime));
@@ -177,6 +181,7 @@ impl DiscoveryServer {
             tracking: Arc::new(Tracking::new()),
             api_generator_auth,
             ip_autoallocate,
+            trace_sampling,
             gateway_api: gateway_api.clone(),
             converters: vec![gateway_api],
             credentials: sds::CredentialSecrets::new(),
@@ -347,7 +352,8 @@ impl DiscoveryServer {
                 None => request = Some(forced),
             }
         };
-        if let Some(mesh) = pending.mesh {
+        if let Some(mut mesh) = pending.mesh {
+            mesh.trace_sampling = self.trace_sampling;
             let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
             if **current != mesh {
                 *current = Arc::new(mesh);

@@ -191,6 +191,7 @@ impl ResourceSource for NetworkingSource {
         let locality = Locality { region: node.region, zone: node.zone, sub_zone: node.sub_zone };
         let mut proxy = Proxy::from_node(&node.id, node.metadata, locality, node.user_agent_name)
             .map_err(|e| SourceError::InvalidNode(e.to_string()))?;
+        proxy.service_cluster = node.cluster;
         if let Some(caller) = caller {
             proxy.verified_identities = (caller.identities.iter().zip(&caller.namespaces))
                 .map(|(identity, namespace)| VerifiedIdentity {

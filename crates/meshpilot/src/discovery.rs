@@ -384,6 +384,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         jwks,
         inputs,
         ip_autoallocate: env.ip_autoallocate,
+        trace_sampling: env.trace_sampling,
     };
     let mesh_at_start = mesh.source.clone();
     let server = DiscoveryServer::new(store, services, mesh, options);

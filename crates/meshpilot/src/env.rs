@@ -21,6 +21,7 @@
 //! | [`PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER`] | `true` | deploy Gateway API gateways (Istio's automated deployment) |
 //! | [`PILOT_ENABLE_GATEWAY_API_STATUS`] | `true` | write Gateway API status |
 //! | [`PILOT_ENABLE_IP_AUTOALLOCATE`] | `true` | ServiceEntry VIP auto-allocation (status in a cluster, memory without) |
+//! | `PILOT_TRACE_SAMPLING` (read by `discovery::trace_sampling_from_lookup`) | `1.0` | the trace sampling percentage when neither Telemetry nor the proxy config sets one (docs/TELEMETRY.md) |
 //! | `KUBECONFIG`, `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT` (read by `kube_source::AccessEnv::from_lookup`) | — | the cluster access (`kube_source::resolve_access`) |
 
 use std::collections::BTreeMap;
@@ -129,6 +130,9 @@ pub struct DiscoveryEnv {
     pub gateway_status: bool,
     /// `PILOT_ENABLE_IP_AUTOALLOCATE`.
     pub ip_autoallocate: bool,
+    /// `PILOT_TRACE_SAMPLING` (`discovery::trace_sampling_from_lookup`; a bad value is logged and
+    /// 1.0 used, as istiod).
+    pub trace_sampling: f64,
     /// `INJECT_ENABLED`.
     pub inject_enabled: bool,
     /// `ENABLE_NATIVE_SIDECARS`.
@@ -149,7 +153,12 @@ impl DiscoveryEnv {
             tracing::warn!(error = %e, "JWKS resolver settings ignored; using Istio's defaults");
             JwksOptions::default()
         });
+        let (trace_sampling, warning) = discovery::trace_sampling_from_lookup(lookup);
+        if let Some(w) = warning {
+            tracing::warn!("{w}");
+        }
         Ok(DiscoveryEnv {
+            trace_sampling,
             debounce: DebounceOptions::from_lookup(lookup).map_err(text)?,
             security: SecurityOptions::from_lookup(lookup).map_err(text)?,
             ads: AdsOptions::from_lookup(lookup).map_err(text)?,

@@ -120,7 +120,8 @@ const OTEL_STATE_TO_LOG: &[&str] = &[
     "wasm.downstream_peer_id",
 ];
 
-/// The access loggers of one proxy and direction.
+/// The access loggers of one proxy and direction, and the tracing of its connection managers (both
+/// are the Telemetry API's per-direction settings of a connection manager).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AccessLogs {
     /// On every HTTP connection manager and TCP proxy.
@@ -131,15 +132,31 @@ pub struct AccessLogs {
     /// The Telemetries the loggers come from (empty: the mesh config's): proxies with equal keys and
     /// direction get equal loggers.
     pub key: Vec<ConfigKey>,
-    /// Providers left out (a gRPC provider's service is not in the registry).
+    /// Providers left out (a gRPC provider's service is not in the registry), and the tracing's
+    /// findings.
     pub findings: Vec<Finding>,
+    /// The connection managers' tracing and request id extension ([`crate::tracing`]).
+    pub tracing: crate::tracing::HcmTracing,
 }
 
-/// The access loggers of `proxy` for `direction` under `push` (rules in the module documentation).
+impl AccessLogs {
+    /// Sets `hcm`'s access loggers, tracing and request id extension.
+    pub fn apply_http(
+        &self,
+        hcm: &mut envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager,
+    ) {
+        hcm.access_log = self.filters.clone();
+        self.tracing.apply(hcm);
+    }
+}
+
+/// The access loggers of `proxy` for `direction` under `push` (rules in the module documentation),
+/// with the connection managers' tracing ([`crate::tracing::hcm_tracing`]).
 pub fn access_logs(push: &Snapshot, proxy: &ProxyContext, direction: Direction) -> AccessLogs {
     let (key, configs) = push.access_logging(proxy, direction);
     let mesh = push.mesh();
-    let mut out = AccessLogs { key, ..AccessLogs::default() };
+    let tracing = crate::tracing::hcm_tracing(push, proxy, direction);
+    let mut out = AccessLogs { key, findings: tracing.findings.clone(), tracing, ..AccessLogs::default() };
     if configs.is_empty() {
         if !mesh.access_log_file.is_empty() {
             let log = mesh_file_log(&mesh.access_log_file, mesh);

@@ -204,6 +204,9 @@ pub(crate) struct VirtualInboundKey {
     pub telemetry: Vec<model::ConfigKey>,
     /// The WasmPlugins / TrafficExtensions selected for the proxy, in order.
     pub extensions: Vec<model::ConfigKey>,
+    /// The inbound connection managers' tracing, encoded (`tracing::HcmTracing::fingerprint`): it
+    /// depends on the proxy's labels and metadata (Istio's span tags), not only on Telemetries.
+    pub tracing: Vec<u8>,
 }
 
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per

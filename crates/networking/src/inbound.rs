@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::{
     config::{
-        accesslog::v3::AccessLog,
         core::v3::TrafficDirection as EnvoyDirection,
         listener::v3::{Filter, FilterChain, FilterChainMatch, Listener},
         route::v3::{
@@ -209,7 +208,7 @@ fn inbound_route_config(port: u32, cluster: &str) -> RouteConfiguration {
     }
 }
 
-fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
+fn terminal(port: &InboundPort, logs: &AccessLogs) -> Terminal {
     match port.protocol {
         InboundProtocol::Http => {
             let mut hcm = http_connection_manager(
@@ -218,7 +217,7 @@ fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
                 FilterTarget::Envoy,
                 false,
             );
-            hcm.access_log = access_log.to_vec();
+            logs.apply_http(&mut hcm);
             if port.forward_client_cert {
                 hcm.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
                 hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
@@ -230,9 +229,11 @@ fn terminal(port: &InboundPort, access_log: &[AccessLog]) -> Terminal {
             }
             Terminal::Http(Box::new(hcm))
         }
-        InboundProtocol::Tcp => {
-            Terminal::Tcp(Box::new(tcp_proxy_filter(&port.cluster, &[(port.cluster.clone(), 1)], access_log)))
-        }
+        InboundProtocol::Tcp => Terminal::Tcp(Box::new(tcp_proxy_filter(
+            &port.cluster,
+            &[(port.cluster.clone(), 1)],
+            &logs.filters,
+        ))),
     }
 }
 
@@ -246,20 +247,21 @@ pub fn inbound_chains(
     mode: Option<MtlsMode>,
     security: &SecurityFilters,
 ) -> Vec<InboundChain> {
-    inbound_chains_logged(mesh, port, mode, (security, &[]), &[])
+    inbound_chains_logged(mesh, port, mode, (security, &[]), &AccessLogs::default())
 }
 
-/// [`inbound_chains`] whose connection managers and TCP proxies write `access_log`, with the proxy's
-/// WasmPlugins / TrafficExtensions (`extensions`, priority-sorted) placed among the security filters
-/// of HTTP chains by phase when their `match` takes the port ([`crate::extension`]).
+/// [`inbound_chains`] whose connection managers and TCP proxies write `logs`' access loggers (and
+/// whose connection managers trace as `logs` says), with the proxy's WasmPlugins / TrafficExtensions
+/// (`extensions`, priority-sorted) placed among the security filters of HTTP chains by phase when
+/// their `match` takes the port ([`crate::extension`]).
 pub fn inbound_chains_logged(
     mesh: &MeshSettings,
     port: &InboundPort,
     mode: Option<MtlsMode>,
     (security, extensions): (&SecurityFilters, &[Arc<ExtensionFilter>]),
-    access_log: &[AccessLog],
+    logs: &AccessLogs,
 ) -> Vec<InboundChain> {
-    let mut terminal = terminal(port, access_log);
+    let mut terminal = terminal(port, logs);
     let network_filters = match &mut terminal {
         Terminal::Http(hcm) => {
             let phases = PhaseFilters::for_listener(extensions, ListenerClass::SidecarInbound, port.port);
@@ -409,7 +411,7 @@ pub(crate) fn virtual_inbound(
                 &port,
                 mode_for(&policy, port.port),
                 (security, &extensions),
-                &logs.filters,
+                logs,
             ));
         }
     }
@@ -426,7 +428,7 @@ pub(crate) fn virtual_inbound(
         &passthrough,
         mode_for(&policy, 0),
         (security, &extensions),
-        &logs.filters,
+        logs,
     ));
     let mut l = inbound_listener(
         VIRTUAL_INBOUND_LISTENER.to_string(),
@@ -466,6 +468,7 @@ pub(crate) fn virtual_inbound_encoded(
         bind_address: proxy.bind_address.clone(),
         telemetry: logs.key.clone(),
         extensions: push.extensions(proxy).iter().map(|e| e.config.key()).collect(),
+        tracing: logs.tracing.fingerprint(),
     };
     push.virtual_inbound(key, make)
 }
@@ -492,7 +495,7 @@ pub(crate) fn ingress_listeners(
                 &port,
                 mode_for(&policy, port.port),
                 (security, &extensions),
-                &logs.filters,
+                logs,
             );
             let mut l = inbound_listener(port.name.clone(), &bind, port.port, chains, false);
             l.access_log = logs.listener.clone();

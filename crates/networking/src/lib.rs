@@ -49,6 +49,7 @@ pub mod rds;
 pub mod route;
 pub mod sds;
 mod tls;
+pub mod tracing;
 pub use tls::file_secret_references;
 
 pub use built::Built;

@@ -567,7 +567,7 @@ fn sidecar_outbound(
                 false,
             );
             PhaseFilters::for_listener(&extensions, ListenerClass::SidecarOutbound, port).apply(&mut hcm);
-            hcm.access_log = logs.filters.clone();
+            logs.apply_http(&mut hcm);
             let http = vec![hcm_filter(&hcm)];
             if sniffed {
                 // Envoy's HTTP inspector tells plaintext HTTP/1.1 and h2c from other bytes; everything
@@ -915,7 +915,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                     true,
                 );
                 security.apply_http_with(&mut hcm, &phases);
-                hcm.access_log = logs.filters.clone();
+                logs.apply_http(&mut hcm);
                 chains.push(chain(&name, None, vec![hcm_filter(&hcm)]));
             }
             PortKind::Tls | PortKind::Tcp => {
@@ -936,7 +936,7 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                 true,
                             );
                             security.apply_http_with(&mut hcm, &phases);
-                            hcm.access_log = logs.filters.clone();
+                            logs.apply_http(&mut hcm);
                             let mut c = chain(
                                 &route,
                                 Some(FilterChainMatch { server_names: sni, ..Default::default() }),

@@ -57,6 +57,8 @@ pub struct NodeParts {
     pub sub_zone: String,
     /// `node.user_agent_name` (`envoy`, `grpc-go`, …).
     pub user_agent_name: String,
+    /// `node.cluster` (pilot-agent's service cluster, e.g. `reviews.default`; empty when absent).
+    pub cluster: String,
 }
 
 /// Reads the `node` of a stream's first request into [`NodeParts`].
@@ -86,6 +88,7 @@ pub fn node_parts(node: Option<&Node>) -> Result<NodeParts, NodeError> {
         zone: locality.zone,
         sub_zone: locality.sub_zone,
         user_agent_name: node.user_agent_name.clone(),
+        cluster: node.cluster.clone(),
     })
 }
 

@@ -60,6 +60,25 @@ async fn mesh_settings_sent_as_input_push_once_and_equal_settings_push_nothing()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tracing_only_mesh_change_pushes_and_trace_sampling_stays_the_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = Plane::start(dir.path()).await;
+    let in_force = (*plane.server.mesh()).clone();
+    assert!(in_force.enable_tracing);
+    // `trace_sampling` is PILOT_TRACE_SAMPLING, the server's: an input cannot change it.
+    let no_tracing = MeshSettings { enable_tracing: false, trace_sampling: 42.0, ..in_force.clone() };
+    let pushes = send_then_marker(&plane, Input::Mesh(Box::new(no_tracing))).await;
+    assert!(pushes.iter().any(|p| p.full && has_reason(p, TriggerReason::Global)), "{pushes:?}");
+    let ctx = plane.server.push_context().unwrap();
+    assert!(!ctx.mesh().enable_tracing);
+    assert_eq!(ctx.mesh().trace_sampling, in_force.trace_sampling);
+    let providers =
+        MeshSettings { enable_tracing: false, default_tracing_providers: vec!["zipkin".into()], ..in_force };
+    let pushes = send_then_marker(&plane, Input::Mesh(Box::new(providers))).await;
+    assert!(pushes.iter().any(|p| p.full && has_reason(p, TriggerReason::Global)), "{pushes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_api_cluster_objects_sent_as_input_push_only_when_they_change() {
     let dir = tempfile::tempdir().unwrap();
     let plane = Plane::start(dir.path()).await;

@@ -95,6 +95,20 @@ pub struct MeshSettings {
     /// `defaultProviders.accessLogging`: the access log providers of proxies no Telemetry names
     /// providers for.
     pub default_access_log_providers: Vec<String>,
+    /// `enableTracing` (default `true`): without Telemetry tracing and default tracing providers,
+    /// connection managers trace with the proxy config's sampling and no provider of their own (the
+    /// tracer, if any, is the bootstrap's).
+    pub enable_tracing: bool,
+    /// `defaultProviders.tracing`: the tracing providers of proxies no Telemetry names one for (only
+    /// the first is used, as istiod).
+    pub default_tracing_providers: Vec<String>,
+    /// `defaultConfig.tracing`: the legacy tracing settings of proxies without their own proxy config
+    /// (`PROXY_CONFIG` node metadata).
+    pub default_proxy_tracing: Option<super::tracing::ProxyTracing>,
+    /// `PILOT_TRACE_SAMPLING` (default 1.0 %, [`super::tracing::DEFAULT_TRACE_SAMPLING`]): the
+    /// sampling when neither a Telemetry nor the proxy config sets one. An environment variable of
+    /// istiod, not a mesh field; the binary sets it.
+    pub trace_sampling: f64,
     /// `localityLbSetting`: the mesh-wide locality load balancing that applies to destinations whose
     /// DestinationRule sets none (Istio's default: `{enabled: true}`, so outlier detection alone turns
     /// on locality failover); `enabled: false` turns it off.
@@ -125,6 +139,10 @@ impl Default for MeshSettings {
             access_log_encoding: super::telemetry::AccessLogEncoding::Text,
             access_log_format: String::new(),
             default_access_log_providers: Vec::new(),
+            enable_tracing: true,
+            default_tracing_providers: Vec::new(),
+            default_proxy_tracing: None,
+            trace_sampling: super::tracing::DEFAULT_TRACE_SAMPLING,
             locality_lb_setting: Some(api::networking::destination_rule::LocalityLoadBalancerSetting {
                 enabled: Some(true),
                 ..Default::default()
@@ -1094,6 +1112,16 @@ impl PushContext {
             gateways,
             root_namespace: &self.mesh.root_namespace,
         }
+    }
+
+    /// The Telemetry tracing of `proxy` ([`super::tracing::tracing`]); `None`: the mesh config's
+    /// `enableTracing` decides.
+    pub fn tracing(&self, proxy: &ProxyContext) -> Option<super::tracing::TracingConfig> {
+        super::tracing::tracing(
+            &self.telemetries(proxy),
+            &self.mesh.default_tracing_providers,
+            &self.mesh.extension_providers,
+        )
     }
 
     fn gateway_keys(&self, proxy: &ProxyContext) -> Vec<(String, String)> {

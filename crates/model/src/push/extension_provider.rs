@@ -1,8 +1,9 @@
 //! MeshConfig `extensionProviders` as typed values (Istio's `meshconfig.MeshConfig_ExtensionProvider`),
 //! as far as the authorization builder reads them: the external authorizers of `CUSTOM`
 //! AuthorizationPolicies (`envoyExtAuthzHttp`, `envoyExtAuthzGrpc`) and the access loggers of the
-//! Telemetry API (`envoyFileAccessLog`, `envoyOtelAls`, `envoyHttpAls`, `envoyTcpAls`). Other
-//! providers (tracing, metrics, …) keep only their name and kind.
+//! Telemetry API (`envoyFileAccessLog`, `envoyOtelAls`, `envoyHttpAls`, `envoyTcpAls`), and its tracers
+//! (`zipkin`, `opentelemetry`, `datadog`, `skywalking`, `lightstep`: [`tracing`]). Other providers
+//! (metrics, …) keep only their name and kind.
 //!
 //! Parsing checks shapes only (types, known oneof); semantic problems (a port out of range, an
 //! unknown `statusOnError`, a `pathPrefix` without `/`, a service that does not exist) are reported by
@@ -11,6 +12,8 @@
 use std::collections::BTreeMap;
 
 use api::wkt::Duration;
+
+pub mod tracing;
 use serde_json::{Map, Value};
 
 /// One entry of MeshConfig `extensionProviders`.
@@ -38,6 +41,16 @@ pub enum ProviderKind {
     EnvoyHttpAls(GrpcAccessLog),
     /// `envoyTcpAls`: Envoy's gRPC access log service, TCP flavour.
     EnvoyTcpAls(GrpcAccessLog),
+    /// `zipkin`: a Zipkin tracer.
+    Zipkin(tracing::ZipkinTracing),
+    /// `datadog`: a Datadog tracer.
+    Datadog(tracing::DatadogTracing),
+    /// `skywalking`: a SkyWalking tracer.
+    Skywalking(tracing::SkywalkingTracing),
+    /// `lightstep`: deprecated; istiod configures no tracer for it.
+    Lightstep(tracing::LightstepTracing),
+    /// `opentelemetry`: an OpenTelemetry (OTLP) tracer.
+    Opentelemetry(tracing::OtelTracing),
     /// Any other provider; holds the provider field name (`"zipkin"`, `"envoyFileAccessLog"`, …), or
     /// an empty string when the entry names no provider.
     Other(String),
@@ -231,6 +244,11 @@ fn parse_provider(item: &Value, path: &str) -> Result<ExtensionProvider, String>
             "envoyOtelAls" | "envoy_otel_als" => ProviderKind::EnvoyOtelAls(parse_otel_log(value, &sub)?),
             "envoyHttpAls" | "envoy_http_als" => ProviderKind::EnvoyHttpAls(parse_grpc_log(value, &sub)?),
             "envoyTcpAls" | "envoy_tcp_als" => ProviderKind::EnvoyTcpAls(parse_grpc_log(value, &sub)?),
+            "zipkin" => ProviderKind::Zipkin(tracing::parse_zipkin(value, &sub)?),
+            "datadog" => ProviderKind::Datadog(tracing::parse_datadog(value, &sub)?),
+            "skywalking" => ProviderKind::Skywalking(tracing::parse_skywalking(value, &sub)?),
+            "lightstep" => ProviderKind::Lightstep(tracing::parse_lightstep(value, &sub)?),
+            "opentelemetry" => ProviderKind::Opentelemetry(tracing::parse_otel(value, &sub)?),
             other => ProviderKind::Other(other.to_string()),
         };
         if kind.is_some() {
@@ -487,7 +505,9 @@ mod tests {
         let ProviderKind::EnvoyExtAuthzGrpc(grpc) = &providers[1].kind else { panic!("{:?}", providers[1]) };
         assert_eq!((grpc.service.as_str(), grpc.port), ("authz", 9001));
         assert_eq!(grpc.timeout, Some(Duration { seconds: 0, nanos: 2_000_000 }));
-        assert_eq!(providers[2].kind, ProviderKind::Other("zipkin".into()));
+        assert!(
+            matches!(&providers[2].kind, ProviderKind::Zipkin(z) if z.service == "zipkin" && z.port == 9411)
+        );
     }
 
     #[test]
@@ -520,8 +540,9 @@ mod tests {
             err.starts_with("extensionProviders[0].envoyExtAuthzHttp.includeHeadersInCheck[0]: "),
             "{err}"
         );
-        let err = parse_extension_providers(&json!([{"name": "two", "envoyExtAuthzHttp": {}, "zipkin": {}}]))
-            .unwrap_err();
+        let err =
+            parse_extension_providers(&json!([{"name": "two", "envoyExtAuthzHttp": {}, "prometheus": {}}]))
+                .unwrap_err();
         assert!(err.contains("only one provider"), "{err}");
         assert!(
             parse_extension_providers(&json!({"name": "x"})).unwrap_err().starts_with("extensionProviders: ")

@@ -27,6 +27,7 @@ mod proxy;
 mod request;
 mod sidecar;
 pub mod telemetry;
+pub mod tracing;
 mod virtual_service;
 
 pub use authn::{EffectivePeerAuthentication, MtlsMode, PeerAuthenticationPolicy};

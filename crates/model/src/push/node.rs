@@ -341,6 +341,9 @@ pub struct Proxy {
     pub node_id: String,
     /// `node.user_agent_name` (`envoy`, `gRPC C-core linux Python`, …).
     pub user_agent_name: String,
+    /// `node.cluster` (Istio's `XdsNode.Cluster`: pilot-agent's service cluster), the service name
+    /// of the spans a Datadog or OpenTelemetry tracer reports. Set by the xDS server.
+    pub service_cluster: String,
     /// What the stream's caller proved (Istio's `VerifiedIdentity`): set by the xDS server on an
     /// authenticating port (15012), empty on the plaintext port.
     pub verified_identities: Vec<VerifiedIdentity>,
@@ -404,6 +407,7 @@ impl Proxy {
             locality: Locality::default(),
             node_id: node_id.to_owned(),
             user_agent_name: String::new(),
+            service_cluster: String::new(),
             verified_identities: Vec::new(),
         })
     }

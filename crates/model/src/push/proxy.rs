@@ -85,6 +85,15 @@ pub struct ProxyContext {
     /// The node metadata's string-valued entries (`ISTIO_VERSION`, `CLUSTER_ID`, …, as the node sent
     /// them): what EnvoyFilter `match.proxy.metadata` compares against (Istio's `Metadata.Raw`).
     pub metadata: Arc<BTreeMap<String, String>>,
+    /// `MESH_ID` (Istio's `istio.mesh_id` span tag; empty: `unknown`).
+    pub mesh_id: String,
+    /// `node.cluster` ([`super::node::Proxy::service_cluster`]): the service name of Datadog and
+    /// OpenTelemetry spans.
+    pub service_cluster: String,
+    /// `tracing` of the proxy's own proxy config (`PROXY_CONFIG` node metadata; `None` when it has
+    /// none or it cannot be read). Only used when [`workload_certificates`](ProxyContext::workload_certificates)
+    /// says the proxy has a proxy config; otherwise the mesh `defaultConfig.tracing` applies.
+    pub proxy_tracing: Option<super::tracing::ProxyTracing>,
     /// What [`ProxyContext::set_topology`] adds to [`labels`](ProxyContext::labels): the node's
     /// `CLUSTER_ID`, `NETWORK` and `NODE_NAME` (kept to redo the labels when the locality changes).
     topology: TopologyMetadata,
@@ -149,6 +158,15 @@ impl ProxyContext {
                 .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
                 .collect(),
         );
+        ctx.mesh_id = proxy.metadata.mesh_id.clone();
+        ctx.service_cluster = proxy.service_cluster.clone();
+        ctx.proxy_tracing = proxy
+            .metadata
+            .raw
+            .get(PROXY_CONFIG_METADATA)
+            .and_then(|pc| pc.get("tracing"))
+            .filter(|t| !t.is_null())
+            .and_then(|t| super::tracing::parse_proxy_tracing(t, "PROXY_CONFIG.tracing").ok());
         ctx.topology = TopologyMetadata {
             cluster_id: proxy.metadata.cluster_id.clone(),
             network: proxy.metadata.network.clone(),
@@ -184,6 +202,9 @@ impl ProxyContext {
             workload_certificates: false,
             locality: Locality::default(),
             metadata: Arc::default(),
+            mesh_id: String::new(),
+            service_cluster: String::new(),
+            proxy_tracing: None,
             topology: TopologyMetadata::default(),
         }
     }
@@ -263,6 +284,20 @@ impl ProxyContext {
         self.workload_certificates
     }
 
+    /// The node's `CLUSTER_ID` (empty when not sent).
+    pub fn cluster_id(&self) -> &str {
+        &self.topology.cluster_id
+    }
+
+    /// The legacy tracing settings that apply to this proxy (Istio's `ProxyConfigOrDefault(...).tracing`):
+    /// its own proxy config's when it has one (`PROXY_CONFIG`), else the mesh `defaultConfig.tracing`.
+    pub fn effective_proxy_tracing<'a>(
+        &'a self,
+        mesh_default: Option<&'a super::tracing::ProxyTracing>,
+    ) -> Option<&'a super::tracing::ProxyTracing> {
+        if self.workload_certificates { self.proxy_tracing.as_ref() } else { mesh_default }
+    }
+
     /// `true` for a sidecar.
     pub fn is_sidecar(&self) -> bool {
         self.kind == ProxyKind::Sidecar
@@ -316,5 +351,30 @@ mod tests {
             !ProxyContext::from_proxy(&p).unwrap().has_workload_certificates(),
             "ISTIO_VERSION alone is not enough"
         );
+    }
+
+    #[test]
+    fn the_proxy_configs_tracing_wins_over_the_meshs_only_with_a_proxy_config() {
+        let with = |raw: serde_json::Value| {
+            let metadata = NodeMetadata::from_json(raw.as_object().unwrap().clone()).unwrap();
+            let mut p = Proxy::parse("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", metadata).unwrap();
+            p.service_cluster = "a.ns".into();
+            ProxyContext::from_proxy(&p).unwrap()
+        };
+        let mesh = super::super::tracing::ProxyTracing { sampling: 7.0, ..Default::default() };
+        let own = with(
+            serde_json::json!({"PROXY_CONFIG": {"tracing": {"sampling": 30}}, "MESH_ID": "m1", "CLUSTER_ID": "c1"}),
+        );
+        assert_eq!(own.effective_proxy_tracing(Some(&mesh)).map(|t| t.sampling), Some(30.0));
+        assert_eq!(
+            (own.mesh_id.as_str(), own.cluster_id(), own.service_cluster.as_str()),
+            ("m1", "c1", "a.ns")
+        );
+        // A proxy config without tracing: istiod's defaults, not the mesh's (ProxyConfigOrDefault).
+        let bare = with(serde_json::json!({"PROXY_CONFIG": {"discoveryAddress": "istiod:15012"}}));
+        assert_eq!(bare.effective_proxy_tracing(Some(&mesh)), None);
+        // No proxy config (an Envoy connected directly): the mesh's defaultConfig.
+        let direct = with(serde_json::json!({}));
+        assert_eq!(direct.effective_proxy_tracing(Some(&mesh)).map(|t| t.sampling), Some(7.0));
     }
 }

@@ -231,8 +231,9 @@ pub fn access_logging(
 }
 
 /// What configstatusz reports about one Telemetry: each `accessLogging` provider that the mesh does
-/// not define or that is not an access logger (`spec.accessLogging[i].providers[j].name`), and the
-/// sections meshpilot does not apply yet (`spec.tracing`, `spec.metrics`).
+/// not define or that is not an access logger (`spec.accessLogging[i].providers[j].name`), the
+/// tracing providers [`super::tracing::tracing_findings`] reports, and the section meshpilot does not
+/// apply yet (`spec.metrics`).
 pub fn telemetry_findings(config: &Config, providers: &[ExtensionProvider]) -> Vec<Finding> {
     let Some(t) = telemetry(config) else { return Vec::new() };
     let mut out = Vec::new();
@@ -269,13 +270,7 @@ pub fn telemetry_findings(config: &Config, providers: &[ExtensionProvider]) -> V
             }
         }
     }
-    if !t.tracing.is_empty() {
-        out.push(finding(
-            Severity::Unsupported,
-            "spec.tracing".to_string(),
-            "Telemetry tracing is not applied yet: no tracer is configured".to_string(),
-        ));
-    }
+    out.extend(super::tracing::tracing_findings(config, providers));
     if !t.metrics.is_empty() {
         out.push(finding(
             Severity::Unsupported,

@@ -6,7 +6,7 @@ use crate::support;
 use envoy_types::pb::envoy::{
     config::{
         accesslog::v3::{AccessLog, access_log::ConfigType, access_log_filter::FilterSpecifier},
-        listener::v3::{Listener, filter},
+        listener::v3::Listener,
     },
     extensions::{
         access_loggers::file::v3::FileAccessLog,
@@ -60,21 +60,18 @@ fn loggers(listeners: &[Listener]) -> Vec<(String, String, Option<String>)> {
         for log in &l.access_log {
             out.push((format!("{}:listener", l.name), describe(log).0, describe(log).1));
         }
-        for chain in l.filter_chains.iter().chain(&l.default_filter_chain) {
-            for f in &chain.filters {
-                let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else { continue };
-                let logs = if any.type_url.ends_with("HttpConnectionManager") {
-                    ("hcm", HttpConnectionManager::decode(any.value.as_slice()).unwrap().access_log)
-                } else if any.type_url.ends_with("TcpProxy") {
-                    ("tcp", TcpProxy::decode(any.value.as_slice()).unwrap().access_log)
-                } else {
-                    continue;
-                };
-                for log in &logs.1 {
-                    let (what, cel) = describe(log);
-                    out.push((format!("{}:{}", l.name, logs.0), what, cel));
-                }
-            }
+    }
+    for (listener, any) in typed_filters(listeners) {
+        let logs = if any.type_url.ends_with("HttpConnectionManager") {
+            ("hcm", HttpConnectionManager::decode(any.value.as_slice()).unwrap().access_log)
+        } else if any.type_url.ends_with("TcpProxy") {
+            ("tcp", TcpProxy::decode(any.value.as_slice()).unwrap().access_log)
+        } else {
+            continue;
+        };
+        for log in &logs.1 {
+            let (what, cel) = describe(log);
+            out.push((format!("{listener}:{}", logs.0), what, cel));
         }
     }
     out.sort();
@@ -236,27 +233,14 @@ spec:
         paths(&generate_listeners(&push, &sidecar("ns2", &[]), &[]).resources),
         ["/var/log/mesh.log".to_string()].into_iter().collect()
     );
-    let finding = push
-        .findings()
-        .iter()
-        .find(|f| f.config.as_ref().is_some_and(|k| k.name == "typo"))
-        .unwrap_or_else(|| panic!("no finding: {:#?}", push.findings()));
+    let finding = config_finding(&push, "typo");
     assert_eq!(finding.path, "spec.accessLogging[0].providers[0].name");
     assert!(finding.message.contains("\"json-fiel\" is not defined"), "{}", finding.message);
 }
 
 #[test]
 fn gateways_log_as_clients() {
-    let gateway = r#"
-apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: istio-system}
-spec:
-  selector: {istio: ingressgateway}
-  servers:
-  - port: {number: 8080, name: http, protocol: HTTP}
-    hosts: ["*"]
----
+    let telemetry = r#"
 apiVersion: telemetry.istio.io/v1
 kind: Telemetry
 metadata: {name: mesh-default, namespace: istio-system}
@@ -265,7 +249,7 @@ spec:
   - providers: [{name: json-file}]
     match: {mode: CLIENT}
 "#;
-    let world = World::new(parse(&format!("{SERVICES}---\n{gateway}"), "ns1"));
+    let world = World::new(parse(&format!("{SERVICES}---\n{HTTP_GATEWAY_8080}{telemetry}"), "ns1"));
     let push = world.push_with(mesh_with_providers());
     let built = generate_listeners(&push, &router("istio-system", &[("istio", "ingressgateway")]), &[]);
     let logs: Vec<String> =

@@ -172,6 +172,46 @@ pub fn external_name_service(name: &str, namespace: &str, external: &str, ports:
     }
 }
 
+/// A Gateway `istio-system/gw` for `istio: ingressgateway` with one HTTP server on port 8080 for
+/// every host (a YAML document ending with `---`).
+pub const HTTP_GATEWAY_8080: &str = r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 8080, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+"#;
+
+/// Every typed network filter of `listeners`' filter chains (default chains included), with the
+/// name of its listener.
+pub fn typed_filters(
+    listeners: &[envoy_types::pb::envoy::config::listener::v3::Listener],
+) -> Vec<(&str, &envoy_types::pb::google::protobuf::Any)> {
+    use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
+    listeners
+        .iter()
+        .flat_map(|l| {
+            l.filter_chains.iter().chain(&l.default_filter_chain).flat_map(move |c| {
+                c.filters.iter().filter_map(move |f| match &f.config_type {
+                    Some(ConfigType::TypedConfig(any)) => Some((l.name.as_str(), any)),
+                    _ => None,
+                })
+            })
+        })
+        .collect()
+}
+
+/// The push context finding about the config object named `name` (panics, listing all, when none).
+pub fn config_finding<'a>(push: &'a Snapshot, name: &str) -> &'a model::Finding {
+    push.findings()
+        .iter()
+        .find(|f| f.config.as_ref().is_some_and(|k| k.name == name))
+        .unwrap_or_else(|| panic!("no finding about {name}: {:#?}", push.findings()))
+}
+
 /// A sidecar in `namespace` with `labels`.
 pub fn sidecar(namespace: &str, labels: &[(&str, &str)]) -> ProxyContext {
     let mut p = ProxyContext::new(ProxyKind::Sidecar, namespace);
