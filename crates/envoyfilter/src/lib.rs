@@ -36,6 +36,7 @@ const APPLY_TO_COUNT: usize = 12;
 #[derive(Clone, Debug, Default)]
 pub struct ProxyPatches {
     by_apply_to: [Vec<Arc<CompiledPatch>>; APPLY_TO_COUNT],
+    identity: Arc<[(ConfigKey, usize)]>,
 }
 
 impl ProxyPatches {
@@ -50,6 +51,7 @@ impl ProxyPatches {
                 }
             }
         }
+        out.identity = out.by_apply_to.iter().flatten().map(|p| (p.filter.clone(), p.index)).collect();
         out
     }
 
@@ -75,6 +77,7 @@ impl ProxyPatches {
         for group in &mut out.by_apply_to {
             group.retain(|p| &p.filter != filter);
         }
+        out.identity = out.by_apply_to.iter().flatten().map(|p| (p.filter.clone(), p.index)).collect();
         out
     }
 
@@ -91,8 +94,8 @@ impl ProxyPatches {
 
     /// An identity of this patch set (which patches of which EnvoyFilters), equal for two proxies with
     /// the same patches: what caches of patched resources key on.
-    pub fn identity(&self) -> Vec<(ConfigKey, usize)> {
-        self.by_apply_to.iter().flatten().map(|p| (p.filter.clone(), p.index)).collect()
+    pub fn identity(&self) -> Arc<[(ConfigKey, usize)]> {
+        self.identity.clone()
     }
 }
 

@@ -270,28 +270,38 @@ pub(crate) struct SecurityKey {
 }
 
 /// What a resource patched by EnvoyFilters depends on: its kind, whether the proxy is a gateway, the
-/// patches (EnvoyFilter and patch index, in order), the services an inbound cluster stands for, and
-/// the SHA-256 of the unpatched encoding.
+/// patch set ([`envoyfilter::ProxyPatches::identity`]), the services an inbound cluster stands for,
+/// and the unpatched encoding by length and a 128-bit hash keyed at random per process (two aHash
+/// states: fast, and not something a client could aim collisions at).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PatchedKey {
     kind: u8,
     gateway: bool,
-    patches: Vec<(model::ConfigKey, usize)>,
+    patches: Arc<[(model::ConfigKey, usize)]>,
     hosts: Vec<String>,
-    digest: [u8; 32],
+    len: usize,
+    digest: [u64; 2],
 }
 
 impl PatchedKey {
     pub(crate) fn new(
         kind: u8,
         gateway: bool,
-        patches: Vec<(model::ConfigKey, usize)>,
+        patches: Arc<[(model::ConfigKey, usize)]>,
         hosts: Vec<String>,
         bytes: &[u8],
     ) -> PatchedKey {
-        let mut digest = [0u8; 32];
-        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
-        PatchedKey { kind, gateway, patches, hosts, digest }
+        static STATES: std::sync::OnceLock<(ahash::RandomState, ahash::RandomState)> =
+            std::sync::OnceLock::new();
+        let (a, b) = STATES.get_or_init(|| (ahash::RandomState::new(), ahash::RandomState::new()));
+        PatchedKey {
+            kind,
+            gateway,
+            patches,
+            hosts,
+            len: bytes.len(),
+            digest: [a.hash_one(bytes), b.hash_one(bytes)],
+        }
     }
 }
 

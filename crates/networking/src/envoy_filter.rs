@@ -16,11 +16,12 @@
 //! of the push.
 //!
 //! Cost: EnvoyFilters are read once per config generation (cached); patched resources are cached per
-//! generation by (patch set, SHA-256 of the unpatched bytes), so proxies with the same patches and the
+//! generation by (patch set, a keyed 128-bit hash of the unpatched bytes), so proxies with the same patches and the
 //! same generated resource share one patched copy. Proxies no EnvoyFilter selects pay one lookup.
 
 use std::{collections::HashMap, sync::Arc};
 
+use api::networking::envoy_filter::ApplyTo;
 use envoy_types::pb::envoy::{
     config::{
         cluster::v3::Cluster,
@@ -327,6 +328,20 @@ fn patch_one<M: Kind, F: Form<M>>(
     Some(F::from_encoded(name, encoded))
 }
 
+/// Patch kinds that change listeners (with the route kinds: inline inbound route configurations).
+const LISTENER_KINDS: &[ApplyTo] = &[
+    ApplyTo::Listener,
+    ApplyTo::ListenerFilter,
+    ApplyTo::FilterChain,
+    ApplyTo::NetworkFilter,
+    ApplyTo::HttpFilter,
+    ApplyTo::RouteConfiguration,
+    ApplyTo::VirtualHost,
+    ApplyTo::HttpRoute,
+];
+/// Patch kinds that change route configurations.
+const ROUTE_KINDS: &[ApplyTo] = &[ApplyTo::RouteConfiguration, ApplyTo::VirtualHost, ApplyTo::HttpRoute];
+
 /// Applies the EnvoyFilters of `proxy` to its listeners: each listener patched and checked, LISTENER
 /// ADDs appended (a name already taken is reported and left out), then sorted by name again.
 pub(crate) fn patch_listeners<F: Form<Listener>>(
@@ -336,7 +351,7 @@ pub(crate) fn patch_listeners<F: Form<Listener>>(
 ) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
-    if patches.is_empty() {
+    if !patches.has_any(LISTENER_KINDS) {
         return Built::new(built.resources, findings);
     }
     let mut out: Vec<F> = built
@@ -359,7 +374,7 @@ pub(crate) fn patch_clusters<F: Form<Cluster>>(
 ) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
-    if patches.is_empty() {
+    if !patches.has_any(&[ApplyTo::Cluster]) {
         return Built::new(built.resources, findings);
     }
     let mut out: Vec<F> = built
@@ -389,7 +404,7 @@ pub(crate) fn patch_routes<F: Form<RouteConfiguration>>(
 ) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
-    if patches.is_empty() {
+    if !patches.has_any(ROUTE_KINDS) {
         return Built::new(built.resources, findings);
     }
     let out = built
@@ -408,7 +423,9 @@ pub(crate) fn inserted_extension_configs(
     names: &[String],
 ) -> (Vec<envoy_types::pb::envoy::config::core::v3::TypedExtensionConfig>, Vec<Finding>) {
     match proxy_patches(push, proxy) {
-        Some((patches, findings)) => (envoyfilter::extension::inserted_extension_configs(&patches, names), findings),
+        Some((patches, findings)) => {
+            (envoyfilter::extension::inserted_extension_configs(&patches, names), findings)
+        }
         None => (Vec::new(), Vec::new()),
     }
 }

@@ -420,9 +420,11 @@ fn extension_config_patches_are_served_over_ecds_by_name() {
     let w = world(&docs);
     let push = w.push();
     let proxy = sidecar("ns1", &[]);
-    let ecds = meshpilot_networking::extension::generate_extension_configs(&push, &proxy, &["my-lua".to_string()]);
+    let ecds =
+        meshpilot_networking::extension::generate_extension_configs(&push, &proxy, &["my-lua".to_string()]);
     assert_eq!(ecds.resources.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["my-lua"]);
-    let unknown = meshpilot_networking::extension::generate_extension_configs(&push, &proxy, &["other".to_string()]);
+    let unknown =
+        meshpilot_networking::extension::generate_extension_configs(&push, &proxy, &["other".to_string()]);
     assert!(unknown.resources.is_empty());
     let listeners = generate_listeners(&push, &proxy, &[]);
     for chain in http_filters(listener(&listeners.resources, "0.0.0.0_80")) {
