@@ -273,7 +273,7 @@ pub(crate) struct SecurityKey {
 /// patch set ([`envoyfilter::ProxyPatches::identity`]), the services an inbound cluster stands for,
 /// and the unpatched encoding by length and a 128-bit hash keyed at random per process (two aHash
 /// states: fast, and not something a client could aim collisions at).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PatchedKey {
     kind: u8,
     gateway: bool,
@@ -281,6 +281,19 @@ pub(crate) struct PatchedKey {
     hosts: Vec<String>,
     len: usize,
     digest: [u64; 2],
+}
+
+impl std::hash::Hash for PatchedKey {
+    /// The patch set by its length only (equality compares it, pointer first), the rest by value:
+    /// cheap for the lookup every patched resource makes.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+        self.gateway.hash(state);
+        self.patches.len().hash(state);
+        self.hosts.hash(state);
+        self.len.hash(state);
+        self.digest.hash(state);
+    }
 }
 
 impl PatchedKey {
