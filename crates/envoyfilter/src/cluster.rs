@@ -127,7 +127,7 @@ fn cluster_match(cluster: &Cluster, cp: &CompiledPatch, hosts: &[String]) -> boo
     }
     if !m.service.is_empty() {
         let found = if direction == "inbound" && !hosts.is_empty() {
-            hosts.iter().any(|h| *h == m.service)
+            hosts.contains(&m.service)
         } else {
             host == m.service
         };

@@ -227,16 +227,23 @@ fn http_filter_name(lp: &CompiledPatch) -> Option<&str> {
     Some(m.name.as_str())
 }
 
-/// The list operations shared by listener, network and HTTP filters: `target` (the filter name the
-/// match selects, `None` when the match names none), `name_of` reads an element's name. Returns whether
-/// the patch applied.
+/// The list operations shared by listener, network and HTTP filters (ADD, INSERT_*, REPLACE, REMOVE;
+/// MERGE is done per filter elsewhere): `value` the patch's filter (`None` for REMOVE), `target` the
+/// filter name the match selects (`None` when the match names none), `name_of` reads an element's name.
 fn apply_list_op<T: Clone>(
     op: Operation,
     list: &mut Vec<T>,
-    value: T,
+    value: Option<T>,
     target: Option<&str>,
     name_of: impl Fn(&T) -> &str,
 ) {
+    if op == Operation::Remove {
+        if let Some(t) = target {
+            list.retain(|e| name_of(e) != t);
+        }
+        return;
+    }
+    let Some(value) = value else { return };
     let position = || target.and_then(|t| list.iter().position(|e| name_of(e) == t));
     match op {
         Operation::Add => list.push(value),
@@ -277,40 +284,24 @@ fn patch_listener_filters(
             continue;
         }
         let target = listener_filter_name(lp);
-        match lp.operation {
-            Operation::Remove => {
-                if let Some(t) = target {
-                    l.listener_filters.retain(|f| f.name != t);
-                }
+        if lp.is_merge() {
+            if target.is_none() {
+                continue;
             }
-            Operation::Merge | Operation::MergeAndReplaceList => {
-                if target.is_none() {
+            let Some(value) = &lp.value else { continue };
+            let patch: ListenerFilter = value.typed();
+            for f in l.listener_filters.iter_mut().filter(|f| Some(f.name.as_str()) == target) {
+                let Some(listener_filter::ConfigType::TypedConfig(dst)) = &mut f.config_type else {
                     continue;
-                }
-                let Some(value) = &lp.value else { continue };
-                let patch: ListenerFilter = value.typed();
-                for f in l.listener_filters.iter_mut().filter(|f| Some(f.name.as_str()) == target) {
-                    let Some(listener_filter::ConfigType::TypedConfig(any)) = &f.config_type else {
-                        continue;
-                    };
-                    if let Some(listener_filter::ConfigType::TypedConfig(src)) = &patch.config_type {
-                        match merge::merge_any(any, src) {
-                            Ok(merged) => {
-                                f.config_type = Some(listener_filter::ConfigType::TypedConfig(merged))
-                            }
-                            Err(e) => {
-                                findings.push(lp.finding(Severity::Dropped, ".patch.value", &l.name, e))
-                            }
-                        }
-                    }
+                };
+                if let Some(listener_filter::ConfigType::TypedConfig(src)) = &patch.config_type {
+                    merge_typed_config(lp, &l.name, dst, src, findings);
                 }
             }
-            op => {
-                if let Some(value) = &lp.value {
-                    apply_list_op(op, &mut l.listener_filters, value.typed(), target, |f| &f.name);
-                }
-            }
+            continue;
         }
+        let value = lp.value.as_ref().map(|v| v.typed());
+        apply_list_op(lp.operation, &mut l.listener_filters, value, target, |f| &f.name);
     }
 }
 
@@ -402,25 +393,24 @@ fn patch_network_filters(
         if !lp.context_matches(ctx) || !listener_match(l, lp) || !filter_chain_match(l, fc, lp) {
             continue;
         }
-        let target = network_filter_name(lp);
-        match lp.operation {
-            Operation::Remove => {
-                if let Some(t) = target {
-                    fc.filters.retain(|f| f.name != t);
-                }
-            }
-            Operation::Merge | Operation::MergeAndReplaceList => {}
-            op => {
-                if let Some(value) = &lp.value {
-                    apply_list_op(op, &mut fc.filters, value.typed(), target, |f| &f.name);
-                }
-            }
+        if !lp.is_merge() {
+            let value = lp.value.as_ref().map(|v| v.typed());
+            apply_list_op(lp.operation, &mut fc.filters, value, network_filter_name(lp), |f| &f.name);
         }
     }
     for i in 0..fc.filters.len() {
         let mut f = std::mem::take(&mut fc.filters[i]);
         patch_network_filter(ctx, patches, l, fc, &mut f, findings);
         fc.filters[i] = f;
+    }
+}
+
+/// A filter MERGE's typed config (Istio's `MergeAnyWithAny` in `patchNetworkFilter`, `mergeHTTPFilter`,
+/// `mergeListenerFilter`): `src` merged into `dst`; of another type, `dst` is kept and the patch reported.
+fn merge_typed_config(lp: &CompiledPatch, resource: &str, dst: &mut Any, src: &Any, findings: &mut Findings) {
+    match merge::merge_any(dst, src) {
+        Ok(merged) => *dst = merged,
+        Err(e) => findings.push(lp.finding(Severity::Dropped, ".patch.value.typed_config", resource, e)),
     }
 }
 
@@ -442,24 +432,14 @@ fn patch_network_filter(
         {
             continue;
         }
-        let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else { continue };
+        let Some(filter::ConfigType::TypedConfig(dst)) = &mut f.config_type else { continue };
         let Some(value) = &lp.value else { continue };
         let patch: Filter = value.typed();
-        let merged = match &patch.config_type {
-            Some(filter::ConfigType::TypedConfig(src)) => match merge::merge_any(any, src) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    findings.push(lp.finding(Severity::Dropped, ".patch.value.typed_config", &l.name, e));
-                    None
-                }
-            },
-            _ => None,
-        };
-        if !patch.name.is_empty() {
-            f.name = patch.name.clone();
+        if let Some(filter::ConfigType::TypedConfig(src)) = &patch.config_type {
+            merge_typed_config(lp, &l.name, dst, src, findings);
         }
-        if let Some(m) = merged {
-            f.config_type = Some(filter::ConfigType::TypedConfig(m));
+        if !patch.name.is_empty() {
+            f.name = patch.name;
         }
     }
     if f.name == HTTP_CONNECTION_MANAGER && !patches.of(ApplyTo::HttpFilter).is_empty() {
@@ -487,19 +467,9 @@ fn patch_http_filters(
         if !selects(lp) {
             continue;
         }
-        let target = http_filter_name(lp);
-        match lp.operation {
-            Operation::Remove => {
-                if let Some(t) = target {
-                    hcm.http_filters.retain(|h| h.name != t);
-                }
-            }
-            Operation::Merge | Operation::MergeAndReplaceList => {}
-            op => {
-                if let Some(value) = &lp.value {
-                    apply_list_op(op, &mut hcm.http_filters, value.typed(), target, |h| &h.name);
-                }
-            }
+        if !lp.is_merge() {
+            let value = lp.value.as_ref().map(|v| v.typed());
+            apply_list_op(lp.operation, &mut hcm.http_filters, value, http_filter_name(lp), |f| &f.name);
         }
     }
     for h in &mut hcm.http_filters {
@@ -510,24 +480,14 @@ fn patch_http_filters(
             {
                 continue;
             }
-            let Some(http_filter::ConfigType::TypedConfig(dst)) = &h.config_type else { continue };
+            let Some(http_filter::ConfigType::TypedConfig(dst)) = &mut h.config_type else { continue };
             let Some(value) = &lp.value else { continue };
             let patch: HttpFilter = value.typed();
-            let merged = match &patch.config_type {
-                Some(http_filter::ConfigType::TypedConfig(src)) => match merge::merge_any(dst, src) {
-                    Ok(m) => Some(m),
-                    Err(e) => {
-                        findings.push(lp.finding(Severity::Dropped, ".patch.value.typed_config", &l.name, e));
-                        None
-                    }
-                },
-                _ => None,
-            };
-            if !patch.name.is_empty() {
-                h.name = patch.name.clone();
+            if let Some(http_filter::ConfigType::TypedConfig(src)) = &patch.config_type {
+                merge_typed_config(lp, &l.name, dst, src, findings);
             }
-            if let Some(m) = merged {
-                h.config_type = Some(http_filter::ConfigType::TypedConfig(m));
+            if !patch.name.is_empty() {
+                h.name = patch.name;
             }
         }
     }

@@ -135,11 +135,7 @@ fn patch_http_routes(
                     routes.insert(i, value.typed());
                 }
             }
-            Operation::InsertFirst => {
-                if !has_match || position().is_some() {
-                    routes.insert(0, value.typed());
-                }
-            }
+            Operation::InsertFirst if !has_match || position().is_some() => routes.insert(0, value.typed()),
             _ => {}
         }
     }

@@ -342,28 +342,44 @@ const LISTENER_KINDS: &[ApplyTo] = &[
 /// Patch kinds that change route configurations.
 const ROUTE_KINDS: &[ApplyTo] = &[ApplyTo::RouteConfiguration, ApplyTo::VirtualHost, ApplyTo::HttpRoute];
 
-/// Applies the EnvoyFilters of `proxy` to its listeners: each listener patched and checked, LISTENER
-/// ADDs appended (a name already taken is reported and left out), then sorted by name again.
-pub(crate) fn patch_listeners<F: Form<Listener>>(
+/// Applies the EnvoyFilters of `proxy` to `built` when it has patches of one of `kinds`: each resource
+/// patched and checked ([`patch_one`]), then the resources `added` gives appended (a name already taken
+/// or a resource Envoy would reject is reported and left out), then sorted by name when `sort`.
+fn patch_all<M: Kind, F: Form<M>>(
     push: &Snapshot,
     proxy: &ProxyContext,
     built: Built<F>,
+    kinds: &[ApplyTo],
+    added: impl Fn(&ProxyPatches) -> Vec<(ConfigKey, M)>,
+    sort: bool,
 ) -> Built<F> {
     let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
     findings.extend(built.findings);
-    if !patches.has_any(LISTENER_KINDS) {
+    if !patches.has_any(kinds) {
         return Built::new(built.resources, findings);
     }
     let mut out: Vec<F> = built
         .resources
         .into_iter()
-        .filter_map(|l| patch_one(push, proxy, &patches, l, &mut findings))
+        .filter_map(|r| patch_one(push, proxy, &patches, r, &mut findings))
         .collect();
-    for (filter, added) in listener::added(&patches, is_gateway(proxy)) {
-        add_unique(&mut out, &filter, added, &mut findings);
+    for (filter, resource) in added(&patches) {
+        add_unique(&mut out, &filter, resource, &mut findings);
     }
-    out.sort_by(|a, b| a.name().cmp(b.name()));
+    if sort {
+        out.sort_by(|a, b| a.name().cmp(b.name()));
+    }
     Built::new(out, findings)
+}
+
+/// Applies the EnvoyFilters of `proxy` to its listeners (LISTENER ADDs appended, sorted by name again).
+pub(crate) fn patch_listeners<F: Form<Listener>>(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    built: Built<F>,
+) -> Built<F> {
+    let gateway = is_gateway(proxy);
+    patch_all(push, proxy, built, LISTENER_KINDS, |p| listener::added(p, gateway), true)
 }
 
 /// Applies the EnvoyFilters of `proxy` to its clusters (CLUSTER patches, then CLUSTER ADDs).
@@ -372,47 +388,23 @@ pub(crate) fn patch_clusters<F: Form<Cluster>>(
     proxy: &ProxyContext,
     built: Built<F>,
 ) -> Built<F> {
-    let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
-    findings.extend(built.findings);
-    if !patches.has_any(&[ApplyTo::Cluster]) {
-        return Built::new(built.resources, findings);
-    }
-    let mut out: Vec<F> = built
-        .resources
-        .into_iter()
-        .filter_map(|c| patch_one(push, proxy, &patches, c, &mut findings))
-        .collect();
     let contexts: &[PatchContext] = if is_gateway(proxy) {
         &[PatchContext::Gateway]
     } else {
         &[PatchContext::SidecarOutbound, PatchContext::SidecarInbound]
     };
-    for ctx in contexts {
-        for (filter, added) in cluster::inserted_clusters(*ctx, &patches) {
-            add_unique(&mut out, &filter, added, &mut findings);
-        }
-    }
-    out.sort_by(|a, b| a.name().cmp(b.name()));
-    Built::new(out, findings)
+    let added =
+        |p: &ProxyPatches| contexts.iter().flat_map(|ctx| cluster::inserted_clusters(*ctx, p)).collect();
+    patch_all(push, proxy, built, &[ApplyTo::Cluster], added, true)
 }
 
-/// Applies the EnvoyFilters of `proxy` to its route configurations.
+/// Applies the EnvoyFilters of `proxy` to its route configurations (in the order asked).
 pub(crate) fn patch_routes<F: Form<RouteConfiguration>>(
     push: &Snapshot,
     proxy: &ProxyContext,
     built: Built<F>,
 ) -> Built<F> {
-    let Some((patches, mut findings)) = proxy_patches(push, proxy) else { return built };
-    findings.extend(built.findings);
-    if !patches.has_any(ROUTE_KINDS) {
-        return Built::new(built.resources, findings);
-    }
-    let out = built
-        .resources
-        .into_iter()
-        .filter_map(|r| patch_one(push, proxy, &patches, r, &mut findings))
-        .collect();
-    Built::new(out, findings)
+    patch_all(push, proxy, built, ROUTE_KINDS, |_| Vec::new(), false)
 }
 
 /// The extension configs EnvoyFilter EXTENSION_CONFIG ADD patches give `proxy` under `names` (all
