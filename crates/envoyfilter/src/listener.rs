@@ -53,18 +53,6 @@ pub fn context_of(listener: &Listener, gateway: bool) -> PatchContext {
     }
 }
 
-/// Applies every listener-level patch to a proxy's `listeners` (Istio's `ApplyListenerPatches` for each
-/// of its listener groups): [`patch_one`] on each, removed ones left out, then [`added`].
-pub fn patch_listeners(
-    patches: &ProxyPatches,
-    listeners: &mut Vec<Listener>,
-    gateway: bool,
-    findings: &mut Findings,
-) {
-    listeners.retain_mut(|l| patch_one(patches, l, gateway, findings));
-    listeners.extend(added(patches, gateway).into_iter().map(|(_, l)| l));
-}
-
 /// Patches one generated listener; `false` when a patch removes it. `gateway` selects the GATEWAY
 /// context, else the listener's direction decides ([`context_of`]). Route patches of the
 /// SIDECAR_INBOUND context are applied to the inline route configurations of inbound listeners first

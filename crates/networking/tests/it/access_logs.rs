@@ -18,29 +18,8 @@ use model::push::{MeshSettings, telemetry::AccessLogEncoding};
 use prost::Message;
 use support::*;
 
-const SERVICES: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: web, namespace: ns1}
-spec:
-  hosts: [web.ns1.svc.cluster.local]
-  addresses: [10.1.1.1]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: db, namespace: ns1}
-spec:
-  hosts: [db.ns1.svc.cluster.local]
-  addresses: [10.1.1.2]
-  location: MESH_INTERNAL
-  ports: [{number: 5432, name: tcp, protocol: TCP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.2}]
----
+/// The sidecar of workload `app` with two ingress ports (HTTP 9080, TCP 9090).
+const SIDECAR: &str = r#"
 apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: app, namespace: ns1}
@@ -52,6 +31,11 @@ spec:
   - port: {number: 9090, protocol: TCP, name: tcp}
     defaultEndpoint: 127.0.0.1:8090
 "#;
+
+/// [`WEB_AND_DB`] and [`SIDECAR`].
+fn services() -> String {
+    format!("{WEB_AND_DB}{SIDECAR}")
+}
 
 /// (where, logger path or name, CEL expression) of every access logger in `listeners`.
 fn loggers(listeners: &[Listener]) -> Vec<(String, String, Option<String>)> {
@@ -123,7 +107,7 @@ fn paths(listeners: &[Listener]) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn mesh_access_log_file_goes_on_every_connection_manager_tcp_proxy_and_virtual_listener() {
-    let world = World::new(parse(SERVICES, "ns1"));
+    let world = World::new(parse(&services(), "ns1"));
     let mesh = MeshSettings { access_log_file: "/var/log/mesh.log".into(), ..MeshSettings::default() };
     let built = generate_listeners(&world.push_with(mesh), &app(), &[]);
     let places: Vec<String> =
@@ -174,7 +158,7 @@ spec:
     match: {mode: SERVER}
     filter: {expression: "response.code >= 500"}
 "#;
-    let world = World::new(parse(&format!("{SERVICES}---\n{telemetry}"), "ns1"));
+    let world = World::new(parse(&format!("{}---\n{telemetry}", services()), "ns1"));
     let push = world.push_with(mesh_with_providers());
     let built = generate_listeners(&push, &app(), &[]);
     let logs = loggers(&built.resources);
@@ -218,7 +202,7 @@ spec:
   accessLogging:
   - providers: [{name: json-fiel}]
 "#;
-    let world = World::new(parse(&format!("{SERVICES}---\n{telemetry}"), "ns1"));
+    let world = World::new(parse(&format!("{}---\n{telemetry}", services()), "ns1"));
     let push = world.push_with(mesh_with_providers());
     // ns1 inherits `envoy` from the root and turns it off.
     assert!(loggers(&generate_listeners(&push, &app(), &[]).resources).is_empty());
@@ -249,7 +233,7 @@ spec:
   - providers: [{name: json-file}]
     match: {mode: CLIENT}
 "#;
-    let world = World::new(parse(&format!("{SERVICES}---\n{HTTP_GATEWAY_8080}{telemetry}"), "ns1"));
+    let world = World::new(parse(&format!("{}---\n{HTTP_GATEWAY_8080}{telemetry}", services()), "ns1"));
     let push = world.push_with(mesh_with_providers());
     let built = generate_listeners(&push, &router("istio-system", &[("istio", "ingressgateway")]), &[]);
     let logs: Vec<String> =

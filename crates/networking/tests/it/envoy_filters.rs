@@ -20,31 +20,6 @@ use model::{Finding, Severity};
 use prost::Message;
 use support::*;
 
-const SERVICES: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: web, namespace: ns1}
-spec:
-  hosts: [web.ns1.svc.cluster.local]
-  addresses: [10.1.1.1]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: db, namespace: ns1}
-spec:
-  hosts: [db.ns1.svc.cluster.local]
-  addresses: [10.1.1.2]
-  location: MESH_INTERNAL
-  ports: [{number: 5432, name: tcp, protocol: TCP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.2}]
----
-"#;
-
 /// A Lua HTTP filter patch (value of an HTTP_FILTER patch) whose code is `code`.
 fn lua(code: &str) -> String {
     format!(
@@ -73,7 +48,7 @@ fn http_patch(op: &str, value: &str) -> String {
 }
 
 fn world(extra: &str) -> World {
-    World::new(parse(&format!("{SERVICES}{extra}"), "ns1"))
+    World::new(parse(&format!("{WEB_AND_DB}{extra}"), "ns1"))
 }
 
 /// The HTTP filter names of every connection manager of `listener`, per filter chain.

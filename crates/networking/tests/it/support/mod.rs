@@ -119,6 +119,33 @@ impl World {
     }
 }
 
+/// Two mesh-internal STATIC ServiceEntries in `ns1`: `web` (HTTP 80, VIP 10.1.1.1, endpoint 10.0.0.1)
+/// and `db` (TCP 5432, VIP 10.1.1.2, endpoint 10.0.0.2), as YAML documents ending with `---`.
+pub const WEB_AND_DB: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: ns1}
+spec:
+  hosts: [web.ns1.svc.cluster.local]
+  addresses: [10.1.1.1]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: ns1}
+spec:
+  hosts: [db.ns1.svc.cluster.local]
+  addresses: [10.1.1.2]
+  location: MESH_INTERNAL
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.2}]
+---
+"#;
+
 /// A mesh-internal STATIC ServiceEntry `name.namespace.svc.cluster.local` with one HTTP port 80 and one
 /// endpoint at `address` (a YAML document ending with `---`).
 pub fn http_service_entry(name: &str, namespace: &str, address: &str) -> String {
