@@ -103,7 +103,12 @@ fn patch_inline_routes(patches: &ProxyPatches, l: &mut Listener, findings: &mut 
             let Some(filter::ConfigType::TypedConfig(any)) = &mut f.config_type else { continue };
             let Ok(mut hcm) = HttpConnectionManager::decode(any.value.as_slice()) else { continue };
             if let Some(RouteSpecifier::RouteConfig(rc)) = &mut hcm.route_specifier {
-                route::patch_route_configuration(PatchContext::SidecarInbound, patches, rc, findings);
+                route::patch_route_configuration(
+                    route::RouteScope::of(PatchContext::SidecarInbound),
+                    patches,
+                    rc,
+                    findings,
+                );
                 any.value = hcm.encode_to_vec();
             }
         }

@@ -6,10 +6,12 @@
 //!
 //! Matching: outside gateways a route configuration `name` and `portNumber` (the name's port:
 //! `8080`, or the port of an `inbound|8080||…` name); on gateways `name`, `portNumber`, `portName` and
-//! `gateway` (`namespace/name`) from the RDS name (`http.8080`, `https.443.https.gw.ns`) — the port is
-//! compared with the route name's port (istiod also accepts the gateway's target ports there; meshpilot
-//! does not keep that map). Virtual hosts by `name` and a `domainName` among their domains; routes by
-//! `name` and `action` (ROUTE, REDIRECT, DIRECT_RESPONSE).
+//! `gateway` (`namespace/name`) from the RDS name (`http.8080`, `https.443.https.gw.ns`). On gateways
+//! `portNumber` is compared, as istiod's `GatewayPortMap`, with the port numbers of the Gateway servers
+//! whose route configuration it is ([`RouteScope::server_ports`]: an `http.8080` that a Service maps
+//! from server port 80 matches `portNumber: 80`, not 8080); without servers, with the name's port.
+//! Virtual hosts by `name` and a `domainName` among their domains; routes by `name` and `action`
+//! (ROUTE, REDIRECT, DIRECT_RESPONSE).
 //!
 //! istiod's quirks kept: INSERT_FIRST with a route match inserts first only when some route matches;
 //! INSERT_BEFORE without a route match inserts first, INSERT_AFTER without one appends.
@@ -23,30 +25,49 @@ use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, Virtu
 
 use crate::{CompiledPatch, Findings, ProxyPatches, listener::merge_value};
 
-/// Applies the route patches of `ctx` to `rc` (Istio's `ApplyRouteConfigurationPatches`).
+/// Where a route configuration is patched: the patch context and, on gateways, the port numbers
+/// (`spec.servers[].port.number`) of the Gateway servers that use it.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteScope<'a> {
+    /// SIDECAR_INBOUND, SIDECAR_OUTBOUND or GATEWAY.
+    pub context: PatchContext,
+    /// Istio's `GatewayPortMap` entry of this route configuration (its name's port → the servers'
+    /// ports); empty outside gateways and for names no server produces.
+    pub server_ports: &'a [u32],
+}
+
+impl RouteScope<'_> {
+    /// A scope with no gateway servers (sidecars).
+    pub fn of(context: PatchContext) -> RouteScope<'static> {
+        RouteScope { context, server_ports: &[] }
+    }
+}
+
+/// Applies the route patches of `scope` to `rc` (Istio's `ApplyRouteConfigurationPatches`).
 pub fn patch_route_configuration(
-    ctx: PatchContext,
+    scope: RouteScope<'_>,
     patches: &ProxyPatches,
     rc: &mut RouteConfiguration,
     findings: &mut Findings,
 ) {
+    let ctx = scope.context;
     let name = rc.name.clone();
     for rp in patches.of(ApplyTo::RouteConfiguration) {
-        if rp.is_merge() && rp.context_matches(ctx) && route_configuration_match(ctx, rc, rp) {
+        if rp.is_merge() && rp.context_matches(ctx) && route_configuration_match(scope, rc, rp) {
             merge_value(rp, rc, &name, findings);
         }
     }
     let mut hosts = std::mem::take(&mut rc.virtual_hosts);
     let mut removed = vec![false; hosts.len()];
     for (i, vh) in hosts.iter_mut().enumerate() {
-        removed[i] = patch_virtual_host(ctx, patches, rc, vh, findings);
+        removed[i] = patch_virtual_host(scope, patches, rc, vh, findings);
     }
     let mut kept: Vec<VirtualHost> =
         hosts.into_iter().zip(removed).filter(|(_, gone)| !gone).map(|(vh, _)| vh).collect();
     for rp in patches.of(ApplyTo::VirtualHost) {
         if rp.operation == Operation::Add
             && rp.context_matches(ctx)
-            && route_configuration_match(ctx, rc, rp)
+            && route_configuration_match(scope, rc, rp)
             && let Some(v) = &rp.value
         {
             kept.push(v.typed());
@@ -57,14 +78,16 @@ pub fn patch_route_configuration(
 
 /// One virtual host; `true` when a patch removes it.
 fn patch_virtual_host(
-    ctx: PatchContext,
+    scope: RouteScope<'_>,
     patches: &ProxyPatches,
     rc: &RouteConfiguration,
     vh: &mut VirtualHost,
     findings: &mut Findings,
 ) -> bool {
     for rp in patches.of(ApplyTo::VirtualHost) {
-        if !rp.context_matches(ctx) || !route_configuration_match(ctx, rc, rp) || !virtual_host_match(vh, rp)
+        if !rp.context_matches(scope.context)
+            || !route_configuration_match(scope, rc, rp)
+            || !virtual_host_match(vh, rp)
         {
             continue;
         }
@@ -79,7 +102,7 @@ fn patch_virtual_host(
             _ => {}
         }
     }
-    patch_http_routes(ctx, patches, rc, vh, findings);
+    patch_http_routes(scope, patches, rc, vh, findings);
     false
 }
 
@@ -88,14 +111,16 @@ fn route_match_spec(rp: &CompiledPatch) -> Option<&RouteMatchSpec> {
 }
 
 fn patch_http_routes(
-    ctx: PatchContext,
+    scope: RouteScope<'_>,
     patches: &ProxyPatches,
     rc: &RouteConfiguration,
     vh: &mut VirtualHost,
     findings: &mut Findings,
 ) {
     let selects = |rp: &CompiledPatch, vh: &VirtualHost| {
-        rp.context_matches(ctx) && route_configuration_match(ctx, rc, rp) && virtual_host_match(vh, rp)
+        rp.context_matches(scope.context)
+            && route_configuration_match(scope, rc, rp)
+            && virtual_host_match(vh, rp)
     };
     let mut routes: Vec<Option<Route>> = std::mem::take(&mut vh.routes).into_iter().map(Some).collect();
     for slot in &mut routes {
@@ -166,18 +191,24 @@ pub fn parse_gateway_route_name(name: &str) -> (u32, &str, String) {
     (0, "", String::new())
 }
 
-fn route_configuration_match(ctx: PatchContext, rc: &RouteConfiguration, rp: &CompiledPatch) -> bool {
+fn route_configuration_match(scope: RouteScope<'_>, rc: &RouteConfiguration, rp: &CompiledPatch) -> bool {
     let Some(m) = &rp.matches.route_configuration else { return true };
     if !m.name.is_empty() && m.name != rc.name {
         return false;
     }
-    if ctx != PatchContext::Gateway {
+    if scope.context != PatchContext::Gateway {
         return m.port_number == 0 || m.port_number == port_from_name(&rc.name);
     }
     let (port, port_name, gateway) = parse_gateway_route_name(&rc.name);
+    // Istio's `anyPortMatches`: the servers' ports when the name has servers, else the name's port.
+    let port_matches = if scope.server_ports.is_empty() {
+        m.port_number == port
+    } else {
+        scope.server_ports.contains(&m.port_number)
+    };
     (m.port_name.is_empty() || m.port_name == port_name)
         && (m.gateway.is_empty() || m.gateway == gateway)
-        && (m.port_number == 0 || m.port_number == port)
+        && (m.port_number == 0 || port_matches)
 }
 
 fn virtual_host_match(vh: &VirtualHost, rp: &CompiledPatch) -> bool {

@@ -270,15 +270,15 @@ pub(crate) struct SecurityKey {
 }
 
 /// What a resource patched by EnvoyFilters depends on: its kind, whether the proxy is a gateway, the
-/// patch set ([`envoyfilter::ProxyPatches::identity`]), the services an inbound cluster stands for,
-/// and the unpatched encoding by length and a 128-bit hash keyed at random per process (two aHash
+/// patch set ([`envoyfilter::ProxyPatches::identity`]), the proxy's facts the patches read
+/// ([`crate::envoy_filter::PatchInputs`]), and the unpatched encoding by length and a 128-bit hash keyed at random per process (two aHash
 /// states: fast, and not something a client could aim collisions at).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PatchedKey {
     kind: u8,
     gateway: bool,
     patches: Arc<[(model::ConfigKey, usize)]>,
-    hosts: Vec<String>,
+    inputs: crate::envoy_filter::PatchInputs,
     len: usize,
     digest: [u64; 2],
 }
@@ -290,7 +290,7 @@ impl std::hash::Hash for PatchedKey {
         self.kind.hash(state);
         self.gateway.hash(state);
         self.patches.len().hash(state);
-        self.hosts.hash(state);
+        self.inputs.hash(state);
         self.len.hash(state);
         self.digest.hash(state);
     }
@@ -301,7 +301,7 @@ impl PatchedKey {
         kind: u8,
         gateway: bool,
         patches: Arc<[(model::ConfigKey, usize)]>,
-        hosts: Vec<String>,
+        inputs: crate::envoy_filter::PatchInputs,
         bytes: &[u8],
     ) -> PatchedKey {
         static STATES: std::sync::OnceLock<(ahash::RandomState, ahash::RandomState)> =
@@ -311,7 +311,7 @@ impl PatchedKey {
             kind,
             gateway,
             patches,
-            hosts,
+            inputs,
             len: bytes.len(),
             digest: [a.hash_one(bytes), b.hash_one(bytes)],
         }

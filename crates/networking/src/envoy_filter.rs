@@ -121,12 +121,33 @@ macro_rules! forms {
 }
 forms!(Listener, Cluster, RouteConfiguration);
 
+/// What a patched resource depends on beyond the patches and its own encoding: the proxy's facts the
+/// patches of its kind read (part of the patched-resource cache key).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct PatchInputs {
+    /// For an `inbound|PORT|…` cluster: the services the proxy serves on that (target) port.
+    hosts: Vec<String>,
+    /// For a gateway's route configuration: the port numbers of the Gateway servers that use it
+    /// ([`crate::gateway::route_server_ports`]).
+    server_ports: Vec<u32>,
+}
+
 /// What a resource kind needs: its per-resource patch and its check.
 trait Kind: Message + Default + Clone {
     const TAG: u8;
     fn name(&self) -> &str;
+    /// The proxy's facts the patches of the resource named `name` read.
+    fn inputs(_push: &Snapshot, _proxy: &ProxyContext, _name: &str) -> PatchInputs {
+        PatchInputs::default()
+    }
     /// Patches one resource; `false` when a patch removes it.
-    fn patch(&mut self, patches: &ProxyPatches, proxy: &ProxyContext, findings: &mut Findings) -> bool;
+    fn patch(
+        &mut self,
+        patches: &ProxyPatches,
+        proxy: &ProxyContext,
+        inputs: &PatchInputs,
+        findings: &mut Findings,
+    ) -> bool;
     /// Why Envoy would reject it (empty: it would accept it).
     fn violations(&self) -> Vec<String>;
 }
@@ -136,7 +157,13 @@ impl Kind for Listener {
         &self.name
     }
     const TAG: u8 = 0;
-    fn patch(&mut self, patches: &ProxyPatches, proxy: &ProxyContext, findings: &mut Findings) -> bool {
+    fn patch(
+        &mut self,
+        patches: &ProxyPatches,
+        proxy: &ProxyContext,
+        _: &PatchInputs,
+        findings: &mut Findings,
+    ) -> bool {
         listener::patch_one(patches, self, is_gateway(proxy), findings)
     }
     fn violations(&self) -> Vec<String> {
@@ -149,10 +176,18 @@ impl Kind for Cluster {
         &self.name
     }
     const TAG: u8 = 1;
-    fn patch(&mut self, patches: &ProxyPatches, proxy: &ProxyContext, findings: &mut Findings) -> bool {
+    fn inputs(_: &Snapshot, proxy: &ProxyContext, name: &str) -> PatchInputs {
+        PatchInputs { hosts: inbound_hosts(proxy, name), server_ports: Vec::new() }
+    }
+    fn patch(
+        &mut self,
+        patches: &ProxyPatches,
+        proxy: &ProxyContext,
+        inputs: &PatchInputs,
+        findings: &mut Findings,
+    ) -> bool {
         let ctx = cluster::context_of(&self.name, is_gateway(proxy));
-        let hosts = inbound_hosts(proxy, &self.name);
-        cluster::patch_cluster(ctx, patches, self, &hosts, findings)
+        cluster::patch_cluster(ctx, patches, self, &inputs.hosts, findings)
     }
     fn violations(&self) -> Vec<String> {
         if self.name.is_empty() { vec!["a cluster without a name".into()] } else { Vec::new() }
@@ -164,9 +199,24 @@ impl Kind for RouteConfiguration {
         &self.name
     }
     const TAG: u8 = 2;
-    fn patch(&mut self, patches: &ProxyPatches, proxy: &ProxyContext, findings: &mut Findings) -> bool {
-        let ctx = if is_gateway(proxy) { PatchContext::Gateway } else { PatchContext::SidecarOutbound };
-        route::patch_route_configuration(ctx, patches, self, findings);
+    fn inputs(push: &Snapshot, proxy: &ProxyContext, name: &str) -> PatchInputs {
+        let server_ports = if is_gateway(proxy) {
+            crate::gateway::route_server_ports(push, proxy, name)
+        } else {
+            Vec::new()
+        };
+        PatchInputs { hosts: Vec::new(), server_ports }
+    }
+    fn patch(
+        &mut self,
+        patches: &ProxyPatches,
+        proxy: &ProxyContext,
+        inputs: &PatchInputs,
+        findings: &mut Findings,
+    ) -> bool {
+        let context = if is_gateway(proxy) { PatchContext::Gateway } else { PatchContext::SidecarOutbound };
+        let scope = route::RouteScope { context, server_ports: &inputs.server_ports };
+        route::patch_route_configuration(scope, patches, self, findings);
         true
     }
     fn violations(&self) -> Vec<String> {
@@ -253,11 +303,12 @@ fn patch_checked<M: Kind>(
     original: &M,
     patches: &ProxyPatches,
     proxy: &ProxyContext,
+    inputs: &PatchInputs,
     findings: &mut Findings,
 ) -> Option<M> {
     let mut patched = original.clone();
     let mut found = Vec::new();
-    if !patched.patch(patches, proxy, &mut found) {
+    if !patched.patch(patches, proxy, inputs, &mut found) {
         findings.extend(found);
         return None;
     }
@@ -272,7 +323,7 @@ fn patch_checked<M: Kind>(
         let fewer = patches.without(culprit);
         let mut retry = original.clone();
         let mut retry_found = Vec::new();
-        let kept = retry.patch(&fewer, proxy, &mut retry_found);
+        let kept = retry.patch(&fewer, proxy, inputs, &mut retry_found);
         if !kept || retry.violations().is_empty() {
             findings.push(rejected(culprit, &name, &violations, "sent without this EnvoyFilter's patches"));
             findings.extend(retry_found);
@@ -307,16 +358,17 @@ fn patch_one<M: Kind, F: Form<M>>(
     resource: F,
     findings: &mut Findings,
 ) -> Option<F> {
+    let inputs = M::inputs(push, proxy, resource.name());
     let Some(bytes) = resource.bytes() else {
         let Some(original) = resource.typed() else { return Some(resource) };
-        return patch_checked(&original, patches, proxy, findings).map(|m| F::from_typed(&m));
+        return patch_checked(&original, patches, proxy, &inputs, findings).map(|m| F::from_typed(&m));
     };
-    let hosts = inbound_hosts(proxy, resource.name());
-    let key = crate::cache::PatchedKey::new(M::TAG, is_gateway(proxy), patches.identity(), hosts, bytes);
+    let key =
+        crate::cache::PatchedKey::new(M::TAG, is_gateway(proxy), patches.identity(), inputs.clone(), bytes);
     let shared = push.patched_resource(key, || {
         let mut found = Vec::new();
         let out = match M::decode(bytes) {
-            Ok(original) => patch_checked(&original, patches, proxy, &mut found)
+            Ok(original) => patch_checked(&original, patches, proxy, &inputs, &mut found)
                 .map(|m| (m.name().to_string(), Arc::new(Encoded::new(m.encode_to_vec())))),
             // Not decodable (never expected): sent as generated.
             Err(_) => Some((resource.name().to_string(), Arc::new(Encoded::new(bytes.to_vec())))),

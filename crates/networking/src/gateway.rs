@@ -86,11 +86,13 @@ impl GatewayServer {
     }
 
     /// The route configuration name of an HTTP or terminated HTTPS server listened on `port` (the
-    /// resolved listener port, Istio's `gatewayRDSRouteName(server, resolvedPort, …)`).
+    /// resolved listener port), as Istio's `gatewayRDSRouteName(server, resolvedPort, …)`: an HTTP
+    /// server's name carries the listener port (`http.8080`), a terminated HTTPS server's its own port
+    /// number (`https.443.https.gw.ns` even when a Service maps 443 to a target port 8443).
     pub fn route_name(&self, port: u32) -> String {
         match self.kind {
             ServerKind::HttpsTerminated => gateway_https_route_name(
-                port,
+                self.port,
                 self.server().port.as_ref().map_or("", |p| p.name.as_str()),
                 &self.gateway.config.meta.name,
                 self.namespace(),
@@ -233,6 +235,25 @@ pub(crate) fn resolve_ports(
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// The port numbers (`spec.servers[].port.number`) of the HTTP and terminated HTTPS servers of `proxy`
+/// whose route configuration is `route_name`, sorted: Istio's `GatewayPortMap` entry, which EnvoyFilter
+/// `routeConfiguration.portNumber` matches on gateways. Empty when no server produces that name.
+pub(crate) fn route_server_ports(push: &Snapshot, proxy: &ProxyContext, route_name: &str) -> Vec<u32> {
+    let mut ports: Vec<u32> = servers(push, proxy)
+        .0
+        .iter()
+        .flat_map(|(port, merged)| merged.servers.iter().map(move |s| (*port, s)))
+        .filter(|(port, s)| {
+            matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated)
+                && s.route_name(*port) == route_name
+        })
+        .map(|(_, s)| s.port)
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }
 
 /// The merged servers of the gateways selecting `proxy` ([`merge`]), from the generation cache.

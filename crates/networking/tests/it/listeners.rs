@@ -414,14 +414,15 @@ fn gateway_ports_are_translated_to_the_gateway_services_target_ports() {
     assert_eq!(by_name(&ls, "0.0.0.0_8080")["address"], "0.0.0.0:8080");
     assert_eq!(by_name(&ls, "0.0.0.0_8080")["filter_chains"][0]["filters"][0]["routes"]["rds"], "http.8080");
     let chains = by_name(&ls, "0.0.0.0_8443")["filter_chains"].as_array().unwrap().clone();
-    assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.8443.https.gw.apps");
+    // Istio's gatewayRDSRouteName: an HTTPS server's route configuration carries the server's own port.
+    assert_eq!(chains[0]["filters"][0]["routes"]["rds"], "https.443.https.gw.apps");
     assert_eq!(
         chains[2]["server_names"][0], "pass.example.com",
         "TLS routes still match the Gateway port 443"
     );
     assert_eq!(chains[2]["filters"][0]["target"]["cluster"], "outbound|9000||app.apps.svc.cluster.local");
 
-    let names: Vec<String> = ["http.8080", "https.8443.https.gw.apps"].map(String::from).to_vec();
+    let names: Vec<String> = ["http.8080", "https.443.https.gw.apps"].map(String::from).to_vec();
     let rds = generate_routes(&push, &gw, &names);
     let http = &rds.resources[0];
     assert_eq!(http.name, "http.8080");
@@ -444,6 +445,41 @@ fn gateway_ports_are_translated_to_the_gateway_services_target_ports() {
     let out = generate_listeners(&w.push(), &gateway_pod(&w), &[]);
     let names: Vec<&str> = out.resources.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["0.0.0.0_31400", "0.0.0.0_443", "0.0.0.0_80"]);
+}
+
+/// EnvoyFilter `routeConfiguration.portNumber` on a gateway matches the Gateway server's port, not the
+/// listener port it is translated to (Istio's `GatewayPortMap` / `anyPortMatches`): `http.8080` is
+/// server port 80's. HTTPS route configurations carry the server port in their name.
+#[test]
+fn gateway_route_patches_match_the_server_port_behind_a_translated_route_name() {
+    let patch = |port: u32, header: &str| {
+        format!(
+            r#"  - applyTo: ROUTE_CONFIGURATION
+    match: {{context: GATEWAY, routeConfiguration: {{portNumber: {port}}}}}
+    patch: {{operation: MERGE, value: {{response_headers_to_add: [{{header: {{key: {header}, value: "yes"}}}}]}}}}
+"#
+        )
+    };
+    let filter = format!(
+        "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {{name: ports, namespace: istio-system}}\nspec:\n  configPatches:\n{}{}{}---\n",
+        patch(80, "x-server-port"),
+        patch(8080, "x-listener-port"),
+        patch(443, "x-https"),
+    );
+    let w = World::new(parse(&(gateway_service("") + GATEWAYS + "---\n" + &filter), "apps"));
+    let push = w.push();
+    let gw = gateway_pod(&w);
+    let names: Vec<String> = ["http.8080", "https.443.https.gw.apps"].map(String::from).to_vec();
+    let rds = generate_routes(&push, &gw, &names);
+    let headers = |i: usize| -> Vec<String> {
+        rds.resources[i]
+            .response_headers_to_add
+            .iter()
+            .filter_map(|h| h.header.as_ref().map(|h| h.key.clone()))
+            .collect()
+    };
+    assert_eq!(headers(0), ["x-server-port"], "{:#?}", rds.findings);
+    assert_eq!(headers(1), ["x-https"]);
 }
 
 /// A Gateway generated for gateway services (the Gateway API's `internal.istio.io/gateway-service`)
