@@ -29,8 +29,10 @@
 //! DestinationRules; the Sidecar that applies), Gateways by selector, VirtualServices bound to a
 //! selected Gateway, security policies by their selectors ([`PushContext::authorization_policies`]),
 //! PeerAuthentications for proxies with workload certificates in their namespace or the root
-//! namespace. **Which types** ([`affected_types`]): the push model's per-type tables
-//! ([`crate::push::type_needs_push`]) restricted to the types the proxy watches.
+//! namespace, EnvoyFilters, WasmPlugins, TrafficExtensions and Telemetries as the generators select
+//! them. **Which types** ([`judged_types`]): the push model's per-type tables
+//! ([`crate::push::type_needs_push`]) restricted to the types the proxy watches; a Wasm extension on
+//! ECDS, a Lua one on LDS.
 //!
 //! **Envoy field → Istio field** ([`trace_field`]): a NACK's text is matched against the object's
 //! string fields (a regex, a header value or its `%COMMAND%` that Envoy names) and cluster names
@@ -75,15 +77,15 @@ pub struct FirstPush {
 
 /// The xDS types an object's status is judged on ([`affected_types`] picks among them); generation
 /// is tracked for these only, in a fixed array per proxy rather than a map of type URL strings.
-pub const TRACKED_TYPES: [&str; 4] =
-    [type_url::CLUSTER, type_url::ENDPOINT, type_url::LISTENER, type_url::ROUTE];
+pub const TRACKED_TYPES: [&str; 5] =
+    [type_url::CLUSTER, type_url::ENDPOINT, type_url::LISTENER, type_url::ROUTE, type_url::EXTENSION_CONFIG];
 
 fn tracked_type(type_url: &str) -> Option<usize> {
     TRACKED_TYPES.iter().position(|t| *t == type_url)
 }
 
 /// What the object status needs from pushes and generation; owned by the [`DiscoveryServer`].
-/// Memory: one entry per config object and one per connected proxy (four counters).
+/// Memory: one entry per config object and one per connected proxy (five counters).
 #[derive(Debug, Default)]
 pub struct Tracking {
     objects: Mutex<HashMap<ConfigKey, FirstPush>>,
@@ -221,12 +223,26 @@ pub fn proxy_sync(types: impl IntoIterator<Item = SyncStatus>) -> SyncStatus {
     if any && all_acked { SyncStatus::Acked } else { SyncStatus::Pending }
 }
 
-/// The xDS types (CDS, EDS, LDS, RDS URLs) a change of an object of `kind` regenerates for a proxy
-/// of `proxy_kind`, by the push model's tables ([`type_needs_push`]).
+/// The xDS types (CDS, EDS, LDS, RDS, ECDS URLs) a change of an object of `kind` regenerates for a
+/// proxy of `proxy_kind`, by the push model's tables ([`type_needs_push`]).
 pub fn affected_types(kind: Kind, proxy_kind: ProxyKind) -> Vec<&'static str> {
     let key = ConfigKey { kind, namespace: String::new(), name: String::new() };
     let request = PushRequest::config([key], TriggerReason::Config);
     TRACKED_TYPES.into_iter().filter(|t| type_needs_push(&request, t, proxy_kind)).collect()
+}
+
+/// The xDS types an object's status is judged on for a proxy of `proxy_kind`: [`affected_types`],
+/// except for extensions, judged on where their code travels. A Wasm extension (a WasmPlugin, a
+/// TrafficExtension with `wasm`) on ECDS: a change of its module or configuration is pushed over ECDS
+/// alone (`PushRequest::extension_content`), so LDS would wait for an unrelated listener push. A Lua
+/// TrafficExtension on LDS, where its code is inlined.
+pub fn judged_types(config: &Config, proxy_kind: ProxyKind) -> Vec<&'static str> {
+    match &config.spec {
+        api::Spec::WasmPlugin(_) => vec![type_url::EXTENSION_CONFIG],
+        api::Spec::TrafficExtension(t) if t.lua.is_some() => vec![type_url::LISTENER],
+        api::Spec::TrafficExtension(_) => vec![type_url::EXTENSION_CONFIG],
+        _ => affected_types(config.kind(), proxy_kind),
+    }
 }
 
 /// A connected proxy as the scope rules see it.
@@ -306,6 +322,12 @@ pub fn concerns(push: &PushContext, view: &ProxyView, config: &Config) -> bool {
             }
             None => push.visible_service(host, &proxy.namespace).is_some(),
         }),
+        // Selected as the generators select them (workloadSelector / targetRefs, namespace and root).
+        (Kind::EnvoyFilter, _) => push.envoy_filters(proxy).iter().any(|c| c.key() == key),
+        (Kind::WasmPlugin | Kind::TrafficExtension, _) => {
+            push.extensions(proxy).iter().any(|e| e.config.key() == key)
+        }
+        (Kind::Telemetry, _) => push.telemetries(proxy).iter().any(|c| c.key() == key),
         (Kind::VirtualService | Kind::DestinationRule, _) => match &view.scope {
             Some(scope) => scope.depends_on(&key),
             // Gateways read every DestinationRule visible to them.
@@ -619,7 +641,7 @@ fn proxy_status(
 ) -> ProxyObjectStatus {
     let node_id = &view.proxy.id;
     let mut types = Vec::new();
-    for t in affected_types(config.kind(), view.proxy.kind) {
+    for t in judged_types(config, view.proxy.kind) {
         let Some(s) = view.connection.types.get(t) else { continue };
         let progress = TypeProgress {
             sent: push_counter(&s.version_sent),
@@ -794,6 +816,24 @@ mod tests {
         let ap = affected_types(Kind::AuthorizationPolicy, ProxyKind::Sidecar);
         assert_eq!(ap, vec![type_url::LISTENER]);
         assert!(affected_types(Kind::Gateway, ProxyKind::Sidecar).is_empty());
+    }
+
+    #[test]
+    fn extensions_are_judged_where_their_code_travels() {
+        let doc = |kind: &str, body: &str| {
+            let yaml = format!(
+                "apiVersion: extensions.istio.io/v1alpha1\nkind: {kind}\nmetadata: {{name: x, namespace: ns}}\nspec: {body}\n"
+            );
+            let doc =
+                config::parse::parse_text("t", &yaml, &config::parse::ParseOptions::default()).remove(0);
+            doc.config.unwrap_or_else(|| panic!("{:?}", doc.errors))
+        };
+        let wasm = doc("WasmPlugin", "{url: oci://registry/plugin:1}");
+        assert_eq!(judged_types(&wasm, ProxyKind::Sidecar), [type_url::EXTENSION_CONFIG]);
+        let lua = doc("TrafficExtension", "{lua: {inlineCode: 'function envoy_on_request(h) end'}}");
+        assert_eq!(judged_types(&lua, ProxyKind::Sidecar), [type_url::LISTENER]);
+        let ef = affected_types(Kind::EnvoyFilter, ProxyKind::Sidecar);
+        assert!(ef.contains(&type_url::EXTENSION_CONFIG) && ef.contains(&type_url::LISTENER), "{ef:?}");
     }
 
     fn vs(name: &str) -> Config {

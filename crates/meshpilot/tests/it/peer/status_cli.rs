@@ -218,3 +218,38 @@ async fn gateway_objects_concern_the_selected_router_and_mesh_objects_the_sideca
             .await;
     assert_eq!(proxies(&v), vec![node("app")], "a mesh VirtualService does not concern the router: {v}");
 }
+
+/// An EnvoyFilter concerns the workloads its `workloadSelector` selects, not its whole namespace: the
+/// selected sidecar is listed (and ACKs), its neighbour is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn envoy_filters_concern_the_workloads_they_select() {
+    let svc_port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: web, namespace: app}}\nspec:\n  \
+         hosts: [web.example]\n  ports: [{{number: {svc_port}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  \
+         endpoints: [{{address: 127.0.0.2}}]\n\
+         ---\napiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {{name: timeouts, namespace: app}}\nspec:\n  \
+         workloadSelector: {{labels: {{app: client}}}}\n  configPatches:\n  - applyTo: CLUSTER\n    \
+         match: {{context: SIDECAR_OUTBOUND, cluster: {{service: web.example}}}}\n    \
+         patch: {{operation: MERGE, value: {{connect_timeout: 3s}}}}\n"
+    );
+    std::fs::write(dir.path().join("filters.yaml"), yaml).unwrap();
+    let plane = Plane::start(dir.path()).await;
+    let _client = Envoy::start(&plane.sidecar("client", "app", AdsApi::Sotw)).await.unwrap();
+    let _other = Envoy::start(&plane.sidecar("other", "app", AdsApi::Sotw)).await.unwrap();
+    let client = node("app");
+    let other = "sidecar~127.0.0.1~other.app~app.svc.cluster.local";
+    // Both connected (the neighbour is known to the control plane) before the status is read.
+    wait_status(plane.http, "serviceentry/app/web", "ACKED on both sidecars", |v| {
+        has(v, &client, "ACKED") && has(v, other, "ACKED")
+    })
+    .await;
+    let v = wait_status(plane.http, "envoyfilter/app/timeouts", "ACKED on the selected sidecar", |v| {
+        has(v, &client, "ACKED")
+    })
+    .await;
+    let listed: Vec<&str> =
+        v["proxies"].as_array().unwrap().iter().filter_map(|p| p["proxy"].as_str()).collect();
+    assert_eq!(listed, [client.as_str()], "only the selected workload: {v}");
+}
