@@ -86,9 +86,10 @@ impl GatewayServer {
     }
 
     /// The route configuration name of an HTTP or terminated HTTPS server listened on `port` (the
-    /// resolved listener port, Istio's `gatewayRDSRouteName(server, resolvedPort, …)`).
+    /// resolved listener port, Istio's `gatewayRDSRouteName(server, resolvedPort, …)`); a server with a
+    /// `bind` adds `.BIND` (`http.8080.127.0.0.1`).
     pub fn route_name(&self, port: u32) -> String {
-        match self.kind {
+        let name = match self.kind {
             ServerKind::HttpsTerminated => gateway_https_route_name(
                 port,
                 self.server().port.as_ref().map_or("", |p| p.name.as_str()),
@@ -96,6 +97,10 @@ impl GatewayServer {
                 self.namespace(),
             ),
             _ => gateway_http_route_name(port),
+        };
+        match self.server().bind.as_str() {
+            "" => name,
+            bind => format!("{name}.{bind}"),
         }
     }
 
@@ -155,6 +160,9 @@ impl GatewayServer {
         out
     }
 }
+
+/// A gateway listener: its port and `bind` address (empty: the proxy's bind address).
+pub(crate) type ListenerKey = (u32, String);
 
 /// The servers on one listener port.
 #[derive(Clone, Debug)]
@@ -257,13 +265,15 @@ impl Snapshot {
 }
 
 /// The servers of the gateways selecting `proxy`, by the port they are listened on
-/// ([`resolve_ports`]).
+/// ([`resolve_ports`]) and their `bind` address (Istio's `ServerPort{Number, Protocol, Bind}`:
+/// servers with different binds on one port are separate listeners, and conflict only with servers
+/// of the same bind).
 pub(crate) fn merge(
     push: &PushContext,
     proxy: &ProxyContext,
     findings: &mut Vec<Finding>,
-) -> BTreeMap<u32, MergedPort> {
-    let mut ports: BTreeMap<u32, MergedPort> = BTreeMap::new();
+) -> BTreeMap<ListenerKey, MergedPort> {
+    let mut ports: BTreeMap<ListenerKey, MergedPort> = BTreeMap::new();
     for gateway in push.gateways_for_proxy(proxy) {
         let by_labels = gateway.selects_by_labels();
         let service_ports: Vec<GatewayServicePort> = gateway
@@ -297,9 +307,6 @@ pub(crate) fn merge(
                 );
                 continue;
             };
-            if !server.bind.is_empty() {
-                report(Severity::Unsupported, ".bind", "servers listen on the proxy's bind address".into());
-            }
             if !server.default_endpoint.is_empty() {
                 report(
                     Severity::Unsupported,
@@ -335,7 +342,7 @@ pub(crate) fn merge(
             }
             for listener_port in listen_on {
                 let entry = ports
-                    .entry(listener_port)
+                    .entry((listener_port, server.bind.clone()))
                     .or_insert_with(|| MergedPort { kind: kind.port_kind(), servers: Vec::new() });
                 if entry.kind != kind.port_kind()
                     || (entry.kind == PortKind::Tcp && !entry.servers.is_empty())
@@ -344,7 +351,12 @@ pub(crate) fn merge(
                         Severity::Dropped,
                         "",
                         format!(
-                            "port {listener_port} already serves {:?} traffic from another server; this server is left out",
+                            "port {listener_port}{} already serves {:?} traffic from another server; this server is left out",
+                            if server.bind.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" on {}", server.bind)
+                            },
                             entry.kind
                         ),
                     );
