@@ -33,7 +33,7 @@ use crate::{
 
 /// The servers of the gateways selecting a router, merged by port, and the findings met merging them
 /// (Istio's `MergedGateway`), shared by every router with the same labels.
-pub(crate) type SharedGatewayServers = Arc<(BTreeMap<u32, MergedPort>, Vec<Finding>)>;
+pub(crate) type SharedGatewayServers = Arc<(BTreeMap<crate::gateway::ListenerKey, MergedPort>, Vec<Finding>)>;
 
 /// A resource encoded once and shared by the responses of every proxy that gets it (route tables and
 /// ClusterLoadAssignments from this cache): its protobuf bytes, and a version the server derives from

@@ -88,9 +88,10 @@ impl GatewayServer {
     /// The route configuration name of an HTTP or terminated HTTPS server listened on `port` (the
     /// resolved listener port), as Istio's `gatewayRDSRouteName(server, resolvedPort, …)`: an HTTP
     /// server's name carries the listener port (`http.8080`), a terminated HTTPS server's its own port
-    /// number (`https.443.https.gw.ns` even when a Service maps 443 to a target port 8443).
+    /// number (`https.443.https.gw.ns` even when a Service maps 443 to a target port 8443); a server
+    /// with a `bind` adds `.BIND` (`http.8080.127.0.0.1`).
     pub fn route_name(&self, port: u32) -> String {
-        match self.kind {
+        let name = match self.kind {
             ServerKind::HttpsTerminated => gateway_https_route_name(
                 self.port,
                 self.server().port.as_ref().map_or("", |p| p.name.as_str()),
@@ -98,6 +99,10 @@ impl GatewayServer {
                 self.namespace(),
             ),
             _ => gateway_http_route_name(port),
+        };
+        match self.server().bind.as_str() {
+            "" => name,
+            bind => format!("{name}.{bind}"),
         }
     }
 
@@ -157,6 +162,9 @@ impl GatewayServer {
         out
     }
 }
+
+/// A gateway listener: its port and `bind` address (empty: the proxy's bind address).
+pub(crate) type ListenerKey = (u32, String);
 
 /// The servers on one listener port.
 #[derive(Clone, Debug)]
@@ -244,7 +252,7 @@ pub(crate) fn route_server_ports(push: &Snapshot, proxy: &ProxyContext, route_na
     let mut ports: Vec<u32> = servers(push, proxy)
         .0
         .iter()
-        .flat_map(|(port, merged)| merged.servers.iter().map(move |s| (*port, s)))
+        .flat_map(|((port, _), merged)| merged.servers.iter().map(move |s| (*port, s)))
         .filter(|(port, s)| {
             matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated)
                 && s.route_name(*port) == route_name
@@ -278,13 +286,15 @@ impl Snapshot {
 }
 
 /// The servers of the gateways selecting `proxy`, by the port they are listened on
-/// ([`resolve_ports`]).
+/// ([`resolve_ports`]) and their `bind` address (Istio's `ServerPort{Number, Protocol, Bind}`:
+/// servers with different binds on one port are separate listeners, and conflict only with servers
+/// of the same bind).
 pub(crate) fn merge(
     push: &PushContext,
     proxy: &ProxyContext,
     findings: &mut Vec<Finding>,
-) -> BTreeMap<u32, MergedPort> {
-    let mut ports: BTreeMap<u32, MergedPort> = BTreeMap::new();
+) -> BTreeMap<ListenerKey, MergedPort> {
+    let mut ports: BTreeMap<ListenerKey, MergedPort> = BTreeMap::new();
     for gateway in push.gateways_for_proxy(proxy) {
         let by_labels = gateway.selects_by_labels();
         let service_ports: Vec<GatewayServicePort> = gateway
@@ -318,9 +328,6 @@ pub(crate) fn merge(
                 );
                 continue;
             };
-            if !server.bind.is_empty() {
-                report(Severity::Unsupported, ".bind", "servers listen on the proxy's bind address".into());
-            }
             if !server.default_endpoint.is_empty() {
                 report(
                     Severity::Unsupported,
@@ -356,7 +363,7 @@ pub(crate) fn merge(
             }
             for listener_port in listen_on {
                 let entry = ports
-                    .entry(listener_port)
+                    .entry((listener_port, server.bind.clone()))
                     .or_insert_with(|| MergedPort { kind: kind.port_kind(), servers: Vec::new() });
                 if entry.kind != kind.port_kind()
                     || (entry.kind == PortKind::Tcp && !entry.servers.is_empty())
@@ -365,7 +372,12 @@ pub(crate) fn merge(
                         Severity::Dropped,
                         "",
                         format!(
-                            "port {listener_port} already serves {:?} traffic from another server; this server is left out",
+                            "port {listener_port}{} already serves {:?} traffic from another server; this server is left out",
+                            if server.bind.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" on {}", server.bind)
+                            },
                             entry.kind
                         ),
                     );

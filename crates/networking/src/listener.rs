@@ -52,7 +52,7 @@ use crate::{
 use model::{
     Finding, Severity, host,
     push::{
-        IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind,
+        Imports, IndexedVirtualService, InterceptionMode, OutboundTrafficPolicy, ProxyContext, ProxyKind,
         SidecarScope, extensions::ListenerClass, telemetry::Direction,
     },
 };
@@ -222,6 +222,13 @@ struct L4Service {
 struct OutboundListener {
     http: Vec<Arc<Service>>,
     l4: Vec<L4Service>,
+    /// Envoy binds the port itself (`bind_to_port` unset); else only `virtualOutbound` reaches it.
+    bind_to_port: bool,
+    /// Made for an egress listener with a port: the catch-all adds nothing to it (Istio's `locked`).
+    locked: bool,
+    /// Index of the Sidecar egress listener that made it ([`SidecarScope::egress`]): its
+    /// VirtualServices route the TCP and TLS chains.
+    egress: usize,
 }
 
 impl OutboundListener {
@@ -233,9 +240,10 @@ impl OutboundListener {
     }
 
     /// The RDS name of the listener's HTTP filter chain (Istio's `buildSidecarOutboundHTTPListenerOpts`),
-    /// `None` without one: `PORT`, shared by every service of the port on the proxy's bind address;
-    /// `HOST:PORT` for a port without a declared protocol on a listener of its own (a VIP or an endpoint
-    /// address), whose route table holds that service only.
+    /// `None` without one: `PORT`, shared by every service of the port on the proxy's bind address (and
+    /// by a Sidecar egress listener's `bind` address); `HOST:PORT` for a port without a declared
+    /// protocol on a listener of its own (a VIP, an endpoint address or an egress `bind`), whose route
+    /// table holds that service only.
     fn route_name(&self, port: u32, bind: &str, wildcard: &str) -> Option<String> {
         let auto = self.l4.iter().find(|e| e.auto);
         match auto {
@@ -249,37 +257,94 @@ impl OutboundListener {
     }
 }
 
-/// The sidecar's outbound listeners by `(port, bind address)`.
+/// The loopback address a listener that binds its port without a `bind` takes (Istio's
+/// `actualLocalHosts`): `::1` for an IPv6-only proxy, else `127.0.0.1`; without traffic capture the
+/// proxy's own bind address (already loopback).
+fn loopback(proxy: &ProxyContext) -> String {
+    if proxy.interception_mode == InterceptionMode::None {
+        return proxy.bind_address.clone();
+    }
+    if !proxy.ips.is_empty() && proxy.ips.iter().all(|ip| ip.contains(':')) {
+        "::1".to_string()
+    } else {
+        "127.0.0.1".to_string()
+    }
+}
+
+/// The sidecar's outbound listeners by `(port, bind address)` (Istio's
+/// `buildSidecarOutboundListeners`): the Sidecar's egress listeners in order. One with a `port` gets
+/// a listener on that port for its own hosts, of the port's declared protocol, on its `bind` (or,
+/// binding its port, loopback; else each service's address as the catch-all places it); the
+/// catch-all then adds every imported service port except on the `(port, bind)` pairs already made.
 fn plan(
     push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
 ) -> BTreeMap<(u32, String), OutboundListener> {
-    let capture = proxy.interception_mode != InterceptionMode::None;
-    let bind = &proxy.bind_address;
+    let proxy_capture = proxy.interception_mode != InterceptionMode::None;
     let mut out: BTreeMap<(u32, String), OutboundListener> = BTreeMap::new();
-    // Aliases get no listener (Istio's `buildSidecarOutboundListener`); their names reach the concrete
-    // service's chains and virtual hosts.
-    for s in scope.services().iter().filter(|s| !s.is_alias()) {
-        for p in &s.ports {
-            let Some(c) = carriage(p.protocol) else { continue };
-            if c == Carriage::Http {
-                out.entry((p.port, bind.clone())).or_default().http.push(s.clone());
-                continue;
+    for (index, egress) in scope.egress.iter().enumerate() {
+        if egress.port.as_ref().is_some_and(|p| !p.is_built()) {
+            continue;
+        }
+        let bind_to_port = egress.bind_to_port(proxy_capture);
+        // An explicit listener address: the entry's `bind`, else loopback when it binds its port;
+        // `None` places each service as the proxy's catch-all does.
+        let explicit = if !egress.bind.is_empty() {
+            Some(egress.bind.clone())
+        } else if bind_to_port {
+            Some(loopback(proxy))
+        } else {
+            None
+        };
+        let default_bind = explicit.clone().unwrap_or_else(|| proxy.bind_address.clone());
+        // The catch-all adds nothing to listeners made by the entries with a port.
+        if egress.port.is_none() {
+            out.values_mut().for_each(|l| l.locked = true);
+        }
+        let mut add = |key: (u32, String), put: &mut dyn FnMut(&mut OutboundListener)| {
+            let l = out.entry(key).or_insert_with(|| OutboundListener {
+                bind_to_port,
+                egress: index,
+                ..OutboundListener::default()
+            });
+            if !l.locked {
+                put(l);
             }
-            let endpoints = push.endpoints(&s.hostname, &s.namespace, p.port);
-            for placement in placements(s, p, capture, &proxy.ips, endpoints) {
-                let key = (p.port, placement.bind.unwrap_or_else(|| bind.clone()));
-                out.entry(key).or_default().l4.push(L4Service {
-                    service: s.clone(),
-                    tls: c == Carriage::Tls,
-                    auto: c == Carriage::Auto,
-                    cidr: placement.cidr,
-                    sni: placement.sni,
-                });
+        };
+        // Aliases get no listener (Istio's `buildSidecarOutboundListener`); their names reach the
+        // concrete service's chains and virtual hosts.
+        for s in egress.imports.services().iter().filter(|s| !s.is_alias()) {
+            let ports: Vec<model::service::Port> = match &egress.port {
+                Some(p) => {
+                    vec![model::service::Port { name: p.name.clone(), port: p.number, protocol: p.protocol }]
+                }
+                None => s.ports.clone(),
+            };
+            for p in &ports {
+                let Some(c) = carriage(p.protocol) else { continue };
+                if c == Carriage::Http {
+                    add((p.port, default_bind.clone()), &mut |l| l.http.push(s.clone()));
+                    continue;
+                }
+                let endpoints = push.endpoints(&s.hostname, &s.namespace, p.port);
+                let capture = proxy_capture && explicit.is_none();
+                for placement in placements(s, p, capture, &proxy.ips, endpoints) {
+                    let key = (p.port, placement.bind.unwrap_or_else(|| default_bind.clone()));
+                    add(key, &mut |l| {
+                        l.l4.push(L4Service {
+                            service: s.clone(),
+                            tls: c == Carriage::Tls,
+                            auto: c == Carriage::Auto,
+                            cidr: placement.cidr.clone(),
+                            sni: placement.sni,
+                        })
+                    });
+                }
             }
         }
     }
+    out.retain(|_, l| !l.http.is_empty() || !l.l4.is_empty());
     out
 }
 
@@ -549,9 +614,9 @@ fn sidecar_outbound(
     let scope = push.sidecar_scope(proxy);
     let extensions = push.extensions(proxy);
     let mut report = Report { findings };
-    let capture = proxy.interception_mode != InterceptionMode::None;
     let mut out = Vec::new();
     for ((port, bind), services) in plan(push, proxy, &scope) {
+        let imports = scope.egress.get(services.egress).map_or(scope.imports(), |e| &*e.imports);
         let name = listener_name(&bind, port);
         let sniffed = services.sniffed();
         // Filter chains by what they match (SNI names, destination CIDR) → the service that owns it; the
@@ -590,7 +655,7 @@ fn sidecar_outbound(
                 let mut destinations = vec![(cluster.clone(), 1)];
                 let mut names =
                     if e.sni { server_names(sni_hosts(s, &proxy.dns_domain)) } else { Vec::new() };
-                if let Some(vs) = scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
+                if let Some(vs) = imports.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
                     let routes =
                         tls_route_destinations(push, proxy, &scope, vs, port, MESH_GATEWAY, &mut report);
                     if let Some((sni, d)) =
@@ -606,7 +671,7 @@ fn sidecar_outbound(
                 (names, chain(&cluster, m, vec![proxy_filter]))
             } else {
                 let m = l4_match(&[], e.cidr.as_deref());
-                let mut c = tcp_chain(push, proxy, &scope, s, port, logs, &mut report);
+                let mut c = tcp_chain(push, proxy, (&scope, imports), s, port, logs, &mut report);
                 c.filter_chain_match = m;
                 (Vec::new(), c)
             };
@@ -663,7 +728,7 @@ fn sidecar_outbound(
         // default 0s) and a connection whose inspection ends early still gets a chain.
         l.listener_filters_timeout = Some(std_duration(std::time::Duration::ZERO));
         l.continue_on_listener_filters_timeout = true;
-        if capture {
+        if !services.bind_to_port {
             l.bind_to_port = Some(boolv(false));
         }
         out.push(l);
@@ -684,18 +749,18 @@ fn sni_hosts(s: &Service, dns_domain: &str) -> Vec<String> {
 }
 
 /// The TCP chain of a plain TCP service on a shared listener, without its match: its cluster and
-/// the proxy to it (or to its VirtualService's TCP route).
+/// the proxy to it (or to the TCP route of the VirtualService the listener's egress entry imports).
 fn tcp_chain(
     push: &Snapshot,
     proxy: &ProxyContext,
-    scope: &SidecarScope,
+    (scope, imports): (&SidecarScope, &Imports),
     s: &Service,
     port: u32,
     logs: &AccessLogs,
     report: &mut Report<'_>,
 ) -> FilterChain {
     let cluster = outbound_cluster_name(port, "", &s.hostname);
-    let destinations = scope
+    let destinations = imports
         .virtual_service_for(&s.hostname.to_ascii_lowercase())
         .and_then(|vs| tcp_route_destinations(push, proxy, scope, vs, port, MESH_GATEWAY, report))
         .unwrap_or_else(|| vec![(cluster.clone(), 1)]);
@@ -881,9 +946,11 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
     let logs = access_logs(push, proxy, Direction::Client);
     findings.extend(logs.findings.iter().cloned());
     let mut report = Report { findings };
-    let bind = proxy.bind_address.as_str();
     let mut out = Vec::new();
-    for (&port, m) in merged {
+    for ((port, server_bind), m) in merged {
+        let port = *port;
+        // A server's `bind` gives the listener its address (Istio's `buildGatewayListeners`).
+        let bind = if server_bind.is_empty() { proxy.bind_address.as_str() } else { server_bind.as_str() };
         let name = listener_name(bind, port);
         let stat_prefix = format!("outbound_{bind}_{port}");
         let phases = PhaseFilters::for_listener(&extensions, ListenerClass::Gateway, port);
@@ -910,7 +977,10 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
             PortKind::Http => {
                 let mut hcm = http_connection_manager(
                     &stat_prefix,
-                    Routes::Rds(crate::naming::gateway_http_route_name(port)),
+                    Routes::Rds(m.servers.first().map_or_else(
+                        || crate::naming::gateway_http_route_name(port),
+                        |s| s.route_name(port),
+                    )),
                     FilterTarget::Envoy,
                     true,
                 );

@@ -43,7 +43,7 @@ use crate::{
 };
 use model::{
     Finding, Severity, host,
-    push::{IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, SidecarScope},
+    push::{Imports, IndexedVirtualService, OutboundTrafficPolicy, ProxyContext, ProxyKind, SidecarScope},
 };
 
 fn prefix_match() -> RouteMatch {
@@ -228,13 +228,15 @@ fn dedupe_domains(
 struct RouteTranslator<'a> {
     push: &'a Snapshot,
     proxy: &'a ProxyContext,
-    scope: &'a SidecarScope,
+    /// The services route destinations resolve against (Istio's route registry: the egress
+    /// listener's services for a sidecar table, everything the scope imports for a gateway).
+    scope: &'a Imports,
     cache: HashMap<(ConfigKey, String), Arc<[Route]>>,
     findings: Vec<Finding>,
 }
 
 impl<'a> RouteTranslator<'a> {
-    fn new(push: &'a Snapshot, proxy: &'a ProxyContext, scope: &'a SidecarScope) -> Self {
+    fn new(push: &'a Snapshot, proxy: &'a ProxyContext, scope: &'a Imports) -> Self {
         RouteTranslator { push, proxy, scope, cache: HashMap::new(), findings: Vec::new() }
     }
 
@@ -363,17 +365,18 @@ struct VhostDraft {
     routes: Vec<Route>,
 }
 
-/// Virtual hosts for services on `port` (all ports when `only` names one host, for proxyless).
+/// Virtual hosts for the services `imports` holds on `port` (all ports when `only` names one host, for
+/// proxyless), with the catch-all of `scope`'s outbound traffic policy.
 fn sidecar_virtual_hosts(
     proxy: &ProxyContext,
-    scope: &SidecarScope,
+    (scope, imports): (&SidecarScope, &Imports),
     port: u32,
     only: Option<&str>,
     translator: &mut RouteTranslator<'_>,
 ) -> Vec<VirtualHost> {
     let proxyless = proxy.proxyless_grpc;
     let domain_port = if proxyless { port } else { 0 };
-    let services: Vec<&Service> = scope
+    let services: Vec<&Service> = imports
         .services()
         .iter()
         .map(|s| s.as_ref())
@@ -387,7 +390,7 @@ fn sidecar_virtual_hosts(
         known.insert(host::domain_name(&s.hostname, port));
     }
     for s in &services {
-        let routes = match scope.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
+        let routes = match imports.virtual_service_for(&s.hostname.to_ascii_lowercase()) {
             Some(vs) => translator.routes(vs, port, MESH_GATEWAY).to_vec(),
             // An alias has no virtual host of its own (Istio's `BuildSidecarVirtualHostWrapper`): its
             // names are domains of the concrete service's virtual host.
@@ -422,7 +425,7 @@ fn sidecar_virtual_hosts(
     }
     // VirtualService hosts that are not services: only on port 80, as Istio.
     if port == 80 && only.is_none() {
-        for vs in scope.virtual_services() {
+        for vs in imports.virtual_services() {
             let extra: Vec<&String> = vs
                 .hosts
                 .iter()
@@ -541,8 +544,12 @@ fn sidecar_route(
     findings: &mut Vec<Finding>,
 ) -> RouteConfiguration {
     let scope = push.sidecar_scope(proxy);
-    let mut translator = RouteTranslator::new(push, proxy, &scope);
-    let mut vhosts = sidecar_virtual_hosts(proxy, &scope, port, host, &mut translator);
+    // Istio's `GetEgressListenerForRDS`: the egress listener on the port (else the catch-all) gives
+    // the services and VirtualServices; no listener, no virtual hosts but the catch-all.
+    let empty = Imports::default();
+    let imports = scope.egress_for_port(port).map_or(&empty, |e| &*e.imports);
+    let mut translator = RouteTranslator::new(push, proxy, imports);
+    let mut vhosts = sidecar_virtual_hosts(proxy, (&scope, imports), port, host, &mut translator);
     findings.append(&mut translator.findings);
     let name = match host {
         None => port.to_string(),
@@ -564,10 +571,10 @@ fn grpc_route(
     findings: &mut Vec<Finding>,
 ) -> RouteConfiguration {
     let scope = push.sidecar_scope(proxy);
-    let mut translator = RouteTranslator::new(push, proxy, &scope);
+    let mut translator = RouteTranslator::new(push, proxy, scope.imports());
     let mut vhosts = match parse_cluster_name(name) {
         Some(key) if key.direction == TrafficDirection::Outbound => {
-            sidecar_virtual_hosts(proxy, &scope, key.port, Some(key.host), &mut translator)
+            sidecar_virtual_hosts(proxy, (&scope, scope.imports()), key.port, Some(key.host), &mut translator)
         }
         _ => Vec::new(),
     };
@@ -776,7 +783,7 @@ fn gateway_route(
     findings: &mut Vec<Finding>,
 ) -> Vec<u8> {
     let scope = push.sidecar_scope(proxy);
-    let mut translator = RouteTranslator::new(push, proxy, &scope);
+    let mut translator = RouteTranslator::new(push, proxy, scope.imports());
     // Encoded routes per (VirtualService, gateway, port), keyed by the snapshot's VirtualService entry.
     let mut encoded: HashMap<(*const IndexedVirtualService, &str, u32), Arc<[u8]>> = HashMap::new();
     // What each (server, VirtualService) gives each host, in order; grouped by host below (a host has
@@ -846,7 +853,7 @@ pub fn route_names(push: &Snapshot, proxy: &ProxyContext) -> Vec<String> {
             }
         }
     } else if proxy.kind == ProxyKind::Router {
-        for (port, merged) in crate::gateway::servers(push, proxy).0.iter() {
+        for ((port, _), merged) in crate::gateway::servers(push, proxy).0.iter() {
             for s in &merged.servers {
                 if matches!(s.kind, ServerKind::Http | ServerKind::HttpsTerminated)
                     && s.servable(proxy.has_workload_certificates())
@@ -897,7 +904,7 @@ pub fn generate_routes_encoded(
             fresh(encode_route_configuration(grpc_route(push, proxy, name, &mut findings)))
         } else if let Some(merged) = &merged {
             let mut found = None;
-            for (port, m) in &merged.0 {
+            for ((port, _), m) in &merged.0 {
                 if m.kind == PortKind::Tcp {
                     continue;
                 }

@@ -24,6 +24,7 @@ mod peer {
     mod envoy_locality_lb;
     mod envoy_route_features;
     mod envoy_sds;
+    mod envoy_sidecar_egress;
     mod envoy_sidecar_ingress;
     mod envoy_sniffing;
     mod envoy_tracing;

@@ -39,5 +39,5 @@ pub use context::{
 pub use converter::{ConfigConverter, Converted, ObjectStatus};
 pub use proxy::{InterceptionMode, PROXY_CONFIG_METADATA, ProxyContext, ProxyKind};
 pub use request::{PushRequest, TriggerReason, kind_affects_proxy, proxy_needs_push, scope_needs_push};
-pub use sidecar::{IngressListener, SidecarScope};
+pub use sidecar::{EgressListener, EgressPort, Imports, IngressListener, SidecarScope, UNIX_ADDRESS_PREFIX};
 pub use virtual_service::{MESH_GATEWAY, resolve_gateway_name};

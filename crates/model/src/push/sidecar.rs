@@ -103,6 +103,107 @@ impl EgressHost {
     }
 }
 
+/// One egress entry before its imports are resolved.
+struct EgressEntry {
+    path: String,
+    port: Option<EgressPort>,
+    bind: String,
+    capture_none: Option<bool>,
+    /// `None`: everything visible (no Sidecar egress section).
+    hosts: Option<Vec<EgressHost>>,
+}
+
+impl EgressEntry {
+    fn imports(&self, ns: &str, hostname: &str) -> bool {
+        match &self.hosts {
+            None => true,
+            Some(hosts) => {
+                hosts.iter().any(|e| e.namespace_matches(ns) && host::subset_of(hostname, &e.host))
+            }
+        }
+    }
+
+    /// The entry's services (Istio's `selectServices`: one per hostname by precedence, aliases it
+    /// imports, trimmed to the entry's port) and the `mesh_vs` its hosts name.
+    fn import(
+        self,
+        push: &PushContext,
+        namespace: &str,
+        mesh_vs: &[Arc<IndexedVirtualService>],
+    ) -> EgressListener {
+        let mut services = Vec::new();
+        for (hostname, candidates) in &push.services.by_host {
+            let chosen = candidates
+                .iter()
+                .filter(|s| push.service_visible(s, namespace) && self.imports(&s.namespace, hostname))
+                .min_by(|a, b| compare_service_precedence(a, b, Some(namespace)));
+            let Some(s) = chosen else { continue };
+            let mut s = imported_aliases(s, |alias| self.imports(&s.namespace, alias));
+            if let Some(port) = self.port.as_ref().filter(|p| p.matches_services()) {
+                // Istio's `serviceMatchingListenerPort`: only services with the listener's port, with
+                // that port alone.
+                let Some(p) = s.port_by_number(port.number) else { continue };
+                if s.ports.len() > 1 {
+                    let mut trimmed = Service::clone(&s);
+                    trimmed.ports = vec![p.clone()];
+                    s = Arc::new(trimmed);
+                }
+            }
+            services.push(s);
+        }
+        let virtual_services = mesh_vs
+            .iter()
+            .filter(|vs| match &self.hosts {
+                None => true,
+                Some(hosts) => hosts.iter().any(|e| {
+                    e.namespace_matches(vs.namespace()) && vs.hosts.iter().any(|h| host::matches(h, &e.host))
+                }),
+            })
+            .cloned()
+            .collect();
+        EgressListener {
+            path: self.path,
+            port: self.port,
+            bind: self.bind,
+            capture_none: self.capture_none,
+            imports: Arc::new(Imports::new(services, virtual_services)),
+        }
+    }
+}
+
+/// What several egress listeners import together (Istio's `collectImportedServices` /
+/// `appendSidecarServices`): the first entry's service for a hostname; a later entry's service of the
+/// same namespace, registry and resolution adds the ports it lacks. VirtualServices in `mesh_vs` order.
+fn union(egress: &[EgressListener], mesh_vs: Vec<Arc<IndexedVirtualService>>) -> Imports {
+    let mut services: std::collections::BTreeMap<String, Arc<Service>> = std::collections::BTreeMap::new();
+    for e in egress {
+        for s in e.imports.services() {
+            let key = s.hostname.to_ascii_lowercase();
+            let Some(existing) = services.get_mut(&key) else {
+                services.insert(key, s.clone());
+                continue;
+            };
+            let mergeable = existing.namespace == s.namespace
+                && existing.registry == s.registry
+                && existing.resolution == s.resolution;
+            if Arc::ptr_eq(existing, s) || !mergeable {
+                continue;
+            }
+            let missing: Vec<_> =
+                s.ports.iter().filter(|p| existing.port_by_number(p.port).is_none()).cloned().collect();
+            if !missing.is_empty() {
+                let mut merged = Service::clone(existing);
+                merged.ports.extend(missing);
+                *existing = Arc::new(merged);
+            }
+        }
+    }
+    let imported: HashSet<*const IndexedVirtualService> =
+        egress.iter().flat_map(|e| e.imports.virtual_services().iter().map(Arc::as_ptr)).collect();
+    let virtual_services = mesh_vs.into_iter().filter(|vs| imported.contains(&Arc::as_ptr(vs))).collect();
+    Imports::new(services.into_values().collect(), virtual_services)
+}
+
 /// One Sidecar `ingress` listener (Istio's `IstioIngressListener`), as the inbound builder reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IngressListener {
@@ -124,6 +225,123 @@ pub struct IngressListener {
     pub connection_pool: Option<(ConnectionPoolSettings, String)>,
 }
 
+/// What one egress listener — or the whole scope — imports: services by hostname and the mesh-bound
+/// VirtualServices (Istio's `IstioEgressListenerWrapper.services` / `virtualServices`).
+#[derive(Debug, Default)]
+pub struct Imports {
+    services: Vec<Arc<Service>>,
+    by_host: HashMap<String, Arc<Service>>,
+    virtual_services: Vec<Arc<IndexedVirtualService>>,
+    vs_exact: HashMap<String, Arc<IndexedVirtualService>>,
+    vs_wildcard: Vec<(String, Arc<IndexedVirtualService>)>,
+}
+
+impl Imports {
+    /// `services` ordered by hostname (one per hostname), `virtual_services` oldest first.
+    fn new(services: Vec<Arc<Service>>, virtual_services: Vec<Arc<IndexedVirtualService>>) -> Imports {
+        let by_host = services.iter().map(|s| (s.hostname.to_ascii_lowercase(), s.clone())).collect();
+        let mut vs_exact = HashMap::new();
+        let mut vs_wildcard = Vec::new();
+        for vs in &virtual_services {
+            for h in &vs.hosts {
+                if host::is_wildcard(h) {
+                    vs_wildcard.push((h.clone(), vs.clone()));
+                } else {
+                    vs_exact.entry(h.clone()).or_insert_with(|| vs.clone());
+                }
+            }
+        }
+        Imports { services, by_host, virtual_services, vs_exact, vs_wildcard }
+    }
+
+    /// The imported services, one per hostname, ordered by hostname.
+    pub fn services(&self) -> &[Arc<Service>] {
+        &self.services
+    }
+
+    /// The imported service with this hostname.
+    pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
+        self.by_host.get(hostname).or_else(|| self.by_host.get(&hostname.to_ascii_lowercase()))
+    }
+
+    /// The imported VirtualServices bound to `mesh`, oldest first.
+    pub fn virtual_services(&self) -> &[Arc<IndexedVirtualService>] {
+        &self.virtual_services
+    }
+
+    /// The VirtualService that routes `hostname`: the oldest naming it exactly, else the one with the
+    /// most specific matching wildcard host (oldest on ties).
+    pub fn virtual_service_for(&self, hostname: &str) -> Option<&Arc<IndexedVirtualService>> {
+        if let Some(vs) = self.vs_exact.get(hostname) {
+            return Some(vs);
+        }
+        let mut best: Option<&(String, Arc<IndexedVirtualService>)> = None;
+        for entry in &self.vs_wildcard {
+            if host::subset_of(hostname, &entry.0) && best.is_none_or(|b| entry.0.len() > b.0.len()) {
+                best = Some(entry);
+            }
+        }
+        best.map(|b| &b.1)
+    }
+}
+
+/// The `port` of a Sidecar egress listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressPort {
+    /// `port.number`; 0 with a `unix://` bind (a Unix domain socket listener).
+    pub number: u32,
+    /// `port.protocol`, parsed; it decides the listener's kind (HTTP, TCP, sniffed), not the services'.
+    pub protocol: crate::Protocol,
+    /// `port.name`.
+    pub name: String,
+}
+
+impl EgressPort {
+    /// Whether the listener imports only services with this port (Istio's `needsPortMatch`): not
+    /// for a Unix socket (number 0) nor an `HTTP_PROXY` listener.
+    pub fn matches_services(&self) -> bool {
+        self.number != 0 && self.protocol != crate::Protocol::HttpProxy
+    }
+
+    /// Whether meshpilot builds the listener: not for Unix sockets nor `HTTP_PROXY` (reported).
+    pub fn is_built(&self) -> bool {
+        self.matches_services()
+    }
+}
+
+/// Prefix of a Unix domain socket address in a Sidecar `bind` (Istio's `model.UnixAddressPrefix`).
+pub const UNIX_ADDRESS_PREFIX: &str = "unix://";
+
+/// One Sidecar `egress` listener (Istio's `IstioEgressListenerWrapper`), or the implicit catch-all
+/// (`*/*`) of a proxy without a Sidecar egress section.
+#[derive(Debug)]
+pub struct EgressListener {
+    /// Field path of the entry (`spec.egress[N]`); empty for the implicit catch-all.
+    pub path: String,
+    /// `port`: a listener on that port for the entry's hosts only; `None`: the catch-all, a listener
+    /// per service port not claimed by an earlier entry.
+    pub port: Option<EgressPort>,
+    /// `bind`: an IP, `unix:///path`, or empty (the service VIPs, the wildcard, or loopback when the
+    /// listener binds its port).
+    pub bind: String,
+    /// `captureMode: NONE` (`Some(true)`), `IPTABLES` (`Some(false)`), `DEFAULT` (`None`).
+    pub capture_none: Option<bool>,
+    /// The services (trimmed to `port` when the entry has one, except `HTTP_PROXY` and Unix sockets,
+    /// as Istio's `serviceMatchingListenerPort`) and VirtualServices of the entry's `hosts`; shared
+    /// with the scope's when it is the only entry.
+    pub imports: Arc<Imports>,
+}
+
+impl EgressListener {
+    /// Whether Envoy binds the listener's port itself (Istio's `bindToPort` in
+    /// `buildSidecarOutboundListeners`): always without traffic capture (`proxy_capture` false); else
+    /// with `captureMode: NONE` or a Unix socket bind; otherwise the listener only receives what
+    /// `virtualOutbound` hands it.
+    pub fn bind_to_port(&self, proxy_capture: bool) -> bool {
+        !proxy_capture || self.capture_none == Some(true) || self.bind.starts_with(UNIX_ADDRESS_PREFIX)
+    }
+}
+
 /// What one sidecar (or gateway) sees of the mesh (Istio's `SidecarScope`): the services and
 /// mesh-bound VirtualServices it imports and its outbound traffic policy.
 #[derive(Debug)]
@@ -142,13 +360,14 @@ pub struct SidecarScope {
     /// `outboundTrafficPolicy.egressProxy` under `ALLOW_ANY`: where unknown traffic goes instead of
     /// `PassthroughCluster` (Istio ignores it under `REGISTRY_ONLY`).
     pub egress_proxy: Option<Destination>,
-    services: Vec<Arc<Service>>,
+    /// The egress listeners in the Sidecar's order, the catch-all (if any) last; one catch-all
+    /// importing everything visible without a Sidecar egress section.
+    pub egress: Vec<EgressListener>,
+    /// Everything the egress listeners import (Istio's `collectImportedServices`): the first entry
+    /// importing a hostname gives its service, later entries add the ports it lacks.
+    all: Arc<Imports>,
     /// Some service is DNS-resolved (its endpoints travel in CDS).
     has_dns_services: bool,
-    by_host: HashMap<String, Arc<Service>>,
-    virtual_services: Vec<Arc<IndexedVirtualService>>,
-    vs_exact: HashMap<String, Arc<IndexedVirtualService>>,
-    vs_wildcard: Vec<(String, Arc<IndexedVirtualService>)>,
     /// VirtualServices (roots and their delegates) and DestinationRules the scope's output reads
     /// (Istio's `SidecarScope.configDependencies`).
     dependencies: HashSet<ConfigKey>,
@@ -173,31 +392,39 @@ impl SidecarScope {
                 message: message.to_string(),
             })
         };
-        let mut egress: Option<Vec<EgressHost>> = None;
+        // The egress entries: (path, port, bind, captureMode NONE?, hosts); `None` hosts import
+        // everything visible (the implicit `*/*` catch-all).
+        let mut entries: Vec<EgressEntry> = Vec::new();
         let mut ingress = Vec::new();
         let mut outbound = push.mesh.outbound_traffic_policy;
         let mut egress_proxy = None;
         if let (Some(spec), Some(config)) = (spec, sidecar) {
             let own = &config.meta.namespace;
             let own_ns = if own == &push.mesh.root_namespace { namespace } else { own.as_str() };
-            if !spec.egress.is_empty() {
-                let mut hosts = Vec::new();
-                for (i, e) in spec.egress.iter().enumerate() {
-                    if e.port.is_some() {
-                        unsupported(
-                            format!("spec.egress[{i}].port"),
-                            "per-port egress listeners are not built; the hosts apply to every port",
-                        );
-                    }
-                    if !e.bind.is_empty() {
-                        unsupported(format!("spec.egress[{i}].bind"), "egress bind addresses are not used");
-                    }
-                    if e.capture_mode != 0 {
-                        unsupported(format!("spec.egress[{i}].captureMode"), "captureMode is not used");
-                    }
-                    hosts.extend(e.hosts.iter().filter_map(|h| EgressHost::parse(h, own_ns)));
+            for (i, e) in spec.egress.iter().enumerate() {
+                use api::networking::sidecar::CaptureMode;
+                let port = e.port.as_ref().map(|p| EgressPort {
+                    number: p.number,
+                    protocol: crate::Protocol::parse(&p.protocol),
+                    name: p.name.clone(),
+                });
+                if port.as_ref().is_some_and(|p| p.number == 0 || p.protocol == crate::Protocol::HttpProxy) {
+                    unsupported(
+                        format!("spec.egress[{i}].port"),
+                        "Unix domain socket and HTTP_PROXY egress listeners are not built (their hosts are imported)",
+                    );
                 }
-                egress = Some(hosts);
+                entries.push(EgressEntry {
+                    path: format!("spec.egress[{i}]"),
+                    port,
+                    bind: e.bind.clone(),
+                    capture_none: match CaptureMode::try_from(e.capture_mode) {
+                        Ok(CaptureMode::None) => Some(true),
+                        Ok(CaptureMode::Iptables) => Some(false),
+                        _ => None,
+                    },
+                    hosts: Some(e.hosts.iter().filter_map(|h| EgressHost::parse(h, own_ns)).collect()),
+                });
             }
             for (i, l) in spec.ingress.iter().enumerate() {
                 let Some(port) = l.port.as_ref().filter(|p| p.number != 0) else {
@@ -243,49 +470,26 @@ impl SidecarScope {
                 }
             }
         }
-        let imports = |ns: &str, hostname: &str| match &egress {
-            None => true,
-            Some(hosts) => {
-                hosts.iter().any(|e| e.namespace_matches(ns) && host::subset_of(hostname, &e.host))
-            }
+        if spec.is_none_or(|s| s.egress.is_empty()) {
+            entries.push(EgressEntry {
+                path: String::new(),
+                port: None,
+                bind: String::new(),
+                capture_none: None,
+                hosts: None,
+            });
+        }
+        let mesh_vs = push.virtual_services_for_gateway(namespace, MESH_GATEWAY);
+        let egress: Vec<EgressListener> =
+            entries.into_iter().map(|e| e.import(push, namespace, &mesh_vs)).collect();
+
+        let all = match egress.as_slice() {
+            [only] => only.imports.clone(),
+            _ => Arc::new(union(&egress, mesh_vs)),
         };
-
-        let mut services = Vec::new();
-        let mut by_host = HashMap::new();
-        for (hostname, candidates) in &push.services.by_host {
-            let chosen = candidates
-                .iter()
-                .filter(|s| push.service_visible(s, namespace) && imports(&s.namespace, hostname))
-                .min_by(|a, b| compare_service_precedence(a, b, Some(namespace)));
-            if let Some(s) = chosen {
-                let s = imported_aliases(s, |alias| imports(&s.namespace, alias));
-                services.push(s.clone());
-                by_host.insert(hostname.clone(), s);
-            }
-        }
-
-        let virtual_services: Vec<Arc<IndexedVirtualService>> = push
-            .virtual_services_for_gateway(namespace, MESH_GATEWAY)
-            .into_iter()
-            .filter(|vs| match &egress {
-                None => true,
-                Some(hosts) => hosts.iter().any(|e| {
-                    e.namespace_matches(vs.namespace()) && vs.hosts.iter().any(|h| host::matches(h, &e.host))
-                }),
-            })
-            .collect();
-        let mut vs_exact = HashMap::new();
-        let mut vs_wildcard = Vec::new();
-        for vs in &virtual_services {
-            for h in &vs.hosts {
-                if host::is_wildcard(h) {
-                    vs_wildcard.push((h.clone(), vs.clone()));
-                } else {
-                    vs_exact.entry(h.clone()).or_insert_with(|| vs.clone());
-                }
-            }
-        }
-        let dependencies = scope_dependencies(push, namespace, &services, &virtual_services);
+        let services = all.services();
+        let virtual_services = all.virtual_services();
+        let dependencies = scope_dependencies(push, namespace, services, virtual_services);
         SidecarScope {
             namespace: namespace.to_string(),
             sidecar: key,
@@ -293,12 +497,9 @@ impl SidecarScope {
             ingress,
             inbound_connection_pool: spec.and_then(|s| s.inbound_connection_pool.clone()),
             egress_proxy,
+            egress,
             has_dns_services: services.iter().any(|s| s.resolution.is_dns()),
-            services,
-            by_host,
-            virtual_services,
-            vs_exact,
-            vs_wildcard,
+            all,
             dependencies,
             root_namespace: push.mesh.root_namespace.clone(),
             findings,
@@ -336,7 +537,7 @@ impl SidecarScope {
 
     /// Services this proxy can reach, one per hostname, ordered by hostname.
     pub fn services(&self) -> &[Arc<Service>] {
-        &self.services
+        self.all.services()
     }
 
     /// Whether some service of the scope is DNS-resolved (`DNS` / `DNS_ROUND_ROBIN`): its cluster
@@ -347,27 +548,30 @@ impl SidecarScope {
 
     /// The service with this hostname, if the proxy can reach it.
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
-        self.by_host.get(hostname).or_else(|| self.by_host.get(&hostname.to_ascii_lowercase()))
+        self.all.service(hostname)
     }
 
     /// VirtualServices bound to `mesh` that the proxy imports, oldest first.
     pub fn virtual_services(&self) -> &[Arc<IndexedVirtualService>] {
-        &self.virtual_services
+        self.all.virtual_services()
     }
 
     /// The VirtualService that routes `hostname` for this proxy: the oldest naming it exactly, else the
     /// one with the most specific matching wildcard host (oldest on ties).
     pub fn virtual_service_for(&self, hostname: &str) -> Option<&Arc<IndexedVirtualService>> {
-        if let Some(vs) = self.vs_exact.get(hostname) {
-            return Some(vs);
-        }
-        let mut best: Option<&(String, Arc<IndexedVirtualService>)> = None;
-        for entry in &self.vs_wildcard {
-            if host::subset_of(hostname, &entry.0) && best.is_none_or(|b| entry.0.len() > b.0.len()) {
-                best = Some(entry);
-            }
-        }
-        best.map(|b| &b.1)
+        self.all.virtual_service_for(hostname)
+    }
+
+    /// Everything the scope imports.
+    pub fn imports(&self) -> &Imports {
+        &self.all
+    }
+
+    /// The egress listener whose imports a sidecar route table on `port` serves (Istio's
+    /// `GetEgressListenerForRDS`): the first entry with that port, else the catch-all; `None` when
+    /// neither exists (a Sidecar whose entries all have other ports).
+    pub fn egress_for_port(&self, port: u32) -> Option<&EgressListener> {
+        self.egress.iter().find(|e| e.port.as_ref().is_none_or(|p| p.number == port))
     }
 
     /// The mesh's root namespace (as when the scope was built).

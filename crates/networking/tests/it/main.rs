@@ -23,6 +23,7 @@ mod proxyless;
 mod route_destinations;
 mod scope;
 mod shared_routes;
+mod sidecar_egress_listeners;
 mod sidecar_egress_proxy;
 mod sidecar_inbound_pool;
 mod tracing;

@@ -243,6 +243,13 @@ pub fn all() -> Vec<Scenario> {
         assert_eds: false,
     });
     out.push(Scenario {
+        name: "sidecar egress listeners: port, bind, captureMode; gateway server bind",
+        files: &["crates/meshpilot/tests/it/peer/conformance/sidecar-egress.yaml"],
+        proxies: vec![sidecar("client-0", "egress", "10.45.1.1", &[("app", "client")]), ROUTER],
+        large: false,
+        assert_eds: false,
+    });
+    out.push(Scenario {
         name: "locality load balancing: failover, failoverPriority, distribute",
         files: &["crates/meshpilot/tests/it/peer/conformance/locality.yaml"],
         proxies: vec![sidecar(
