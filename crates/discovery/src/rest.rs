@@ -43,7 +43,7 @@ use crate::NetworkingSource;
 
 /// The largest request body accepted, bytes: 4 MiB, the largest message the ADS ports accept. Every
 /// poll carries the whole node (metadata up to 1 MiB of protobuf, `xds::node::MAX_NODE_METADATA_BYTES`,
-/// and Envoy's list of `extensions`, about 100 KiB of JSON for Envoy 1.40), so any node ADS accepts fits.
+/// and Envoy's list of `extensions`, tens of KiB of JSON), so any node ADS accepts fits.
 pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 /// Node metadata key naming the cluster a polling proxy reaches meshpilot through (the
@@ -468,7 +468,19 @@ impl RestXds {
         let generated = self.source.generate(&mut ctx, &request);
         self.source.disconnect(ctx, proxy);
         let generated = match generated {
-            Ok(Some(g)) => g,
+            // The engine's own check before send: no resource of another type.
+            Ok(Some(g)) => {
+                let (g, dropped) = xds::server::check_resources(kind.type_url(), g);
+                for (name, any_type) in dropped {
+                    tracing::warn!(
+                        proxy = %proxy.id,
+                        "{}: dropping resource {name:?}: its Any type {any_type:?} is not the response type",
+                        kind.short()
+                    );
+                    xds::metrics::record_internal_error();
+                }
+                g
+            }
             Ok(None) => Generated::full(self.source.current_version().unwrap_or_default(), Vec::new()),
             Err(e) => return fail(500, e.to_string()),
         };
