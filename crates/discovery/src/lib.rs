@@ -15,6 +15,7 @@
 //! - [`push_log`]: the last pushes (version, reasons, full or incremental, proxies, duration).
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
+//! - [`rest`]: [`rest::RestXds`], Envoy's REST-JSON xDS (polling discovery) over the same source.
 //! - [`objects`]: per config object, the proxies it concerns and whether they ACKed it (`/debug/objectz`).
 //! - [`metrics`]: metric names.
 //!
@@ -32,6 +33,7 @@ pub mod objects;
 pub mod options;
 pub mod push;
 pub mod push_log;
+pub mod rest;
 pub mod secure;
 pub mod server;
 pub mod source;

@@ -26,6 +26,11 @@ pub const SECURITY_POLICY_FINDINGS: &str = "meshpilot_security_policy_findings";
 /// `pilot_envoy_filter_status` (off by default), which counts panics while patching, not bad patches.
 pub const ENVOY_FILTER_FINDINGS: &str = "meshpilot_envoy_filter_findings";
 
+/// Counter `meshpilot_rest_xds_polls{type,code}`: polls of the REST-JSON discovery endpoints
+/// ([`crate::rest`]) by type (`cds`, `lds`, `rds`, `eds`, `sds`) and HTTP status (`200`, `304`, `400`, …).
+/// No Istio equivalent (istiod serves no REST xDS).
+pub const REST_POLLS: &str = "meshpilot_rest_xds_polls";
+
 /// Histogram buckets for the metrics above (Istio's).
 pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (DEBOUNCE_TIME, &[0.01, 0.1, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),
@@ -48,6 +53,10 @@ pub fn describe() {
     metrics::describe_counter!(
         ENVOY_FILTER_FINDINGS,
         "EnvoyFilter patches not applied as written (unreadable values, patched resources Envoy would reject), per config generation."
+    );
+    metrics::describe_counter!(
+        REST_POLLS,
+        "Polls of the REST-JSON discovery endpoints, labeled by xDS type and HTTP status."
     );
     metrics::describe_histogram!(PUSHCONTEXT_INIT, "Total time in seconds Pilot takes to init pushContext.");
     metrics::describe_counter!(

@@ -258,13 +258,15 @@ pub struct ProxyView {
     pub gateways: Vec<String>,
 }
 
-/// The connected proxies meshpilot serves, with their scopes in `push`. MCP-over-xDS config clients
+/// The connected proxies meshpilot serves (streams, then proxies polling over REST), with their scopes
+/// in `push`. MCP-over-xDS config clients
 /// (`GENERATOR: api`, [`mcp::server`]) are not proxies: they are left out.
 pub fn proxy_views(server: &DiscoveryServer, push: &PushContext) -> Vec<ProxyView> {
     let discovery: &dyn model::ServiceDiscovery = server.services().as_ref();
-    server
-        .connections()
-        .snapshot()
+    let mut connections = server.connections().snapshot();
+    // Polling proxies (REST xDS): their ACKs are inferred from their next poll (xds::polling).
+    connections.extend(server.polling().snapshot(std::time::SystemTime::now()));
+    connections
         .into_iter()
         .filter(|connection| !connection.proxy.uses_api_generator())
         .filter_map(|connection| {

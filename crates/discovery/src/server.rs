@@ -107,6 +107,8 @@ pub struct DiscoveryServer {
     /// The one door into the push model ([`crate::input`]).
     inputs: Inputs,
     connections: ConnectionRegistry<Proxy, PushRequest>,
+    /// The proxies polling the REST-JSON endpoints ([`crate::rest`]).
+    polling: xds::PollingRegistry<Proxy>,
     pushes: AtomicU64,
     /// The generators' cache, shared by every xDS server of this DiscoveryServer (and read by the
     /// debug handlers for generation findings).
@@ -171,6 +173,7 @@ impl DiscoveryServer {
             counter: AtomicU64::new(0),
             inputs,
             connections: ConnectionRegistry::new(),
+            polling: xds::PollingRegistry::default(),
             pushes: AtomicU64::new(0),
             cache: Arc::new(match &jwks {
                 Some(j) => GenerationCache::with_jwks(Arc::new(j.clone())),
@@ -288,6 +291,25 @@ impl DiscoveryServer {
                 .with_ip_autoallocate(self.ip_autoallocate);
         let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
+    }
+
+    /// The REST-JSON discovery service (Envoy's `api_type: REST`, [`crate::rest`]): a
+    /// [`NetworkingSource`] like [`DiscoveryServer::ads_server`]'s, with the same cache and secrets,
+    /// recording polls in [`DiscoveryServer::polling`]. No MCP-over-xDS config types over REST.
+    pub fn rest_xds(&self, secrets: Arc<FileSecrets>) -> crate::rest::RestXds {
+        let services: Arc<dyn model::ServiceDiscovery> = self.services.clone();
+        let source =
+            NetworkingSource::with_cache(self.push_contexts(), services, secrets, self.cache.clone())
+                .with_tracking(self.tracking.clone())
+                .with_credentials(self.credentials.clone())
+                .with_ip_autoallocate(self.ip_autoallocate);
+        crate::rest::RestXds::new(Arc::new(source), self.polling.clone())
+    }
+
+    /// The proxies polling the REST-JSON endpoints: `/debug/syncz`, proxy-status and the status page
+    /// show them beside [`DiscoveryServer::connections`].
+    pub fn polling(&self) -> &xds::PollingRegistry<Proxy> {
+        &self.polling
     }
 
     /// The `credentialName` secret store its xDS servers answer SDS from: feed it with

@@ -172,6 +172,12 @@ impl NetworkingSource {
         Snapshot::with_cache(push, self.cache.clone())
     }
 
+    /// The version of the newest published snapshot (`None` before the first): what a response
+    /// generated now carries as its `version_info`.
+    pub fn current_version(&self) -> Option<String> {
+        self.snapshots.borrow().as_ref().map(|p| p.version().to_string())
+    }
+
     fn current(&self) -> Result<Snapshot, SourceError> {
         let current = self.snapshots.borrow().clone();
         current

@@ -1,7 +1,8 @@
 //! Who may call the debug endpoints, as istiod guards them (`allowAuthenticatedOrLocalhost` in
 //! `pilot/pkg/xds/debug.go`, and `ENABLE_DEBUG_ENDPOINT_AUTH` in its xDS debug generator):
 //!
-//! - `/ready` answers everyone (the kubelet probes it from the node's address);
+//! - `/ready` answers everyone (the kubelet probes it from the node's address); so do the REST-JSON
+//!   xDS paths, which are merged into the router outside this guard ([`crate::rest`]);
 //! - a caller on the loopback address (`127.0.0.1`, `::1`) gets every handler: `meshpilot` CLI
 //!   commands run beside the control plane, `kubectl port-forward` arrives there too;
 //! - anyone else must authenticate as on the secure xDS port, with a Kubernetes service-account

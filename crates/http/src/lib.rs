@@ -9,7 +9,7 @@
 //! | `/ready` | 200 once config and services are synced and the first push context is built, else 503 with the reason (e.g. a config source that has not answered) |
 //! | `/debug` | the list of debug endpoints |
 //! | `/debug/configz` | config in force (Istio's shape) |
-//! | `/debug/syncz` | per-proxy, per-type sync status (CSDS-style) |
+//! | `/debug/syncz` | per-proxy, per-type sync status (CSDS-style), streams and polling proxies |
 //! | `/debug/adsz` | connections and watches; `?push=true` forces a push to all |
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointz` | endpoints per service and shard |
@@ -19,8 +19,9 @@
 //! | `/debug/mesh` | the mesh config in force (istiod's; the fields as given) |
 //! | `/debug/configstatusz` | invalid objects of every source (kind, namespace, name, resourceVersion, source, each finding's field path and reason: [`invalid`]), file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 
+//! | `POST /v3/discovery:{clusters,listeners,routes,endpoints,secrets}` | Envoy's REST-JSON xDS ([`rest`]; not guarded, like the plaintext ADS port; SDS refused) |
 //!
-//! Every path but `/ready` is guarded ([`access`]): loopback callers, or callers authenticated as on
+//! Every path but `/ready` and the REST-JSON xDS paths is guarded ([`access`]): loopback callers, or callers authenticated as on
 //! the secure xDS port, as istiod's `allowAuthenticatedOrLocalhost`.
 
 #![forbid(unsafe_code)]
@@ -50,7 +51,16 @@ use model::push::{PushRequest, TriggerReason};
 
 pub mod invalid;
 pub mod proxystatus;
+pub mod rest;
 pub mod syncz;
+
+/// The proxies the debug handlers show: the xDS streams, then the proxies polling the REST-JSON
+/// endpoints (protocol `rest`, [`xds::polling`]).
+pub fn proxies(server: &DiscoveryServer) -> Vec<xds::ConnectionSnapshot<model::push::node::Proxy>> {
+    let mut all = server.connections().snapshot();
+    all.extend(server.polling().snapshot(std::time::SystemTime::now()));
+    all
+}
 
 /// What the debug handlers read.
 #[derive(Clone, Debug)]
@@ -192,7 +202,7 @@ async fn mesh(State(s): State<DebugState>) -> Json<Value> {
 }
 
 async fn syncz(State(s): State<DebugState>) -> Json<Value> {
-    Json(syncz::syncz(&s.server.connections().snapshot(), None))
+    Json(syncz::syncz(&proxies(&s.server), None))
 }
 
 #[derive(Deserialize)]
@@ -237,7 +247,7 @@ async fn config_dump(
         )
             .into_response();
     };
-    let conns = s.server.connections().snapshot();
+    let conns = proxies(&s.server);
     let Some(conn) = syncz::find_connection(&conns, &id) else {
         return (StatusCode::NOT_FOUND, format!("no connected proxy matches proxyID {id:?}\n"))
             .into_response();
@@ -324,7 +334,7 @@ async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
 }
 
 async fn proxystatusz(State(s): State<DebugState>) -> Json<Value> {
-    Json(proxystatus::proxystatusz(&s.server.connections().snapshot(), &s.control_plane_id))
+    Json(proxystatus::proxystatusz(&proxies(&s.server), &s.control_plane_id))
 }
 
 #[derive(Deserialize)]

@@ -9,7 +9,7 @@
 //! {"controlPlane": {"id": "meshpilot-host", "version": "0.1.0"},
 //!  "proxies": [{"proxy": "pod.ns", "connectionId": "pod.ns-1", "clusterId": "Kubernetes",
 //!    "namespace": "ns", "proxyType": "sidecar", "istioVersion": "1.28.0", "address": "10.0.0.1:5000",
-//!    "connectedAt": "RFC 3339", "protocol": "sotw",
+//!    "connectedAt": "RFC 3339", "protocol": "sotw", "polling": false, "lastPoll": null,
 //!    "types": {"<type URL>": {"configStatus": "SYNCED", "watch": {"wildcard": true, "names": []},
 //!      "nonceSent": "…", "nonceAcked": "…", "versionSent": "…", "versionAcked": "…",
 //!      "sentTime": "RFC 3339", "lastError": "…", "responses": 3, "rejects": 0, "resources": 12}}}]}
@@ -18,6 +18,10 @@
 //! response of the type was NACKed (until an ACK), `NOT_SENT` before any response, `SYNCED` when
 //! the acked nonce is the sent one, else `STALE`. A type the proxy does not watch has no entry
 //! (istioctl's `IGNORED`).
+//!
+//! A proxy polling the REST-JSON endpoints (`xds::polling`) has `"protocol": "rest"`, `"polling": true`,
+//! `lastPoll` its latest request and `connectedAt` its first; its ACKs and NACKs are inferred from the
+//! version its next poll carries (it cannot send either), and the versions stand in for nonces.
 
 use model::push::node::Proxy;
 use serde_json::{Map, Value, json};
@@ -78,7 +82,9 @@ fn proxy_json(c: &ConnectionSnapshot<Proxy>) -> Value {
         "istioVersion": c.proxy.metadata.istio_version,
         "address": c.peer.map(|p| p.to_string()),
         "connectedAt": rfc3339_nano(Some(c.connected_at)),
-        "protocol": match c.protocol { Variant::Sotw => "sotw", Variant::Delta => "delta" },
+        "protocol": c.protocol.as_str(),
+        "polling": c.protocol == Variant::Rest,
+        "lastPoll": c.last_poll.map(|t| rfc3339_nano(Some(t))),
         "types": types,
     })
 }

@@ -8,7 +8,7 @@
 //! | section | content | hooks |
 //! |---|---|---|
 //! | `#summary` | ready or not, push context version, counts | `data-ready` |
-//! | `#proxies` | one row per connection: type, address, connected time, per-type sync state, NACK errors | `tr[data-proxy][data-connection][data-state]`, `td.xds[data-type][data-state]`, `.nack[data-type]` |
+//! | `#proxies` | one row per connection (and per proxy polling over REST: its last poll, `data-polling="true"`): type, address, connected time, per-type sync state, NACK errors | `tr[data-proxy][data-connection][data-state]`, `td.xds[data-type][data-state]`, `.nack[data-type]` |
 //! | `#pushes` | the last pushes ([`discovery::push_log`]) | `tr[data-push-version]`, `data-full` |
 //! | `#objects` | every config object in the store, with its source and the findings naming it | `tr[data-object="Kind/ns/name"]`, `td.applied` |
 //! | `#config-status` | bad files, duplicates, registry warnings, findings (`/debug/configstatusz`) | `li[data-file]`, `li.finding` |
@@ -188,7 +188,7 @@ tr[data-state="STALE"] {{ background: #fdf6e3; }}
 
 /// Every section, from the server's current state.
 fn render_sections(s: &DebugState) -> String {
-    let mut conns = s.server.connections().snapshot();
+    let mut conns = crate::proxies(&s.server);
     conns.sort_by(|a, b| (&a.proxy.id, &a.id).cmp(&(&b.proxy.id, &b.id)));
     let pushes = s.server.push_log().recent();
     let mut out = String::new();
@@ -238,16 +238,24 @@ fn proxies_section(conns: &[ConnectionSnapshot<Proxy>], now: SystemTime) -> Stri
     out.push_str("<th>State</th><th>Last NACK</th></tr></thead><tbody>\n");
     for c in conns {
         let state = proxy_state(c);
-        let connected = xds::debug::rfc3339_nano(Some(c.connected_at));
+        // A polling proxy (REST xDS) has no connection: its last poll instead, and no ACK/NACK of its
+        // own (what its next poll's version says, xds::polling).
+        let (when, label) = match c.last_poll {
+            Some(t) => (t, "polling (REST, cannot ACK/NACK), last poll "),
+            None => (c.connected_at, ""),
+        };
+        let connected = xds::debug::rfc3339_nano(Some(when));
         let _ = write!(
             out,
-            "<tr data-proxy=\"{id}\" data-connection=\"{conn}\" data-state=\"{state}\"><td>{id}</td><td>{ty}</td>\
-             <td>{conn}</td><td>{addr}</td><td title=\"{connected}\">{connected} ({age} ago)</td>",
+            "<tr data-proxy=\"{id}\" data-connection=\"{conn}\" data-state=\"{state}\"{polling}>\
+             <td>{id}</td><td>{ty}</td>\
+             <td>{conn}</td><td>{addr}</td><td title=\"{connected}\">{label}{connected} ({age} ago)</td>",
             id = escape(&c.proxy.id),
             conn = escape(&c.id),
             ty = escape(c.proxy.node_type.as_str()),
             addr = c.peer.map_or_else(|| "-".to_owned(), |p| escape(&p.to_string())),
-            age = age(now.duration_since(c.connected_at).unwrap_or_default()),
+            polling = if c.last_poll.is_some() { " data-polling=\"true\"" } else { "" },
+            age = age(now.duration_since(when).unwrap_or_default()),
         );
         for t in COLUMNS {
             let (data, text) = type_state(c.types.get(t));
@@ -609,6 +617,7 @@ mod tests {
             connected_at: UNIX_EPOCH,
             protocol: Variant::Sotw,
             types,
+            last_poll: None,
         }
     }
 
@@ -633,7 +642,15 @@ mod tests {
         types.insert(CLUSTER.to_owned(), sent("n1", "n1", None));
         let synced = conn("c.ns", types);
         let fresh = conn("d.ns", BTreeMap::new());
-        let html = proxies_section(&[nacked, synced, fresh], UNIX_EPOCH + Duration::from_secs(75));
+        let mut polling = conn("p.ns", BTreeMap::new());
+        polling.protocol = Variant::Rest;
+        polling.last_poll = Some(UNIX_EPOCH + Duration::from_secs(70));
+        let html = proxies_section(&[nacked, synced, fresh, polling], UNIX_EPOCH + Duration::from_secs(75));
+        assert!(html.contains("data-state=\"NOT SENT\" data-polling=\"true\">"), "{html}");
+        assert!(
+            html.contains("polling (REST, cannot ACK/NACK), last poll 1970-01-01T00:01:10Z (5s ago)"),
+            "{html}"
+        );
         assert!(
             html.contains(
                 "<tr data-proxy=\"a&lt;b&gt;.ns\" data-connection=\"a&lt;b&gt;.ns-1\" data-state=\"NACKED\">"

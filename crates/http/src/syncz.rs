@@ -158,6 +158,7 @@ mod tests {
             connected_at: UNIX_EPOCH + Duration::from_secs(86_400),
             protocol: Variant::Sotw,
             types,
+            last_poll: None,
         }
     }
 

@@ -456,9 +456,11 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // istiod serves the debug handlers on its monitoring port too (Kiali and tools look there),
     // behind the same guard.
     let monitoring_routes = monitoring_router(render).merge(debug_router(state.clone()));
+    // Envoy's REST-JSON xDS on the HTTP port only, outside the debug guard (docs/REST-XDS.md).
+    let rest = Arc::new(server.rest_xds(secrets.clone()));
     let http_task = tokio::spawn(meshpilot_http::serve::serve(
         http,
-        debug_router(state),
+        debug_router(state).merge(meshpilot_http::rest::rest_router(rest)),
         header_timeout,
         stop(shutdown.clone()),
     ));

@@ -37,7 +37,14 @@ pub enum AdsApi {
     Sotw,
     /// `api_type: DELTA_GRPC`.
     Delta,
+    /// No ADS: CDS and LDS polled over REST-JSON (`api_type: REST`, `refresh_delay` 200 ms) from the
+    /// control plane's HTTP port ([`Bootstrap::ads`] is then that port); the node metadata asks for the
+    /// same delay on the RDS/EDS sources meshpilot sends (`REST_XDS_REFRESH_DELAY`).
+    Rest,
 }
+
+/// The `refresh_delay` of [`AdsApi::Rest`] bootstraps.
+pub const REST_REFRESH_DELAY: &str = "0.2s";
 
 /// An Envoy bootstrap for ADS against a meshpilot server on loopback.
 #[derive(Debug, Clone)]
@@ -48,7 +55,7 @@ pub struct Bootstrap {
     pub node_cluster: String,
     /// `node.metadata` (Istio's upper-snake keys).
     pub metadata: Json,
-    /// The ADS server.
+    /// The ADS server (for [`AdsApi::Rest`], the control plane's HTTP port).
     pub ads: SocketAddr,
     /// SotW or Delta.
     pub api: AdsApi,
@@ -94,6 +101,7 @@ impl Bootstrap {
         let api_type = match self.api {
             AdsApi::Sotw => "GRPC",
             AdsApi::Delta => "DELTA_GRPC",
+            AdsApi::Rest => return self.rest_json(),
         };
         json!({
             "node": {"id": self.node_id, "cluster": self.node_cluster, "metadata": self.metadata},
@@ -121,6 +129,35 @@ impl Bootstrap {
                         "explicit_http_config": {"http2_protocol_options": {}}
                     }
                 },
+                "load_assignment": {"cluster_name": "xds-grpc", "endpoints": [{"lb_endpoints": [{"endpoint": {
+                    "address": {"socket_address": {"address": self.ads.ip().to_string(), "port_value": self.ads.port()}}
+                }}]}]}
+            }]}
+        })
+    }
+}
+
+impl Bootstrap {
+    /// [`AdsApi::Rest`]: CDS and LDS from `api_config_source` REST through the HTTP/1.1 cluster
+    /// `xds-grpc` (the name meshpilot falls back to; Envoy sends it as `Host`).
+    fn rest_json(&self) -> Json {
+        let source = json!({
+            "api_config_source": {
+                "api_type": "REST", "transport_api_version": "V3", "cluster_names": ["xds-grpc"],
+                "refresh_delay": REST_REFRESH_DELAY, "request_timeout": "5s"
+            },
+            "resource_api_version": "V3"
+        });
+        let mut metadata = self.metadata.clone();
+        metadata["REST_XDS_REFRESH_DELAY"] = json!("200ms");
+        json!({
+            "node": {"id": self.node_id, "cluster": self.node_cluster, "metadata": metadata},
+            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
+            "dynamic_resources": {"cds_config": source, "lds_config": source},
+            "static_resources": {"clusters": [{
+                "name": "xds-grpc",
+                "type": "STATIC",
+                "connect_timeout": "1s",
                 "load_assignment": {"cluster_name": "xds-grpc", "endpoints": [{"lb_endpoints": [{"endpoint": {
                     "address": {"socket_address": {"address": self.ads.ip().to_string(), "port_value": self.ads.port()}}
                 }}]}]}

@@ -7,7 +7,7 @@
 //!   test ── envoy.stat(..) / envoy.admin_get(..) ──► Envoy admin (port from --admin-address-path)
 //! ```
 //!
-//! - [`envoy`]: a real Envoy driven over ADS ([`Envoy`], [`Bootstrap`], [`AdsApi`]). Envoy is found at
+//! - [`envoy`]: a real Envoy driven over ADS, or polling over REST-JSON (`AdsApi::Rest`) ([`Envoy`], [`Bootstrap`], [`AdsApi`]). Envoy is found at
 //!   `$ENVOY_BIN` or `<repo>/.venv-envoy/bin/envoy` (installed by `scripts/install-envoy.sh`); a
 //!   missing binary is an error naming the script, never a silent skip.
 //! - [`ads`]: [`RunningAds`], an `xds::AdsServer` of any `ResourceSource` on a loopback port.

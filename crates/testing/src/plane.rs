@@ -229,6 +229,12 @@ impl Plane {
         Bootstrap::sidecar_in(name, namespace, self.ads.addr, api)
     }
 
+    /// A sidecar bootstrap like [`Plane::sidecar`] polling this plane's HTTP port over REST-JSON
+    /// ([`AdsApi::Rest`]) instead of an ADS stream.
+    pub fn rest_sidecar(&self, name: &str, namespace: &str) -> Bootstrap {
+        Bootstrap::sidecar_in(name, namespace, self.http, AdsApi::Rest)
+    }
+
     /// An ingress gateway bootstrap ([`Bootstrap::router`]) against this plane.
     pub fn router(&self, api: AdsApi) -> Bootstrap {
         Bootstrap::router(self.ads.addr, api)
@@ -250,7 +256,7 @@ fn wire(
     (server, ads)
 }
 
-/// Serves `/ready` and `/debug/*` (the `--http-addr` router) on a free loopback port until
+/// Serves `/ready`, `/debug/*` and the REST-JSON xDS paths (the `--http-addr` router) on a free loopback port until
 /// `shutdown`; the one use of `discovery::http`.
 async fn serve_debug_http(
     server: &Arc<DiscoveryServer>,
@@ -275,7 +281,8 @@ async fn serve_debug_http(
     // The binary's server: it tells the debug guard the caller's address (loopback here).
     tokio::spawn(meshpilot_http::serve::serve(
         listener,
-        debug_router(state),
+        debug_router(state)
+            .merge(meshpilot_http::rest::rest_router(Arc::new(server.rest_xds(secrets.clone())))),
         meshpilot_http::serve::HEADER_READ_TIMEOUT,
         async move { shutdown.wait().await },
     ));

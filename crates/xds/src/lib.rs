@@ -22,6 +22,8 @@
 //! - [`handshake`]: the HTTP/2 handshake deadline of the ADS ports.
 //! - [`registry`]: [`ConnectionRegistry`] (connection ids `<proxy id>-<n>`, push handles with one
 //!   pending merged event per connection, per-type [`TypeStatus`]).
+//! - [`polling`]: [`PollingRegistry`], the proxies polling the REST-JSON endpoints (no stream): one
+//!   entry per node id with its last poll, bounded and expiring; what a poll says of the previous answer.
 //! - [`debug`]: Go's RFC 3339 timestamps for debug JSON (the Istio-shaped `/debug/syncz` and `/debug/adsz`
 //!   are built by `meshpilot-http` from [`ConnectionSnapshot`]s).
 //! - [`metrics`]: Istio metric names through the `metrics` facade.
@@ -40,6 +42,7 @@ pub mod handshake;
 pub mod http2;
 pub mod metrics;
 pub mod node;
+pub mod polling;
 pub mod registry;
 pub mod server;
 pub mod sotw;
@@ -51,6 +54,7 @@ mod wire;
 pub use admission::{RequestLimiter, default_max_requests_per_second};
 pub use framing::AdsService;
 pub use node::{NodeError, NodeParts};
+pub use polling::{Poll, PollOutcome, PollingLimits, PollingRegistry};
 pub use registry::{
     ConnectionChurn, ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus, connection_churn,
 };

@@ -208,6 +208,8 @@ pub(crate) fn record_convergence(elapsed: Duration) {
     histogram!(CONVERGENCE).record(elapsed.as_secs_f64());
 }
 
-pub(crate) fn record_internal_error() {
+/// Counts one `pilot_total_xds_internal_errors` (a resource or generation the engine, or the REST-JSON
+/// path, could not send).
+pub fn record_internal_error() {
     counter!(INTERNAL_ERRORS).increment(1);
 }

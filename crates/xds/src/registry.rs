@@ -91,10 +91,12 @@ pub struct ConnectionSnapshot<N> {
     pub peer: Option<SocketAddr>,
     /// When the stream's node was accepted.
     pub connected_at: SystemTime,
-    /// SotW or Delta.
+    /// SotW, Delta, or REST for a polling proxy ([`crate::polling`]).
     pub protocol: Variant,
     /// Status per watched type URL.
     pub types: BTreeMap<String, TypeStatus>,
+    /// A polling proxy's latest request (any type, `304` answers included); `None` for a stream.
+    pub last_poll: Option<SystemTime>,
 }
 
 impl<N> Clone for ConnectionSnapshot<N> {
@@ -106,6 +108,7 @@ impl<N> Clone for ConnectionSnapshot<N> {
             connected_at: self.connected_at,
             protocol: self.protocol,
             types: self.types.clone(),
+            last_poll: self.last_poll,
         }
     }
 }
@@ -175,6 +178,7 @@ impl<N, P> Entry<N, P> {
             types: (self.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter())
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            last_poll: None,
         }
     }
 }

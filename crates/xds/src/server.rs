@@ -759,8 +759,8 @@ pub(crate) fn content_hash(resources: &[Resource]) -> u64 {
 /// Drops resources whose `Any` type differs from the response type (a client would reject the whole
 /// response; RUST-STACK.md pitfall 1; MCP-over-xDS config types carry wrapped resources, see
 /// [`crate::type_url::resource_type_matches`]) and fills empty versions with the content hash. Returns
-/// the dropped (name, type URL) pairs.
-fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String, String)>) {
+/// the dropped (name, type URL) pairs. The REST-JSON path (`discovery::rest`) applies it too.
+pub fn check_resources(type_url: &str, mut g: Generated) -> (Generated, Vec<(String, String)>) {
     let mut dropped = Vec::new();
     g.resources.retain(|r| {
         let ok = crate::type_url::resource_type_matches(type_url, &r.body.type_url);

@@ -142,14 +142,18 @@ pub enum Variant {
     Sotw,
     /// Incremental (`DeltaAggregatedResources`).
     Delta,
+    /// No stream: a proxy polling the REST-JSON endpoints (`POST /v3/discovery:clusters`, …; Envoy's
+    /// `api_type: REST`). It sends no nonce and never ACKs or NACKs ([`crate::polling`]).
+    Rest,
 }
 
 impl Variant {
-    /// `sotw` or `delta`.
+    /// `sotw`, `delta` or `rest`.
     pub fn as_str(self) -> &'static str {
         match self {
             Variant::Sotw => "sotw",
             Variant::Delta => "delta",
+            Variant::Rest => "rest",
         }
     }
 }

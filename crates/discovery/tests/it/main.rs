@@ -22,6 +22,7 @@ mod peer {
     mod envoy_gateway_api;
     mod envoy_gateway_authz;
     mod envoy_locality_lb;
+    mod envoy_rest;
     mod envoy_route_features;
     mod envoy_sds;
     mod envoy_sidecar_egress;

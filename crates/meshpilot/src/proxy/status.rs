@@ -236,16 +236,30 @@ pub fn render_single(control_plane: &str, p: &Value, now: jiff::Timestamp) -> St
         table::row(&["CLUSTER:", cluster]),
         table::row(&["ISTIOD:", control_plane]),
         table::row(&["VERSION:", version]),
-        vec![
-            "CONNECTION:".to_owned(),
-            format!(
-                "{} ({}, from {}, since {})",
-                s("connectionId"),
-                s("protocol"),
-                s("address"),
-                s("connectedAt")
-            ),
-        ],
+        if p["polling"] == true {
+            vec![
+                "POLLING:".to_owned(),
+                format!(
+                    "{} (REST, from {}, first poll {}, last poll {}; cannot ACK or NACK: \
+                     inferred from the version of its next poll)",
+                    s("connectionId"),
+                    s("address"),
+                    s("connectedAt"),
+                    s("lastPoll")
+                ),
+            ]
+        } else {
+            vec![
+                "CONNECTION:".to_owned(),
+                format!(
+                    "{} ({}, from {}, since {})",
+                    s("connectionId"),
+                    s("protocol"),
+                    s("address"),
+                    s("connectedAt")
+                ),
+            ]
+        },
     ]);
     out.push('\n');
     let mut all: Vec<&str> = types_of(p).into_iter().chain(KNOWN_TYPES).collect();
@@ -406,5 +420,20 @@ mod tests {
         assert!(out.lines().any(|l| l.starts_with("CDS") && l.contains("IGNORED")), "{out}");
         assert!(out.ends_with("RDS NACK: route: invalid regex\n"), "{out}");
         assert!(out.starts_with("NAME:           a.ns\n"), "{out}");
+    }
+
+    #[test]
+    fn a_polling_proxy_says_it_cannot_ack() {
+        let mut p = proxy("a.ns", &[(xds_types::CLUSTER, t("SYNCED", Some("2026-11-25T02:59:00Z")))]);
+        p["polling"] = json!(true);
+        p["protocol"] = json!("rest");
+        p["connectionId"] = json!("sidecar~1~a.ns~ns-rest");
+        p["lastPoll"] = json!("2026-11-25T02:59:59Z");
+        let out = render_single("cp", &p, now());
+        let line = out.lines().find(|l| l.starts_with("POLLING:")).unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            line.contains("last poll 2026-11-25T02:59:59Z") && line.contains("cannot ACK or NACK"),
+            "{out}"
+        );
     }
 }
