@@ -297,6 +297,36 @@ impl Envoy {
         }))
     }
 
+    /// Every `update_rejected` counter of this Envoy, with its stat name: the xDS updates it rejected,
+    /// per subscription (`cluster_manager.cds.…`, `listener_manager.lds.…`,
+    /// `http.<prefix>.rds.<route configuration>.…`, EDS and ECDS ones).
+    ///
+    /// # Errors
+    /// The admin request's.
+    pub async fn rejected_updates(&self) -> Result<Vec<(String, u64)>, HarnessError> {
+        let (_, body) = self.admin_get("/stats?filter=update_rejected$").await?;
+        Ok(body
+            .lines()
+            .filter_map(|l| {
+                let (name, value) = l.split_once(": ")?;
+                Some((name.to_string(), value.trim().parse().ok()?))
+            })
+            .collect())
+    }
+
+    /// Panics, with the counters and the log tail, when Envoy rejected any xDS update
+    /// ([`Envoy::rejected_updates`]), or when its LDS counter is missing (then the counters read are
+    /// not Envoy's xDS ones and zeros would prove nothing).
+    pub async fn assert_no_rejected_updates(&self) {
+        let counters = self.rejected_updates().await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            counters.iter().any(|(name, _)| name == "listener_manager.lds.update_rejected"),
+            "no listener_manager.lds.update_rejected among {counters:?}"
+        );
+        let rejected: Vec<_> = counters.iter().filter(|(_, n)| *n > 0).collect();
+        assert!(rejected.is_empty(), "Envoy rejected updates: {rejected:?}\n{}", self.log_tail(40));
+    }
+
     /// Waits until stat `name` reaches at least `min`; returns its value.
     ///
     /// # Errors

@@ -173,14 +173,7 @@ impl Setup {
     }
 
     async fn assert_no_nack(&self) {
-        for t in ["cluster_manager.cds", "listener_manager.lds"] {
-            assert_eq!(
-                self.stat(&format!("{t}.update_rejected")).await,
-                0,
-                "{t}:\n{}",
-                self.envoy.log_tail(60)
-            );
-        }
+        self.envoy.assert_no_rejected_updates().await;
     }
 }
 

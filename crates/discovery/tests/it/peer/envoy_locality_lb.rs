@@ -110,9 +110,7 @@ async fn wait_served_by(envoy: &Envoy, addr: SocketAddr, upstream: &str, n: usiz
 }
 
 async fn no_nacks(envoy: &Envoy) {
-    for t in ["cds", "lds", "rds"] {
-        assert_eq!(envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0), 0, "{t} NACKed");
-    }
+    envoy.assert_no_rejected_updates().await;
 }
 
 /// Outlier detection that ejects an upstream on its first 5xx for 2 s (Envoy brings it back at the

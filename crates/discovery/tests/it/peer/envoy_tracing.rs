@@ -130,10 +130,7 @@ impl Setup {
     }
 
     async fn assert_no_nack(&self) {
-        for t in ["cds", "lds"] {
-            let rejected = self.envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0);
-            assert_eq!(rejected, 0, "{t} NACKed:\n{}", self.envoy.log_tail(40));
-        }
+        self.envoy.assert_no_rejected_updates().await;
     }
 }
 

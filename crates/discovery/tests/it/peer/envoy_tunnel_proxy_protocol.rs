@@ -121,9 +121,7 @@ async fn round_trip(addr: SocketAddr, line: &[u8]) -> Option<(SocketAddr, Vec<u8
 }
 
 async fn assert_no_nack(envoy: &Envoy) {
-    for t in ["cds", "lds"] {
-        assert_eq!(envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0), 0, "{t} NACKed");
-    }
+    envoy.assert_no_rejected_updates().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
