@@ -43,8 +43,8 @@ use crate::{
     gateway::{GatewayServer, PortKind, ServerKind},
     naming::{
         BLACK_HOLE_CLUSTER, GRPC_INBOUND_LISTENER_PREFIX, MESH_GATEWAY, VIRTUAL_INBOUND_LISTENER,
-        VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, allow_any_cluster, listener_name,
-        outbound_cluster_name, parse_cluster_name,
+        VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_LISTENER, VIRTUAL_OUTBOUND_PORT, allow_any_cluster,
+        listener_name, outbound_cluster_name, parse_cluster_name,
     },
     policy::SecurityFilters,
     tls,
@@ -303,6 +303,14 @@ fn plan(
             out.values_mut().for_each(|l| l.locked = true);
         }
         let mut add = |key: (u32, String), put: &mut dyn FnMut(&mut OutboundListener)| {
+            // Istio's `conflictWithReservedListener`: nothing on the wildcard at the virtual
+            // listeners' ports.
+            if proxy_capture
+                && key.1 == proxy.bind_address
+                && (key.0 == VIRTUAL_OUTBOUND_PORT || key.0 == VIRTUAL_INBOUND_PORT)
+            {
+                return;
+            }
             let l = out.entry(key).or_insert_with(|| OutboundListener {
                 bind_to_port,
                 egress: index,
@@ -897,9 +905,24 @@ fn sidecar_listeners<T: ListenerForm>(
     let scope = push.sidecar_scope(proxy);
     let (key, security) = crate::policy::security_for(push, proxy);
     findings.extend(security.findings.iter().cloned());
-    out.extend(
-        crate::inbound::ingress_listeners(push, proxy, &scope, &security, &server).into_iter().map(T::own),
-    );
+    // A Sidecar ingress listener on the address and port of an egress one would give Envoy two
+    // listeners of one name (the whole LDS refused): the egress listener keeps it, reported.
+    for l in crate::inbound::ingress_listeners(push, proxy, &scope, &security, &server) {
+        if out.iter().any(|o| o.name() == l.name) {
+            findings.push(Finding {
+                severity: Severity::Dropped,
+                config: scope.sidecar.clone(),
+                path: "spec.ingress".to_string(),
+                resource: l.name.clone(),
+                message: format!(
+                    "an egress listener already listens on {}; this ingress listener is left out",
+                    l.name
+                ),
+            });
+            continue;
+        }
+        out.push(T::own(l));
+    }
     if proxy.interception_mode != InterceptionMode::None {
         out.push(T::own(virtual_outbound(push, proxy, &client)));
         out.push(T::virtual_inbound(push, proxy, &scope, (key, &security), &server));

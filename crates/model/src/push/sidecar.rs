@@ -590,6 +590,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn egress_listeners_bind_their_port_as_istio_decides() {
+        let listener = |bind: &str, capture_none| EgressListener {
+            path: String::new(),
+            port: None,
+            bind: bind.to_string(),
+            capture_none,
+            imports: Arc::default(),
+        };
+        // Without capture every listener binds.
+        assert!(listener("", Some(false)).bind_to_port(false));
+        // With capture: captureMode NONE or a Unix socket binds; DEFAULT / IPTABLES do not.
+        assert!(listener("", Some(true)).bind_to_port(true));
+        assert!(listener("unix:///var/run/app.sock", None).bind_to_port(true));
+        assert!(!listener("127.0.0.1", None).bind_to_port(true));
+        assert!(!listener("", Some(false)).bind_to_port(true));
+        let port = |number, protocol| EgressPort { number, protocol, name: String::new() };
+        assert!(port(8080, crate::Protocol::Http).matches_services());
+        assert!(!port(0, crate::Protocol::Http).is_built());
+        assert!(!port(3128, crate::Protocol::HttpProxy).matches_services());
+    }
+
+    #[test]
     fn egress_hosts_parse() {
         let e = EgressHost::parse("./*.example.com", "ns1").unwrap();
         assert_eq!((e.namespace.as_str(), e.host.as_str()), ("ns1", "*.example.com"));

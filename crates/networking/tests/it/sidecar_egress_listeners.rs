@@ -296,3 +296,36 @@ fn gateway_servers_with_a_bind_get_listeners_and_routes_of_their_own() {
     assert_eq!(domains(0), ["a.example.com"]);
     assert_eq!(domains(1), ["b.example.com"]);
 }
+
+#[test]
+fn an_ingress_listener_on_an_egress_address_is_left_out_and_reported() {
+    let w = world(&format!(
+        "{}  ingress:\n  - port: {{number: 8080, protocol: HTTP, name: in}}\n    defaultEndpoint: 127.0.0.1:9999\n",
+        ns1_egress(
+            "  - port: {number: 8080, protocol: HTTP, name: http}\n    bind: 127.0.0.1\n    hosts: [\"./svc.ns1.svc.cluster.local\"]\n"
+        )
+    ));
+    // Without capture, ingress listeners bind the proxy's IP.
+    let mut proxy = loopback_sidecar("ns1");
+    proxy.ips = vec!["127.0.0.1".to_string()];
+    let (ls, findings) = summaries(&w, &proxy);
+    assert_eq!(names(&ls), ["127.0.0.1_8080"]);
+    assert_eq!(ls[0]["filter_chains"][0]["filters"][0]["routes"]["rds"], "8080", "the egress listener");
+    let f = findings.iter().find(|f| f.path == "spec.ingress").expect("reported");
+    assert_eq!((f.severity, f.resource.as_str()), (model::Severity::Dropped, "127.0.0.1_8080"));
+}
+
+#[test]
+fn nothing_listens_on_the_wildcard_at_the_virtual_listener_ports() {
+    let w = World::new(parse(
+        &format!(
+            "{SERVICES}apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: odd, namespace: ns1}}\n\
+             spec:\n  hosts: [odd.ns1.svc.cluster.local]\n  location: MESH_INTERNAL\n  \
+             ports: [{{number: 15001, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  endpoints: [{{address: 10.0.0.9}}]\n"
+        ),
+        "default",
+    ));
+    let (ls, _) = summaries(&w, &sidecar("ns1", &[]));
+    assert!(!names(&ls).contains(&"0.0.0.0_15001"), "{:?}", names(&ls));
+    assert_eq!(by_name(&ls, "virtualOutbound")["address"], "0.0.0.0:15001");
+}
