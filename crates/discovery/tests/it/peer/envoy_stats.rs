@@ -46,11 +46,13 @@ async fn upstream_envoy_acks_and_serves_with_istio_metrics_configured() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", envoy.log_tail(40)));
-    for t in ["cds", "lds"] {
-        let rejected = envoy.stat(&format!("{t}.update_rejected")).await.unwrap().unwrap_or(0);
-        assert_eq!(rejected, 0, "{t} NACKed:\n{}", envoy.log_tail(40));
+    for (manager, t) in [("cluster_manager", "cds"), ("listener_manager", "lds")] {
+        let stat = |what: &str| format!("{manager}.{t}.{what}");
+        let rejected = envoy.stat(&stat("update_rejected")).await.unwrap();
+        assert_eq!(rejected, Some(0), "{t} NACKed:\n{}", envoy.log_tail(40));
+        let accepted = envoy.stat(&stat("update_success")).await.unwrap().unwrap_or(0);
+        assert!(accepted >= 1, "{t} never accepted:\n{}", envoy.log_tail(40));
     }
-    assert!(envoy.stat("lds.update_success").await.unwrap().unwrap_or(0) >= 1);
     let dump = envoy.config_dump(false).await.unwrap().to_string();
     for name in ["istio.stats", "istio.metadata_exchange", "stats.PluginConfig"] {
         assert!(!dump.contains(name), "{name} in the config of an Envoy without Istio's extensions");
