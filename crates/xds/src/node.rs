@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(IstioExtensions::of(&istio), all);
         let upstream_mx = ext("x", UPSTREAM_NETWORK_FILTERS, METADATA_EXCHANGE_CONFIG_TYPE);
         assert_eq!(
-            IstioExtensions::of(&[upstream_mx.clone()]),
+            IstioExtensions::of(std::slice::from_ref(&upstream_mx)),
             IstioExtensions { upstream_metadata_exchange: true, ..IstioExtensions::default() }
         );
         // Another category or disabled: not counted.

@@ -16,21 +16,6 @@ use model::push::{MeshSettings, ProxyContext, node::IstioExtensions};
 use prost::Message;
 use support::*;
 
-/// The sidecar of workload `app` with two ingress ports (HTTP 9080, TCP 9090).
-const SIDECAR: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {name: app, namespace: ns1}
-spec:
-  workloadSelector: {labels: {app: app}}
-  ingress:
-  - port: {number: 9080, protocol: HTTP, name: http}
-    defaultEndpoint: 127.0.0.1:8080
-  - port: {number: 9090, protocol: TCP, name: tcp}
-    defaultEndpoint: 127.0.0.1:8090
----
-"#;
-
 fn istio_proxy(mut p: ProxyContext) -> ProxyContext {
     p.istio_extensions = IstioExtensions::ALL;
     p
@@ -90,7 +75,7 @@ const HCM: &str = "envoy.filters.http.fault,envoy.filters.http.cors";
 
 #[test]
 fn istio_proxy_gets_the_filters_where_istiod_puts_them() {
-    let world = World::new(parse(&format!("{WEB_AND_DB}{SIDECAR}"), "ns1"));
+    let world = World::new(parse(&format!("{WEB_AND_DB}{APP_SIDECAR}"), "ns1"));
     let push = world.push_with(prometheus_mesh());
     let built = generate_listeners(&push, &istio_proxy(sidecar("ns1", &[("app", "app")])), &[]);
     let got = chains(&built.resources);
@@ -133,7 +118,7 @@ fn istio_proxy_gets_the_filters_where_istiod_puts_them() {
 
 #[test]
 fn a_proxy_with_only_some_extensions_gets_only_those() {
-    let world = World::new(parse(&format!("{WEB_AND_DB}{SIDECAR}"), "ns1"));
+    let world = World::new(parse(&format!("{WEB_AND_DB}{APP_SIDECAR}"), "ns1"));
     let push = world.push_with(prometheus_mesh());
     let mut p = sidecar("ns1", &[("app", "app")]);
     p.istio_extensions = IstioExtensions { http_stats: true, ..IstioExtensions::default() };
@@ -177,7 +162,7 @@ spec:
     - match: {customMetric: my_metric, mode: SERVER}
       disabled: true
 "#;
-    let world = World::new(parse(&format!("{WEB_AND_DB}{SIDECAR}{telemetry}"), "ns1"));
+    let world = World::new(parse(&format!("{WEB_AND_DB}{APP_SIDECAR}---\n{telemetry}"), "ns1"));
     let push = world.push();
     let app = generate_listeners(&push, &istio_proxy(sidecar("ns1", &[("app", "app")])), &[]);
     // The workload turns its client-side metrics off: no stats filter on outbound listeners, the
@@ -241,7 +226,7 @@ spec:
 #[test]
 fn outbound_clusters_carry_the_upstream_metadata_exchange_filter() {
     use meshpilot_networking::cluster::generate_clusters;
-    let world = World::new(parse(&format!("{WEB_AND_DB}{SIDECAR}"), "ns1"));
+    let world = World::new(parse(&format!("{WEB_AND_DB}{APP_SIDECAR}"), "ns1"));
     let push = world.push();
     let with_filter = |p: &ProxyContext| -> Vec<String> {
         generate_clusters(&push, p, &[])

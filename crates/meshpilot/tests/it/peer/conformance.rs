@@ -20,7 +20,7 @@ pub(crate) mod ads;
 mod compare;
 mod debug_json;
 mod routing;
-mod scenarios;
+pub(crate) mod scenarios;
 
 use crate::istio_peer::Istiod;
 
@@ -194,7 +194,7 @@ fn tail(path: &Path) -> String {
 
 /// The node a proxy sends, as pilot-agent writes it (`PROXY_CONFIG` present: it holds workload
 /// certificates, so both sides send mTLS config).
-fn node(p: &ProxySpec) -> Node {
+pub(crate) fn node(p: &ProxySpec) -> Node {
     let s = |v: &str| PbValue { kind: Some(Kind::StringValue(v.to_string())) };
     let mut fields: BTreeMap<String, PbValue> = [
         ("NAMESPACE", s(p.namespace)),

@@ -36,6 +36,8 @@ use prost::Message;
 use super::conformance::{
     Meshpilot,
     ads::{Client, Fetched, XdsType, fetch},
+    node as conformance_node,
+    scenarios::ProxySpec,
 };
 use crate::istio_peer::Istiod;
 
@@ -123,10 +125,26 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
      have; the stats config on it is the same as on meshpilot's other outbound TCP chains",
 )];
 
-/// The proxies compared: (label, node type, pod name, namespace, IP, labels).
-const PROXIES: &[(&str, &str, &str, &str, &str, &[(&str, &str)])] = &[
-    ("sidecar", "sidecar", "app-1", "tel", "10.203.0.1", &[("app", "app")]),
-    ("router", "router", "ingress-1", "istio-config", "10.203.0.2", &[("istio", "ingressgateway")]),
+/// The proxies compared.
+const PROXIES: &[ProxySpec] = &[
+    ProxySpec {
+        label: "sidecar",
+        node_type: "sidecar",
+        name: "app-1",
+        namespace: "tel",
+        ip: "10.203.0.1",
+        labels: &[("app", "app")],
+        metadata: &[],
+    },
+    ProxySpec {
+        label: "router",
+        node_type: "router",
+        name: "ingress-1",
+        namespace: "istio-config",
+        ip: "10.203.0.2",
+        labels: &[("istio", "ingressgateway")],
+        metadata: &[],
+    },
 ];
 
 /// istio-proxy's telemetry extensions as it lists them in `node.extensions`.
@@ -159,37 +177,15 @@ fn istio_extensions() -> Vec<Extension> {
     ]
 }
 
-fn node(node_type: &str, pod: &str, ns: &str, ip: &str, labels: &[(&str, &str)]) -> Node {
-    let s = |v: &str| PbValue { kind: Some(Kind::StringValue(v.to_string())) };
-    let mut fields: BTreeMap<String, PbValue> = [
-        ("NAMESPACE", s(ns)),
-        ("INSTANCE_IPS", s(ip)),
-        ("SERVICE_ACCOUNT", s("default")),
-        ("CLUSTER_ID", s("Kubernetes")),
-        ("MESH_ID", s("cluster.local")),
-        ("ISTIO_VERSION", s("1.29.0")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let labels = Struct { fields: labels.iter().map(|(k, v)| (k.to_string(), s(v))).collect() };
-    fields.insert("LABELS".into(), PbValue { kind: Some(Kind::StructValue(labels)) });
-    let proxy_config = Struct {
-        fields: [("discoveryAddress".to_string(), s("istiod.istio-system.svc:15012"))].into_iter().collect(),
-    };
-    fields.insert("PROXY_CONFIG".into(), PbValue { kind: Some(Kind::StructValue(proxy_config)) });
-    Node {
-        id: format!("{node_type}~{ip}~{pod}.{ns}~{ns}.svc.cluster.local"),
-        cluster: format!("{pod}.{ns}"),
-        metadata: Some(Struct { fields: fields.into_iter().collect() }),
-        user_agent_name: "envoy".into(),
-        extensions: istio_extensions(),
-        ..Default::default()
-    }
+/// The node of a proxy as pilot-agent writes it (the conformance harness' node), claiming istio-proxy's
+/// extensions.
+fn node(spec: &ProxySpec) -> Node {
+    let mut n = conformance_node(spec);
+    n.user_agent_name = "envoy".into();
+    n.extensions = istio_extensions();
+    n
 }
 
-/// A `Struct` as JSON with its keys sorted (a `Struct` is a hash map: the two sides encode its
-/// fields in different orders).
 fn struct_json(s: &Struct) -> serde_json::Value {
     let sorted: BTreeMap<&String, &PbValue> = s.fields.iter().collect();
     serde_json::Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), value_json(v))).collect())
@@ -306,11 +302,12 @@ async fn telemetry_filters_equal_istiods_for_istio_proxy() {
     let mut differences = Vec::new();
     let mut compared = 0;
     let mut with_telemetry = 0;
-    for (label, node_type, pod, ns, ip, labels) in PROXIES {
-        let n = node(node_type, pod, ns, ip, labels);
+    for spec in PROXIES {
+        let (label, node_type) = (spec.label, spec.node_type);
+        let n = node(spec);
         // Both sides read the directory on start; wait until each serves the config (a listener per
         // expected port), then compare.
-        let want = if *node_type == "router" { "0.0.0.0_8080" } else { "virtualInbound" };
+        let want = if node_type == "router" { "0.0.0.0_8080" } else { "virtualInbound" };
         let mut theirs = Fetched::default();
         let mut ours = Fetched::default();
         for _ in 0..60 {
