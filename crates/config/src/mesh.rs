@@ -139,6 +139,7 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
             "defaultProviders" => {
                 mesh.default_access_log_providers = default_providers(value, "accessLogging")?;
                 mesh.default_tracing_providers = default_providers(value, "tracing")?;
+                mesh.default_metrics_providers = default_providers(value, "metrics")?;
             }
             "enableTracing" => match value.as_bool() {
                 Some(b) => mesh.enable_tracing = b,
@@ -184,7 +185,7 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
     Ok((mesh, warnings))
 }
 
-/// `defaultProviders.<field>` (`accessLogging`, `tracing`; the metrics default is not used).
+/// `defaultProviders.<field>` (`accessLogging`, `tracing`, `metrics`).
 fn default_providers(value: &Value, field: &str) -> Result<Vec<String>, String> {
     let Some(list) = value.get(field).filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
     let bad = || format!("defaultProviders.{field}: expected a list of provider names, got {list}");

@@ -198,6 +198,14 @@ impl ResourceSource for NetworkingSource {
         let mut proxy = Proxy::from_node(&node.id, node.metadata, locality, node.user_agent_name)
             .map_err(|e| SourceError::InvalidNode(e.to_string()))?;
         proxy.service_cluster = node.cluster;
+        let ext = node.istio_extensions;
+        proxy.istio_extensions = model::push::node::IstioExtensions {
+            http_stats: ext.http_stats,
+            tcp_stats: ext.tcp_stats,
+            http_peer_metadata: ext.http_peer_metadata,
+            tcp_metadata_exchange: ext.tcp_metadata_exchange,
+            upstream_metadata_exchange: ext.upstream_metadata_exchange,
+        };
         if let Some(caller) = caller {
             proxy.verified_identities = (caller.identities.iter().zip(&caller.namespaces))
                 .map(|(identity, namespace)| VerifiedIdentity {

@@ -137,16 +137,33 @@ pub struct AccessLogs {
     pub findings: Vec<Finding>,
     /// The connection managers' tracing and request id extension ([`crate::tracing`]).
     pub tracing: crate::tracing::HcmTracing,
+    /// Istio's stats and metadata exchange filters of these listeners ([`crate::stats`]; empty for
+    /// proxies without istio-proxy's extensions).
+    pub telemetry: crate::stats::TelemetryFilters,
 }
 
 impl AccessLogs {
-    /// Sets `hcm`'s access loggers, tracing and request id extension.
+    /// Sets `hcm`'s access loggers, tracing and request id extension, and adds Istio's telemetry
+    /// filters ([`crate::stats::TelemetryFilters::apply_http`]).
     pub fn apply_http(
         &self,
         hcm: &mut envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager,
     ) {
         hcm.access_log = self.filters.clone();
         self.tracing.apply(hcm);
+        self.telemetry.apply_http(hcm);
+    }
+
+    /// The network filters of a TCP chain whose `tcp_proxy` writes these access logs: the metadata
+    /// exchange filter first when `exchange`, `security`, Istio's stats filters, then `terminal`
+    /// ([`crate::stats::TelemetryFilters::tcp_chain`]).
+    pub fn tcp_chain(
+        &self,
+        exchange: bool,
+        security: &[envoy_types::pb::envoy::config::listener::v3::Filter],
+        terminal: envoy_types::pb::envoy::config::listener::v3::Filter,
+    ) -> Vec<envoy_types::pb::envoy::config::listener::v3::Filter> {
+        self.telemetry.tcp_chain(exchange, security, terminal)
     }
 }
 
@@ -156,7 +173,9 @@ pub fn access_logs(push: &Snapshot, proxy: &ProxyContext, direction: Direction) 
     let (key, configs) = push.access_logging(proxy, direction);
     let mesh = push.mesh();
     let tracing = crate::tracing::hcm_tracing(push, proxy, direction);
-    let mut out = AccessLogs { key, findings: tracing.findings.clone(), tracing, ..AccessLogs::default() };
+    let telemetry = crate::stats::telemetry_filters(push, proxy, direction);
+    let mut out =
+        AccessLogs { key, findings: tracing.findings.clone(), tracing, telemetry, ..AccessLogs::default() };
     if configs.is_empty() {
         if !mesh.access_log_file.is_empty() {
             let log = mesh_file_log(&mesh.access_log_file, mesh);

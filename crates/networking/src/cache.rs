@@ -182,6 +182,8 @@ pub(crate) struct OutboundClustersKey {
     /// The proxy's locality when the scope has DNS-resolved services (their clusters carry endpoints
     /// ranked for it, [`crate::locality`]); `None` otherwise.
     pub locality: Option<model::push::node::Locality>,
+    /// The proxy has istio-proxy's upstream `istio.metadata_exchange` (its clusters carry it).
+    pub metadata_exchange: bool,
 }
 
 /// A proxy's outbound clusters, encoded in name order of generation, and the findings met making them,
@@ -207,6 +209,9 @@ pub(crate) struct VirtualInboundKey {
     /// The inbound connection managers' tracing, encoded (`tracing::HcmTracing::fingerprint`): it
     /// depends on the proxy's labels and metadata (Istio's span tags), not only on Telemetries.
     pub tracing: Vec<u8>,
+    /// What Istio's telemetry filters depend on (`stats::TelemetryFilters::key`): the proxy's
+    /// istio-proxy extensions and the Telemetries with `metrics` that apply to it.
+    pub stats: (model::push::node::IstioExtensions, Vec<model::ConfigKey>),
 }
 
 /// Per-generation cache of sidecar scopes, sidecar route tables and merged gateway servers. One per

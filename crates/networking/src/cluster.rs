@@ -1209,6 +1209,9 @@ fn outbound_clusters(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
         let dr = push.destination_rule(proxy, service);
         service_clusters(push, proxy, service, dr.as_deref(), findings, &mut out);
     }
+    for c in &mut out {
+        crate::stats::add_cluster_metadata_exchange(proxy, c);
+    }
     out
 }
 
@@ -1283,7 +1286,9 @@ fn own_clusters(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Findin
         return clusters;
     }
     clusters.push(black_hole(push));
-    clusters.push(passthrough(push, PASSTHROUGH_CLUSTER, None));
+    let mut outbound_passthrough = passthrough(push, PASSTHROUGH_CLUSTER, None);
+    crate::stats::add_cluster_metadata_exchange(proxy, &mut outbound_passthrough);
+    clusters.push(outbound_passthrough);
     let scope = (proxy.kind == ProxyKind::Sidecar).then(|| push.sidecar_scope(proxy));
     if let Some(scope) = scope.as_ref().filter(|s| !s.ingress.is_empty()) {
         clusters.extend(ingress_clusters(push, proxy, scope, findings));
@@ -1363,6 +1368,7 @@ fn shared_outbound(push: &Snapshot, proxy: &ProxyContext) -> SharedClusters {
         workload_certificates: proxy.has_workload_certificates(),
         ipv6_only: dns_lookup_family(proxy) == DnsLookupFamily::V6Only,
         locality: scope.has_dns_services().then(|| proxy.locality.clone()),
+        metadata_exchange: proxy.istio_extensions.upstream_metadata_exchange,
     };
     push.outbound_clusters(key, || {
         let mut found = Vec::new();

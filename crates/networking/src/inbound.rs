@@ -121,7 +121,8 @@ pub struct InboundChain {
     pub filter_chain_match: FilterChainMatch,
     /// The downstream TLS context when the chain terminates mutual TLS.
     pub tls: Option<DownstreamTlsContext>,
-    /// Network filters before the terminal one (RBAC and ext_authz of TCP chains).
+    /// Network filters before the terminal one (Istio's metadata exchange; RBAC, ext_authz and
+    /// Istio's stats on TCP chains).
     pub network_filters: Vec<Filter>,
     /// The terminal filter.
     pub terminal: Terminal,
@@ -262,13 +263,15 @@ pub fn inbound_chains_logged(
     logs: &AccessLogs,
 ) -> Vec<InboundChain> {
     let mut terminal = terminal(port, logs);
+    // As istiod: the TCP metadata exchange filter leads every inbound chain; TCP chains then carry
+    // the security filters and Istio's stats before `tcp_proxy` (added with the terminal).
     let network_filters = match &mut terminal {
         Terminal::Http(hcm) => {
             let phases = PhaseFilters::for_listener(extensions, ListenerClass::SidecarInbound, port.port);
             security.apply_http_with(hcm, &phases);
-            Vec::new()
+            logs.telemetry.tcp_metadata_exchange.iter().cloned().collect()
         }
-        Terminal::Tcp(_) => security.tcp.clone(),
+        Terminal::Tcp(_) => logs.telemetry.tcp_filters(true, &security.tcp),
     };
     let tls = match_options(mode, port.protocol).iter().any(|o| o.mtls).then(|| inbound_tls_context(mesh));
     match_options(mode, port.protocol)
@@ -469,6 +472,7 @@ pub(crate) fn virtual_inbound_encoded(
         telemetry: logs.key.clone(),
         extensions: push.extensions(proxy).iter().map(|e| e.config.key()).collect(),
         tracing: logs.tracing.fingerprint(),
+        stats: logs.telemetry.key.clone(),
     };
     push.virtual_inbound(key, make)
 }

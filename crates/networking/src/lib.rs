@@ -48,6 +48,7 @@ pub mod policy;
 pub mod rds;
 pub mod route;
 pub mod sds;
+pub mod stats;
 mod tls;
 pub mod tracing;
 pub use tls::file_secret_references;

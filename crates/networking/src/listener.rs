@@ -676,7 +676,7 @@ fn sidecar_outbound(
                 let m = l4_match(&names, e.cidr.as_deref());
                 let tunnel = tunneling(push, proxy, &scope, &destinations);
                 let proxy_filter = tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel);
-                (names, chain(&cluster, m, vec![proxy_filter]))
+                (names, chain(&cluster, m, logs.tcp_chain(false, &[], proxy_filter)))
             } else {
                 let m = l4_match(&[], e.cidr.as_deref());
                 let mut c = tcp_chain(push, proxy, (&scope, imports), s, port, logs, &mut report);
@@ -773,7 +773,11 @@ fn tcp_chain(
         .and_then(|vs| tcp_route_destinations(push, proxy, scope, vs, port, MESH_GATEWAY, report))
         .unwrap_or_else(|| vec![(cluster.clone(), 1)]);
     let tunnel = tunneling(push, proxy, scope, &destinations);
-    chain(&cluster, None, vec![tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel)])
+    chain(
+        &cluster,
+        None,
+        logs.tcp_chain(false, &[], tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel)),
+    )
 }
 
 /// The `tunneling_config` of a sidecar's outbound TCP proxy to `destinations` (Istio's
@@ -826,7 +830,7 @@ fn virtual_outbound(push: &Snapshot, proxy: &ProxyContext, logs: &AccessLogs) ->
         vec![chain(
             "PassthroughFilterChain",
             None,
-            vec![tcp_proxy_filter(target, &[(target.to_string(), 1)], &logs.filters)],
+            logs.tcp_chain(false, &[], tcp_proxy_filter(target, &[(target.to_string(), 1)], &logs.filters)),
         )],
     );
     l.use_original_dst = Some(boolv(true));
@@ -958,6 +962,16 @@ fn server_tls(
     translated.context
 }
 
+/// Whether a gateway server terminates Istio mutual TLS (`tls.mode: ISTIO_MUTUAL`): its TCP chains
+/// lead with Istio's metadata exchange filter (istiod's `includeMx`).
+fn istio_mutual(server: &GatewayServer) -> bool {
+    server
+        .server()
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.mode == api::networking::gateway::server_tls_settings::TlSmode::IstioMutual as i32)
+}
+
 fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<Finding>) -> Vec<Listener> {
     let shared = crate::gateway::servers(push, proxy);
     findings.extend(shared.1.iter().cloned());
@@ -1074,11 +1088,15 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                     let c = chain(
                                         &cname,
                                         Some(FilterChainMatch { server_names: names, ..Default::default() }),
-                                        security.tcp_chain(tcp_proxy_filter(
-                                            stat_of(&destinations),
-                                            &destinations,
-                                            &logs.filters,
-                                        )),
+                                        logs.tcp_chain(
+                                            istio_mutual(server),
+                                            &security.tcp,
+                                            tcp_proxy_filter(
+                                                stat_of(&destinations),
+                                                &destinations,
+                                                &logs.filters,
+                                            ),
+                                        ),
                                     );
                                     add(&mut chains, &mut report, server, c);
                                 }
@@ -1124,11 +1142,11 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                             let mut c = chain(
                                 stat_of(&destinations),
                                 m,
-                                security.tcp_chain(tcp_proxy_filter(
-                                    stat_of(&destinations),
-                                    &destinations,
-                                    &logs.filters,
-                                )),
+                                logs.tcp_chain(
+                                    istio_mutual(server),
+                                    &security.tcp,
+                                    tcp_proxy_filter(stat_of(&destinations), &destinations, &logs.filters),
+                                ),
                             );
                             if let Some(ctx) = ctx {
                                 c.transport_socket = Some(transport_socket(TLS_TRANSPORT_SOCKET, &ctx));

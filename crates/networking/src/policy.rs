@@ -68,14 +68,9 @@ impl SecurityFilters {
             .chain(&extensions.unspecified)
             .cloned()
             .collect();
-        hcm.http_filters.splice(0..0, front);
-    }
-
-    /// The network filters of a TCP chain ending in `terminal`.
-    pub fn tcp_chain(&self, terminal: Filter) -> Vec<Filter> {
-        let mut filters = self.tcp.clone();
-        filters.push(terminal);
-        filters
+        // Behind Istio's peer metadata filter when it leads ([`crate::stats`]).
+        let at = usize::from(crate::stats::leads_with_metadata_exchange(hcm));
+        hcm.http_filters.splice(at..at, front);
     }
 }
 

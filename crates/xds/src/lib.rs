@@ -53,7 +53,7 @@ mod wire;
 
 pub use admission::{RequestLimiter, default_max_requests_per_second};
 pub use framing::AdsService;
-pub use node::{NodeError, NodeParts};
+pub use node::{IstioExtensions, NodeError, NodeParts};
 pub use polling::{Poll, PollOutcome, PollingLimits, PollingRegistry};
 pub use registry::{
     ConnectionChurn, ConnectionRegistry, ConnectionSnapshot, PushHandle, TypeStatus, connection_churn,

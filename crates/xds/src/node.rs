@@ -59,6 +59,66 @@ pub struct NodeParts {
     pub user_agent_name: String,
     /// `node.cluster` (pilot-agent's service cluster, e.g. `reviews.default`; empty when absent).
     pub cluster: String,
+    /// Which of Istio's own filters the proxy has compiled in, read from `node.extensions`.
+    pub istio_extensions: IstioExtensions,
+}
+
+/// Which of istio-proxy's own filters an Envoy has compiled in, as it reports them in
+/// `node.extensions` (name, category and the config message types it accepts; upstream Envoy lists
+/// none of these). Found by config type within the filter category, so a renamed extension is still
+/// recognised. Only these flags are kept, not the list (Envoy 1.40 lists over 500 extensions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IstioExtensions {
+    /// An HTTP filter accepting `stats.PluginConfig` (istio-proxy's `istio.stats`).
+    pub http_stats: bool,
+    /// A network filter accepting `stats.PluginConfig` (istio-proxy's TCP `istio.stats`).
+    pub tcp_stats: bool,
+    /// An HTTP filter accepting `io.istio.http.peer_metadata.Config` (istio-proxy's peer metadata
+    /// filter, named `istio.metadata_exchange` in istiod's listeners).
+    pub http_peer_metadata: bool,
+    /// A network filter accepting `envoy.tcp.metadataexchange.config.MetadataExchange` (istio-proxy's
+    /// TCP `istio.metadata_exchange`).
+    pub tcp_metadata_exchange: bool,
+    /// An upstream network filter accepting `envoy.tcp.metadataexchange.config.MetadataExchange`
+    /// (istio-proxy's `istio.metadata_exchange` on outbound clusters).
+    pub upstream_metadata_exchange: bool,
+}
+
+/// The config type of istio-proxy's stats filters (HTTP and TCP).
+pub const STATS_CONFIG_TYPE: &str = "stats.PluginConfig";
+/// The config type of istio-proxy's HTTP peer metadata filter.
+pub const PEER_METADATA_CONFIG_TYPE: &str = "io.istio.http.peer_metadata.Config";
+/// The config type of istio-proxy's TCP metadata exchange filter.
+pub const METADATA_EXCHANGE_CONFIG_TYPE: &str = "envoy.tcp.metadataexchange.config.MetadataExchange";
+const HTTP_FILTERS: &str = "envoy.filters.http";
+const NETWORK_FILTERS: &str = "envoy.filters.network";
+const UPSTREAM_NETWORK_FILTERS: &str = "envoy.filters.upstream_network";
+
+impl IstioExtensions {
+    /// Reads the flags from a node's `extensions` (Envoy's `node.extensions`: one entry per compiled
+    /// extension with its `category` and `type_urls`, the full names of its config messages).
+    pub fn of(extensions: &[envoy_types::pb::envoy::config::core::v3::Extension]) -> IstioExtensions {
+        let mut out = IstioExtensions::default();
+        for e in extensions.iter().filter(|e| !e.disabled) {
+            let http = e.category == HTTP_FILTERS;
+            let network = e.category == NETWORK_FILTERS;
+            let upstream = e.category == UPSTREAM_NETWORK_FILTERS;
+            if !http && !network && !upstream {
+                continue;
+            }
+            for t in &e.type_urls {
+                match t.as_str() {
+                    STATS_CONFIG_TYPE if http => out.http_stats = true,
+                    STATS_CONFIG_TYPE if network => out.tcp_stats = true,
+                    PEER_METADATA_CONFIG_TYPE if http => out.http_peer_metadata = true,
+                    METADATA_EXCHANGE_CONFIG_TYPE if network => out.tcp_metadata_exchange = true,
+                    METADATA_EXCHANGE_CONFIG_TYPE if upstream => out.upstream_metadata_exchange = true,
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Reads the `node` of a stream's first request into [`NodeParts`].
@@ -89,6 +149,7 @@ pub fn node_parts(node: Option<&Node>) -> Result<NodeParts, NodeError> {
         sub_zone: locality.sub_zone,
         user_agent_name: node.user_agent_name.clone(),
         cluster: node.cluster.clone(),
+        istio_extensions: IstioExtensions::of(&node.extensions),
     })
 }
 
@@ -118,6 +179,47 @@ mod tests {
         // Exactly at the limit is accepted.
         let node = Node { id: "x".repeat(MAX_NODE_ID_BYTES), ..Node::default() };
         assert_eq!(node_parts(Some(&node)).unwrap().id.len(), MAX_NODE_ID_BYTES);
+    }
+
+    #[test]
+    fn istio_extensions_are_recognised_by_category_and_config_type() {
+        use envoy_types::pb::envoy::config::core::v3::Extension;
+        let ext = |name: &str, category: &str, t: &str| Extension {
+            name: name.into(),
+            category: category.into(),
+            type_urls: vec![t.into()],
+            ..Default::default()
+        };
+        let upstream = [ext(
+            "envoy.filters.http.router",
+            HTTP_FILTERS,
+            "envoy.extensions.filters.http.router.v3.Router",
+        )];
+        assert_eq!(IstioExtensions::of(&upstream), IstioExtensions::default());
+        let istio = [
+            ext("envoy.filters.http.istio_stats", HTTP_FILTERS, STATS_CONFIG_TYPE),
+            ext("envoy.filters.network.istio_stats", NETWORK_FILTERS, STATS_CONFIG_TYPE),
+            ext("envoy.filters.http.peer_metadata", HTTP_FILTERS, PEER_METADATA_CONFIG_TYPE),
+            ext("envoy.filters.network.metadata_exchange", NETWORK_FILTERS, METADATA_EXCHANGE_CONFIG_TYPE),
+        ];
+        let all = IstioExtensions {
+            http_stats: true,
+            tcp_stats: true,
+            http_peer_metadata: true,
+            tcp_metadata_exchange: true,
+            upstream_metadata_exchange: false,
+        };
+        assert_eq!(IstioExtensions::of(&istio), all);
+        let upstream_mx = ext("x", UPSTREAM_NETWORK_FILTERS, METADATA_EXCHANGE_CONFIG_TYPE);
+        assert_eq!(
+            IstioExtensions::of(std::slice::from_ref(&upstream_mx)),
+            IstioExtensions { upstream_metadata_exchange: true, ..IstioExtensions::default() }
+        );
+        // Another category or disabled: not counted.
+        let mut off = istio[3].clone();
+        off.disabled = true;
+        let elsewhere = ext("y", "envoy.filters.listener", STATS_CONFIG_TYPE);
+        assert_eq!(IstioExtensions::of(&[off, elsewhere]), IstioExtensions::default());
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod peer {
     mod envoy_sidecar_egress;
     mod envoy_sidecar_ingress;
     mod envoy_sniffing;
+    mod envoy_stats;
     mod envoy_tracing;
     mod envoy_tunnel_proxy_protocol;
     mod grpc_proxyless;

@@ -44,5 +44,6 @@ mod peer {
     mod revision_tags;
     mod secure_port;
     mod status_cli;
+    mod telemetry_istiod;
     mod webhook_cluster;
 }

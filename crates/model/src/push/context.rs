@@ -102,6 +102,9 @@ pub struct MeshSettings {
     /// `defaultProviders.tracing`: the tracing providers of proxies no Telemetry names one for (only
     /// the first is used, as istiod).
     pub default_tracing_providers: Vec<String>,
+    /// `defaultProviders.metrics`: the metrics providers of proxies no Telemetry `metrics` entry
+    /// applies to (Istio's chart sets `[prometheus]`; istiod's built-in default is none).
+    pub default_metrics_providers: Vec<String>,
     /// `defaultConfig.tracing`: the legacy tracing settings of proxies without their own proxy config
     /// (`PROXY_CONFIG` node metadata).
     pub default_proxy_tracing: Option<super::tracing::ProxyTracing>,
@@ -141,6 +144,7 @@ impl Default for MeshSettings {
             default_access_log_providers: Vec::new(),
             enable_tracing: true,
             default_tracing_providers: Vec::new(),
+            default_metrics_providers: Vec::new(),
             default_proxy_tracing: None,
             trace_sampling: super::tracing::DEFAULT_TRACE_SAMPLING,
             locality_lb_setting: Some(api::networking::destination_rule::LocalityLoadBalancerSetting {
@@ -487,6 +491,15 @@ impl ConfigIndex {
                     .extend(super::telemetry::telemetry_findings(&config, &mesh.extension_providers));
                 index.telemetries.entry(config.meta.namespace.clone()).or_default().push(config);
             }
+        }
+        let metrics_configured = !mesh.default_metrics_providers.is_empty()
+            || index
+                .telemetries
+                .values()
+                .flatten()
+                .any(|c| matches!(&c.spec, Spec::Telemetry(t) if !t.metrics.is_empty()));
+        if metrics_configured {
+            index.findings.push(super::metrics::extension_note());
         }
         for config in list_sorted(store, Kind::EnvoyFilter) {
             if matches!(config.spec, Spec::EnvoyFilter(_)) {
@@ -1097,6 +1110,18 @@ impl PushContext {
             direction,
         );
         (super::telemetry::logging_key(&applicable), logging)
+    }
+
+    /// The metrics providers of `proxy` with their merged settings ([`super::metrics::metrics`]) and
+    /// the keys of the Telemetries they come from (proxies with equal keys get equal settings).
+    pub fn metrics(&self, proxy: &ProxyContext) -> (Vec<ConfigKey>, Vec<super::metrics::ProviderMetrics>) {
+        let applicable = self.telemetries(proxy);
+        let metrics = super::metrics::metrics(
+            &applicable,
+            &self.mesh.default_metrics_providers,
+            &self.mesh.extension_providers,
+        );
+        (super::metrics::metrics_key(&applicable), metrics)
     }
 
     /// What policies are matched against for `proxy`, serving the classic Gateways `gateways`

@@ -21,6 +21,7 @@ pub mod converter;
 mod delegate;
 pub mod extension_provider;
 pub mod extensions;
+pub mod metrics;
 pub mod node;
 pub mod policy;
 mod proxy;

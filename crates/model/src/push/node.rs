@@ -347,6 +347,44 @@ pub struct Proxy {
     /// What the stream's caller proved (Istio's `VerifiedIdentity`): set by the xDS server on an
     /// authenticating port (15012), empty on the plaintext port.
     pub verified_identities: Vec<VerifiedIdentity>,
+    /// Which of istio-proxy's telemetry filters the proxy has compiled in (from `node.extensions`;
+    /// set by the xDS server). Upstream Envoy has none: it gets no Istio stats or metadata exchange
+    /// filters.
+    pub istio_extensions: IstioExtensions,
+}
+
+/// Which of istio-proxy's own telemetry filters a proxy has (what it reports in `node.extensions`,
+/// found by config type: `stats.PluginConfig`, `io.istio.http.peer_metadata.Config`,
+/// `envoy.tcp.metadataexchange.config.MetadataExchange`). istiod assumes all of them; meshpilot adds
+/// a filter only to proxies that can load it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IstioExtensions {
+    /// The HTTP `istio.stats` filter.
+    pub http_stats: bool,
+    /// The TCP (network) `istio.stats` filter.
+    pub tcp_stats: bool,
+    /// The HTTP peer metadata filter (`istio.metadata_exchange` in HTTP filter chains).
+    pub http_peer_metadata: bool,
+    /// The TCP `istio.metadata_exchange` network filter.
+    pub tcp_metadata_exchange: bool,
+    /// `istio.metadata_exchange` as an upstream network filter (on outbound clusters).
+    pub upstream_metadata_exchange: bool,
+}
+
+impl IstioExtensions {
+    /// All of istio-proxy's telemetry filters (what a pilot-agent-run istio-proxy reports).
+    pub const ALL: IstioExtensions = IstioExtensions {
+        http_stats: true,
+        tcp_stats: true,
+        http_peer_metadata: true,
+        tcp_metadata_exchange: true,
+        upstream_metadata_exchange: true,
+    };
+
+    /// Whether the proxy has none of them (upstream Envoy).
+    pub fn is_none(&self) -> bool {
+        *self == IstioExtensions::default()
+    }
 }
 
 /// An identity the caller of an xDS stream proved with a client certificate or a token.
@@ -409,6 +447,7 @@ impl Proxy {
             user_agent_name: String::new(),
             service_cluster: String::new(),
             verified_identities: Vec::new(),
+            istio_extensions: IstioExtensions::default(),
         })
     }
 

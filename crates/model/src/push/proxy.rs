@@ -94,6 +94,10 @@ pub struct ProxyContext {
     /// none or it cannot be read). Only used when [`workload_certificates`](ProxyContext::workload_certificates)
     /// says the proxy has a proxy config; otherwise the mesh `defaultConfig.tracing` applies.
     pub proxy_tracing: Option<super::tracing::ProxyTracing>,
+    /// Which of istio-proxy's telemetry filters the proxy has (`node.extensions`,
+    /// [`super::node::IstioExtensions`]): the stats and metadata exchange filters go only to proxies
+    /// that have them.
+    pub istio_extensions: super::node::IstioExtensions,
     /// What [`ProxyContext::set_topology`] adds to [`labels`](ProxyContext::labels): the node's
     /// `CLUSTER_ID`, `NETWORK` and `NODE_NAME` (kept to redo the labels when the locality changes).
     topology: TopologyMetadata,
@@ -160,6 +164,7 @@ impl ProxyContext {
         );
         ctx.mesh_id = proxy.metadata.mesh_id.clone();
         ctx.service_cluster = proxy.service_cluster.clone();
+        ctx.istio_extensions = proxy.istio_extensions;
         ctx.proxy_tracing = proxy
             .metadata
             .raw
@@ -205,6 +210,7 @@ impl ProxyContext {
             mesh_id: String::new(),
             service_cluster: String::new(),
             proxy_tracing: None,
+            istio_extensions: super::node::IstioExtensions::default(),
             topology: TopologyMetadata::default(),
         }
     }

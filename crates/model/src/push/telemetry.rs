@@ -232,8 +232,8 @@ pub fn access_logging(
 
 /// What configstatusz reports about one Telemetry: each `accessLogging` provider that the mesh does
 /// not define or that is not an access logger (`spec.accessLogging[i].providers[j].name`), the
-/// tracing providers [`super::tracing::tracing_findings`] reports, and the section meshpilot does not
-/// apply yet (`spec.metrics`).
+/// tracing providers [`super::tracing::tracing_findings`] reports, and the metrics providers
+/// [`super::metrics::metrics_findings`] reports.
 pub fn telemetry_findings(config: &Config, providers: &[ExtensionProvider]) -> Vec<Finding> {
     let Some(t) = telemetry(config) else { return Vec::new() };
     let mut out = Vec::new();
@@ -271,13 +271,7 @@ pub fn telemetry_findings(config: &Config, providers: &[ExtensionProvider]) -> V
         }
     }
     out.extend(super::tracing::tracing_findings(config, providers));
-    if !t.metrics.is_empty() {
-        out.push(finding(
-            Severity::Unsupported,
-            "spec.metrics".to_string(),
-            "Telemetry metrics are not applied yet: Istio's stats filters are not configured".to_string(),
-        ));
-    }
+    out.extend(super::metrics::metrics_findings(config, providers));
     out
 }
 

@@ -18,23 +18,9 @@ use model::push::{MeshSettings, telemetry::AccessLogEncoding};
 use prost::Message;
 use support::*;
 
-/// The sidecar of workload `app` with two ingress ports (HTTP 9080, TCP 9090).
-const SIDECAR: &str = r#"
-apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {name: app, namespace: ns1}
-spec:
-  workloadSelector: {labels: {app: app}}
-  ingress:
-  - port: {number: 9080, protocol: HTTP, name: http}
-    defaultEndpoint: 127.0.0.1:8080
-  - port: {number: 9090, protocol: TCP, name: tcp}
-    defaultEndpoint: 127.0.0.1:8090
-"#;
-
-/// [`WEB_AND_DB`] and [`SIDECAR`].
+/// [`WEB_AND_DB`] and [`APP_SIDECAR`].
 fn services() -> String {
-    format!("{WEB_AND_DB}{SIDECAR}")
+    format!("{WEB_AND_DB}{APP_SIDECAR}")
 }
 
 /// (where, logger path or name, CEL expression) of every access logger in `listeners`.

@@ -26,6 +26,7 @@ mod shared_routes;
 mod sidecar_egress_listeners;
 mod sidecar_egress_proxy;
 mod sidecar_inbound_pool;
+mod stats;
 mod tracing;
 mod traffic_policy;
 mod tunnel_proxy_protocol;

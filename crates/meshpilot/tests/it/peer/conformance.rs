@@ -16,11 +16,11 @@
 //! a substring selects scenarios by name. `CONFORMANCE_OUT=DIR` writes `report.json` and `report.md` there.
 //! A missing istiod build fails the test, naming the script, never skips it.
 
-mod ads;
+pub(crate) mod ads;
 mod compare;
 mod debug_json;
 mod routing;
-mod scenarios;
+pub(crate) mod scenarios;
 
 use crate::istio_peer::Istiod;
 
@@ -125,18 +125,30 @@ fn start_istiod(dir: &Path, config: &Path, kubeconfig: &Path) -> Istiod {
 }
 
 /// `meshpilot discovery`; killed on drop.
-struct Meshpilot {
+pub(crate) struct Meshpilot {
     child: Child,
-    grpc: SocketAddr,
-    log: PathBuf,
+    /// Its plaintext ADS address.
+    pub(crate) grpc: SocketAddr,
+    /// Its log file.
+    pub(crate) log: PathBuf,
 }
 
 impl Meshpilot {
     async fn start(work: &Path, config: &Path, kubeconfig: &Path) -> Meshpilot {
+        Meshpilot::start_with_mesh(work, config, kubeconfig, MESH).await
+    }
+
+    /// `meshpilot discovery` on `config` and the cluster of `kubeconfig` with mesh config `mesh`.
+    pub(crate) async fn start_with_mesh(
+        work: &Path,
+        config: &Path,
+        kubeconfig: &Path,
+        mesh_text: &str,
+    ) -> Meshpilot {
         let addr = |p: u16| -> SocketAddr { ([127, 0, 0, 1], p).into() };
         let (grpc, http_addr, mon) = (addr(free_port()), addr(free_port()), addr(free_port()));
         let mesh = work.join("meshpilot-mesh.yaml");
-        std::fs::write(&mesh, MESH).unwrap();
+        std::fs::write(&mesh, mesh_text).unwrap();
         let log = work.join("meshpilot.log");
         let child = Command::new(env!("CARGO_BIN_EXE_meshpilot"))
             .arg("discovery")
@@ -182,7 +194,7 @@ fn tail(path: &Path) -> String {
 
 /// The node a proxy sends, as pilot-agent writes it (`PROXY_CONFIG` present: it holds workload
 /// certificates, so both sides send mTLS config).
-fn node(p: &ProxySpec) -> Node {
+pub(crate) fn node(p: &ProxySpec) -> Node {
     let s = |v: &str| PbValue { kind: Some(Kind::StringValue(v.to_string())) };
     let mut fields: BTreeMap<String, PbValue> = [
         ("NAMESPACE", s(p.namespace)),

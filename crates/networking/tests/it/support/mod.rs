@@ -146,6 +146,21 @@ spec:
 ---
 "#;
 
+/// The Sidecar of workload `app` in `ns1` with two ingress ports (HTTP 9080, TCP 9090), a YAML
+/// document without the trailing `---`.
+pub const APP_SIDECAR: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: app, namespace: ns1}
+spec:
+  workloadSelector: {labels: {app: app}}
+  ingress:
+  - port: {number: 9080, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:8080
+  - port: {number: 9090, protocol: TCP, name: tcp}
+    defaultEndpoint: 127.0.0.1:8090
+"#;
+
 /// A mesh-internal STATIC ServiceEntry `name.namespace.svc.cluster.local` with one HTTP port 80 and one
 /// endpoint at `address` (a YAML document ending with `---`).
 pub fn http_service_entry(name: &str, namespace: &str, address: &str) -> String {
