@@ -67,12 +67,6 @@ impl Setup {
     }
 }
 
-/// The sum of every `update_rejected` counter of `envoy` (CDS, LDS, each RDS and EDS subscription).
-async fn rejected(envoy: &Envoy) -> u64 {
-    let (_, body) = envoy.admin_get("/stats?filter=update_rejected").await.unwrap();
-    body.lines().filter_map(|l| l.split_once(": ")?.1.trim().parse::<u64>().ok()).sum()
-}
-
 const FAULT_418: &str = "  - fault: {abort: {httpStatus: 418, percentage: {value: 100}}}\n    \
                          route: [{destination: {host: echo}}]\n";
 
@@ -92,7 +86,7 @@ async fn a_rest_envoy_routes_follows_changes_and_shows_as_polling() {
     // A change reaches it: a VirtualService aborting with 418 (a new RDS version).
     s.write_vs(FAULT_418);
     s.wait_status(&envoy, "/hello", 418).await;
-    assert_eq!(rejected(&envoy).await, 0, "{}", envoy.log_tail(60));
+    envoy.assert_no_rejected_updates().await;
 
     // Listed as a polling proxy, in sync for CDS and LDS once its next polls carried the versions sent.
     let status = wait_for("the REST proxy SYNCED in proxystatusz", Duration::from_secs(10), async || {
@@ -127,7 +121,7 @@ async fn a_route_envoy_would_reject_is_dropped_and_reported() {
     let envoy = Envoy::start(&s.plane.rest_sidecar("client", NS)).await.unwrap();
     // The rest of the table is in force: /heavy falls through to the 418 route.
     s.wait_status(&envoy, "/heavy", 418).await;
-    assert_eq!(rejected(&envoy).await, 0, "{}", envoy.log_tail(60));
+    envoy.assert_no_rejected_updates().await;
     let status = s.debug("/debug/configstatusz").await;
     let findings = status["generationFindings"].as_array().unwrap();
     let f = findings
@@ -289,5 +283,5 @@ async fn ads_and_rest_envoys_get_the_same_config() {
         let (a, r) = last.unwrap_or_default();
         panic!("{e}\nADS: {a:#}\nREST: {r:#}");
     }
-    assert_eq!(rejected(&rest).await, 0, "{}", rest.log_tail(60));
+    rest.assert_no_rejected_updates().await;
 }
