@@ -80,16 +80,19 @@ async fn setup() -> Setup {
     let (collector_addr, spans, collector) = zipkin_collector().await;
     let ingress_port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let zipkin_port = collector_addr.port();
+    // The collector listens on `collector_addr`; the ServiceEntry port is another one (its targetPort the
+    // collector's), since this sidecar (INTERCEPTION_MODE NONE) binds each outbound port on loopback.
+    let zipkin_port = free_port();
     let config = format!(
         "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: app, namespace: {NS}}}\nspec:\n  \
          workloadSelector: {{labels: {{app: app}}}}\n  ingress:\n  \
          - port: {{number: {ingress_port}, protocol: HTTP, name: http}}\n    defaultEndpoint: 127.0.0.1:{app_port}\n\
          ---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: zipkin, namespace: {NS}}}\nspec:\n  \
          hosts: [zipkin.{NS}.svc.cluster.local]\n  location: MESH_INTERNAL\n  \
-         ports: [{{number: {zipkin_port}, name: http, protocol: HTTP}}]\n  resolution: STATIC\n  \
+         ports: [{{number: {zipkin_port}, name: http, protocol: HTTP, targetPort: {collector_port}}}]\n  resolution: STATIC\n  \
          endpoints: [{{address: 127.0.0.1}}]\n",
-        app_port = app.addr.port()
+        app_port = app.addr.port(),
+        collector_port = collector_addr.port()
     );
     write_atomic(dir.path(), "workloads.yaml", &config);
     write_atomic(dir.path(), "telemetry.yaml", &telemetry(100, "one"));
