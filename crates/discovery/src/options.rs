@@ -322,6 +322,8 @@ pub struct SecurityOptions {
     /// `ENABLE_DEBUG_ENDPOINT_AUTH` (true): an authenticated debug caller outside `POD_NAMESPACE` sees
     /// only its own namespace's proxies (`meshpilot_http::access`).
     pub debug_endpoint_auth: bool,
+    /// `UNSAFE_ENABLE_ADMIN_ENDPOINTS` (false): istiod's `/debug/force_disconnect` is served.
+    pub unsafe_admin_endpoints: bool,
 }
 
 impl Default for SecurityOptions {
@@ -335,6 +337,7 @@ impl Default for SecurityOptions {
             pod_namespace: "istio-system".into(),
             api_generator_auth: true,
             debug_endpoint_auth: true,
+            unsafe_admin_endpoints: false,
         }
     }
 }
@@ -374,6 +377,9 @@ impl SecurityOptions {
         }
         if let Some(v) = lookup("ENABLE_DEBUG_ENDPOINT_AUTH") {
             out.debug_endpoint_auth = bool_var("ENABLE_DEBUG_ENDPOINT_AUTH", &v)?;
+        }
+        if let Some(v) = lookup("UNSAFE_ENABLE_ADMIN_ENDPOINTS") {
+            out.unsafe_admin_endpoints = bool_var("UNSAFE_ENABLE_ADMIN_ENDPOINTS", &v)?;
         }
         if let Some(v) = lookup("POD_NAMESPACE").filter(|v| !v.is_empty()) {
             out.pod_namespace = v;

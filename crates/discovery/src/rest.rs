@@ -301,6 +301,17 @@ fn resource_json(body: &Any, api: Option<&DynamicMessage>, out: &mut Vec<u8>) ->
     Ok(())
 }
 
+/// One resource as proto3 JSON with its `@type` first (how Envoy's admin and istiod's debug handlers
+/// write an `Any`; the `/debug/edsz`-style dumps), its config sources as generated.
+///
+/// # Errors
+/// A type that is not in Envoy's API, or bytes that do not decode as it.
+pub fn any_json(body: &Any) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(body.value.len() * 2 + 64);
+    resource_json(body, None, &mut out)?;
+    Ok(out)
+}
+
 /// The JSON `DiscoveryResponse` of `generated` for `type_url` (proto3 JSON mapping, `@type` in each
 /// resource, no nonce), with the `ads {}` config sources inside pointed at `source` when given.
 ///

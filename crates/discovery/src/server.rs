@@ -319,6 +319,12 @@ impl DiscoveryServer {
         &self.credentials
     }
 
+    /// `PILOT_ENABLE_IP_AUTOALLOCATE` as this server was made with: proxies capturing DNS get the
+    /// auto-allocated VIPs in their name table (NDS).
+    pub fn ip_autoallocate(&self) -> bool {
+        self.ip_autoallocate
+    }
+
     /// The generators' cache (shared by [`DiscoveryServer::ads_server`]'s sources): scopes, route
     /// tables, and the findings generation met per proxy
     /// ([`GenerationCache::generation_findings`]).

@@ -9,8 +9,8 @@
 //!   token (`Authorization: Bearer …`, reviewed by the API server for Istio's audiences); without a
 //!   token, or without a cluster to review it, the answer is `401`;
 //! - an authenticated caller of the system namespace (`POD_NAMESPACE`, `istio-system`) gets every
-//!   handler; one of another namespace only `/debug/config_dump` of proxies of its own namespace
-//!   (`403` otherwise), unless `ENABLE_DEBUG_ENDPOINT_AUTH=false` lets every authenticated caller
+//!   handler; one of another namespace only `/debug/config_dump`, `/debug/edsz` and `/debug/ndsz`
+//!   of proxies of its own namespace (`403` otherwise), unless `ENABLE_DEBUG_ENDPOINT_AUTH=false` lets every authenticated caller
 //!   see everything, as istiod.
 //!
 //! Stricter than istiod in one point: istiod counts all of `127.0.0.0/8` as local, meshpilot only the
@@ -38,14 +38,22 @@ pub struct DebugAccess {
     /// The control plane's namespace: its callers see everything.
     pub system_namespace: String,
     /// istiod's `ENABLE_DEBUG_ENDPOINT_AUTH` (default `true`): callers of other namespaces see only
-    /// their own proxies' `config_dump`.
+    /// their own proxies' `config_dump`, `edsz` and `ndsz`.
     pub namespace_scoped: bool,
+    /// istiod's `UNSAFE_ENABLE_ADMIN_ENDPOINTS` (default `false`): `/debug/force_disconnect` is served
+    /// (and listed) only when set.
+    pub unsafe_admin_endpoints: bool,
 }
 
 impl Default for DebugAccess {
     /// Loopback only: no authenticator, system namespace `istio-system`, scoped.
     fn default() -> Self {
-        DebugAccess { authenticator: None, system_namespace: "istio-system".into(), namespace_scoped: true }
+        DebugAccess {
+            authenticator: None,
+            system_namespace: "istio-system".into(),
+            namespace_scoped: true,
+            unsafe_admin_endpoints: false,
+        }
     }
 }
 
@@ -54,7 +62,7 @@ impl Default for DebugAccess {
 pub enum Grant {
     /// Every handler.
     All,
-    /// Only `/debug/config_dump` of proxies in these namespaces.
+    /// Only the paths of [`namespace_path`], for proxies in these namespaces.
     Namespaces(Vec<String>),
 }
 
@@ -86,9 +94,9 @@ pub fn grant_for(namespaces: &[String], access: &DebugAccess) -> Grant {
 }
 
 /// `true` if `path` is served to a caller with a namespace grant (istiod's
-/// `ENABLE_DEBUG_ENDPOINT_AUTH` allows `config_dump`, `ndsz` and `edsz`; meshpilot serves the first).
+/// `activeNamespaceDebuggers` under `ENABLE_DEBUG_ENDPOINT_AUTH`: `config_dump`, `ndsz` and `edsz`).
 pub fn namespace_path(path: &str) -> bool {
-    path == "/debug/config_dump"
+    matches!(path, "/debug/config_dump" | "/debug/edsz" | "/debug/ndsz")
 }
 
 /// The middleware of the `--http-addr` router (see the module doc). Needs the connection's
@@ -119,8 +127,8 @@ pub async fn guard(State(access): State<Arc<DebugAccess>>, mut request: Request,
         tracing::info!(peer = ?peer, path = %request.uri().path(), ?namespaces, "debug request refused: not of the system namespace");
         return (
             StatusCode::FORBIDDEN,
-            "callers outside the control plane's namespace may only read /debug/config_dump of their own \
-             namespace's proxies\n",
+            "callers outside the control plane's namespace may only read /debug/config_dump, /debug/edsz \
+             and /debug/ndsz of their own namespace's proxies\n",
         )
             .into_response();
     }
@@ -158,5 +166,8 @@ mod tests {
         let open = DebugAccess { namespace_scoped: false, ..DebugAccess::default() };
         assert_eq!(grant_for(&["shop".into()], &open), Grant::All);
         assert!(namespace_path("/debug/config_dump") && !namespace_path("/debug/configz"));
+        assert!(
+            namespace_path("/debug/edsz") && namespace_path("/debug/ndsz") && !namespace_path("/debug/ecdsz")
+        );
     }
 }

@@ -8,17 +8,34 @@
 //! | `/` | the web status page ([`status_page`]): proxies and their sync state, recent pushes, config objects and their status, refreshed in place every second |
 //! | `/ready` | 200 once config and services are synced and the first push context is built, else 503 with the reason (e.g. a config source that has not answered) |
 //! | `/debug` | the list of debug endpoints |
+//! | `/debug/list` | istiod's: the debug command names, sorted |
 //! | `/debug/configz` | config in force (Istio's shape) |
-//! | `/debug/syncz` | per-proxy, per-type sync status (CSDS-style), streams and polling proxies |
+//! | `/debug/syncz[?namespace=]` | per-proxy, per-type sync status (CSDS-style), streams and polling proxies |
 //! | `/debug/adsz` | connections and watches; `?push=true` forces a push to all |
+//! | `/debug/connections` | istiod's: connection ids, times and addresses |
 //! | `/debug/registryz` | services |
-//! | `/debug/endpointz` | endpoints per service and shard |
+//! | `/debug/endpointShardz`, `/debug/endpointz` | endpoints per service and shard (istiod's `Shardz`; `endpointz` its alias) |
 //! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
+//! | `/debug/edsz`, `/debug/ndsz`, `/debug/ecdsz` `?proxyID=ID` | istiod's typed dumps: Envoy's admin `ConfigDump` of the EDS / NDS / ECDS resources generated for the proxy's watch |
+//! | `/debug/cachez[?sizes=true\|?clear=true]` | the generation cache's resources by type, their sizes, or clear it |
+//! | `/debug/sidecarz?proxyID=ID` | the proxy's Sidecar scope (istiod's `SidecarScope` JSON) |
+//! | `/debug/resourcesz` | the config kinds (group, version, kind) |
+//! | `/debug/instancesz` | per proxy its service targets |
+//! | `/debug/authorizationz` | AuthorizationPolicies by namespace |
+//! | `/debug/telemetryz[?proxyID=ID]` | Telemetries by namespace, or those applying to the proxy |
+//! | `/debug/push_status` | findings of the push in force, istiod's `ProxyStatus` shape |
+//! | `/debug/pushcontext` | AuthorizationPolicies and network gateways of the push context |
+//! | `/debug/clusterz` | the clusters endpoints are read from |
+//! | `/debug/inject` | the injection templates in force (404 without an injector) |
+//! | `/debug/force_disconnect?proxyID=ID` | ends the proxy's stream; only with `UNSAFE_ENABLE_ADMIN_ENDPOINTS` |
+//! | `/debug/pprof/*`, `/debug/ambientz`, `/debug/krtz`, `/debug/mcsz`, `/debug/networkz` | 501 with the reason ([`istiod_debug::NOT_IMPLEMENTED`]) |
 //! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
 //! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
 //! | `/debug/mesh` | the mesh config in force (istiod's; the fields as given) |
 //! | `/debug/configstatusz` | invalid objects of every source (kind, namespace, name, resourceVersion, source, each finding's field path and reason: [`invalid`]), file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
-
+//!
+//! Every `/debug/*` path but `config_dump` is answered by [`istiod_debug::serve_debug`], a synchronous
+//! dispatcher run on a blocking thread (and callable outside HTTP: [`istiod_debug::serve_debug_path`]).
 //! | `POST /v3/discovery:{clusters,listeners,routes,endpoints,secrets}` | Envoy's REST-JSON xDS ([`rest`]; not guarded, like the plaintext ADS port; SDS refused) |
 //!
 //! Every path but `/ready` and the REST-JSON xDS paths is guarded ([`access`]): loopback callers, or callers authenticated as on
@@ -28,6 +45,7 @@
 #![deny(missing_docs)]
 
 pub mod access;
+pub mod istiod_debug;
 pub mod serve;
 pub mod status_page;
 
@@ -45,9 +63,7 @@ use config::FileSource;
 use discovery::{DiscoveryServer, source::proxy_context};
 use sds::FileSecrets;
 use serde::Deserialize;
-use serde_json::{Value, json};
-
-use model::push::{PushRequest, TriggerReason};
+use serde_json::Value;
 
 pub mod invalid;
 pub mod proxystatus;
@@ -86,6 +102,9 @@ pub struct DebugState {
     /// This control plane's name in `/debug/proxystatusz`'s `ISTIOD` column
     /// ([`proxystatus::control_plane_id`], computed once by the binary).
     pub control_plane_id: Arc<str>,
+    /// The injection templates in force for `/debug/inject` (set by the binary when it runs the
+    /// injector; default: none).
+    pub inject_templates: istiod_debug::InjectTemplates,
 }
 
 /// The bounds of the debug handlers that cost the control plane work: a forced push
@@ -124,42 +143,39 @@ impl DebugLimits {
     }
 }
 
-const ENDPOINTS: &[&str] = &[
-    "/",
-    "/ready",
-    "/debug/configz",
-    "/debug/syncz",
-    "/debug/adsz",
-    "/debug/registryz",
-    "/debug/endpointz",
-    "/debug/config_dump?proxyID=",
-    "/debug/configstatusz",
-    "/debug/proxystatusz",
-    "/debug/objectz?kind=&namespace=&name=",
-    "/debug/mesh",
-];
-
 /// The `--http-addr` router: `/ready` and `/debug/*`, guarded by [`access::guard`] (serve it with
 /// [`serve::serve`], which tells the guard the caller's address).
 pub fn debug_router(state: DebugState) -> Router {
     let access = state.access.clone();
-    Router::new()
+    let mut router = Router::new()
         .route("/", get(status_page::status_page))
         .route("/ready", get(ready))
-        .route("/debug", get(|| async { Json(json!(ENDPOINTS)) }))
-        .route("/debug/list", get(|| async { Json(json!(ENDPOINTS)) }))
-        .route("/debug/configz", get(configz))
-        .route("/debug/syncz", get(syncz))
-        .route("/debug/adsz", get(adsz))
-        .route("/debug/registryz", get(registryz))
-        .route("/debug/endpointz", get(endpointz))
+        .route("/debug", get(dispatch))
         .route("/debug/config_dump", get(config_dump))
-        .route("/debug/configstatusz", get(configstatusz))
-        .route("/debug/proxystatusz", get(proxystatusz))
-        .route("/debug/objectz", get(objectz))
-        .route("/debug/mesh", get(mesh))
-        .with_state(state)
-        .layer(axum::middleware::from_fn_with_state(access, access::guard))
+        .route(istiod_debug::FORCE_DISCONNECT.path, get(dispatch))
+        .route("/debug/pprof/{*rest}", get(dispatch));
+    let mut routed = std::collections::BTreeSet::from(["/debug/config_dump"]);
+    for p in istiod_debug::DEBUG_PATHS {
+        let path = p.path.split('?').next().unwrap_or(p.path);
+        if routed.insert(path) {
+            router = router.route(path, get(dispatch));
+        }
+    }
+    router.with_state(state).layer(axum::middleware::from_fn_with_state(access, access::guard))
+}
+
+/// Every guarded `/debug/*` path but `config_dump`: [`istiod_debug::serve_debug`] on a blocking thread.
+async fn dispatch(
+    State(s): State<DebugState>,
+    Extension(grant): Extension<Grant>,
+    uri: axum::http::Uri,
+) -> Response {
+    let path_and_query =
+        uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+    match tokio::task::spawn_blocking(move || istiod_debug::serve_debug(&s, &path_and_query, &grant)).await {
+        Ok(reply) => reply.into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("debug handler failed: {e}\n")).into_response(),
+    }
 }
 
 /// The `--monitoring-addr` router: `/metrics` rendered by `render`.
@@ -184,49 +200,6 @@ async fn ready(State(s): State<DebugState>) -> Response {
         };
         (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     }
-}
-
-async fn configz(State(s): State<DebugState>) -> Json<Value> {
-    let mut dump = config::configz(s.server.store().as_ref());
-    if let Some(ctx) = s.server.push_context() {
-        // Generated config (Gateway API → Istio) and the statuses computed for its inputs.
-        config::configz::add_generated(&mut dump, ctx.generated());
-    }
-    Json(dump)
-}
-
-/// `/debug/mesh` (istiod's "Active mesh config"): the mesh config in force as given (its fields; Istio's
-/// defaults for the others are not filled in, unlike istiod's).
-async fn mesh(State(s): State<DebugState>) -> Json<Value> {
-    Json(s.server.mesh().source.clone())
-}
-
-async fn syncz(State(s): State<DebugState>) -> Json<Value> {
-    Json(syncz::syncz(&proxies(&s.server), None))
-}
-
-#[derive(Deserialize)]
-struct AdszQuery {
-    push: Option<String>,
-}
-
-async fn adsz(State(s): State<DebugState>, Query(q): Query<AdszQuery>) -> Response {
-    if q.push.as_deref() == Some("true") {
-        if !s.limits.admit_forced_push(std::time::Instant::now()) {
-            return (StatusCode::TOO_MANY_REQUESTS, "a forced push was requested less than a second ago\n")
-                .into_response();
-        }
-        s.server.config_update(PushRequest::forced(TriggerReason::Debug));
-    }
-    Json(syncz::adsz(&s.server.connections().snapshot())).into_response()
-}
-
-async fn registryz(State(s): State<DebugState>) -> Json<Value> {
-    Json(registry::debug::registryz(&s.server.services().services()))
-}
-
-async fn endpointz(State(s): State<DebugState>) -> Json<Value> {
-    Json(registry::debug::endpointz(&s.server.services().endpoint_shards()))
 }
 
 #[derive(Deserialize)]
@@ -287,101 +260,6 @@ async fn config_dump(
             }
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-    }
-}
-
-async fn configstatusz(State(s): State<DebugState>) -> Json<Value> {
-    let files: Vec<Value> = s
-        .files
-        .iter()
-        .map(|f| json!({"dir": f.dir().display().to_string(), "status": f.status().to_json()}))
-        .collect();
-    let findings: Vec<Value> = s
-        .server
-        .push_context()
-        .map(|p| p.findings().iter().map(|f| json!(f.to_string())).collect())
-        .unwrap_or_default();
-    let generation: Vec<Value> = s
-        .server
-        .generation_cache()
-        .generation_findings()
-        .into_iter()
-        .map(|(f, seen)| {
-            json!({
-                "finding": f.to_string(),
-                "config": f.config.as_ref().map(|k| k.to_string()),
-                "path": f.path,
-                "message": f.message,
-                "proxies": seen.proxies,
-                "count": seen.count,
-            })
-        })
-        .collect();
-    let mut invalid = invalid::file_invalid_objects(&s.files);
-    for list in &s.invalid_objects {
-        invalid.extend((list.0)());
-    }
-    Json(json!({
-        "invalidObjects": invalid,
-        "configSources": files,
-        "registryWarnings": registry::debug::registry_warnings(&s.server.services().warnings()),
-        "pushContextFindings": findings,
-        "generationFindings": generation,
-        "startupWarnings": *s.startup_warnings,
-        "mesh": s.mesh_sources.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
-        "fileSecrets": s.secrets.status_json(),
-    }))
-}
-
-async fn proxystatusz(State(s): State<DebugState>) -> Json<Value> {
-    Json(proxystatus::proxystatusz(&proxies(&s.server), &s.control_plane_id))
-}
-
-#[derive(Deserialize)]
-struct ObjectzQuery {
-    kind: Option<String>,
-    namespace: Option<String>,
-    name: Option<String>,
-}
-
-/// `/debug/objectz`: see the module table. `kind` is an Istio kind or its plural, any case;
-/// `namespace` defaults to `default` for one object.
-async fn objectz(State(s): State<DebugState>, Query(q): Query<ObjectzQuery>) -> Response {
-    let kind =
-        match q.kind.as_deref().filter(|k| !k.is_empty()) {
-            None => None,
-            Some(word) => match api::Kind::ALL.iter().copied().find(|k| {
-                k.as_str().eq_ignore_ascii_case(word) || k.schema().plural.eq_ignore_ascii_case(word)
-            }) {
-                Some(k) => Some(k),
-                None => {
-                    return (StatusCode::BAD_REQUEST, format!("unknown kind {word:?}: use an Istio kind\n"))
-                        .into_response();
-                }
-            },
-        };
-    let namespace = q.namespace.filter(|n| !n.is_empty());
-    let Some(name) = q.name.filter(|n| !n.is_empty()) else {
-        let list: Vec<_> = discovery::objects::object_statuses(&s.server, &s.files)
-            .into_iter()
-            .filter(|o| kind.is_none_or(|k| o.kind == k.as_str()))
-            .filter(|o| namespace.as_ref().is_none_or(|n| &o.namespace == n))
-            .collect();
-        return Json(json!(list)).into_response();
-    };
-    let Some(kind) = kind else {
-        return (StatusCode::BAD_REQUEST, "name given without kind\n").into_response();
-    };
-    let key = model::ConfigKey { kind, namespace: namespace.unwrap_or_else(|| "default".into()), name };
-    match discovery::objects::object_status(&s.server, &s.files, &key) {
-        Some(status) => Json(json!(status)).into_response(),
-        None => {
-            let mut body = format!("no {key} in the config in force\n");
-            for r in discovery::objects::rejections(&s.files, &key) {
-                body.push_str(&format!("rejected: {r}\n"));
-            }
-            (StatusCode::NOT_FOUND, body).into_response()
-        }
     }
 }
 

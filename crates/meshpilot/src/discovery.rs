@@ -445,7 +445,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         )?),
         limits: Default::default(),
         control_plane_id: env.control_plane_id.as_str().into(),
+        inject_templates: Default::default(),
     };
+    let inject_templates = state.inject_templates.clone();
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
         let mut s = s;
@@ -536,6 +538,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     // and with a cluster decides ENABLE_NATIVE_SIDECARS=auto from its Nodes.
     let mut nodes_task = None;
     if let Some(injector) = &injector {
+        // istiod's `/debug/inject`: the raw templates of the injection config in force.
+        let reader = injector.clone();
+        inject_templates.set(move || reader.state().config.raw_templates.clone());
         injector.set_proxy_configs(crate::proxy_configs::source(server.clone()));
         if let Some(kube) = &access {
             nodes_task = crate::webhook::follow_nodes(injector, kube, &args.cluster_id, shutdown.clone())?;
@@ -764,6 +769,7 @@ fn debug_access(
         authenticator,
         system_namespace: env.pod_namespace.clone(),
         namespace_scoped: env.debug_endpoint_auth,
+        unsafe_admin_endpoints: env.unsafe_admin_endpoints,
     })
 }
 

@@ -360,6 +360,42 @@ impl GatewayKey {
     }
 }
 
+/// One xDS resource held by the [`GenerationCache`] ([`GenerationCache::resources`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedResource {
+    /// Its type URL (`type.googleapis.com/envoy.config.route.v3.RouteConfiguration`, …).
+    pub type_url: String,
+    /// Its name (route configuration, cluster, listener name); empty if the encoding has none.
+    pub name: String,
+    /// Its encoded size, bytes.
+    pub bytes: usize,
+}
+
+/// The string in field 1 of an encoded message when the encoding starts with it (prost writes fields
+/// in number order), else empty.
+fn leading_name(bytes: &[u8]) -> String {
+    if bytes.first() != Some(&0x0a) {
+        return String::new();
+    }
+    let (mut len, mut shift, mut at) = (0usize, 0u32, 1usize);
+    while let Some(&b) = bytes.get(at) {
+        at += 1;
+        if shift > 56 {
+            return String::new();
+        }
+        len |= usize::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return at
+                .checked_add(len)
+                .and_then(|end| bytes.get(at..end))
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .unwrap_or_default();
+        }
+        shift += 7;
+    }
+    String::new()
+}
+
 /// How many proxies met one finding in a generation, with the first few of their ids.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProxiesReporting {
@@ -456,6 +492,65 @@ impl GenerationCache {
     /// The findings recorded for the current generation ([`GenerationCache::record_findings`]).
     pub fn generation_findings(&self) -> Vec<(Finding, ProxiesReporting)> {
         self.lock().findings.iter().map(|(f, p)| (f.clone(), p.clone())).collect()
+    }
+
+    /// The xDS resources the cache holds, for istiod's `/debug/cachez`: per entry its type URL, name
+    /// and encoded size in bytes — route tables, ClusterLoadAssignments, outbound clusters and shared
+    /// `virtualInbound` listeners (scopes, gateway servers, security filters and EnvoyFilter-patched
+    /// copies are derived state, not resources, and are not listed). Names come from the encoding's
+    /// first field (every one of these messages has its name as field 1).
+    pub fn resources(&self) -> Vec<CachedResource> {
+        use envoy_types::pb::envoy::config::{
+            cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
+            route::v3::RouteConfiguration,
+        };
+        use prost::Name;
+        let state = self.lock();
+        let entry = |type_url: &str, bytes: &[u8]| CachedResource {
+            type_url: type_url.to_string(),
+            name: leading_name(bytes),
+            bytes: bytes.len(),
+        };
+        let mut out = Vec::new();
+        let routes = RouteConfiguration::type_url();
+        out.extend(state.routes.values().map(|shared| entry(&routes, shared.0.bytes())));
+        let assignments = ClusterLoadAssignment::type_url();
+        out.extend(state.assignments.values().map(|shared| entry(&assignments, shared.0.bytes())));
+        let listeners = Listener::type_url();
+        out.extend(state.inbound.values().map(|encoded| entry(&listeners, encoded.bytes())));
+        let clusters = Cluster::type_url();
+        for set in state.clusters.values() {
+            out.extend(set.0.iter().map(|c| CachedResource {
+                type_url: clusters.clone(),
+                name: c.name.clone(),
+                bytes: c.bytes().len(),
+            }));
+        }
+        out
+    }
+
+    /// Empties the cache (istiod's `/debug/cachez?clear=true`, `XdsCache.ClearAll`): every entry is
+    /// made again on its next lookup. The generation and the generation findings
+    /// ([`GenerationCache::generation_findings`]) are kept. Returns the number of entries dropped.
+    pub fn clear(&self) -> usize {
+        let mut state = self.lock();
+        let dropped = state.scopes.len()
+            + state.routes.len()
+            + state.assignments.len()
+            + state.gateways.len()
+            + state.security.len()
+            + state.inbound.len()
+            + state.clusters.len()
+            + state.envoy_filters.len()
+            + state.patched.len();
+        let kept = CacheState {
+            generation: state.generation,
+            clusters_snapshot: state.clusters_snapshot,
+            findings: std::mem::take(&mut state.findings),
+            ..CacheState::default()
+        };
+        *state = kept;
+        dropped
     }
 
     /// `true` when nothing is cached.

@@ -24,8 +24,9 @@ fn labels_or_null(labels: &Labels) -> Value {
     if labels.is_empty() { Value::Null } else { json!(labels) }
 }
 
-/// One `model.Service` as Istio writes it, with `default_address` as its `defaultAddress`.
-fn service_json(service: &Service, default_address: &str) -> Value {
+/// One `model.Service` as Istio writes it (Go's `encoding/json` of `pilot/pkg/model/service.go`'s
+/// `Service`), with `default_address` as its `defaultAddress` (e.g. [`Service::default_address`]).
+pub fn service_json(service: &Service, default_address: &str) -> Value {
     let export_to = if service.export_to.is_empty() {
         Value::Null
     } else {

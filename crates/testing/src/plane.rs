@@ -277,6 +277,7 @@ async fn serve_debug_http(
         access: Default::default(),
         limits: Default::default(),
         control_plane_id: meshpilot_http::proxystatus::control_plane_id(None, None).into(),
+        inject_templates: Default::default(),
     };
     // The binary's server: it tells the debug guard the caller's address (loopback here).
     tokio::spawn(meshpilot_http::serve::serve(

@@ -36,7 +36,7 @@ fn empty_server() -> Arc<DiscoveryServer> {
 }
 
 /// The debug handlers' state over `server`, guarded by `access`.
-fn debug_state(
+pub(crate) fn debug_state(
     server: &Arc<DiscoveryServer>,
     access: meshpilot_http::access::DebugAccess,
     startup_warnings: Vec<String>,
@@ -51,6 +51,7 @@ fn debug_state(
         access: Arc::new(access),
         limits: Default::default(),
         control_plane_id: meshpilot_http::proxystatus::control_plane_id(None, None).into(),
+        inject_templates: Default::default(),
     }
 }
 
@@ -61,7 +62,7 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String, String) {
 
 /// `GET path` from the local address `from` (default: the OS's choice, 127.0.0.1), with `token` as
 /// `Authorization: Bearer`: (status, headers, body).
-async fn get_from(
+pub(crate) async fn get_from(
     addr: std::net::SocketAddr,
     path: &str,
     from: Option<std::net::IpAddr>,
@@ -123,7 +124,7 @@ async fn debug_and_monitoring_endpoints_answer_before_the_first_push() {
 
 /// Reviews tokens as a fixed table (`token` → service account user), for the audience `istio-ca`.
 #[derive(Debug)]
-struct Reviewer;
+pub(crate) struct Reviewer;
 
 impl security::authn::TokenReviewer for Reviewer {
     fn review<'a>(

@@ -4,4 +4,6 @@
 //! skips them (`-- --skip peer::`).
 
 mod endpoints;
+mod istiod_debug;
+mod peer;
 mod slowloris;

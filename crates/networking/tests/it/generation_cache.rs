@@ -628,3 +628,37 @@ spec:
         "{findings:?}"
     );
 }
+
+#[test]
+fn resources_list_what_is_cached_by_type_and_clear_keeps_the_findings() {
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use prost::Name;
+    let world = World::new(parse(&mesh(), "default"));
+    let cache = Arc::new(GenerationCache::new());
+    let push = build(&world);
+    let proxy = sidecar("ns1", &[]);
+    let snapshot = Snapshot::with_cache(push.clone(), cache.clone());
+    let routes = generate_routes(&snapshot, &proxy, &["80".to_string()]);
+    let finding = model::Finding {
+        severity: model::finding::Severity::Warning,
+        config: None,
+        path: String::new(),
+        resource: "80".into(),
+        message: "kept across a clear".into(),
+    };
+    cache.record_findings(&push, "p1", std::slice::from_ref(&finding));
+
+    let listed = cache.resources();
+    let route =
+        listed.iter().find(|r| r.type_url == RouteConfiguration::type_url()).expect("the route table");
+    assert_eq!(route.name, "80", "the name is read from the encoding");
+    assert_eq!(route.bytes, prost::Message::encoded_len(&routes.resources[0]));
+
+    assert!(cache.clear() >= 2, "the scope and the route table");
+    assert!(cache.resources().is_empty());
+    assert_eq!(cache.len(), (0, 0, 0));
+    assert_eq!(cache.generation(), push.config_generation(), "the generation stays");
+    assert_eq!(cache.generation_findings().len(), 1, "findings stay");
+    generate_routes(&snapshot, &proxy, &["80".to_string()]);
+    assert_eq!(cache.resources().len(), 1, "made again on the next lookup");
+}
