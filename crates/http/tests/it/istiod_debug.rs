@@ -52,6 +52,7 @@ kind: ServiceEntry
 metadata: {{name: ledger, namespace: bank}}
 spec:
   hosts: [ledger.bank.svc.cluster.local]
+  addresses: [10.9.0.2]
   location: MESH_INTERNAL
   ports: [{{number: {port}, name: http, protocol: HTTP}}]
   resolution: STATIC
@@ -289,7 +290,7 @@ async fn istiods_debug_paths_answer_with_istiods_shapes() {
     let table = &nds["configs"][0];
     assert_eq!(table["@type"], "type.googleapis.com/istio.networking.nds.v1.NameTable", "{nds}");
     assert_eq!(table["table"]["reviews.shop.svc.cluster.local"]["ips"], json!(["10.9.0.1"]), "{nds}");
-    assert!(table["table"]["ledger.bank.svc.cluster.local"].is_object(), "{nds}");
+    assert_eq!(table["table"]["ledger.bank.svc.cluster.local"]["ips"], json!(["10.9.0.2"]), "{nds}");
 
     // /debug/sidecarz: istiod's SidecarScope JSON.
     let sc = json_of(p, "/debug/sidecarz?proxyID=client.shop").await;
@@ -309,7 +310,7 @@ async fn istiods_debug_paths_answer_with_istiods_shapes() {
     );
     assert_eq!((sc["name"].as_str(), sc["namespace"].as_str()), (Some("default"), Some("shop")));
     assert_eq!(sc["outboundTrafficPolicy"], json!({}), "REGISTRY_ONLY is protojson's zero enum");
-    assert_eq!(sc["sidecar"]["outboundTrafficPolicy"]["mode"], "REGISTRY_ONLY", "{sc}");
+    assert_eq!(sc["sidecar"]["egress"][0]["hosts"], json!(["./*", "bank/*"]), "{sc}");
     let hosts: Vec<&str> =
         sc["services"].as_array().unwrap().iter().map(|s| s["hostname"].as_str().unwrap()).collect();
     assert!(

@@ -57,8 +57,21 @@ async fn edsz_lists_what_a_real_envoy_holds() {
             .iter()
             .find(|c| c["@type"] == "type.googleapis.com/envoy.admin.v3.EndpointsConfigDump")?
             .clone();
-        let held =
+        // Envoy dumps the inline assignments of its STATIC clusters (BlackHoleCluster, …) too: only
+        // its EDS clusters are EDS's business.
+        let cds = dump["configs"]
+            .as_array()?
+            .iter()
+            .find(|c| c["@type"] == "type.googleapis.com/envoy.admin.v3.ClustersConfigDump")?;
+        let eds_clusters: Vec<&str> = cds["dynamic_active_clusters"]
+            .as_array()?
+            .iter()
+            .filter(|c| c["cluster"]["type"] == "EDS")
+            .filter_map(|c| c["cluster"]["name"].as_str())
+            .collect();
+        let mut held =
             endpoints_of(eds["dynamic_endpoint_configs"].as_array()?.iter().map(|c| &c["endpoint_config"]));
+        held.retain(|name, _| eds_clusters.contains(&name.as_str()));
         held.get(&cluster).is_some_and(|a| a.len() == 2).then_some(held)
     })
     .await
