@@ -1,7 +1,7 @@
 //! The injection files `./var/lib/istio/inject/{config,values}` (istiod's file watcher source) are
 //! watched, on the real kube-apiserver: a changed `values` (the proxy image) takes effect for the
 //! next pod; a broken `config` is refused, logged, counted and shown in `/debug/configstatusz`, and
-//! the last good config stays in force.
+//! the last good config stays in force; `/debug/inject` shows the templates in force.
 
 use std::{path::Path, process::Stdio, time::Duration};
 
@@ -30,6 +30,19 @@ fn proxy_image(env: &TestEnv, name: &str) -> Option<String> {
         .flatten()
         .chain(spec["containers"].as_array().into_iter().flatten());
     all.find(|c| c["name"] == "istio-proxy")?["image"].as_str().map(str::to_string)
+}
+
+/// `/debug/inject` of the control plane whose debug handlers are on `port`, as JSON.
+fn inject_templates(port: u16) -> Value {
+    let r = meshpilot_testing::http::request_blocking(
+        ([127, 0, 0, 1], port).into(),
+        "localhost",
+        "/debug/inject",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap()
 }
 
 /// Replaces `dir/name` at once (a new file renamed over it), so that no half-written file is read.
@@ -61,6 +74,9 @@ fn changed_injection_files_apply_and_a_broken_one_keeps_the_last_good() {
     .unwrap();
     assert_eq!(status["source"], "files ./var/lib/istio/inject", "{status}");
     assert_eq!(status["errors"], 0, "{status}");
+    // istiod's /debug/inject (served on 15014 too, as istiod): the raw templates in force.
+    let templates = inject_templates(server.monitoring);
+    assert!(templates["sidecar"].as_str().is_some_and(|t| t.contains("istio-proxy")), "{templates}");
 
     // values: another proxy image (a full reference, which the chart's templates use as is).
     let changed_image = "registry.example.com/meshpilot-test/proxy:changed";
@@ -92,6 +108,10 @@ fn changed_injection_files_apply_and_a_broken_one_keeps_the_last_good() {
     .unwrap();
     assert_eq!(status["errors"], 1, "{status}");
     assert!(status["lastError"].as_str().unwrap().contains("config"), "{status}");
+    assert!(
+        inject_templates(server.monitoring).get("broken").is_none(),
+        "the refused template is not in force"
+    );
     env.kubectl_apply(&pod("during-broken")).unwrap();
     assert_eq!(
         proxy_image(env, "during-broken").as_deref(),
