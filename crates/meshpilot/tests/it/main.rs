@@ -22,6 +22,7 @@ mod peer {
     mod configstatusz_cluster;
     mod conformance;
     mod connection_age;
+    mod debug_http_istiod;
     mod dns_proxy;
     mod gateway_api_cluster;
     mod gateway_istiod;
