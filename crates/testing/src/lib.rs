@@ -11,6 +11,7 @@
 //!   `$ENVOY_BIN` or `<repo>/.venv-envoy/bin/envoy` (installed by `scripts/install-envoy.sh`); a
 //!   missing binary is an error naming the script, never a silent skip.
 //! - [`ads`]: [`RunningAds`], an `xds::AdsServer` of any `ResourceSource` on a loopback port.
+//! - [`ads_client`]: [`AckingClient`], a proxy on a real ADS stream that ACKs everything (no Envoy).
 //! - [`plane`]: [`Plane`], the whole control plane in-process (config directories and/or a Kubernetes
 //!   cluster with feature `kube` → aggregate store → ServiceEntry (and Kubernetes) registry →
 //!   `DiscoveryServer` → ADS and debug HTTP on loopback).
@@ -30,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod ads;
+pub mod ads_client;
 pub mod echo;
 pub mod envoy;
 mod error;
@@ -39,6 +41,7 @@ pub mod plane;
 pub mod wait;
 
 pub use ads::RunningAds;
+pub use ads_client::{AckingClient, sidecar_node};
 pub use echo::{EchoOptions, EchoServer};
 pub use envoy::{AdsApi, Bootstrap, Envoy, envoy_binary, percent_decode};
 pub use error::HarnessError;

@@ -8,20 +8,9 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use envoy_types::pb::{
-    envoy::{
-        config::core::v3::Node,
-        service::discovery::v3::{
-            DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
-        },
-    },
-    google::protobuf::{Struct, Value as PbValue, value::Kind as PbKind},
-};
 use meshpilot_http::{access::Grant, istiod_debug, serve::serve as serve_http};
-use meshpilot_testing::{Plane, free_port, http_get, wait_for};
+use meshpilot_testing::{AckingClient, Plane, free_port, http_get, sidecar_node, wait_for};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::ReceiverStream;
 use xds::type_url;
 
 use crate::endpoints::{Reviewer, debug_state, get_from};
@@ -86,13 +75,7 @@ spec:
     )
 }
 
-/// One ADS stream whose responses are ACKed (with the same names) until it ends; `ended` fires then.
-struct Client {
-    ended: oneshot::Receiver<()>,
-}
-
-/// Opens a stream as `sidecar~IP~NAME.NS~NS.svc.cluster.local` (metadata `extra` added), subscribed to
-/// each `(type URL, names)` (no names: wildcard).
+/// A proxy of the mesh on a real ADS stream.
 async fn connect(
     ads: SocketAddr,
     name: &str,
@@ -100,56 +83,8 @@ async fn connect(
     ip: &str,
     extra: &[(&str, &str)],
     subscriptions: Vec<(&'static str, Vec<String>)>,
-) -> Client {
-    let s = |v: &str| PbValue { kind: Some(PbKind::StringValue(v.into())) };
-    let mut fields: std::collections::HashMap<String, PbValue> = [
-        ("NAMESPACE", ns),
-        ("INSTANCE_IPS", ip),
-        ("ISTIO_VERSION", "1.28.0"),
-        ("CLUSTER_ID", "Kubernetes"),
-        ("INTERCEPTION_MODE", "NONE"),
-    ]
-    .into_iter()
-    .chain(extra.iter().copied())
-    .map(|(k, v)| (k.to_string(), s(v)))
-    .collect();
-    fields.insert(
-        "LABELS".into(),
-        PbValue { kind: Some(PbKind::StructValue(Struct { fields: [("app".to_string(), s(name))].into() })) },
-    );
-    let node = Node {
-        id: format!("sidecar~{ip}~{name}.{ns}~{ns}.svc.cluster.local"),
-        metadata: Some(Struct { fields }),
-        ..Default::default()
-    };
-    let (tx, rx) = mpsc::channel(64);
-    let names: std::collections::HashMap<String, Vec<String>> =
-        subscriptions.iter().map(|(t, n)| (t.to_string(), n.clone())).collect();
-    for (i, (type_url, resource_names)) in subscriptions.into_iter().enumerate() {
-        let node = (i == 0).then(|| node.clone());
-        tx.send(DiscoveryRequest { node, type_url: type_url.into(), resource_names, ..Default::default() })
-            .await
-            .unwrap();
-    }
-    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{ads}")).await.unwrap();
-    let mut stream = client.stream_aggregated_resources(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let (done, ended) = oneshot::channel();
-    tokio::spawn(async move {
-        while let Ok(Some(r)) = stream.message().await {
-            let ack = DiscoveryRequest {
-                type_url: r.type_url.clone(),
-                version_info: r.version_info.clone(),
-                response_nonce: r.nonce.clone(),
-                resource_names: names.get(&r.type_url).cloned().unwrap_or_default(),
-                ..Default::default()
-            };
-            if tx.send(ack).await.is_err() {
-                break;
-            }
-        }
-        let _ = done.send(());
-    });
-    Client { ended }
+) -> AckingClient {
+    AckingClient::connect(ads, sidecar_node(name, ns, ip, extra), subscriptions).await.unwrap()
 }
 
 /// `GET path` on the plane's debug port (loopback: every handler): (status, body).
@@ -177,8 +112,8 @@ struct Mesh {
     _dir: tempfile::TempDir,
     plane: Plane,
     port: u16,
-    shop: Client,
-    _bank: Client,
+    shop: AckingClient,
+    _bank: AckingClient,
 }
 
 fn reviews_cluster(port: u16) -> String {

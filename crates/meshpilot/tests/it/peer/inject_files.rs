@@ -32,17 +32,9 @@ fn proxy_image(env: &TestEnv, name: &str) -> Option<String> {
     all.find(|c| c["name"] == "istio-proxy")?["image"].as_str().map(str::to_string)
 }
 
-/// `/debug/inject` of the control plane whose debug handlers are on `port`, as JSON.
+/// `/debug/inject` of the control plane whose debug handlers are on `port`.
 fn inject_templates(port: u16) -> Value {
-    let r = meshpilot_testing::http::request_blocking(
-        ([127, 0, 0, 1], port).into(),
-        "localhost",
-        "/debug/inject",
-        &[],
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    serde_json::from_str(&r.body).unwrap()
+    webhook_support::debug_json(port, "/debug/inject").expect("/debug/inject answers 200 with JSON")
 }
 
 /// Replaces `dir/name` at once (a new file renamed over it), so that no half-written file is read.

@@ -137,15 +137,18 @@ pub fn counter(port: u16, name: &str) -> f64 {
 /// `lastError`, `errors`) of a control plane (`port` its monitoring port); `None` while it does not
 /// answer.
 pub fn injection_config_status(port: u16) -> Option<serde_json::Value> {
-    let r = meshpilot_testing::http::request_blocking(
-        ([127, 0, 0, 1], port).into(),
-        "localhost",
-        "/debug/configstatusz",
-        &[],
-    )
-    .ok()?;
-    let status: serde_json::Value = serde_json::from_str(&r.body).ok()?;
-    Some(status["mesh"]["injectionConfig"].clone())
+    Some(debug_json(port, "/debug/configstatusz")?["mesh"]["injectionConfig"].clone())
+}
+
+/// `GET path` of a control plane's debug handlers (`port` its HTTP or monitoring port) as JSON;
+/// `None` while it does not answer 200 with JSON.
+pub fn debug_json(port: u16, path: &str) -> Option<serde_json::Value> {
+    let r = meshpilot_testing::http::request_blocking(([127, 0, 0, 1], port).into(), "localhost", path, &[])
+        .ok()?;
+    if r.status != 200 {
+        return None;
+    }
+    serde_json::from_str(&r.body).ok()
 }
 
 /// The objects of one kind that Istio's charts render for the pinned version
