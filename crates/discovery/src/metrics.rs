@@ -4,6 +4,12 @@
 
 /// Counter `pilot_inbound_updates{type}`: config/eds/svc/svcdelete events received.
 pub const INBOUND_UPDATES: &str = "pilot_inbound_updates";
+/// Counter `pilot_k8s_cfg_events{type,event}`: config events, by kind (`VirtualService`, …) and
+/// `event` (`add`, `update`, `delete`), counted once per event the config store delivers to the
+/// discovery server, whatever the source (files, Kubernetes, MCP): istiod counts only its Kubernetes
+/// config client's (`pilot/pkg/config/kube/crdclient/metrics.go`). The store merges sources first, so
+/// a change to a copy shadowed by a higher-precedence source is not counted.
+pub const K8S_CFG_EVENTS: &str = "pilot_k8s_cfg_events";
 /// Counter `pilot_push_triggers{type}`: merged pushes by reason.
 pub const PUSH_TRIGGERS: &str = "pilot_push_triggers";
 /// Histogram `pilot_debounce_time`: seconds from the first event of a batch to its push (includes the
@@ -42,6 +48,7 @@ pub fn describe() {
     xds::metrics::describe();
     jwks::metrics::describe();
     metrics::describe_counter!(INBOUND_UPDATES, "Total number of updates received by pilot.");
+    metrics::describe_counter!(K8S_CFG_EVENTS, "Events from k8s config.");
     metrics::describe_counter!(
         PUSH_TRIGGERS,
         "Total number of times a push was triggered, labeled by reason."

@@ -78,6 +78,12 @@ async fn push_on_jwks_changes(
 /// The push request of one config event: an update of a WasmPlugin or TrafficExtension that leaves
 /// its placement in listeners as it was concerns ECDS only ([`PushRequest::extension_content`]);
 /// everything else is an ordinary config request.
+/// Counts one config event in `pilot_k8s_cfg_events{type,event}` (type: the Kubernetes kind name, as
+/// istiod's config client labels it).
+fn count_config_event(kind: Kind, event: Event) {
+    metrics::counter!(m::K8S_CFG_EVENTS, "type" => kind.as_str(), "event" => event.as_str()).increment(1);
+}
+
 fn config_request(old: Option<&Arc<model::Config>>, new: &Arc<model::Config>, event: Event) -> PushRequest {
     if event == Event::Update
         && model::push::extensions::is_extension_kind(new.kind())
@@ -197,8 +203,9 @@ impl DiscoveryServer {
                 let weak = Arc::downgrade(&server);
                 store.register_event_handler(
                     kind,
-                    Arc::new(move |_old, new, _event: Event| {
+                    Arc::new(move |_old, new, event: Event| {
                         if let Some(s) = weak.upgrade() {
+                            count_config_event(kind, event);
                             let request = PushRequest::config([new.key()], TriggerReason::Config);
                             s.connections.push_where(Proxy::uses_api_generator, request);
                         }
@@ -212,6 +219,7 @@ impl DiscoveryServer {
                 kind,
                 Arc::new(move |old, new, event: Event| {
                     if let Some(s) = weak.upgrade() {
+                        count_config_event(kind, event);
                         metrics::counter!(m::INBOUND_UPDATES, "type" => "config").increment(1);
                         debug!(key = %new.key(), %event, "config event");
                         s.config_update(config_request(old, new, event));

@@ -268,7 +268,10 @@ async fn run_async(args: &Args) -> Result<(), String> {
 
     // Metrics first, so every later registration lands in the exporter.
     let mut builder = metrics_exporter_prometheus::PrometheusBuilder::new();
-    for (name, buckets) in xds::metrics::HISTOGRAM_BUCKETS.iter().chain(discovery::metrics::HISTOGRAM_BUCKETS)
+    for (name, buckets) in xds::metrics::HISTOGRAM_BUCKETS
+        .iter()
+        .chain(discovery::metrics::HISTOGRAM_BUCKETS)
+        .chain(::webhook::metrics::HISTOGRAM_BUCKETS)
     {
         builder = builder
             .set_buckets_for_metric(metrics_exporter_prometheus::Matcher::Full((*name).to_string()), buckets)
@@ -277,6 +280,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let handle =
         builder.install_recorder().map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     discovery::metrics::describe();
+    ::webhook::metrics::describe();
+    metrics::describe_counter!(kube_source::registry::REG_EVENTS, "Events from k8s registry.");
+    record_build_info();
 
     let options = FileSourceOptions {
         parse: ParseOptions {
@@ -448,7 +454,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
         inject_templates: Default::default(),
     };
     let inject_templates = state.inject_templates.clone();
-    let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
+    // The exporter's metrics, then the process metrics read from /proc at each scrape.
+    let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || {
+        let mut text = handle.render();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text + &crate::process_metrics::render()
+    });
     let stop = |s: model::Shutdown| async move {
         let mut s = s;
         s.wait().await;
@@ -677,6 +690,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
 
 /// The secure port's listener and settings (CA loaded or created, authenticator with the cluster's
 /// TokenReview with cluster access), and the cluster client for publishing the root.
+/// Gauge `istio_build{component="pilot",tag}` = 1: the build running, as istiod records it at start
+/// (Istio's `pkg/version/stats.go`; `tag` is meshpilot's version, the control-plane dashboard's
+/// "Pilot Versions" panel).
+fn record_build_info() {
+    metrics::describe_gauge!("istio_build", "Istio component build info");
+    metrics::gauge!("istio_build", "component" => "pilot", "tag" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
 async fn secure_port(
     args: &Args,
     access: Option<&kube_source::Cluster>,

@@ -25,6 +25,7 @@ mod gateway_api;
 mod ingress_source;
 mod kube_inject;
 mod mesh_source;
+mod process_metrics;
 mod proxy;
 mod proxy_configs;
 mod shutdown;

@@ -28,6 +28,8 @@ use api::{Kind, Schema, schema::GroupVersionKind};
 use config::parse::{Finding, ParseOptions, parse_json};
 use serde_json::{Map, Value, json};
 
+use crate::metrics::{self, Failure};
+
 /// Istio's `MaxRequestBodyBytes`: the largest review body read (6 MiB, twice Kubernetes' own limit).
 pub const MAX_REQUEST_BODY_BYTES: usize = 6 * 1024 * 1024;
 
@@ -120,13 +122,24 @@ pub fn too_large() -> HttpAnswer {
 /// Answers one `POST /validate`: `content_type` is the request's `Content-Type` header, `body` its
 /// body (the caller stops reading past [`MAX_REQUEST_BODY_BYTES`] and answers [`too_large`]); `parse`
 /// gives the domain suffix recorded on configs.
+///
+/// Counted as istiod counts (`crate::metrics`): each judged request as `galley_validation_passed` or
+/// `_failed`, each HTTP error (400, 415) as `galley_validation_http_error`.
 pub fn review(content_type: Option<&str>, body: &[u8], parse: &ParseOptions) -> HttpAnswer {
-    answer_review(content_type, body, |request| match request {
-        Some(request) => decide(request, parse).response_fields(),
+    let answer = answer_review(content_type, body, |request| match request {
+        Some(request) => {
+            let (decision, failure) = judge(request, parse);
+            metrics::record_validation(request, failure);
+            decision.response_fields()
+        }
         None => {
             Decision::deny("could not decode object: AdmissionReview has no request".into()).response_fields()
         }
-    })
+    });
+    if answer.status != 200 {
+        metrics::record_validation_http_error(answer.status);
+    }
+    answer
 }
 
 /// The AdmissionReview envelope shared by `/validate` and `/inject` (istiod's `serve` and
@@ -180,19 +193,28 @@ fn undecodable(message: &str) -> HttpAnswer {
 
 /// Istio's `validate`: the decision on one AdmissionRequest (`request` as JSON).
 pub fn decide(request: &Value, parse: &ParseOptions) -> Decision {
+    judge(request, parse).0
+}
+
+/// [`decide`], with why the request did not pass (`None` when it passed) for the metrics: istiod's
+/// reasons, all of meshpilot's validation findings (strict decoding, unknown fields, per-kind rules,
+/// the always-reject annotation) being `invalid_resource`.
+fn judge(request: &Value, parse: &ParseOptions) -> (Decision, Option<Failure>) {
     let operation = request.get("operation").and_then(Value::as_str).unwrap_or_default();
     if operation != "CREATE" && operation != "UPDATE" {
-        return Decision::allow(Vec::new());
+        return (Decision::allow(Vec::new()), Some(Failure::UnsupportedOperation));
     }
     let object = match request.get("object") {
         Some(object @ Value::Object(_)) => object,
         Some(other) => {
-            return Decision::deny(format!(
-                "cannot decode configuration: expected a JSON object, found {}",
-                json_type(other)
-            ));
+            let message =
+                format!("cannot decode configuration: expected a JSON object, found {}", json_type(other));
+            return (Decision::deny(message), Some(Failure::YamlDecodeError));
         }
-        None => return Decision::deny("cannot decode configuration: request has no object".into()),
+        None => {
+            let message = "cannot decode configuration: request has no object".into();
+            return (Decision::deny(message), Some(Failure::YamlDecodeError));
+        }
     };
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
@@ -200,12 +222,12 @@ pub fn decide(request: &Value, parse: &ParseOptions) -> Decision {
     let Some(schema) = schema_by_group_kind(&gvk.group, kind) else {
         let gv =
             if gvk.group.is_empty() { gvk.version.clone() } else { format!("{}/{}", gvk.group, gvk.version) };
-        return Decision::deny(format!("unrecognized type {gv}, Kind={kind}"));
+        return (Decision::deny(format!("unrecognized type {gv}, Kind={kind}")), Some(Failure::UnknownType));
     };
     if object.pointer("/metadata/annotations").and_then(|a| a.get(ALWAYS_REJECT_ANNOTATION)).is_some() {
-        return Decision::deny(format!(
-            "configuration is invalid: \"{ALWAYS_REJECT_ANNOTATION}\" annotation found, rejecting"
-        ));
+        let message =
+            format!("configuration is invalid: \"{ALWAYS_REJECT_ANNOTATION}\" annotation found, rejecting");
+        return (Decision::deny(message), Some(Failure::InvalidResource));
     }
     // The version does not matter (every version has one schema): read it at the served one.
     let mut object = object.clone();
@@ -219,9 +241,10 @@ pub fn decide(request: &Value, parse: &ParseOptions) -> Decision {
     let documents = parse_json("admission request", &object, &options);
     let errors: Vec<&Finding> = documents.iter().flat_map(|d| &d.errors).collect();
     if !errors.is_empty() {
-        return Decision::deny(format!("configuration is invalid: {}", multierror(&errors)));
+        let message = format!("configuration is invalid: {}", multierror(&errors));
+        return (Decision::deny(message), Some(Failure::InvalidResource));
     }
-    Decision::allow(documents.iter().flat_map(|d| &d.warnings).map(Finding::to_string).collect())
+    (Decision::allow(documents.iter().flat_map(|d| &d.warnings).map(Finding::to_string).collect()), None)
 }
 
 fn schema_by_group_kind(group: &str, kind: &str) -> Option<&'static Schema> {
@@ -417,6 +440,20 @@ mod tests {
             out["response"]["status"]["message"],
             "cannot decode configuration: expected a JSON object, found an array"
         );
+    }
+
+    #[test]
+    fn failures_carry_istiods_metric_reasons() {
+        let options = ParseOptions::default();
+        let reason = |operation: &str, object: Value| {
+            judge(&json!({"operation": operation, "object": object}), &options).1.map(Failure::label)
+        };
+        assert_eq!(reason("CREATE", vs(50)), None);
+        assert_eq!(reason("DELETE", vs(50)), Some("unsupported_operation"));
+        assert_eq!(reason("CREATE", json!([1])), Some("yaml_decode_error"));
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+        assert_eq!(reason("CREATE", pod), Some("unknown_type"));
+        assert_eq!(reason("UPDATE", vs(-5)), Some("invalid_resource"));
     }
 
     #[test]

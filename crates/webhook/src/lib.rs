@@ -17,6 +17,7 @@
 
 pub mod admission;
 pub mod injection;
+pub mod metrics;
 
 use std::{convert::Infallible, future::Future, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -168,20 +169,26 @@ async fn handle(request: Request<Incoming>, routes: &Routes) -> Response<Full<By
     let validate = path == "/validate" || path.starts_with("/validate/");
     let injector = routes.injector.as_ref().filter(|_| path == "/inject" || path.starts_with("/inject/"));
     let answer = if validate || injector.is_some() {
+        let started = std::time::Instant::now();
+        if injector.is_some() {
+            metrics::record_injection(metrics::INJECTION_REQUESTS);
+        }
         let content_type = request
             .headers()
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        match Limited::new(request.into_body(), admission::MAX_REQUEST_BODY_BYTES).collect().await {
+        let answer = match Limited::new(request.into_body(), admission::MAX_REQUEST_BODY_BYTES)
+            .collect()
+            .await
+        {
             Ok(body) => match injector {
                 Some(injector) => {
-                    metrics::counter!("sidecar_injection_requests_total").increment(1);
                     injection::review(injector, content_type.as_deref(), &body.to_bytes(), &path)
                 }
                 None => {
                     let answer = admission::review(content_type.as_deref(), &body.to_bytes(), &routes.parse);
-                    metrics::counter!("meshpilot_validation_webhook_reviews", "code" => answer.status.to_string())
+                    ::metrics::counter!("meshpilot_validation_webhook_reviews", "code" => answer.status.to_string())
                         .increment(1);
                     answer
                 }
@@ -192,7 +199,16 @@ async fn handle(request: Request<Incoming>, routes: &Routes) -> Response<Full<By
                 content_type: "text/plain; charset=utf-8",
                 body: format!("{err}\n").into_bytes(),
             },
+        };
+        if injector.is_some() {
+            // istiod: every review written is a "success" (injected, skipped or denied alike); an
+            // HTTP error a failure.
+            let outcome =
+                if answer.status == 200 { metrics::INJECTION_SUCCESS } else { metrics::INJECTION_FAILURE };
+            metrics::record_injection(outcome);
+            metrics::record_injection_time(started.elapsed().as_secs_f64());
         }
+        answer
     } else {
         HttpAnswer {
             status: 404,

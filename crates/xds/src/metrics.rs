@@ -77,7 +77,8 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (CONFIG_SIZE, &[1.0, 10_000.0, 1_000_000.0, 4_000_000.0, 10_000_000.0, 40_000_000.0]),
 ];
 
-/// Registers HELP texts and units (Istio's wording) with the installed recorder.
+/// Registers HELP texts and units (Istio's wording) with the installed recorder, and
+/// `pilot_total_xds_internal_errors` at 0.
 pub fn describe() {
     describe_gauge!(XDS_CLIENTS, "Number of endpoints connected to this pilot using XDS.");
     describe_counter!(PUSHES, "Pilot build and send errors for lds, rds, cds and eds.");
@@ -100,6 +101,8 @@ pub fn describe() {
         "Total time in seconds Pilot takes to send generated configuration."
     );
     describe_counter!(INTERNAL_ERRORS, "Total number of internal XDS errors in pilot.");
+    // Unlabelled: 0 from the start, so that the dashboard's "Internal Errors" reads 0, not "no data".
+    counter!(INTERNAL_ERRORS).absolute(0);
     describe_counter!(
         AUTH_FAILURES,
         "xDS streams refused because the caller is not authenticated or not the node's identity."

@@ -329,30 +329,31 @@ impl KubeRegistry {
         }
     }
 
-    /// One watch event: through its kind's [`Relist`], then what changed into the index.
+    /// One watch event: through its kind's [`Relist`], then what changed into the index. Each change
+    /// is counted once in [`REG_EVENTS`].
     fn handle(&self, update: Update, w: &mut Watches) {
         match update {
             Update::Service(e) => {
-                let changes = w.services.handle(e);
+                let changes = count_events("Services", w.services.handle(e));
                 self.namespaced(changes, &w.filter, &mut w.cached_services);
             }
             Update::Slice(e) => {
-                let changes = w.slices.handle(e);
+                let changes = count_events("EndpointSlice", w.slices.handle(e));
                 self.namespaced(changes, &w.filter, &mut w.cached_slices);
             }
             Update::Pod(e) => {
-                let changes = w.pods.handle(e);
+                let changes = count_events("Pods", w.pods.handle(e));
                 self.namespaced(changes, &w.filter, &mut w.cached_pods);
             }
             Update::Node(e) => {
-                let changes = w.nodes.handle(e);
+                let changes = count_events("Nodes", w.nodes.handle(e));
                 self.update_all(changes, |index, change| match change {
                     Change::Added(o) | Change::Updated(o) => apply_node(index, &o),
                     Change::Deleted(name) => index.delete_node(&name),
                 });
             }
             Update::Namespace(e) => {
-                let changes = w.namespaces.handle(e);
+                let changes = count_events("Namespaces", w.namespaces.handle(e));
                 let mut applied: Vec<Namespace> = Vec::new();
                 let mut deleted: Vec<String> = Vec::new();
                 self.update_all(changes, |index, change| match change {
@@ -453,6 +454,25 @@ impl KubeRegistry {
             }),
         }
     }
+}
+
+/// Counter `pilot_k8s_reg_events{type,event}`: changes of the watched Kubernetes objects, by `type`
+/// (`Services`, `EndpointSlice`, `Pods`, `Nodes`, `Namespaces`) and `event` (`add`, `update`,
+/// `delete`), counted as each watch reports them, before discovery selectors filter namespaced ones
+/// (istiod's `pilot/pkg/serviceregistry/kube/controller`, which counts in its informer handlers).
+pub const REG_EVENTS: &str = "pilot_k8s_reg_events";
+
+/// Counts `changes` of `kind` in [`REG_EVENTS`] and hands them back.
+fn count_events<K, T>(kind: &'static str, changes: Vec<Change<K, T>>) -> Vec<Change<K, T>> {
+    for change in &changes {
+        let event = match change {
+            Change::Added(_) => "add",
+            Change::Updated(_) => "update",
+            Change::Deleted(_) => "delete",
+        };
+        metrics::counter!(REG_EVENTS, "type" => kind, "event" => event).increment(1);
+    }
+    changes
 }
 
 fn apply_node(index: &mut KubeIndex, node: &Node) -> Vec<RegistryEvent> {

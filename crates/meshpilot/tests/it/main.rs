@@ -3,6 +3,7 @@
 //! kube-apiserver, istiod or pilot-agent, Python grpcio, Chromium); `scripts/test.sh --pure`
 //! skips them (`-- --skip peer::`).
 
+mod cds_client;
 mod istio_peer;
 mod process;
 mod webhook_support;
@@ -22,6 +23,7 @@ mod peer {
     mod configstatusz_cluster;
     mod conformance;
     mod connection_age;
+    mod control_plane_dashboard;
     mod debug_http_istiod;
     mod dns_proxy;
     mod gateway_api_cluster;

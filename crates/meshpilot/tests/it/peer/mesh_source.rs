@@ -9,32 +9,21 @@
 
 use std::{
     ffi::OsStr,
-    net::SocketAddr,
     path::Path,
     process::{Command, Stdio},
     time::Duration,
 };
 
-use envoy_types::pb::{
-    envoy::{
-        config::{cluster::v3::Cluster, core::v3::Node},
-        service::discovery::v3::{
-            DiscoveryRequest, DiscoveryResponse,
-            aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
-        },
-    },
-    google::protobuf::{Struct, Value as PbValue, value::Kind},
-};
+use envoy_types::pb::envoy::{config::cluster::v3::Cluster, service::discovery::v3::DiscoveryResponse};
 use futures::StreamExt;
 use kube_source::testenv::TestEnv;
 use meshpilot_testing::wait::wait_for;
 use prost::Message;
 use serde_json::json;
 
+use crate::cds_client::CdsClient;
 use crate::process::{Meshpilot, Ports};
 use crate::webhook_support::{Process, counter};
-
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 
 /// The ConfigMap `istio` of `namespace` with `mesh` as its `mesh` key.
 fn mesh_configmap(namespace: &str, mesh: &str) -> String {
@@ -46,61 +35,7 @@ fn mesh_configmap(namespace: &str, mesh: &str) -> String {
     .unwrap()
 }
 
-/// A scripted SotW ADS client subscribed to CDS, ACKing each response.
-struct CdsClient {
-    tx: tokio::sync::mpsc::UnboundedSender<DiscoveryRequest>,
-    responses: tonic::Streaming<DiscoveryResponse>,
-}
-
 impl CdsClient {
-    /// Connects to `grpc` as a sidecar in `namespace` once the port answers, and returns the client
-    /// with its first response.
-    async fn connect(
-        grpc: SocketAddr,
-        namespace: &str,
-        log: &dyn Fn() -> String,
-    ) -> (CdsClient, DiscoveryResponse) {
-        let text = |v: &str| PbValue { kind: Some(Kind::StringValue(v.to_owned())) };
-        let metadata = Struct {
-            fields: [("NAMESPACE", text(namespace)), ("ISTIO_VERSION", text("1.28.0"))]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-        };
-        let node = Node {
-            id: format!("sidecar~127.0.0.1~app.{namespace}~{namespace}.svc.cluster.local"),
-            metadata: Some(metadata),
-            ..Default::default()
-        };
-        wait_for("a CDS response", Duration::from_secs(90), async || {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<DiscoveryRequest>();
-            tx.send(DiscoveryRequest {
-                node: Some(node.clone()),
-                type_url: CDS.into(),
-                ..Default::default()
-            })
-            .ok()?;
-            let mut client =
-                AggregatedDiscoveryServiceClient::connect(format!("http://{grpc}")).await.ok()?;
-            let requests = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-            let mut responses = client.stream_aggregated_resources(requests).await.ok()?.into_inner();
-            let first = responses.next().await?.ok()?;
-            Some((CdsClient { tx, responses }, first))
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", log()))
-    }
-
-    /// ACKs `response`.
-    fn ack(&self, response: &DiscoveryResponse) {
-        let _ = self.tx.send(DiscoveryRequest {
-            type_url: CDS.into(),
-            version_info: response.version_info.clone(),
-            response_nonce: response.nonce.clone(),
-            ..Default::default()
-        });
-    }
-
     /// ACKs `response` and reads responses until one gives PassthroughCluster `seconds` of connect
     /// timeout; returns its version.
     async fn until_connect_timeout(
@@ -155,7 +90,7 @@ async fn the_mesh_configmap_is_read_watched_pushed_and_a_broken_one_keeps_the_la
     let mp =
         Meshpilot::start_with_env(&args, &[("POD_NAMESPACE", NS), ("RUST_LOG", "info")], ports, log.clone());
     let logs = || log_of(&log);
-    let (mut client, first) = CdsClient::connect(mp.ports.grpc, "app", &logs).await;
+    let (mut client, first) = CdsClient::connect(mp.ports.grpc, "app", "app", &logs).await;
     let v7 = client.until_connect_timeout(first, 7, &logs).await;
 
     // A change: a new CDS version carries it.
@@ -242,7 +177,7 @@ async fn in_cluster_credentials_reach_the_cluster_as_in_a_pod() {
         .unwrap();
     let process = Process(child);
     let logs = || log_of(&log);
-    let (mut client, first) = CdsClient::connect(ports.grpc, "app", &logs).await;
+    let (mut client, first) = CdsClient::connect(ports.grpc, "app", "app", &logs).await;
     client.until_connect_timeout(first, 13, &logs).await;
     let text = logs();
     assert!(text.contains("in-cluster service account (127.0.0.1:"), "the access chosen is logged:\n{text}");

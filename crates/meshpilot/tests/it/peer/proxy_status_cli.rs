@@ -11,6 +11,8 @@ use std::{
 
 use meshpilot_testing::{AdsApi, Bootstrap, Envoy, free_port, wait_for};
 
+use crate::cds_client::CdsClient;
+
 /// The sidecar's namespace (and the config's).
 const NS: &str = "shop";
 
@@ -290,63 +292,13 @@ fn bad_input_exits_non_zero() {
 /// rejects): proxy-status shows ERROR for CDS and, for that proxy, Envoy's error text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nacked_type_shows_error_and_the_error_text() {
-    use envoy_types::pb::{
-        envoy::{
-            config::core::v3::Node,
-            service::discovery::v3::{
-                DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
-            },
-        },
-        google::{
-            protobuf::{Struct, Value as PbValue, value::Kind},
-            rpc::Status,
-        },
-    };
-    use futures::StreamExt;
-
     let work = tempfile::tempdir().unwrap();
     let config_dir = work.path().join("config");
     std::fs::create_dir(&config_dir).unwrap();
     std::fs::write(config_dir.join("mesh.yaml"), config(free_port())).unwrap();
     let mp = Meshpilot::start(&config_dir, work.path());
-
-    let text = |v: &str| PbValue { kind: Some(Kind::StringValue(v.to_owned())) };
-    let metadata = Struct {
-        fields: [
-            ("NAMESPACE", text(NS)),
-            ("ISTIO_VERSION", text("1.28.0")),
-            ("CLUSTER_ID", text("Kubernetes")),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect(),
-    };
-    let node = Node {
-        id: format!("sidecar~127.0.0.1~nacker.{NS}~{NS}.svc.cluster.local"),
-        metadata: Some(metadata),
-        ..Default::default()
-    };
-    const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-    // The ADS port refuses streams until the plane is ready: open one until it answers.
-    let (tx, _responses, first) = wait_for("a CDS response", Duration::from_secs(60), async || {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DiscoveryRequest>();
-        let first = DiscoveryRequest { node: Some(node.clone()), type_url: CDS.into(), ..Default::default() };
-        tx.send(first).ok()?;
-        let mut client =
-            AggregatedDiscoveryServiceClient::connect(format!("http://{}", mp.grpc)).await.ok()?;
-        let mut responses = client.stream_aggregated_resources(tokio_stream_of(rx)).await.ok()?.into_inner();
-        let response = responses.next().await?.ok()?;
-        Some((tx, responses, response))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
-    tx.send(DiscoveryRequest {
-        type_url: CDS.into(),
-        response_nonce: first.nonce.clone(),
-        error_detail: Some(Status { code: 3, message: "cluster 'x': bad lb config".into(), details: vec![] }),
-        ..Default::default()
-    })
-    .unwrap();
+    let (client, first) = CdsClient::connect(mp.grpc, "nacker", NS, &|| mp.log_text()).await;
+    client.nack(&first, "cluster 'x': bad lb config");
 
     let http = mp.http;
     let verbose = wait_for("CDS in ERROR", Duration::from_secs(30), async || {
@@ -367,12 +319,5 @@ async fn a_nacked_type_shows_error_and_the_error_text() {
     let cds = single.lines().find(|l| l.starts_with("CDS ")).unwrap_or_else(|| panic!("{single}"));
     assert!(cds.contains("ERROR (") && cds.contains(&first.version_info), "{single}");
     assert!(single.ends_with("CDS NACK: cluster 'x': bad lb config\n"), "{single}");
-    drop(tx);
-}
-
-/// The requests of `rx` as a stream for tonic.
-fn tokio_stream_of<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    drop(client);
 }

@@ -30,6 +30,8 @@ pub struct Webhook {
     _process: Process,
     /// Its monitoring port (`/metrics`).
     pub monitoring: u16,
+    /// Its plaintext xDS port (`--grpc-addr`).
+    pub grpc: u16,
     /// The webhook URL it advertises (`--validation-webhook-url`).
     pub url: String,
 }
@@ -72,7 +74,7 @@ impl Webhook {
             .stderr(stderr)
             .spawn()
             .unwrap();
-        Webhook { _process: Process(child), monitoring, url }
+        Webhook { _process: Process(child), monitoring, grpc, url }
     }
 }
 
@@ -115,16 +117,15 @@ pub fn review_with_bundle(url: &str, bundle: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `GET path` on a control plane's loopback `port` (`None` when it does not answer).
+pub fn local_get(port: u16, path: &str) -> Option<meshpilot_testing::Response> {
+    meshpilot_testing::http::request_blocking(([127, 0, 0, 1], port).into(), "localhost", path, &[]).ok()
+}
+
 /// The sum of a counter's series on a control plane's /metrics (`port` its monitoring port; 0 when
 /// absent).
 pub fn counter(port: u16, name: &str) -> f64 {
-    let r = meshpilot_testing::http::request_blocking(
-        ([127, 0, 0, 1], port).into(),
-        "localhost",
-        "/metrics",
-        &[],
-    )
-    .unwrap();
+    let r = local_get(port, "/metrics").unwrap();
     assert_eq!(r.status, 200);
     r.body
         .lines()
@@ -143,8 +144,7 @@ pub fn injection_config_status(port: u16) -> Option<serde_json::Value> {
 /// `GET path` of a control plane's debug handlers (`port` its HTTP or monitoring port) as JSON;
 /// `None` while it does not answer 200 with JSON.
 pub fn debug_json(port: u16, path: &str) -> Option<serde_json::Value> {
-    let r = meshpilot_testing::http::request_blocking(([127, 0, 0, 1], port).into(), "localhost", path, &[])
-        .ok()?;
+    let r = local_get(port, path)?;
     if r.status != 200 {
         return None;
     }
