@@ -73,7 +73,7 @@ SUBSET = [
     "pkg/config/validation/testdata/crds/authz-invalid.yaml",
     "pkg/config/validation/testdata/crds/telemetry-invalid.yaml",
     "pkg/config/validation/testdata/crds/envoyfilter-valid.yaml",
-    "pkg/config/validation/testdata/crds/reqauth-invalid.yaml",
+    "pkg/config/validation/testdata/crds/reqauth-valid.yaml",
     "samples/bookinfo/networking/bookinfo-gateway.yaml",
     "samples/bookinfo/networking/destination-rule-all-mtls.yaml",
     "samples/bookinfo/platform/kube/bookinfo.yaml",

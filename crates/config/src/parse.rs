@@ -58,8 +58,9 @@ pub enum UnknownFields {
     /// (`websocketUpgrade`): a warning saying it is ignored. Config sources and the webhook.
     #[default]
     Reject,
-    /// An error, removed fields too: `istioctl validate`, which decodes strictly (`cannot parse proto
-    /// message: unknown field "websocketUpgrade" in istio.networking.v1alpha3.HTTPRoute`).
+    /// An error, removed fields too, and an object with one is not validated further: `istioctl
+    /// validate`, which decodes strictly (`cannot parse proto message: unknown field
+    /// "websocketUpgrade" in istio.networking.v1alpha3.HTTPRoute`) and validates what decodes.
     RejectAll,
     /// Ignored: `istioctl analyze` reads files with Kubernetes' non-strict decoder (Istio's file store,
     /// `pilot/pkg/config/file/store.go`), so an unknown field neither fails nor shows.
@@ -399,6 +400,11 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
             return;
         }
     };
+    if options.unknown_fields == UnknownFields::RejectAll && !doc.errors.is_empty() {
+        // istioctl validate: an object that does not decode strictly is not validated (no findings
+        // of the kind's rules, warnings included).
+        return;
+    }
     let mut meta = meta;
     if schema.cluster_scoped {
         // GatewayClass: cluster-scoped objects have no namespace, whatever the document says.
@@ -616,6 +622,8 @@ mod tests {
             strict.errors
         );
         assert_eq!(strict.errors[2].message, "unknown field \"websocketUpgrade\"");
+        // ... and the object is not validated further (istioctl: `cannot parse proto message`).
+        assert!(strict.warnings.is_empty() && strict.config.is_none());
         // istioctl analyze: ignored, and the object is read.
         let lenient = with(UnknownFields::Ignore);
         assert!(lenient.errors.is_empty() && lenient.warnings.is_empty(), "{:?}", lenient.errors);
