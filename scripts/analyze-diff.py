@@ -74,6 +74,7 @@ SUBSET = [
     "pkg/config/validation/testdata/crds/telemetry-invalid.yaml",
     "pkg/config/validation/testdata/crds/envoyfilter-valid.yaml",
     "pkg/config/validation/testdata/crds/reqauth-valid.yaml",
+    "pkg/config/validation/testdata/crds/peerauth-invalid.yaml",
     "samples/bookinfo/networking/bookinfo-gateway.yaml",
     "samples/bookinfo/networking/destination-rule-all-mtls.yaml",
     "samples/bookinfo/platform/kube/bookinfo.yaml",
@@ -123,8 +124,10 @@ def analyze(binary, path):
     """(exit status, whether a document could not be parsed, sorted [(code, origin)]) and the output."""
     rc, out, err = run([binary, "analyze", "--use-kube=false", "-A", "-o", "json", path])
     messages = []
+    # istioctl logs `warn file error processing …` lines on stdout before the JSON.
+    start = 0 if out.startswith("[") else out.find("\n[") + 1
     try:
-        messages = sorted({(m["code"], m["origin"]) for m in json.loads(out)})
+        messages = sorted({(m["code"], m["origin"]) for m in json.loads(out[start:])})
     except (ValueError, TypeError, KeyError):
         pass
     return (rc, "Error(s) adding files" in err, messages), out + err
