@@ -457,6 +457,11 @@ mod tests {
                     "{name}: want {message:?} at {path}, got {report:?}"
                 ),
             }
+            if report.errors.iter().any(|e| e.path == "spec.workloadSelector.labels") {
+                // Istio's `validateEnvoyFilter` returns a selector error alone, warnings dropped.
+                assert!(report.warnings.is_empty(), "{name}: {report:?}");
+                continue;
+            }
             assert!(report.warnings.iter().any(|w| w.message.starts_with(ALWAYS)), "{name}");
             let others: Vec<_> = report.warnings.iter().filter(|w| !w.message.starts_with(ALWAYS)).collect();
             match warning {
