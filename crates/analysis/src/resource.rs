@@ -21,7 +21,7 @@ use api::{
     schema::{self, Lookup},
     yaml::{self, Node, Value},
 };
-use config::parse::{self, Finding, ParseOptions, ParsedDocument};
+use config::parse::{self, Finding, ParseOptions, ParsedDocument, UnknownFields};
 use model::Config;
 use serde_json::Value as Json;
 
@@ -617,6 +617,8 @@ impl Resources {
         let options = ParseOptions {
             default_namespace: self.options.default_namespace.clone(),
             istio_namespace: self.istio_namespace.clone(),
+            // istioctl analyze decodes with Kubernetes' non-strict decoder.
+            unknown_fields: UnknownFields::Ignore,
             ..ParseOptions::default()
         };
         let mut added = 0;
@@ -643,10 +645,19 @@ impl Resources {
             }
         };
         if doc.kind.is_empty() {
-            if !doc.errors.is_empty() {
-                for e in &doc.errors {
-                    self.load_errors.push(LoadError { source: source.clone(), message: describe(e) });
-                }
+            for e in &doc.errors {
+                self.load_errors.push(LoadError { source: source.clone(), message: describe(e) });
+            }
+            if doc.errors.is_empty() && doc.api_version.is_empty() {
+                // istioctl's file reader (`parseChunk`): a mapping with neither apiVersion nor kind
+                // (a Helm values file, a mesh config) is a parse error.
+                self.load_errors.push(LoadError {
+                    source: source.clone(),
+                    message: format!(
+                        "line {}: unable to parse resource with no group, version and kind",
+                        doc.line
+                    ),
+                });
             }
             return false;
         }
@@ -671,9 +682,12 @@ impl Resources {
         let keep_root = Some(root.clone());
         // Gateway API objects stay Kubernetes objects here, as istioctl analyze sees them.
         let istio = match schema::lookup(&doc.api_version, &doc.kind) {
-            Lookup::Istio(s) | Lookup::UnservedVersion(s) => !s.kind.is_gateway_api(),
-            Lookup::Removed(_) => true,
-            Lookup::Other => false,
+            Lookup::Istio(s) => !s.kind.is_gateway_api(),
+            // istioctl has no schema for a removed Istio API or an unserved version of an Istio kind:
+            // its file reader skips the document without a word.
+            Lookup::UnservedVersion(s) if !s.kind.is_gateway_api() => return false,
+            Lookup::Removed(_) => return false,
+            Lookup::UnservedVersion(_) | Lookup::Other => false,
         };
         if istio {
             let config = match doc.config {
@@ -740,31 +754,19 @@ impl Resources {
     }
 }
 
-/// Decodes an Istio document whose only errors are the kind's validation findings (so it decodes
-/// strictly): the object analysis keeps so the schema analyzers can report them. `None` when the
-/// document does not decode (unknown field, wrong type, unserved version, removed kind).
+/// Decodes an Istio document whose only errors are the kind's validation findings: the object
+/// analysis keeps so the schema analyzers can report them. Unknown fields are ignored, as istioctl
+/// analyze's non-strict decoder does. `None` when the document does not decode (wrong type,
+/// unserved version, removed kind).
 fn decode_invalid(root: &Node) -> Option<Config> {
     let api_version = root.get("apiVersion").and_then(Node::as_str)?;
     let kind = root.get("kind").and_then(Node::as_str)?;
     let Lookup::Istio(schema) = schema::lookup(api_version, kind) else { return None };
-    if let Value::Map(entries) = &root.value
-        && entries
-            .iter()
-            .any(|(k, _)| !["apiVersion", "kind", "metadata", "spec", "status"].contains(&k.name.as_str()))
-    {
-        return None;
-    }
     let meta = match root.get("metadata") {
         None => ObjectMeta::default(),
-        Some(node) => match from_node::<ObjectMeta>(node, "metadata") {
-            Ok((meta, unknown)) if unknown.is_empty() => meta,
-            _ => return None,
-        },
+        Some(node) => from_node::<ObjectMeta>(node, "metadata").ok()?.0,
     };
-    let (spec, unknown) = Spec::from_node(schema.kind, root.get("spec")).ok()?;
-    if !unknown.is_empty() {
-        return None;
-    }
+    let (spec, _unknown) = Spec::from_node(schema.kind, root.get("spec")).ok()?;
     Some(Config {
         meta: model::ConfigMeta {
             gvk: api::GroupVersionKind::from_api_version(api_version, kind),
@@ -796,19 +798,39 @@ mod tests {
         let added = r.add_text(
             "x.yaml",
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a}\nspec:\n  hosts: [a]\n---\n\
-             apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: b}\nspec:\n  hostz: [a]\n",
+             apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: b}\nspec:\n  hosts: {x: 1}\n---\n\
+             apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: c}\nspec:\n  hostz: [a]\n",
             true,
         );
-        assert_eq!(added, 1);
+        assert_eq!(added, 2);
         let a = r.find_istio(Kind::VirtualService, "", "a").expect("kept");
         assert!(!a.errors.is_empty(), "a VirtualService without routes is invalid");
         assert_eq!(a.origin.to_string(), "VirtualService a x.yaml:1");
+        // As istioctl analyze: unknown fields are ignored; c is read, and is invalid for having no hosts.
+        let c = r.find_istio(Kind::VirtualService, "", "c").expect("kept");
+        assert!(c.errors.iter().all(|e| !e.message.contains("hostz")), "{:?}", c.errors);
+        assert!(!c.errors.is_empty());
         assert!(
             r.load_errors.iter().all(|e| e.message.starts_with("VirtualService b: ")),
             "{:?}",
             r.load_errors
         );
-        assert!(r.load_errors.iter().any(|e| e.to_string().contains("hostz")), "{:?}", r.load_errors);
+        assert!(r.load_errors.iter().any(|e| e.to_string().contains("spec.hosts")), "{:?}", r.load_errors);
+    }
+
+    #[test]
+    fn kindless_documents_are_load_errors_and_removed_kinds_are_skipped() {
+        let mut r = Resources::new(test_options());
+        let added = r.add_text(
+            "x.yaml",
+            "defaultConfig: {}\n---\napiVersion: v1\nmetadata: {name: n}\n---\n\
+             apiVersion: config.istio.io/v1alpha2\nkind: QuotaSpec\nmetadata: {name: q}\nspec: {rules: []}\n---\n\
+             apiVersion: networking.istio.io/v9\nkind: Gateway\nmetadata: {name: g}\n",
+            true,
+        );
+        assert_eq!(added, 0);
+        let errors: Vec<String> = r.load_errors.iter().map(|e| e.message.clone()).collect();
+        assert_eq!(errors, ["line 1: unable to parse resource with no group, version and kind"]);
     }
 
     #[test]

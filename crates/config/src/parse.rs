@@ -2,7 +2,8 @@
 //!
 //! The steps follow `istioctl validate` (`istioctl/pkg/validate/validate.go`) and Istio's file config
 //! source: split the stream into documents; read `apiVersion` and `kind`; for an Istio kind, decode
-//! `metadata` and `spec` strictly (unknown fields are errors) and run the kind's validation; for a
+//! `metadata` and `spec` (unknown fields are errors unless [`UnknownFields`] says otherwise) and run
+//! the kind's validation; a kind Istio removed is skipped with a note naming its replacement; for a
 //! Kubernetes `Service` or `Deployment`, run istioctl's checks; expand `kind: List`; skip any other
 //! kind with a note. Each document yields one [`ParsedDocument`] (a `List` yields one per item), and
 //! a bad document never stops the others: after a YAML syntax error, the documents before it are
@@ -34,6 +35,8 @@ pub struct ParseOptions {
     pub istio_namespace: String,
     /// DNS domain suffix recorded on every config (`cluster.local`).
     pub domain_suffix: String,
+    /// What an unknown field of an Istio object is (default [`UnknownFields::Reject`]).
+    pub unknown_fields: UnknownFields,
 }
 
 impl Default for ParseOptions {
@@ -42,8 +45,26 @@ impl Default for ParseOptions {
             default_namespace: "default".into(),
             istio_namespace: "istio-system".into(),
             domain_suffix: "cluster.local".into(),
+            unknown_fields: UnknownFields::default(),
         }
     }
+}
+
+/// What a field of an Istio object that its kind does not have (`metadata`, `spec`, or a top-level
+/// key other than `apiVersion`, `kind`, `metadata`, `spec`, `status`) is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnknownFields {
+    /// An error, except a field Istio removed from its API that old config still carries
+    /// (`websocketUpgrade`): a warning saying it is ignored. Config sources and the webhook.
+    #[default]
+    Reject,
+    /// An error, removed fields too, and an object with one is not validated further: `istioctl
+    /// validate`, which decodes strictly (`cannot parse proto message: unknown field
+    /// "websocketUpgrade" in istio.networking.v1alpha3.HTTPRoute`) and validates what decodes.
+    RejectAll,
+    /// Ignored: `istioctl analyze` reads files with Kubernetes' non-strict decoder (Istio's file store,
+    /// `pilot/pkg/config/file/store.go`), so an unknown field neither fails nor shows.
+    Ignore,
 }
 
 /// One finding about a document: where and what.
@@ -323,11 +344,12 @@ fn parse_object(
             doc.errors.push(finding(root, "apiVersion", message));
         }
         Lookup::Removed(replacement) => {
-            let message = format!(
-                "{} {} is no longer supported: Istio removed this API; use {replacement} instead",
+            // istioctl (validate and analyze) and Istio's file store skip kinds they have no schema
+            // for; the note names the replacement.
+            doc.skipped = Some(format!(
+                "{} {} is no longer supported: Istio removed this API; use {replacement} instead; not checked",
                 doc.api_version, doc.kind
-            );
-            doc.errors.push(finding(root, "kind", message));
+            ));
         }
         Lookup::Other => parse_other(&mut doc, root, options),
     }
@@ -338,7 +360,9 @@ fn parse_object(
 const TOP_LEVEL_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
 
 fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Schema, options: &ParseOptions) {
-    if let Value::Map(entries) = &root.value {
+    if let Value::Map(entries) = &root.value
+        && options.unknown_fields != UnknownFields::Ignore
+    {
         for (key, _) in entries {
             if !TOP_LEVEL_FIELDS.contains(&key.name.as_str()) {
                 doc.errors.push(Finding {
@@ -353,7 +377,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
         None => ObjectMeta::default(),
         Some(node) => match from_node::<ObjectMeta>(node, "metadata") {
             Ok((meta, unknown)) => {
-                unknown_findings(&unknown, &mut doc.errors, &mut doc.warnings);
+                unknown_findings(&unknown, options.unknown_fields, &mut doc.errors, &mut doc.warnings);
                 meta
             }
             Err(err) => {
@@ -364,7 +388,7 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
     };
     let spec = match Spec::from_node(schema.kind, root.get("spec")) {
         Ok((spec, unknown)) => {
-            unknown_findings(&unknown, &mut doc.errors, &mut doc.warnings);
+            unknown_findings(&unknown, options.unknown_fields, &mut doc.errors, &mut doc.warnings);
             spec
         }
         Err(err) => {
@@ -376,6 +400,11 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
             return;
         }
     };
+    if options.unknown_fields == UnknownFields::RejectAll && !doc.errors.is_empty() {
+        // istioctl validate: an object that does not decode strictly is not validated (no findings
+        // of the kind's rules, warnings included).
+        return;
+    }
     let mut meta = meta;
     if schema.cluster_scoped {
         // GatewayClass: cluster-scoped objects have no namespace, whatever the document says.
@@ -416,17 +445,20 @@ fn parse_istio(doc: &mut ParsedDocument, root: &Node, schema: &'static api::Sche
     });
 }
 
-/// Unknown fields are errors, except fields Istio removed from its API that old config still carries:
-/// those are warnings saying the field is ignored (Istio's file and Kubernetes readers ignore them too).
+/// The findings of unknown fields under `mode` (see [`UnknownFields`]).
 fn unknown_findings(
     unknown: &[api::de::UnknownField],
+    mode: UnknownFields,
     errors: &mut Vec<Finding>,
     warnings: &mut Vec<Finding>,
 ) {
+    if mode == UnknownFields::Ignore {
+        return;
+    }
     for u in unknown {
         let name = u.path.rsplit(['.', '[']).next().unwrap_or(&u.path).trim_end_matches(']');
         let finding = |message: String| Finding { path: u.path.clone(), line: u.mark.line, message };
-        if let Some(note) = removed_field(&u.path, name) {
+        if let Some(note) = removed_field(&u.path, name).filter(|_| mode == UnknownFields::Reject) {
             warnings.push(finding(format!(
                 "field \"{name}\" was removed from the Istio API and is ignored: {note}"
             )));
@@ -510,9 +542,9 @@ mod tests {
         let docs =
             parse("apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: r}\nspec: {}\n");
         assert_eq!(docs.len(), 1);
-        let e = &docs[0].errors[0];
-        assert_eq!((e.path.as_str(), e.line), ("kind", 2));
-        assert!(e.message.contains("use networking.istio.io VirtualService"), "{e}");
+        assert!(docs[0].is_valid(), "istioctl skips kinds it has no schema for: {:?}", docs[0].errors);
+        let note = docs[0].skipped.as_deref().expect("skipped with a note");
+        assert!(note.contains("use networking.istio.io VirtualService"), "{note}");
     }
 
     #[test]
@@ -572,6 +604,30 @@ mod tests {
         let w = &docs[0].warnings[0];
         assert_eq!((w.path.as_str(), w.line), ("spec.http[0].websocketUpgrade", 7));
         assert!(w.message.contains("removed from the Istio API"));
+    }
+
+    #[test]
+    fn unknown_fields_follow_the_mode() {
+        let text = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, bogus: 1}\nextra: 2\nspec:\n  hosts: [a]\n  http:\n  - websocketUpgrade: true\n    route:\n    - destination: {host: a}\n";
+        let with = |unknown_fields| {
+            parse_text("t.yaml", text, &ParseOptions { unknown_fields, ..ParseOptions::default() }).remove(0)
+        };
+        // istioctl validate: every unknown field is an error, removed ones too.
+        let strict = with(UnknownFields::RejectAll);
+        let paths: Vec<&str> = strict.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["extra", "metadata.bogus", "spec.http[0].websocketUpgrade"],
+            "{:?}",
+            strict.errors
+        );
+        assert_eq!(strict.errors[2].message, "unknown field \"websocketUpgrade\"");
+        // ... and the object is not validated further (istioctl: `cannot parse proto message`).
+        assert!(strict.warnings.is_empty() && strict.config.is_none());
+        // istioctl analyze: ignored, and the object is read.
+        let lenient = with(UnknownFields::Ignore);
+        assert!(lenient.errors.is_empty() && lenient.warnings.is_empty(), "{:?}", lenient.errors);
+        assert_eq!(lenient.config.expect("decoded").meta.name, "v");
     }
 
     #[test]

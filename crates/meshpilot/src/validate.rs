@@ -7,7 +7,7 @@ use std::{
     process::ExitCode,
 };
 
-use config::parse::{self, Finding, ParseOptions, ParsedDocument};
+use config::parse::{self, Finding, ParseOptions, ParsedDocument, UnknownFields};
 
 /// Arguments of `meshpilot validate`.
 #[derive(clap::Args, Debug)]
@@ -16,11 +16,12 @@ use config::parse::{self, Finding, ParseOptions, ParsedDocument};
     long_about = "Validate Istio config files offline, like `istioctl validate`.\n\n\
 Each file may hold several YAML documents (separated by `---`) or JSON objects; a directory is read \
 recursively for .yaml, .yml and .json files; `-` reads standard input. Every document is parsed into its \
-Istio kind (networking, security, telemetry and extensions kinds at any served version), unknown fields and \
-duplicate keys are errors, and the kind's validation rules run (Istio's rules). Kubernetes Services get \
-Istio's port-name checks and Deployments are accepted; `kind: List` is expanded; other kinds are skipped \
-with a note. Removed Istio APIs (config.istio.io, authentication.istio.io, rbac.istio.io) are errors that \
-name the replacement.\n\n\
+Istio kind (networking, security, telemetry and extensions kinds at any served version), unknown fields \
+(also fields Istio removed, such as websocketUpgrade) and duplicate keys are errors, and the kind's \
+validation rules run (Istio's rules). Kubernetes Services get Istio's port-name checks and Deployments are \
+accepted; `kind: List` is expanded; other kinds are skipped with a note, removed Istio APIs \
+(config.istio.io, authentication.istio.io, rbac.istio.io) with one naming the replacement (istioctl does \
+not check kinds it has no schema for).\n\n\
 Output (text): one `validation succeed: \"Kind/namespace/name\"` line per valid object and a \
 `\"FILE\" is valid` line per clean file on stdout; warnings under `\"FILE\" has warnings:`; errors on \
 stderr, each with the object, the reason, the file:line and the field path.\n\
@@ -73,6 +74,8 @@ pub fn run(args: &Args) -> ExitCode {
     let options = ParseOptions {
         default_namespace: args.default_namespace.clone(),
         istio_namespace: args.istio_namespace.clone(),
+        // istioctl validate decodes strictly.
+        unknown_fields: UnknownFields::RejectAll,
         ..ParseOptions::default()
     };
     let results = collect(&args.filenames, &options);

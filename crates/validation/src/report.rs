@@ -54,4 +54,13 @@ impl Report {
         self.errors.extend(other.errors);
         self.warnings.extend(other.warnings);
     }
+
+    /// Runs `check` on a report of its own and keeps only its errors: Istio's `appendErrors`
+    /// (`agent.AppendErrors`) keeps a `Validation`'s error and drops its warning, so checks Istio
+    /// combines that way (a subset's traffic policy, port-level settings) warn nothing.
+    pub fn errors_of(&mut self, check: impl FnOnce(&mut Report)) {
+        let mut inner = Report::default();
+        check(&mut inner);
+        self.errors.extend(inner.errors);
+    }
 }

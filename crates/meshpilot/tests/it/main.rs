@@ -16,6 +16,7 @@ mod validate_cli;
 /// Tests that need a real peer process (see the crate doc above).
 mod peer {
     mod analyze_cli;
+    mod analyze_diff;
     mod apiserver_faults;
     mod chart_install;
     mod cluster_cli;

@@ -38,8 +38,11 @@ const ALLOW_ANY_DYNAMIC_DNS: i32 = 3;
 
 /// Validates a Sidecar; findings use paths from the document root (`spec.…`).
 pub fn validate(meta: &ObjectMeta, spec: &Sidecar, report: &mut Report) {
-    if let Some(selector) = &spec.workload_selector {
-        super::workload_entry::check_networking_selector("sidecar", &selector.labels, report);
+    if let Some(selector) = &spec.workload_selector
+        && !super::workload_entry::check_networking_selector("sidecar", &selector.labels, report)
+    {
+        // Istio's `ValidateSidecar` returns the selector error alone.
+        return;
     }
 
     if spec.egress.is_empty()

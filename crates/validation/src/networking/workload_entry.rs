@@ -166,9 +166,20 @@ pub(crate) fn max_items(path: &str, count: usize, max: usize, report: &mut Repor
 /// The `workloadSelector` of a ServiceEntry, Sidecar or EnvoyFilter (the networking selector with a
 /// `labels` map): Istio's label checks, its "specified without labels" warning (prefixed with the kind
 /// as Istio words it, e.g. `sidecar`), and the CRD's limits (256 labels, values up to 63 characters).
-pub(crate) fn check_networking_selector(kind: &str, labels: &BTreeMap<String, String>, report: &mut Report) {
+///
+/// Returns `false` when Istio's label check (`ValidateAlphaWorkloadSelector`) fails: Istio then returns
+/// that error alone, so the caller stops.
+#[must_use]
+pub(crate) fn check_networking_selector(
+    kind: &str,
+    labels: &BTreeMap<String, String>,
+    report: &mut Report,
+) -> bool {
     let path = "spec.workloadSelector.labels";
-    report.check(path, crate::common::validate_workload_selector_labels(labels));
+    if let Err(e) = crate::common::validate_workload_selector_labels(labels) {
+        report.error(path, e);
+        return false;
+    }
     if labels.is_empty() {
         report.warn(
             "spec.workloadSelector",
@@ -179,6 +190,7 @@ pub(crate) fn check_networking_selector(kind: &str, labels: &BTreeMap<String, St
     for (key, value) in labels {
         max_length(&format!("{path}.{key}"), value, 63, report);
     }
+    true
 }
 
 #[cfg(test)]

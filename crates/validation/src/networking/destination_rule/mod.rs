@@ -59,7 +59,10 @@ pub fn validate(meta: &ObjectMeta, spec: &api::networking::DestinationRule, repo
         report.check(format!("{path}.name"), validate_subset_name(&subset.name));
         report.check(format!("{path}.labels"), validate_labels(&subset.labels));
         if let Some(policy) = &subset.traffic_policy {
-            validate_traffic_policy(namespace, policy, &format!("{path}.trafficPolicy"), report);
+            // Istio's `validateSubset` combines with `appendErrors`: the policy's warnings are dropped.
+            report.errors_of(|r| {
+                validate_traffic_policy(namespace, policy, &format!("{path}.trafficPolicy"), r)
+            });
         }
     }
 

@@ -214,13 +214,18 @@ pub(crate) fn validate_connection_pool(pool: &ConnectionPoolSettings, path: &str
         }
     }
 }
-/// Istio's `validatePortTrafficPolicies` for one entry: a port and at least one setting.
+/// Istio's `validatePortTrafficPolicies` for one entry: a port and at least one setting. Istio combines
+/// the entry's checks with `appendErrors`, which drops their warnings; so does this.
 fn validate_port_traffic_policy(
     namespace: &str,
     policy: &PortTrafficPolicy,
     path: &str,
     report: &mut Report,
 ) {
+    report.errors_of(|r| port_traffic_policy(namespace, policy, path, r));
+}
+
+fn port_traffic_policy(namespace: &str, policy: &PortTrafficPolicy, path: &str, report: &mut Report) {
     if policy.port.is_none() {
         report.error(format!("{path}.port"), "portTrafficPolicy must have valid port");
     }
