@@ -86,9 +86,10 @@ pub fn grant_for(namespaces: &[String], access: &DebugAccess) -> Grant {
 }
 
 /// `true` if `path` is served to a caller with a namespace grant (istiod's
-/// `ENABLE_DEBUG_ENDPOINT_AUTH` allows `config_dump`, `ndsz` and `edsz`; meshpilot serves the first).
+/// `ENABLE_DEBUG_ENDPOINT_AUTH` allows `config_dump`, `ndsz` and `edsz`; meshpilot serves the first,
+/// and its own summary of it).
 pub fn namespace_path(path: &str) -> bool {
-    path == "/debug/config_dump"
+    matches!(path, "/debug/config_dump" | "/debug/config_summary")
 }
 
 /// The middleware of the `--http-addr` router (see the module doc). Needs the connection's

@@ -13,7 +13,8 @@
 //! | `/debug/adsz` | connections and watches; `?push=true` forces a push to all |
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointz` | endpoints per service and shard |
-//! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
+//! | `/debug/config_dump?proxyID=ID[&include_eds]` | what meshpilot would send the proxy, as Envoy's admin `ConfigDump` (istiod's; `istio.io/debug/config_dump` over xDS gives the same sections, [`debug_xds`]) |
+//! | `/debug/config_summary?proxyID=ID` | meshpilot only: the same summarised (clusters with their DestinationRule, listeners, routes, endpoints, findings; `meshpilot proxy-config`) |
 //! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
 //! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
 //! | `/debug/mesh` | the mesh config in force (istiod's; the fields as given) |
@@ -49,15 +50,18 @@ use serde_json::{Value, json};
 
 use model::push::{PushRequest, TriggerReason};
 
+pub mod debug_xds;
 pub mod invalid;
 pub mod proxystatus;
 pub mod rest;
 pub mod syncz;
 
-/// The proxies the debug handlers show: the xDS streams, then the proxies polling the REST-JSON
-/// endpoints (protocol `rest`, [`xds::polling`]).
+/// The proxies the debug handlers show: the xDS streams (but debug clients such as `istioctl`
+/// asking only debug types, [`discovery::debug::is_debug_client`]), then the proxies polling the
+/// REST-JSON endpoints (protocol `rest`, [`xds::polling`]).
 pub fn proxies(server: &DiscoveryServer) -> Vec<xds::ConnectionSnapshot<model::push::node::Proxy>> {
     let mut all = server.connections().snapshot();
+    all.retain(|c| !discovery::debug::is_debug_client(c));
     all.extend(server.polling().snapshot(std::time::SystemTime::now()));
     all
 }
@@ -133,6 +137,7 @@ const ENDPOINTS: &[&str] = &[
     "/debug/registryz",
     "/debug/endpointz",
     "/debug/config_dump?proxyID=",
+    "/debug/config_summary?proxyID=",
     "/debug/configstatusz",
     "/debug/proxystatusz",
     "/debug/objectz?kind=&namespace=&name=",
@@ -154,6 +159,7 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/debug/registryz", get(registryz))
         .route("/debug/endpointz", get(endpointz))
         .route("/debug/config_dump", get(config_dump))
+        .route("/debug/config_summary", get(config_summary))
         .route("/debug/configstatusz", get(configstatusz))
         .route("/debug/proxystatusz", get(proxystatusz))
         .route("/debug/objectz", get(objectz))
@@ -233,9 +239,42 @@ async fn endpointz(State(s): State<DebugState>) -> Json<Value> {
 struct DumpQuery {
     #[serde(rename = "proxyID")]
     proxy_id: Option<String>,
+    include_eds: Option<String>,
+    pretty: Option<String>,
 }
 
+/// `/debug/config_dump?proxyID=ID[&include_eds][&pretty]`: istiod's — what meshpilot would send the
+/// proxy now as Envoy's admin `ConfigDump` ([`discovery::debug::config_dump`]), generated on a blocking
+/// thread under [`DebugLimits`].
 async fn config_dump(
+    State(s): State<DebugState>,
+    Extension(grant): Extension<Grant>,
+    Query(q): Query<DumpQuery>,
+) -> Response {
+    let Some(id) = q.proxy_id.filter(|i| !i.is_empty()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "missing proxyID (a connection id or a part of it, see /debug/adsz)\n",
+        )
+            .into_response();
+    };
+    let options = discovery::debug::DumpOptions { include_eds: q.include_eds.is_some() };
+    let pretty = q.pretty.is_some();
+    let dump = limited_blocking(&s, move |s| {
+        debug_xds::dump_configs(&s, &id, &grant, options)
+            .and_then(|configs| {
+                debug_xds::dump_body(configs, pretty).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
+            })
+            .map(|body| ([("content-type", "application/json")], body).into_response())
+            .unwrap_or_else(|(code, message)| (code, format!("{message}\n")).into_response())
+    });
+    dump.await
+}
+
+/// `/debug/config_summary?proxyID=ID` (meshpilot only; `meshpilot proxy-config`): what meshpilot would
+/// send the proxy, summarised per resource, with the DestinationRule applied to each cluster and the
+/// generation findings ([`networking::debug::config_dump`]).
+async fn config_summary(
     State(s): State<DebugState>,
     Extension(grant): Extension<Grant>,
     Query(q): Query<DumpQuery>,
@@ -263,30 +302,71 @@ async fn config_dump(
         )
             .into_response(),
         Ok(mut proxy) => {
-            let Ok(permit) = s.limits.dumps.clone().try_acquire_owned() else {
-                return (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "other config dumps are being generated; try again\n",
-                )
-                    .into_response();
-            };
             let discovery: &dyn model::ServiceDiscovery = s.server.services().as_ref();
             proxy.set_instances_from(discovery);
-            // A cache of its own: a debug dump never fills the serving cache. Generated on a blocking
-            // thread: the async workers serve xDS meanwhile.
-            let dump = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)
+            // A cache of its own: a debug dump never fills the serving cache.
+            limited_blocking(&s, move |_| {
+                Json(networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)).into_response()
             })
-            .await;
-            match dump {
-                Ok(dump) => Json(dump).into_response(),
-                Err(e) => {
-                    (StatusCode::INTERNAL_SERVER_ERROR, format!("config dump failed: {e}\n")).into_response()
-                }
-            }
+            .await
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// Runs `work` on a blocking thread (the async workers serve xDS meanwhile) if fewer than
+/// [`DebugLimits::CONCURRENT_DUMPS`] run, else answers `429`.
+async fn limited_blocking(
+    s: &DebugState,
+    work: impl FnOnce(DebugState) -> Response + Send + 'static,
+) -> Response {
+    let Ok(permit) = s.limits.dumps.clone().try_acquire_owned() else {
+        return (StatusCode::TOO_MANY_REQUESTS, "other config dumps are being generated; try again\n").into_response();
+    };
+    let state = s.clone();
+    match tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        work(state)
+    })
+    .await
+    {
+        Ok(response) => response,
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("config dump failed: {e}\n")).into_response(),
+    }
+}
+
+/// The body a guarded debug path answers with, synchronously (for `istio.io/debug` over xDS, whose
+/// resource names are such paths): `path_and_query` is `/debug/<path>[?query]`. Unknown paths: 404.
+pub fn serve_debug_path(state: &DebugState, path_and_query: &str, grant: &Grant) -> (StatusCode, Vec<u8>) {
+    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let param = |key: &str| {
+        query.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k == key).then(|| v.to_string())
+        })
+    };
+    let json = |v: Value| (StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default());
+    match path {
+        "/debug/syncz" => json(syncz::syncz(&proxies(&state.server), None)),
+        "/debug/list" => json(json!(ENDPOINTS)),
+        "/debug/configz" => json(config::configz(state.server.store().as_ref())),
+        "/debug/mesh" => json(state.server.mesh().source.clone()),
+        "/debug/registryz" => json(registry::debug::registryz(&state.server.services().services())),
+        "/debug/endpointz" => json(registry::debug::endpointz(&state.server.services().endpoint_shards())),
+        "/debug/config_dump" => {
+            let Some(id) = param("proxyID").filter(|i| !i.is_empty()) else {
+                return (StatusCode::BAD_REQUEST, b"missing proxyID\n".to_vec());
+            };
+            let options = discovery::debug::DumpOptions { include_eds: param("include_eds").is_some() };
+            match debug_xds::dump_configs(state, &id, grant, options)
+                .and_then(|c| debug_xds::dump_body(c, false).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e)))
+            {
+                Ok(body) => (StatusCode::OK, body),
+                Err((code, message)) => (code, format!("{message}\n").into_bytes()),
+            }
+        }
+        // Go's wording, which `istioctl x internal-debug` looks for to print the list instead.
+        _ => (StatusCode::NOT_FOUND, b"404 page not found\n".to_vec()),
     }
 }
 

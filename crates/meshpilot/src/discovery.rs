@@ -446,6 +446,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         limits: Default::default(),
         control_plane_id: env.control_plane_id.as_str().into(),
     };
+    // istiod's debug types over xDS (`istio.io/debug/…`: istioctl proxy-status, version --remote),
+    // answered from the debug handlers' data with their authorisation.
+    meshpilot_http::debug_xds::install(&state);
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || handle.render());
     let stop = |s: model::Shutdown| async move {
         let mut s = s;

@@ -32,6 +32,7 @@ mod peer {
     mod inject_istiod;
     mod inject_proxyconfig;
     mod istiod_beside;
+    mod istioctl_xds;
     mod kill9_load;
     mod kube_inject_istioctl;
     mod mcp_client;
