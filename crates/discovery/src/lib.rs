@@ -16,6 +16,8 @@
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
 //! - [`rest`]: [`rest::RestXds`], Envoy's REST-JSON xDS (polling discovery) over the same source.
+//! - [`debug`]: istiod's debug types over xDS (`istio.io/debug/syncz`, `…/config_dump`, `istio.io/debug`)
+//!   and the Envoy `ConfigDump` of a proxy.
 //! - [`objects`]: per config object, the proxies it concerns and whether they ACKed it (`/debug/objectz`).
 //! - [`metrics`]: metric names.
 //!
@@ -27,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod debounce;
+pub mod debug;
 pub mod input;
 pub mod metrics;
 pub mod objects;

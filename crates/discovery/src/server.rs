@@ -140,6 +140,8 @@ pub struct DiscoveryServer {
     /// The `credentialName` secrets (Kubernetes Secrets from the cluster and config directories),
     /// answered over SDS by every xDS server of this DiscoveryServer.
     credentials: Arc<sds::CredentialSecrets>,
+    /// Answers istiod's debug types on every xDS server of this DiscoveryServer ([`crate::debug`]).
+    debug: crate::debug::DebugSlot,
 }
 
 impl std::fmt::Debug for DiscoveryServer {
@@ -194,6 +196,7 @@ impl DiscoveryServer {
             gateway_api: gateway_api.clone(),
             converters: vec![gateway_api],
             credentials: sds::CredentialSecrets::new(),
+            debug: Arc::default(),
         });
         for kind in store.schemas().to_vec() {
             if REGISTRY_KINDS.contains(&kind) {
@@ -296,9 +299,17 @@ impl DiscoveryServer {
                 .with_tracking(self.tracking.clone())
                 .with_credentials(self.credentials.clone())
                 .with_api_generator(api)
-                .with_ip_autoallocate(self.ip_autoallocate);
+                .with_ip_autoallocate(self.ip_autoallocate)
+                .with_debug(self.debug.clone());
         let source = Arc::new(source);
         AdsServer::with_registry(source, config, self.connections.clone())
+    }
+
+    /// Installs the generator of istiod's debug types (`istio.io/debug/…`, [`crate::debug`]) for every
+    /// xDS server of this DiscoveryServer, made before or after. Only the first call counts (`false`
+    /// for the others).
+    pub fn set_debug_generator(&self, generator: Arc<dyn crate::debug::DebugGenerator>) -> bool {
+        self.debug.set(generator).is_ok()
     }
 
     /// The REST-JSON discovery service (Envoy's `api_type: REST`, [`crate::rest`]): a

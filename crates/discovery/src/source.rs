@@ -79,6 +79,7 @@ pub struct NetworkingSource {
     tracking: Option<Arc<Tracking>>,
     api: Option<Arc<ApiGenerator>>,
     ip_autoallocate: bool,
+    debug: crate::debug::DebugSlot,
 }
 
 impl std::fmt::Debug for NetworkingSource {
@@ -124,6 +125,7 @@ impl NetworkingSource {
             tracking: None,
             api: None,
             ip_autoallocate: true,
+            debug: Arc::default(),
         }
     }
 
@@ -146,6 +148,14 @@ impl NetworkingSource {
     #[must_use]
     pub fn with_api_generator(mut self, api: ApiGenerator) -> Self {
         self.api = Some(Arc::new(api));
+        self
+    }
+
+    /// Answers istiod's debug types through the generator `slot` holds once set ([`crate::debug`];
+    /// until then, and without it, they are refused as not served).
+    #[must_use]
+    pub fn with_debug(mut self, slot: crate::debug::DebugSlot) -> Self {
+        self.debug = slot;
         self
     }
 
@@ -262,6 +272,21 @@ impl ResourceSource for NetworkingSource {
         ctx: &mut ConnectionContext,
         request: &GenerateRequest<'_, Proxy, PushRequest>,
     ) -> Result<Option<Generated>, SourceError> {
+        if type_url::is_debug_type(request.type_url) {
+            // Answered on request only: a push changes no debug answer a client waits for.
+            if !matches!(request.trigger, Trigger::Request) {
+                return Ok(None);
+            }
+            let Some(debug) = self.debug.get() else {
+                return Err(SourceError::InvalidRequest(format!("{} is not served here", request.type_url)));
+            };
+            let debug_request = crate::debug::DebugRequest {
+                type_url: request.type_url,
+                names: &request.watch.names,
+                caller: request.proxy,
+            };
+            return debug.generate(&debug_request).map(Some);
+        }
         if request.type_url == type_url::SECRET {
             return Ok(self.generate_secrets(ctx, request));
         }

@@ -94,9 +94,10 @@ pub fn grant_for(namespaces: &[String], access: &DebugAccess) -> Grant {
 }
 
 /// `true` if `path` is served to a caller with a namespace grant (istiod's
-/// `activeNamespaceDebuggers` under `ENABLE_DEBUG_ENDPOINT_AUTH`: `config_dump`, `ndsz` and `edsz`).
+/// `activeNamespaceDebuggers` under `ENABLE_DEBUG_ENDPOINT_AUTH`: `config_dump`, `ndsz` and `edsz`;
+/// plus meshpilot's summary of `config_dump`).
 pub fn namespace_path(path: &str) -> bool {
-    matches!(path, "/debug/config_dump" | "/debug/edsz" | "/debug/ndsz")
+    matches!(path, "/debug/config_dump" | "/debug/edsz" | "/debug/ndsz" | "/debug/config_summary")
 }
 
 /// The middleware of the `--http-addr` router (see the module doc). Needs the connection's

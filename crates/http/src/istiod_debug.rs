@@ -110,6 +110,10 @@ pub const DEBUG_PATHS: &[DebugPath] = &[
         path: "/debug/config_dump",
         help: "ConfigDump in the form of the Envoy admin config dump API for passed in proxyID",
     },
+    DebugPath {
+        path: "/debug/config_summary",
+        help: "meshpilot: what the proxy gets, summarised per resource (meshpilot proxy-config)",
+    },
     DebugPath { path: "/debug/configstatusz", help: "meshpilot: invalid objects, findings, config sources" },
     DebugPath { path: "/debug/configz", help: "Debug support for config" },
     DebugPath { path: "/debug/connections", help: "Info about the connected XDS clients" },
@@ -436,7 +440,12 @@ pub fn config_dump_sync(state: &DebugState, q: &Params, grant: &Grant) -> DebugR
         Ok(p) => p,
         Err(reply) => return reply,
     };
-    DebugReply::json(&networking::debug::config_dump(&networking::Snapshot::new(push), &proxy))
+    let options = discovery::debug::DumpOptions { include_eds: q.contains_key("include_eds") };
+    let dump = discovery::debug::config_dump(&networking::Snapshot::new(push), &proxy, options);
+    match discovery::debug::config_dump_json(&dump, q.contains_key("pretty")) {
+        Ok(body) => DebugReply::json_bytes(body),
+        Err(e) => DebugReply::text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
 }
 
 /// `/debug/edsz`, `/debug/ndsz`, `/debug/ecdsz` (istiod's `typedConfigDumpHandler`): Envoy's admin

@@ -15,7 +15,8 @@
 //! | `/debug/connections` | istiod's: connection ids, times and addresses |
 //! | `/debug/registryz` | services |
 //! | `/debug/endpointShardz`, `/debug/endpointz` | endpoints per service and shard (istiod's `Shardz`; `endpointz` its alias) |
-//! | `/debug/config_dump?proxyID=ID` | what meshpilot would send the proxy (clusters, listeners, routes, endpoints, findings) |
+//! | `/debug/config_dump?proxyID=ID[&include_eds]` | what meshpilot would send the proxy, as Envoy's admin `ConfigDump` (istiod's; `istio.io/debug/config_dump` over xDS gives the same sections, [`debug_xds`]) |
+//! | `/debug/config_summary?proxyID=ID` | meshpilot only: the same summarised (clusters with their DestinationRule, listeners, routes, endpoints, findings; `meshpilot proxy-config`) |
 //! | `/debug/edsz`, `/debug/ndsz`, `/debug/ecdsz` `?proxyID=ID` | istiod's typed dumps: Envoy's admin `ConfigDump` of the EDS / NDS / ECDS resources generated for the proxy's watch |
 //! | `/debug/cachez[?sizes=true\|?clear=true]` | the generation cache's resources by type, their sizes, or clear it |
 //! | `/debug/sidecarz?proxyID=ID` | the proxy's Sidecar scope (istiod's `SidecarScope` JSON) |
@@ -34,8 +35,9 @@
 //! | `/debug/mesh` | the mesh config in force (istiod's; the fields as given) |
 //! | `/debug/configstatusz` | invalid objects of every source (kind, namespace, name, resourceVersion, source, each finding's field path and reason: [`invalid`]), file sources' bad files and duplicates, registry warnings, push context findings, findings of per-proxy generation (e.g. security policies that could not be translated, with their field path and the proxies concerned), file secrets (SDS names served or refused, with the reason) |
 //!
-//! Every `/debug/*` path but `config_dump` is answered by [`istiod_debug::serve_debug`], a synchronous
-//! dispatcher run on a blocking thread (and callable outside HTTP: [`istiod_debug::serve_debug_path`]).
+//! Every `/debug/*` path but `config_summary` is answered by [`istiod_debug::serve_debug`], a synchronous
+//! dispatcher run on a blocking thread (and callable outside HTTP: [`istiod_debug::serve_debug_path`], which
+//! `istio.io/debug` over xDS uses, [`debug_xds`]).
 //! | `POST /v3/discovery:{clusters,listeners,routes,endpoints,secrets}` | Envoy's REST-JSON xDS ([`rest`]; not guarded, like the plaintext ADS port; SDS refused) |
 //!
 //! Every path but `/ready` and the REST-JSON xDS paths is guarded ([`access`]): loopback callers, or callers authenticated as on
@@ -65,15 +67,18 @@ use sds::FileSecrets;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub mod debug_xds;
 pub mod invalid;
 pub mod proxystatus;
 pub mod rest;
 pub mod syncz;
 
-/// The proxies the debug handlers show: the xDS streams, then the proxies polling the REST-JSON
-/// endpoints (protocol `rest`, [`xds::polling`]).
+/// The proxies the debug handlers show: the xDS streams (but debug clients such as `istioctl`
+/// asking only debug types, [`discovery::debug::is_debug_client`]), then the proxies polling the
+/// REST-JSON endpoints (protocol `rest`, [`xds::polling`]).
 pub fn proxies(server: &DiscoveryServer) -> Vec<xds::ConnectionSnapshot<model::push::node::Proxy>> {
     let mut all = server.connections().snapshot();
+    all.retain(|c| !discovery::debug::is_debug_client(c));
     all.extend(server.polling().snapshot(std::time::SystemTime::now()));
     all
 }
@@ -151,10 +156,10 @@ pub fn debug_router(state: DebugState) -> Router {
         .route("/", get(status_page::status_page))
         .route("/ready", get(ready))
         .route("/debug", get(dispatch))
-        .route("/debug/config_dump", get(config_dump))
+        .route("/debug/config_summary", get(config_summary))
         .route(istiod_debug::FORCE_DISCONNECT.path, get(dispatch))
         .route("/debug/pprof/{*rest}", get(dispatch));
-    let mut routed = std::collections::BTreeSet::from(["/debug/config_dump"]);
+    let mut routed = std::collections::BTreeSet::from(["/debug/config_summary"]);
     for p in istiod_debug::DEBUG_PATHS {
         let path = p.path.split('?').next().unwrap_or(p.path);
         if routed.insert(path) {
@@ -164,7 +169,7 @@ pub fn debug_router(state: DebugState) -> Router {
     router.with_state(state).layer(axum::middleware::from_fn_with_state(access, access::guard))
 }
 
-/// Every guarded `/debug/*` path but `config_dump`: [`istiod_debug::serve_debug`] on a blocking thread.
+/// Every guarded `/debug/*` path but `config_summary`: [`istiod_debug::serve_debug`] on a blocking thread.
 async fn dispatch(
     State(s): State<DebugState>,
     Extension(grant): Extension<Grant>,
@@ -208,7 +213,10 @@ struct DumpQuery {
     proxy_id: Option<String>,
 }
 
-async fn config_dump(
+/// `/debug/config_summary?proxyID=ID` (meshpilot only; `meshpilot proxy-config`): what meshpilot would
+/// send the proxy, summarised per resource, with the DestinationRule applied to each cluster and the
+/// generation findings ([`networking::debug::config_dump`]).
+async fn config_summary(
     State(s): State<DebugState>,
     Extension(grant): Extension<Grant>,
     Query(q): Query<DumpQuery>,
@@ -236,30 +244,37 @@ async fn config_dump(
         )
             .into_response(),
         Ok(mut proxy) => {
-            let Ok(permit) = s.limits.dumps.clone().try_acquire_owned() else {
-                return (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "other config dumps are being generated; try again\n",
-                )
-                    .into_response();
-            };
             let discovery: &dyn model::ServiceDiscovery = s.server.services().as_ref();
             proxy.set_instances_from(discovery);
-            // A cache of its own: a debug dump never fills the serving cache. Generated on a blocking
-            // thread: the async workers serve xDS meanwhile.
-            let dump = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)
+            // A cache of its own: a debug dump never fills the serving cache.
+            limited_blocking(&s, move |_| {
+                Json(networking::debug::config_dump(&networking::Snapshot::new(push), &proxy)).into_response()
             })
-            .await;
-            match dump {
-                Ok(dump) => Json(dump).into_response(),
-                Err(e) => {
-                    (StatusCode::INTERNAL_SERVER_ERROR, format!("config dump failed: {e}\n")).into_response()
-                }
-            }
+            .await
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// Runs `work` on a blocking thread (the async workers serve xDS meanwhile) if fewer than
+/// [`DebugLimits::CONCURRENT_DUMPS`] run, else answers `429`.
+async fn limited_blocking(
+    s: &DebugState,
+    work: impl FnOnce(DebugState) -> Response + Send + 'static,
+) -> Response {
+    let Ok(permit) = s.limits.dumps.clone().try_acquire_owned() else {
+        return (StatusCode::TOO_MANY_REQUESTS, "other config dumps are being generated; try again\n")
+            .into_response();
+    };
+    let state = s.clone();
+    match tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        work(state)
+    })
+    .await
+    {
+        Ok(response) => response,
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("config dump failed: {e}\n")).into_response(),
     }
 }
 

@@ -453,6 +453,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         control_plane_id: env.control_plane_id.as_str().into(),
         inject_templates: Default::default(),
     };
+    // istiod's debug types over xDS (`istio.io/debug/…`: istioctl proxy-status, x version, x
+    // internal-debug), answered from the debug handlers' data with their authorisation.
+    meshpilot_http::debug_xds::install(&state);
     let inject_templates = state.inject_templates.clone();
     // The exporter's metrics, then the process metrics read from /proc at each scrape.
     let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || {

@@ -472,6 +472,8 @@ fn source_status(e: &SourceError) -> Status {
         SourceError::InvalidNode(_) => Status::invalid_argument(e.to_string()),
         SourceError::Refused(_) => Status::permission_denied(e.to_string()),
         SourceError::Unauthenticated(_) => Status::unauthenticated(e.to_string()),
+        SourceError::InvalidRequest(_) => Status::invalid_argument(e.to_string()),
+        SourceError::Denied(_) => Status::permission_denied(e.to_string()),
         SourceError::NotReady(_) => Status::unavailable(e.to_string()),
         SourceError::Generate { .. } => Status::internal(e.to_string()),
     }
@@ -1048,17 +1050,18 @@ impl<S: ResourceSource> Connection<S> {
         }
     }
 
-    /// Calls the source; `None` when it has nothing or failed (logged, counted).
+    /// Calls the source; `Ok(None)` when it has nothing or failed (logged, counted), `Err` with the
+    /// status ending the stream when the source refused the request (see [`ResourceSource::generate`]).
     pub(crate) fn generate(
         &mut self,
         protocol: Variant,
         type_url: &str,
         watch: &Watch,
         trigger: Trigger<'_, S::Push>,
-    ) -> Option<Generated> {
-        let ctx = self.ctx.as_mut()?;
+    ) -> Result<Option<Generated>, End> {
+        let Some(ctx) = self.ctx.as_mut() else { return Ok(None) };
         let request = GenerateRequest { proxy: &*self.proxy, type_url, protocol, watch, trigger };
-        match self.source.generate(ctx, &request) {
+        Ok(match self.source.generate(ctx, &request) {
             Ok(g) => g.map(|g| {
                 let (g, dropped) = check_resources(type_url, g);
                 for (name, any_type) in dropped {
@@ -1071,12 +1074,16 @@ impl<S: ResourceSource> Connection<S> {
                 }
                 g
             }),
-            Err(e) => {
+            Err(e @ (SourceError::Generate { .. } | SourceError::NotReady(_))) => {
                 warn!(connection = %self.reg.entry.id, "{}: generation failed: {e}", short_name(type_url));
                 metrics::record_internal_error();
                 None
             }
-        }
+            Err(e) => {
+                warn!(connection = %self.reg.entry.id, "{}: refused: {e}", short_name(type_url));
+                return Err(End::Refused(source_status(&e)));
+            }
+        })
     }
 
     pub(crate) fn count_sent(&self, type_url: &str, count: usize, bytes: usize) {

@@ -89,17 +89,28 @@ pub struct Generated {
     /// the protocol allows partial responses: Delta, or SotW for named types (RDS, EDS); for SotW
     /// Listener/Cluster the engine refuses them (logged, counted as an internal error, not sent).
     pub removed: Option<Vec<String>>,
+    /// `control_plane.identifier` of the response (Envoy's `config.core.v3.ControlPlane`), when set:
+    /// istiod sets it on its `istio.io/debug/syncz` answers only (`xds.ControlPlane`), as JSON
+    /// `{"Component":"istiod","ID":…,"Info":{"version":…}}` that `istioctl version --remote` reads.
+    pub control_plane: Option<String>,
 }
 
 impl Generated {
     /// The complete set for the watch.
     pub fn full(version: impl Into<String>, resources: Vec<Resource>) -> Self {
-        Generated { version: version.into(), resources, removed: None }
+        Generated { version: version.into(), resources, removed: None, control_plane: None }
     }
 
     /// Only changed resources plus explicit removals.
     pub fn incremental(version: impl Into<String>, resources: Vec<Resource>, removed: Vec<String>) -> Self {
-        Generated { version: version.into(), resources, removed: Some(removed) }
+        Generated { version: version.into(), resources, removed: Some(removed), control_plane: None }
+    }
+
+    /// Sets the response's `control_plane.identifier`.
+    #[must_use]
+    pub fn with_control_plane(mut self, identifier: impl Into<String>) -> Self {
+        self.control_plane = Some(identifier.into());
+        self
     }
 }
 
@@ -244,14 +255,24 @@ pub enum SourceError {
     /// The stream ends with `InvalidArgument` and this message, which says what was expected.
     #[error("{0}")]
     InvalidNode(String),
-    /// The proxy may not connect (e.g. its type is not served). The stream ends with
-    /// `PermissionDenied` and this message.
+    /// The proxy may not connect (e.g. its type is not served) or may not read what it asked for
+    /// (a debug path outside its namespace's). The stream ends with `PermissionDenied` and this
+    /// message, also when [`ResourceSource::generate`] returns it.
     #[error("connection refused: {0}")]
     Refused(String),
-    /// The proxy's caller must authenticate first (e.g. the `api` generator on the plaintext port).
-    /// The stream ends with `Unauthenticated` and this message.
+    /// The proxy's caller must authenticate first (e.g. the `api` generator on the plaintext port, a
+    /// debug type without a verified identity). The stream ends with `Unauthenticated` and this
+    /// message, also when [`ResourceSource::generate`] returns it.
     #[error("{0}")]
     Unauthenticated(String),
+    /// The caller may not read what it asked for (e.g. a debug path outside what its namespace may
+    /// read). The stream ends with `PermissionDenied` and exactly this message (istiod's wording).
+    #[error("{0}")]
+    Denied(String),
+    /// A request the source cannot answer as asked (e.g. a debug type with not exactly one resource
+    /// name). The stream ends with `InvalidArgument` and this message (istiod ends its debug streams so).
+    #[error("{0}")]
+    InvalidRequest(String),
     /// The control plane is not ready to serve (e.g. caches not synced). The stream ends with
     /// `Unavailable`; the proxy retries.
     #[error("not ready: {0}")]
@@ -305,7 +326,9 @@ pub trait ResourceSource: Send + Sync + 'static {
     /// sending (see [`Trigger`]).
     ///
     /// # Errors
-    /// [`SourceError::Generate`]; the engine sends nothing for the type and keeps the stream.
+    /// [`SourceError::Generate`] or [`SourceError::NotReady`]: the engine sends nothing for the type
+    /// and keeps the stream. [`SourceError::Unauthenticated`], [`SourceError::Refused`],
+    /// [`SourceError::Denied`], [`SourceError::InvalidRequest`] and [`SourceError::InvalidNode`] end the stream with their status.
     fn generate(
         &self,
         ctx: &mut Self::Context,

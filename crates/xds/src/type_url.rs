@@ -28,10 +28,29 @@ pub const MESH_CONFIG: &str = "type.googleapis.com/istio.mesh.v1alpha1.MeshConfi
 /// The MCP-over-xDS type URL of mesh config (Istio's `gvk.MeshConfig`).
 pub const MCP_MESH_CONFIG: &str = "core/v1alpha1/MeshConfig";
 
+/// `istio.io/debug`: istiod's generic debug type (`pilot/pkg/xds/v3.DebugType`, `debuggen.go`). The one
+/// resource name is a debug path with its query (`syncz`, `config_dump?proxyID=…`); the answer is one
+/// resource of this type whose bytes are what the HTTP debug handler of `/debug/<name>` writes.
+pub const DEBUG: &str = "istio.io/debug";
+/// `istio.io/debug/syncz`: one `envoy.service.status.v3.ClientConfig` per connected proxy (istiod's
+/// `statusgen.go`), what `istioctl proxy-status` and `istioctl version --remote` read.
+pub const DEBUG_SYNCZ: &str = "istio.io/debug/syncz";
+/// `istio.io/debug/config_dump`: the Envoy admin `ConfigDump` sections (one `Any` each) of the proxy
+/// named by the one resource name (istiod's `statusgen.go`), what `istioctl proxy-status POD` diffs.
+pub const DEBUG_CONFIG_DUMP: &str = "istio.io/debug/config_dump";
+
+/// Whether `type_url` is one of istiod's debug types ([`DEBUG`] and `istio.io/debug/…`): answered
+/// only on request, to authenticated callers, with resources of other message types.
+pub fn is_debug_type(type_url: &str) -> bool {
+    type_url == DEBUG || type_url.strip_prefix(DEBUG).is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// Whether `type_url` is an MCP-over-xDS config type (`group/version/Kind`, Istio's `apigen`
 /// request types): anything that is not a protobuf `Any` type URL.
 pub fn is_mcp_type(type_url: &str) -> bool {
-    !type_url.starts_with("type.googleapis.com/") && type_url.split('/').count() == 3
+    !type_url.starts_with("type.googleapis.com/")
+        && !is_debug_type(type_url)
+        && type_url.split('/').count() == 3
 }
 
 /// Whether `type_url` is one of Envoy's resource types (`type.googleapis.com/envoy.…`): those every
@@ -45,6 +64,7 @@ pub fn is_envoy_type(type_url: &str) -> bool {
 
 /// Whether a resource packed as `any_type` may go out in a response of `response_type`. Envoy
 /// types: only the same type (a client rejects the whole response otherwise). The one exception is
+/// debug types ([`is_debug_type`]), whose answers carry status and admin messages, and
 /// MCP-over-xDS, where the response type names a config kind and the resources are wrapped:
 /// `networking.istio.io/v1/VirtualService` carries [`MCP_RESOURCE`]s and [`MCP_MESH_CONFIG`] a raw
 /// [`MESH_CONFIG`] (Istio's `apigen`).
@@ -54,6 +74,10 @@ pub fn resource_type_matches(response_type: &str, any_type: &str) -> bool {
     }
     if response_type == MCP_MESH_CONFIG {
         return any_type == MESH_CONFIG;
+    }
+    if is_debug_type(response_type) {
+        // Debug answers carry other messages (ClientConfig, the ConfigDump sections), as istiod's.
+        return true;
     }
     is_mcp_type(response_type) && any_type == MCP_RESOURCE
 }
@@ -156,6 +180,18 @@ mod tests {
         assert!(is_mcp_type("security.istio.io/v1/AuthorizationPolicy"));
         assert!(!is_mcp_type("type.googleapis.com/istio.networking.nds.v1.NameTable"));
         assert!(!is_mcp_type("VirtualService"));
+        assert!(!is_mcp_type(DEBUG_CONFIG_DUMP));
+    }
+
+    #[test]
+    fn debug_types_are_istiods_prefix_and_carry_any_message() {
+        assert!(is_debug_type(DEBUG) && is_debug_type(DEBUG_SYNCZ) && is_debug_type(DEBUG_CONFIG_DUMP));
+        assert!(!is_debug_type("istio.io/debugger") && !is_debug_type(CLUSTER));
+        assert!(resource_type_matches(
+            DEBUG_SYNCZ,
+            "type.googleapis.com/envoy.service.status.v3.ClientConfig"
+        ));
+        assert!(!is_envoy_type(DEBUG_SYNCZ));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::{collections::BTreeSet, sync::Arc, time::Instant};
 
+use envoy_types::pb::envoy::config::core::v3::ControlPlane;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     Resource as ProtoResource,
@@ -278,7 +279,7 @@ impl SotwWire {
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
         let full_state = type_url::sotw_requires_full_state(type_url);
-        let generated = match conn.generate(Variant::Sotw, type_url, watch, trigger) {
+        let generated = match conn.generate(Variant::Sotw, type_url, watch, trigger)? {
             Some(g) => g,
             // Answer a request even without resources, where an empty response changes nothing.
             None if is_request && !full_state => Generated::full(
@@ -339,6 +340,7 @@ impl SotwWire {
             resources: generated.resources.into_iter().map(|r| r.body).collect(),
             type_url: type_url.to_owned(),
             nonce: nonce.clone(),
+            control_plane: generated.control_plane.map(control_plane),
             ..Default::default()
         };
         conn.send_on(&self.tx, response, type_url).await?;
@@ -518,13 +520,14 @@ impl DeltaWire {
         let (watch, full, always) = (watch, *full, *always);
         let t0 = Instant::now();
         let is_request = matches!(trigger, Trigger::Request);
-        let generated = match conn.generate(Variant::Delta, type_url, watch, trigger) {
+        let generated = match conn.generate(Variant::Delta, type_url, watch, trigger)? {
             Some(g) => g,
             // Nothing from the source changes nothing for the client.
             None if always => Generated::incremental(String::new(), Vec::new(), Vec::new()),
             None => return Ok(None),
         };
         let version = generated.version.clone();
+        let control_plane_id = generated.control_plane.clone();
         let report_missing = is_request && type_url::delta_reports_missing(type_url);
         let plan = self.session.plan_forcing(
             type_url,
@@ -558,6 +561,7 @@ impl DeltaWire {
             type_url: type_url.to_owned(),
             removed_resources: plan.removed.clone(),
             nonce: nonce.clone(),
+            control_plane: control_plane_id.map(control_plane),
             ..Default::default()
         };
         conn.send_on(&self.tx, response, type_url).await?;
@@ -696,4 +700,9 @@ mod nack_log_tests {
         assert_eq!(log.admit(t0 + NackLog::INTERVAL), Some(2), "the next line counts what was left out");
         assert_eq!(log.admit(t0 + NackLog::INTERVAL), None);
     }
+}
+
+/// Envoy's `config.core.v3.ControlPlane` with `identifier` ([`Generated::control_plane`]).
+fn control_plane(identifier: String) -> ControlPlane {
+    ControlPlane { identifier }
 }

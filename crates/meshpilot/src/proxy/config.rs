@@ -1,6 +1,6 @@
 //! `meshpilot proxy-config clusters|listeners|routes|endpoints|secret PROXY`: istioctl's tables
 //! (`istioctl/pkg/writer/envoy/configdump`, `…/envoy/clusters`) over meshpilot's
-//! `/debug/config_dump?proxyID=`, i.e. the config the control plane generates for that proxy now,
+//! `/debug/config_summary?proxyID=`, i.e. the config the control plane generates for that proxy now,
 //! not Envoy's own config dump (istioctl reads Envoy's admin port; meshpilot does not reach it).
 
 use std::process::ExitCode;
@@ -18,7 +18,7 @@ const PASSTHROUGH: &str = "PassthroughCluster";
 /// `proxy-config --help`: what is shown and how it differs from istioctl.
 pub const LONG_ABOUT: &str = "Show the config a running meshpilot control plane (--addr) generates for one connected proxy, \
 in istioctl proxy-config's table layouts. istioctl reads the Envoy's own config dump through its admin port; \
-meshpilot reads /debug/config_dump?proxyID= from the control plane: what it would send that proxy now (see \
+meshpilot reads /debug/config_summary?proxyID= from the control plane: what it would send that proxy now (see \
 `meshpilot proxy-status PROXY` for whether the latest version was ACKed). -o json|yaml prints meshpilot's \
 summaries of the resources (names and key fields), not full Envoy protos.\n\n\
 Exit status: 0; 1 when the control plane cannot be read, PROXY matches no connected proxy (close matches \
@@ -26,7 +26,7 @@ are listed) or several, or there is nothing of the kind to show (secret); 2 on u
 
 /// The note every `proxy-config` subcommand's help ends with.
 const VIEW_NOTE: &str = "This is the control plane's view: what meshpilot generates for the proxy now (from \
-/debug/config_dump). istioctl reads the Envoy's own config through its admin port; meshpilot does not.";
+/debug/config_summary). istioctl reads the Envoy's own config through its admin port; meshpilot does not.";
 
 /// `meshpilot proxy-config` subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -165,7 +165,7 @@ fn output(command: &ConfigCommand) -> Result<String, VerbError> {
     let connection = proxy["connectionId"].as_str().unwrap_or_default();
     let dump = debug_client::get_json(
         &common.addr.addr,
-        &format!("/debug/config_dump?proxyID={}", crate::debug_client::encode_query(connection)),
+        &format!("/debug/config_summary?proxyID={}", crate::debug_client::encode_query(connection)),
     )?;
     let (items, text) = match command {
         ConfigCommand::Clusters(a) => {

@@ -35,6 +35,7 @@ mod peer {
     mod inject_files;
     mod inject_istiod;
     mod inject_proxyconfig;
+    mod istioctl_xds;
     mod istiod_beside;
     mod kill9_load;
     mod kube_inject_istioctl;

@@ -4,7 +4,7 @@
 //! the root namespace, a ServiceEntry); no proxy is connected. Compared:
 //!
 //! - `/debug/list`: every command istiod lists, meshpilot lists too; meshpilot's extras are its own
-//!   paths (`configstatusz`, `objectz`, `proxystatusz`);
+//!   paths (`config_summary`, `configstatusz`, `objectz`, `proxystatusz`);
 //! - the bodies of `/debug/connections`, `/debug/authorizationz` and `/debug/telemetryz` (after
 //!   dropping nulls and empties, which Go's `omitempty` and meshpilot write differently), and the field
 //!   names of `/debug/pushcontext` and `/debug/resourcesz`;
@@ -114,7 +114,7 @@ async fn debug_paths_answer_as_real_istiods() {
     let missing: Vec<_> = their_list.difference(&our_list).collect();
     assert!(missing.is_empty(), "istiod lists {missing:?}, meshpilot does not");
     let extra: BTreeSet<&str> = our_list.difference(&their_list).map(String::as_str).collect();
-    assert_eq!(extra, BTreeSet::from(["configstatusz", "objectz", "proxystatusz"]));
+    assert_eq!(extra, BTreeSet::from(["config_summary", "configstatusz", "objectz", "proxystatusz"]));
 
     for path in ["/debug/connections", "/debug/authorizationz", "/debug/telemetryz"] {
         let (a, b) = (normalize(json(ours, path).await), normalize(json(theirs, path).await));

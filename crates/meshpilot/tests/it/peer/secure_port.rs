@@ -37,8 +37,11 @@ const ISTIOD_SAN: &str = "istiod.istio-system.svc";
 pub(super) struct Meshpilot {
     child: Child,
     pub(super) http: SocketAddr,
-    secure: SocketAddr,
-    ca_dir: PathBuf,
+    /// The plaintext xDS port (15010).
+    pub(super) grpc: SocketAddr,
+    /// The secure xDS + CA port (15012).
+    pub(super) secure: SocketAddr,
+    pub(super) ca_dir: PathBuf,
     log: PathBuf,
     command: Command,
 }
@@ -66,7 +69,7 @@ impl Meshpilot {
             .env("RUST_LOG", "info")
             .stdout(Stdio::null());
         let child = command.stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-        let mp = Meshpilot { child, http, secure, ca_dir, log, command };
+        let mp = Meshpilot { child, http, grpc, secure, ca_dir, log, command };
         mp.wait_ready().await;
         mp
     }
@@ -186,6 +189,14 @@ impl Sidecar {
     }
 }
 
+impl Sidecar {
+    /// Its Envoy's admin port on 127.0.0.1 (`ADMIN_PORT` in the script's `DIR/env`).
+    pub(super) fn admin_port(&self) -> u16 {
+        let env = std::fs::read_to_string(self.dir.join("env")).unwrap();
+        env.lines().find_map(|l| l.strip_prefix("ADMIN_PORT=")).unwrap().trim().parse().unwrap()
+    }
+}
+
 impl Drop for Sidecar {
     fn drop(&mut self) {
         let _ = Command::new(script()).arg("stop").arg(&self.dir).output();
@@ -210,7 +221,7 @@ fn token(env: &TestEnv, namespace: &str, sa: &str, audience: &str) -> String {
         .to_string()
 }
 
-fn ensure_service_account(env: &TestEnv, namespace: &str, sa: &str) {
+pub(super) fn ensure_service_account(env: &TestEnv, namespace: &str, sa: &str) {
     let _ = env.kubectl(&["create", "namespace", namespace]);
     let _ = env.kubectl(&["create", "serviceaccount", sa, "-n", namespace]);
 }
