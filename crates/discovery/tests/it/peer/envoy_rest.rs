@@ -285,3 +285,27 @@ async fn ads_and_rest_envoys_get_the_same_config() {
     }
     rest.assert_no_rejected_updates().await;
 }
+
+/// Polls are answered on blocking threads, a bounded number at once: over the bound a poll is `503`
+/// with `Retry-After` (here a router allowing none), not queued on the async workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_over_the_concurrency_bound_are_503_with_retry_after() {
+    let s = setup().await;
+    let rest = std::sync::Arc::new(s.plane.server.rest_xds(sds::FileSecrets::disabled()));
+    let router = meshpilot_http::rest::rest_router_with(rest, 0);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server =
+        tokio::spawn(meshpilot_http::serve::serve(listener, router, Duration::from_secs(5), async {
+            let _ = stopped.await;
+        }));
+    let (status, body) = post(addr, "/v3/discovery:clusters", "x", &request("", &[])).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("poll again"), "{body}");
+    // The plane's own router (the default bound) answers the same poll.
+    let (status, body) = post(s.plane.http, "/v3/discovery:clusters", "x", &request("", &[])).await;
+    assert_eq!(status, 200, "{body}");
+    let _ = stop.send(());
+    let _ = server.await;
+}
