@@ -11,18 +11,14 @@
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use discovery::debug::{
-    DebugGenerator, DebugRequest, DumpOptions, client_config, config_dump, control_plane_identifier,
-};
-use discovery::source::proxy_context;
+use discovery::debug::{DebugGenerator, DebugRequest, DumpOptions, client_config, control_plane_identifier};
 use envoy_types::pb::google::protobuf::Any;
 use xds::{Generated, Resource, SourceError, type_url};
 
 use crate::{
     DebugState,
     access::{Grant, grant_for},
-    proxies, syncz,
+    proxies,
 };
 
 /// The [`DebugGenerator`] of the binary: install it with
@@ -52,64 +48,34 @@ impl XdsDebug {
     }
 
     /// istiod answers a config dump it cannot make with no resources (the client times out or tries
-    /// another instance); so does this, logging why.
+    /// another instance); so does this, logging why. The dump is `/debug/config_dump`'s
+    /// ([`crate::istiod_debug::proxy_config_dump`]: the same lookup, namespace rule and generation bound).
     fn config_dump(&self, names: &std::collections::BTreeSet<String>, grant: &Grant) -> Generated {
         let empty = Generated::full(String::new(), Vec::new());
         let [proxy_id] = names.iter().collect::<Vec<_>>()[..] else {
             tracing::info!("{} with {} resource names", type_url::DEBUG_CONFIG_DUMP, names.len());
             return empty;
         };
-        match self.dump(proxy_id, grant, DumpOptions::default()) {
-            Ok(configs) => Generated::full(
+        let query = crate::istiod_debug::Params::from([("proxyID".to_string(), proxy_id.clone())]);
+        match crate::istiod_debug::proxy_config_dump(&self.state, &query, grant, DumpOptions::default()) {
+            Ok(dump) => Generated::full(
                 String::new(),
-                configs.into_iter().enumerate().map(|(i, c)| Resource::from_any(i.to_string(), c)).collect(),
+                dump.configs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| Resource::from_any(i.to_string(), c))
+                    .collect(),
             ),
-            Err((_, message)) => {
-                tracing::info!("{} failed: {message}", type_url::DEBUG_CONFIG_DUMP);
+            Err(reply) => {
+                tracing::info!(
+                    "{} for {proxy_id:?} failed: {}",
+                    type_url::DEBUG_CONFIG_DUMP,
+                    String::from_utf8_lossy(&reply.body).trim_end()
+                );
                 empty
             }
         }
     }
-
-    /// The Envoy `ConfigDump` sections of the connected proxy `proxy_id` (istiod's
-    /// `getProxyConnection`: the connection whose proxy id is `proxy_id`; meshpilot also takes a part
-    /// of a connection id, as `/debug/config_dump`), or the HTTP status and message why not.
-    fn dump(
-        &self,
-        proxy_id: &str,
-        grant: &Grant,
-        options: DumpOptions,
-    ) -> Result<Vec<Any>, (StatusCode, String)> {
-        dump_configs(&self.state, proxy_id, grant, options)
-    }
-}
-
-/// See [`XdsDebug::dump`].
-fn dump_configs(
-    state: &DebugState,
-    proxy_id: &str,
-    grant: &Grant,
-    options: DumpOptions,
-) -> Result<Vec<Any>, (StatusCode, String)> {
-    let not_found =
-        || (StatusCode::NOT_FOUND, format!("config dump could not find connection for proxyID {proxy_id:?}"));
-    let conns = proxies(&state.server);
-    let conn = conns
-        .iter()
-        .find(|c| c.proxy.id == proxy_id)
-        .or_else(|| syncz::find_connection(&conns, proxy_id))
-        .ok_or_else(not_found)?;
-    if !grant.allows_namespace(&conn.proxy.config_namespace) {
-        return Err(not_found());
-    }
-    let push = state
-        .server
-        .push_context()
-        .ok_or_else(|| (StatusCode::SERVICE_UNAVAILABLE, "no push context yet".to_string()))?;
-    let mut proxy = proxy_context(&conn.proxy).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
-    proxy.set_instances_from(state.server.services().as_ref() as &dyn model::ServiceDiscovery);
-    // A cache of its own: a debug dump never fills the serving cache.
-    Ok(config_dump(&networking::Snapshot::new(push), &proxy, options).configs)
 }
 
 impl DebugGenerator for XdsDebug {

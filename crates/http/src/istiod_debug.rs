@@ -203,7 +203,8 @@ impl InjectTemplates {
     }
 }
 
-type Params = BTreeMap<String, String>;
+/// A debug path's query parameters.
+pub type Params = BTreeMap<String, String>;
 
 /// Answers `path_and_query` (`/debug/edsz?proxyID=a.b`) for a caller with `grant`: istiod's handler of
 /// that path (see the module docs), on the calling thread. Per-proxy generation runs here too: call
@@ -355,8 +356,8 @@ pub fn connections(conns: &[ConnectionSnapshot<Proxy>]) -> Value {
     Value::Object(out)
 }
 
-/// The connection `proxyID` names (istiod's `getDebugConnection`: the first whose connection id
-/// contains it), if `grant` allows its namespace: `400` without `proxyID` or with one over
+/// The connection `proxyID` names (the proxy with exactly that id, else istiod's `getDebugConnection`:
+/// the first whose connection id contains it), if `grant` allows its namespace: `400` without `proxyID` or with one over
 /// [`MAX_PROXY_ID`], `404` when no proxy matches, `403` for a proxy of another namespace.
 fn debug_connection(
     state: &DebugState,
@@ -376,8 +377,10 @@ fn debug_connection(
         ));
     }
     let mut conns = proxies(&state.server);
-    // istiod's `getProxyConnection` (as `syncz::find_connection`): the first id containing it.
-    let Some(at) = conns.iter().position(|c| c.id.contains(id.as_str())) else {
+    // The proxy with exactly this id (istiod's `getProxyConnection`, what istioctl sends over xDS),
+    // else the first connection id containing it (its HTTP `getDebugConnection`).
+    let exact = conns.iter().position(|c| c.proxy.id == *id);
+    let Some(at) = exact.or_else(|| conns.iter().position(|c| c.id.contains(id.as_str()))) else {
         return Err(DebugReply::text(
             StatusCode::NOT_FOUND,
             format!("no connected proxy matches proxyID {id:?}\n"),
@@ -425,27 +428,38 @@ fn generation_permit(state: &DebugState) -> Result<tokio::sync::OwnedSemaphorePe
     })
 }
 
-/// `/debug/config_dump?proxyID=` on the calling thread: the same body as the axum handler of
-/// [`crate::debug_router`] (what meshpilot would send the proxy, generated on a cache of its own).
+/// `/debug/config_dump?proxyID=[&include_eds][&pretty]` on the calling thread: Envoy's admin
+/// `ConfigDump` of what meshpilot would send the proxy ([`proxy_config_dump`]) as JSON.
 pub fn config_dump_sync(state: &DebugState, q: &Params, grant: &Grant) -> DebugReply {
-    let conn = match debug_connection(state, q, grant) {
-        Ok(c) => c,
-        Err(reply) => return reply,
-    };
-    let (proxy, push) = match debug_proxy(state, &conn, grant) {
-        Ok(p) => p,
-        Err(reply) => return reply,
-    };
-    let _permit = match generation_permit(state) {
-        Ok(p) => p,
-        Err(reply) => return reply,
-    };
     let options = discovery::debug::DumpOptions { include_eds: q.contains_key("include_eds") };
-    let dump = discovery::debug::config_dump(&networking::Snapshot::new(push), &proxy, options);
+    let dump = match proxy_config_dump(state, q, grant, options) {
+        Ok(d) => d,
+        Err(reply) => return reply,
+    };
     match discovery::debug::config_dump_json(&dump, q.contains_key("pretty")) {
         Ok(body) => DebugReply::json_bytes(body),
         Err(e) => DebugReply::text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
+}
+
+/// The `ConfigDump` of the proxy `q`'s `proxyID` names ([`discovery::debug::config_dump`], generated on a
+/// cache of its own under one of the [`DebugLimits`](crate::DebugLimits) slots): shared by
+/// `/debug/config_dump` and `istio.io/debug/config_dump` over xDS ([`crate::debug_xds`]).
+///
+/// # Errors
+/// The reply to send instead: `400` without or with an over-long `proxyID`, `404` for no such
+/// proxy, `403` for a proxy of another namespace, `503` before the first
+/// push context, `429` when the slots are taken.
+pub fn proxy_config_dump(
+    state: &DebugState,
+    q: &Params,
+    grant: &Grant,
+    options: discovery::debug::DumpOptions,
+) -> Result<envoy_types::pb::envoy::admin::v3::ConfigDump, DebugReply> {
+    let conn = debug_connection(state, q, grant)?;
+    let (proxy, push) = debug_proxy(state, &conn, grant)?;
+    let _permit = generation_permit(state)?;
+    Ok(discovery::debug::config_dump(&networking::Snapshot::new(push), &proxy, options))
 }
 
 /// `/debug/edsz`, `/debug/ndsz`, `/debug/ecdsz` (istiod's `typedConfigDumpHandler`): Envoy's admin

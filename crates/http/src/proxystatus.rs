@@ -42,17 +42,10 @@ pub fn control_plane_id(pod_name: Option<&str>, hostname_var: Option<&str>) -> S
     host.map_or_else(|| "meshpilot".to_owned(), |h| format!("meshpilot-{h}"))
 }
 
-/// Istio's `debugSyncStatus`: `ERROR`, `NOT_SENT`, `SYNCED` or `STALE` (see the module docs).
+/// Istio's `debugSyncStatus`: `ERROR`, `NOT_SENT`, `SYNCED` or `STALE` (see the module docs), the
+/// name of [`discovery::debug::config_status`] (what `istio.io/debug/syncz` sends).
 pub fn config_status(t: &TypeStatus) -> &'static str {
-    if t.last_error.as_deref().is_some_and(|e| !e.is_empty()) {
-        "ERROR"
-    } else if t.nonce_sent.is_empty() {
-        "NOT_SENT"
-    } else if t.nonce_sent == t.nonce_acked {
-        "SYNCED"
-    } else {
-        "STALE"
-    }
+    discovery::debug::config_status(t).as_str_name()
 }
 
 fn type_json(t: &TypeStatus) -> Value {
