@@ -837,16 +837,33 @@ fn pushcontext(state: &DebugState) -> Value {
     })
 }
 
-/// `/debug/clusterz` (istiod's `cluster.DebugInfo` list): the clusters meshpilot reads endpoints from
-/// (those of its endpoint shards), `[{"id", "secretName": "", "syncStatus": "synced" | "syncing"}]`;
-/// meshpilot reads no remote-cluster secrets.
+/// `/debug/clusterz` (istiod's `cluster.DebugInfo` list): the config cluster, then the remote clusters
+/// of the multi-cluster Secrets, `[{"id", "secretName", "syncStatus": "synced" | "syncing" | "timeout" |
+/// "closed"}]`, plus `"error"` for a remote cluster whose kubeconfig was refused (meshpilot's addition).
+/// Without a Kubernetes registry: the clusters of the endpoint shards.
 fn clusterz(state: &DebugState) -> Value {
     let services = state.server.services();
-    let status = if services.has_synced() { "synced" } else { "syncing" };
-    let clusters: std::collections::BTreeSet<String> =
-        services.endpoint_shards().into_iter().map(|s| s.shard.cluster).collect();
+    let clusters = services.clusters();
+    if clusters.is_empty() {
+        let status = if services.has_synced() { "synced" } else { "syncing" };
+        let ids: std::collections::BTreeSet<String> =
+            services.endpoint_shards().into_iter().map(|s| s.shard.cluster).collect();
+        return Value::Array(
+            ids.into_iter().map(|id| json!({"id": id, "secretName": "", "syncStatus": status})).collect(),
+        );
+    }
     Value::Array(
-        clusters.into_iter().map(|id| json!({"id": id, "secretName": "", "syncStatus": status})).collect(),
+        clusters
+            .into_iter()
+            .map(|c| {
+                let mut v =
+                    json!({"id": c.id, "secretName": c.secret_name, "syncStatus": c.sync_status.as_str()});
+                if !c.error.is_empty() {
+                    v["error"] = json!(c.error);
+                }
+                v
+            })
+            .collect(),
     )
 }
 

@@ -50,6 +50,7 @@ pub mod ingress_source;
 pub mod injector_webhook_config;
 pub mod ip_autoallocate;
 pub mod leader;
+pub mod multicluster;
 pub mod namespaces;
 pub mod nodes;
 pub mod object;
@@ -67,6 +68,7 @@ pub use client::{
     kind_from_word, resolve_access,
 };
 pub use model::selector::DiscoverySelectors;
+pub use multicluster::{Multicluster, MulticlusterOptions};
 pub use namespaces::NamespaceFilter;
 pub use registry::{KubeRegistry, KubeRegistryOptions};
 pub use source::{KubeSource, KubeSourceOptions, Rejected};

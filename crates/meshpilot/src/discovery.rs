@@ -369,9 +369,17 @@ async fn run_async(args: &Args) -> Result<(), String> {
     ));
     let (trigger, shutdown) = shutdown_channel();
     let services = Arc::new(AggregateRegistry::new());
+    let mut remote = None;
     if let Some(registry) = kube_registry(args, access.as_ref(), &selectors)? {
         tokio::spawn(registry.run(shutdown.clone()));
         services.add_registry(Arc::new(registry));
+        if let Some(access) = access.as_ref() {
+            let clusters = remote_clusters(args, &env, &selectors);
+            let client = access.connect().map_err(|e| format!("cannot connect to the cluster: {e}"))?.client;
+            tokio::spawn(clusters.run(client, shutdown.clone()));
+            services.add_registry(Arc::new(clusters.clone()));
+            remote = Some(clusters);
+        }
     }
     services.add_registry(se);
     let services: Arc<dyn ServiceController> = services;
@@ -425,7 +433,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let (secure_addr, https_addr) =
         secure_addrs(args.secure_grpc_addr.as_deref(), args.webhook.https_addr.as_deref(), ca_place);
     let secure = match &secure_addr {
-        Some(addr) => Some(secure_port(args, access.as_ref(), security_env, addr, &trust_domain).await?),
+        Some(addr) => Some(
+            secure_port(args, access.as_ref(), remote.as_ref(), security_env, addr, &trust_domain).await?,
+        ),
         None => None,
     };
 
@@ -444,7 +454,9 @@ async fn run_async(args: &Args) -> Result<(), String> {
         secrets: secrets.clone(),
         invalid_objects,
         access: Arc::new(debug_access(
+            args,
             access.as_ref(),
+            remote.as_ref(),
             security_env,
             &trust_domain,
             secure.as_ref().map(|(p, ..)| &p.authenticator),
@@ -510,9 +522,22 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let mut root_cert_task = None;
     let secure_task = secure.map(|(port, listener, ads_config, kube)| {
         if let (Some(kube), Some(leader)) = (kube, root_cert_leader) {
+            let root_pem = port.ca.root_pem().to_string();
+            // Each remote cluster gets the root too, with a leader of its own (docs/MULTICLUSTER.md).
+            if let Some(remote) = &remote {
+                let (root_pem, leader) = (root_pem.clone(), leader.clone());
+                remote.add_component(Arc::new(move |_cluster: &str, client, shutdown| {
+                    Box::pin(kube_source::identity::publish_root_cert_while_leading(
+                        client,
+                        root_pem.clone(),
+                        leader.clone(),
+                        shutdown,
+                    ))
+                }));
+            }
             root_cert_task = Some(tokio::spawn(kube_source::identity::publish_root_cert_while_leading(
                 kube.client,
-                port.ca.root_pem().to_string(),
+                root_pem,
                 leader,
                 shutdown.clone(),
             )));
@@ -704,6 +729,7 @@ fn record_build_info() {
 async fn secure_port(
     args: &Args,
     access: Option<&kube_source::Cluster>,
+    remote: Option<&kube_source::Multicluster>,
     env: &SecurityOptions,
     addr: &str,
     trust_domain: &str,
@@ -720,9 +746,7 @@ async fn secure_port(
             security::ca::CA_KEY
         )
     })?;
-    let reviewer = kube.as_ref().map(|c| {
-        Arc::new(kube_source::identity::KubeTokenReviewer::new(c.client.clone())) as Arc<dyn TokenReviewer>
-    });
+    let reviewer = kube.as_ref().map(|c| token_reviewer(&c.client, args, remote));
     let authenticator = Arc::new(Authenticator::new(trust_domain, env.token_audiences.clone(), reviewer));
     let listener = listen(addr).map_err(|e| format!("cannot listen on --secure-grpc-addr {addr}: {e}"))?;
     let dns_names = discovery::secure::istiod_dns_names(&env.pod_namespace, args.revision.as_deref());
@@ -731,6 +755,26 @@ async fn secure_port(
     let port = SecurePort { ca, authenticator, dns_names, xds_auth: env.xds_auth };
     info!(secure = %addr, xds_auth = env.xds_auth, "secure xDS and CA port");
     Ok((port, listener, ads_config, kube))
+}
+
+/// The token reviewer of the secure port and the debug endpoints: TokenReview in the config cluster
+/// (`client`), and in the remote cluster a caller names in its `clusterid` metadata when there are
+/// remote clusters (docs/MULTICLUSTER.md).
+fn token_reviewer(
+    client: &kube_source::Client,
+    args: &Args,
+    remote: Option<&kube_source::Multicluster>,
+) -> Arc<dyn TokenReviewer> {
+    let local: Arc<dyn TokenReviewer> =
+        Arc::new(kube_source::identity::KubeTokenReviewer::new(client.clone()));
+    match remote {
+        Some(remote) => Arc::new(kube_source::multicluster::ClusterTokenReviewer::new(
+            &args.cluster_id,
+            local,
+            remote.clone(),
+        )),
+        None => local,
+    }
 }
 
 /// The control plane's CA in Istio's order: plugged-in CA files (`--root-ca-dir`/`ROOT_CA_DIR` holding
@@ -774,7 +818,9 @@ async fn control_plane_ca(
 /// on the secure port (its authenticator when it runs; else one reviewing tokens with the cluster of
 /// the control plane's cluster; else loopback only).
 fn debug_access(
+    args: &Args,
     access: Option<&kube_source::Cluster>,
+    remote: Option<&kube_source::Multicluster>,
     env: &SecurityOptions,
     trust_domain: &str,
     secure: Option<&Arc<Authenticator>>,
@@ -783,8 +829,7 @@ fn debug_access(
         (Some(a), _) => Some(a.clone()),
         (None, Some(access)) => {
             let kube = access.connect().map_err(|e| e.to_string())?;
-            let reviewer: Arc<dyn TokenReviewer> =
-                Arc::new(kube_source::identity::KubeTokenReviewer::new(kube.client.clone()));
+            let reviewer = token_reviewer(&kube.client, args, remote);
             Some(Arc::new(Authenticator::new(trust_domain, env.token_audiences.clone(), Some(reviewer))))
         }
         (None, None) => None,
@@ -838,6 +883,26 @@ fn kube_registry(
     };
     info!(cluster = %args.cluster_id, "reading Kubernetes services");
     Ok(Some(kube_source::KubeRegistry::new(config, options)))
+}
+
+/// The remote clusters of a multi-cluster mesh (docs/MULTICLUSTER.md): Secrets labelled
+/// `istio/multiCluster=true` in `POD_NAMESPACE`, read whenever the Kubernetes registry is (as istiod).
+fn remote_clusters(
+    args: &Args,
+    env: &DiscoveryEnv,
+    selectors: &model::selector::DiscoverySelectors,
+) -> kube_source::Multicluster {
+    kube_source::Multicluster::new(kube_source::MulticlusterOptions {
+        system_namespace: env.pod_namespace.clone(),
+        config_cluster_id: args.cluster_id.clone(),
+        registry: kube_source::KubeRegistryOptions {
+            domain_suffix: args.domain.clone(),
+            discovery_selectors: selectors.clone(),
+            ..kube_source::KubeRegistryOptions::default()
+        },
+        remote_cluster_timeout: env.remote_cluster_timeout,
+        client_config: Arc::new(|bytes| Box::pin(kube_source::multicluster::kubeconfig_from_bytes(bytes))),
+    })
 }
 
 /// The control plane's cluster access ([`kube_source::resolve_access`]: `--kubeconfig`, else

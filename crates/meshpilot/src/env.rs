@@ -21,10 +21,11 @@
 //! | [`PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER`] | `true` | deploy Gateway API gateways (Istio's automated deployment) |
 //! | [`PILOT_ENABLE_GATEWAY_API_STATUS`] | `true` | write Gateway API status |
 //! | [`PILOT_ENABLE_IP_AUTOALLOCATE`] | `true` | ServiceEntry VIP auto-allocation (status in a cluster, memory without) |
+//! | [`PILOT_REMOTE_CLUSTER_TIMEOUT`] | `30s` | how long readiness waits for a remote cluster's first sync (docs/MULTICLUSTER.md) |
 //! | `PILOT_TRACE_SAMPLING` (read by `discovery::trace_sampling_from_lookup`) | `1.0` | the trace sampling percentage when neither Telemetry nor the proxy config sets one (docs/TELEMETRY.md) |
 //! | `KUBECONFIG`, `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT` (read by `kube_source::AccessEnv::from_lookup`) | — | the cluster access (`kube_source::resolve_access`) |
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use discovery::{
     AdsOptions, DebounceOptions, SecurityOptions,
@@ -50,6 +51,9 @@ pub const PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER: &str =
 pub const PILOT_ENABLE_IP_AUTOALLOCATE: &str = "PILOT_ENABLE_IP_AUTOALLOCATE";
 /// `PILOT_ENABLE_GATEWAY_API_STATUS` (default true).
 pub const PILOT_ENABLE_GATEWAY_API_STATUS: &str = "PILOT_ENABLE_GATEWAY_API_STATUS";
+/// `PILOT_REMOTE_CLUSTER_TIMEOUT` (Go duration, default `30s`; `0s` waits for ever): after it,
+/// readiness no longer waits for remote clusters that have not synced (docs/MULTICLUSTER.md).
+pub const PILOT_REMOTE_CLUSTER_TIMEOUT: &str = "PILOT_REMOTE_CLUSTER_TIMEOUT";
 /// Serve sidecar injection (`/inject`) when an injection config is found (istiod's default: true).
 pub const INJECT_ENABLED: &str = "INJECT_ENABLED";
 /// Whether injected proxies are native sidecars: `true`, `false` or `auto` (istiod's default).
@@ -98,6 +102,18 @@ impl Environment {
                 .ok_or_else(|| format!("{name}={value:?}: expected true or false")),
         }
     }
+
+    /// Go duration `name` (`30s`, `1m30s`), `default` when unset or empty.
+    ///
+    /// # Errors
+    /// Not a Go duration: the name, value and why.
+    pub fn duration(&self, name: &str, default: Duration) -> Result<Duration, String> {
+        match self.vars.get(name).map(String::as_str) {
+            None | Some("") => Ok(default),
+            Some(value) => validation::common::parse_go_duration(value)
+                .map_err(|reason| format!("{name}={value:?}: {reason}")),
+        }
+    }
 }
 
 /// Every setting `meshpilot discovery` takes from the environment, parsed once at start.
@@ -139,6 +155,8 @@ pub struct DiscoveryEnv {
     pub native_sidecars: inject::injector::NativeSidecars,
     /// What decides the cluster access besides `--kubeconfig` (`KUBECONFIG`, `KUBERNETES_SERVICE_*`).
     pub cluster_access: kube_source::AccessEnv,
+    /// [`PILOT_REMOTE_CLUSTER_TIMEOUT`]: how long readiness waits for a remote cluster (zero: for ever).
+    pub remote_cluster_timeout: Duration,
 }
 
 impl DiscoveryEnv {
@@ -180,6 +198,10 @@ impl DiscoveryEnv {
                 env.get(ENABLE_NATIVE_SIDECARS).as_deref(),
             ),
             cluster_access: kube_source::AccessEnv::from_lookup(lookup),
+            remote_cluster_timeout: env.duration(
+                PILOT_REMOTE_CLUSTER_TIMEOUT,
+                kube_source::multicluster::DEFAULT_REMOTE_CLUSTER_TIMEOUT,
+            )?,
         })
     }
 }
@@ -227,6 +249,16 @@ mod tests {
     }
 
     #[test]
+    fn the_remote_cluster_timeout_is_a_go_duration_defaulting_to_istiods() {
+        let timeout = |pairs: &[(&str, &str)]| {
+            DiscoveryEnv::parse(&Environment::from_pairs(pairs)).unwrap().remote_cluster_timeout
+        };
+        assert_eq!(timeout(&[]), Duration::from_secs(30));
+        assert_eq!(timeout(&[(PILOT_REMOTE_CLUSTER_TIMEOUT, "1m30s")]), Duration::from_secs(90));
+        assert_eq!(timeout(&[(PILOT_REMOTE_CLUSTER_TIMEOUT, "0s")]), Duration::ZERO);
+    }
+
+    #[test]
     fn a_bad_value_is_named() {
         for (name, value) in [
             ("PILOT_DEBOUNCE_MAX", "soon"),
@@ -234,6 +266,7 @@ mod tests {
             ("PILOT_MAX_REQUESTS_PER_SECOND", "lots"),
             ("PILOT_ENABLE_LEADER_ELECTION", "perhaps"),
             (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER, "yes"),
+            (PILOT_REMOTE_CLUSTER_TIMEOUT, "30"),
         ] {
             let err = DiscoveryEnv::parse(&Environment::from_pairs(&[(name, value)])).unwrap_err();
             assert!(err.contains(name) && err.contains(value), "{name}: {err}");

@@ -782,6 +782,53 @@ pub trait ServiceController: ServiceDiscovery {
 
     /// Current problems with the registry's input, for the debug endpoint.
     fn warnings(&self) -> Vec<RegistryWarning>;
+
+    /// The Kubernetes clusters this registry reads, with their sync state (`/debug/clusterz`). By
+    /// default none (a registry that reads no cluster: ServiceEntries).
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        Vec::new()
+    }
+}
+
+/// One cluster a registry reads endpoints from (istiod's `cluster.DebugInfo`, listed by
+/// `/debug/clusterz` as `{"id", "secretName", "syncStatus"}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// The cluster id (`--clusterID` for the config cluster, the Secret data key for a remote one).
+    pub id: String,
+    /// `namespace/name` of the remote Secret that configured the cluster; empty for the config cluster.
+    pub secret_name: String,
+    /// Where its initial sync stands.
+    pub sync_status: ClusterSyncStatus,
+    /// Why its kubeconfig was refused (then nothing of it is read); empty otherwise. Not in istiod's
+    /// shape (istiod only logs it).
+    pub error: String,
+}
+
+/// The sync state of one cluster (istiod's `SyncStatus*` strings in `pkg/kube/multicluster/cluster.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClusterSyncStatus {
+    /// Every watch finished its initial list.
+    Synced,
+    /// Still listing.
+    Syncing,
+    /// Not synced within `PILOT_REMOTE_CLUSTER_TIMEOUT`: readiness no longer waits for it (it keeps
+    /// trying, and its endpoints appear when it syncs).
+    Timeout,
+    /// Stopped (its Secret changed or went away).
+    Closed,
+}
+
+impl ClusterSyncStatus {
+    /// istiod's word: `synced`, `syncing`, `timeout`, `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterSyncStatus::Synced => "synced",
+            ClusterSyncStatus::Syncing => "syncing",
+            ClusterSyncStatus::Timeout => "timeout",
+            ClusterSyncStatus::Closed => "closed",
+        }
+    }
 }
 
 /// Decides what a new endpoint list for a service needs, and keeps the service-account set

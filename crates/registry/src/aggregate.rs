@@ -18,6 +18,11 @@
 //! **Endpoints** are the union of every registry's endpoints for the service, as Istio's endpoint
 //! shards are merged at push time; each registry filters by its own service's ports.
 //!
+//! **Registries come and go** ([`AggregateRegistry::remove_registry`],
+//! [`AggregateRegistry::replace_registry`]: remote clusters of a multi-cluster mesh). A removed
+//! registry's events stop at once; every service it or its replacement had raises one service event
+//! (add, update or delete), so the proxies are pushed what is left.
+//!
 //! **Events** are forwarded unchanged, in each registry's order. Each registry classifies its
 //! endpoint updates for its own shard (`EndpointPush`); for a host that several registries share this
 //! is conservative (a registry's service-account change gives a full push even if another registry
@@ -29,9 +34,13 @@ use std::{
     sync::{Arc, RwLock, RwLockReadGuard, Weak},
 };
 
-use model::service::{
-    Endpoint, EndpointShard, Labels, RegistryEvent, RegistryEventHandler, RegistryWarning, Service,
-    ServiceController, ServiceDiscovery, ServiceInstance, compare_service_precedence, service_config_key,
+use model::{
+    Event,
+    service::{
+        ClusterInfo, Endpoint, EndpointShard, Labels, ProviderId, RegistryEvent, RegistryEventHandler,
+        RegistryWarning, Service, ServiceController, ServiceDiscovery, ServiceEvent, ServiceInstance,
+        ShardKey, compare_service_precedence, service_config_key,
+    },
 };
 
 /// Several registries as one. Cheap to clone (a handle).
@@ -57,6 +66,35 @@ impl std::fmt::Debug for AggregateRegistry {
 /// Services of every registry by (hostname, namespace), each with its registry's position.
 type Grouped = BTreeMap<(String, String), Vec<(usize, Arc<Service>)>>;
 
+/// A registry's identity in the list (the address of its data; the vtable part of the pointer is
+/// left out, as it may differ between casts of the same object).
+fn registry_address(registry: &Arc<dyn ServiceController>) -> usize {
+    Arc::as_ptr(registry).cast::<()>() as usize
+}
+
+/// A registry's services by (hostname, namespace), each with the shard it declares them in (from its
+/// endpoint shards; the provider and an empty cluster for a service without endpoints).
+fn service_shards(registry: &dyn ServiceController) -> BTreeMap<(String, String), ShardKey> {
+    let shards: BTreeMap<(String, String), ShardKey> =
+        registry.endpoint_shards().into_iter().map(|s| ((s.hostname, s.namespace), s.shard)).collect();
+    registry
+        .services()
+        .iter()
+        .map(|s| {
+            let key = (s.hostname.clone(), s.namespace.clone());
+            let shard = shards
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| ShardKey { provider: s.registry, cluster: String::new() });
+            (key, shard)
+        })
+        .collect()
+}
+
+fn service_event(key: &(String, String), shard: ShardKey, event: Event) -> RegistryEvent {
+    RegistryEvent::Service(ServiceEvent { shard, hostname: key.0.clone(), namespace: key.1.clone(), event })
+}
+
 /// Precedence across registries for one hostname: Kubernetes, then creation time, then registry
 /// order (`index`).
 fn across(a: (usize, &Arc<Service>), b: (usize, &Arc<Service>), viewer: Option<&str>) -> Ordering {
@@ -73,14 +111,85 @@ impl AggregateRegistry {
     /// events once: every later event of it reaches every handler of the aggregate, whenever that
     /// handler was added.
     pub fn add_registry(&self, registry: Arc<dyn ServiceController>) {
+        self.subscribe(&registry);
+        self.inner.registries.write().unwrap_or_else(|p| p.into_inner()).push(registry);
+    }
+
+    /// Forwards `registry`'s events to the aggregate's handlers while it is a member (checked per
+    /// event by address, so a removed registry that still runs raises nothing).
+    fn subscribe(&self, registry: &Arc<dyn ServiceController>) {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let address = registry_address(registry);
         registry.append_event_handler(Arc::new(move |event: &RegistryEvent| {
-            if let Some(inner) = weak.upgrade() {
+            let Some(inner) = weak.upgrade() else { return };
+            let member = inner
+                .registries
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|r| registry_address(r) == address);
+            if member {
                 let handlers = inner.handlers.read().unwrap_or_else(|p| p.into_inner()).clone();
                 crate::notify(&handlers, event);
             }
         }));
-        self.inner.registries.write().unwrap_or_else(|p| p.into_inner()).push(registry);
+    }
+
+    /// Removes `registry` (compared by pointer); `false` if it was not a member. Each of its services
+    /// raises a service event (a delete, or an update when another registry still has the hostname in
+    /// that namespace), so proxies lose its endpoints in the next push (istiod's `DeleteRegistry` and the
+    /// Kubernetes controller's `Cleanup`).
+    pub fn remove_registry(&self, registry: &Arc<dyn ServiceController>) -> bool {
+        self.swap(registry, None)
+    }
+
+    /// Puts `new` in `old`'s place (same precedence), in one step: a remote cluster whose kubeconfig
+    /// changed, swapped once the new client has synced, so the endpoints never go missing in between
+    /// (istiod's `PendingClusterSwap`). Every service of either raises a service event. `false` (and
+    /// nothing changes) if `old` was not a member.
+    pub fn replace_registry(
+        &self,
+        old: &Arc<dyn ServiceController>,
+        new: Arc<dyn ServiceController>,
+    ) -> bool {
+        self.swap(old, Some(new))
+    }
+
+    fn swap(&self, old: &Arc<dyn ServiceController>, new: Option<Arc<dyn ServiceController>>) -> bool {
+        if let Some(new) = &new {
+            self.subscribe(new);
+        }
+        let before = service_shards(old.as_ref());
+        let after = new.as_deref().map(service_shards).unwrap_or_default();
+        {
+            let mut registries = self.inner.registries.write().unwrap_or_else(|p| p.into_inner());
+            let Some(at) = registries.iter().position(|r| registry_address(r) == registry_address(old))
+            else {
+                return false;
+            };
+            match new {
+                Some(new) => registries[at] = new,
+                None => {
+                    registries.remove(at);
+                }
+            }
+        }
+        let mut events = Vec::new();
+        for (key, shard) in &before {
+            let event = match after.contains_key(key) || self.get_service(&key.0, &key.1).is_some() {
+                true => Event::Update,
+                false => Event::Delete,
+            };
+            events.push(service_event(key, shard.clone(), event));
+        }
+        for (key, shard) in after.iter().filter(|(k, _)| !before.contains_key(*k)) {
+            events.push(service_event(key, shard.clone(), Event::Add));
+        }
+        let handlers = self.inner.handlers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for event in &events {
+            crate::notify(&handlers, event);
+        }
+        true
     }
 
     /// The registries, in precedence order.
@@ -181,6 +290,11 @@ impl ServiceController for AggregateRegistry {
         self.read().iter().flat_map(|r| r.endpoint_shards()).collect()
     }
 
+    /// Every registry's clusters, in registry order.
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        self.read().iter().flat_map(|r| r.clusters()).collect()
+    }
+
     /// Every registry's warnings, plus one per service hidden by another registry's service of the
     /// same hostname and namespace.
     fn warnings(&self) -> Vec<RegistryWarning> {
@@ -189,7 +303,14 @@ impl ServiceController for AggregateRegistry {
             let Some(winner) = candidates.iter().min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), None)) else {
                 continue;
             };
-            for (i, loser) in candidates.iter().filter(|c| !Arc::ptr_eq(&c.1, &winner.1)) {
+            // The same Kubernetes Service in several clusters is one service (a multi-cluster mesh's
+            // namespace sameness), not a conflict.
+            let same_in_another_cluster = |s: &Service| {
+                s.registry == ProviderId::Kubernetes && winner.1.registry == ProviderId::Kubernetes
+            };
+            for (i, loser) in
+                candidates.iter().filter(|c| !Arc::ptr_eq(&c.1, &winner.1) && !same_in_another_cluster(&c.1))
+            {
                 out.push(RegistryWarning {
                     object: service_config_key(&hostname, &namespace),
                     hostname: Some(hostname.clone()),

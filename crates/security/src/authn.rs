@@ -6,6 +6,8 @@
 //! 2. **Kubernetes service-account token**: `authorization: Bearer <JWT>`, checked by a
 //!    [`TokenReviewer`] (the TokenReview API) for Istio's audience (`TOKEN_AUDIENCES`, default
 //!    `istio-ca`); the user `system:serviceaccount:NS:SA` becomes `spiffe://<trust domain>/ns/NS/sa/SA`.
+//!    The token is reviewed in the cluster named by the `clusterid` metadata
+//!    ([`TokenReviewer::review_in_cluster`]: a remote cluster's proxies hold that cluster's tokens).
 //!
 //! Anything else is refused. The caller learns only `Unauthenticated` ("request authenticate
 //! failure", as istiod answers); the precise [`AuthnError`] goes to meshpilot's log and to the
@@ -74,7 +76,24 @@ pub trait TokenReviewer: Send + Sync + std::fmt::Debug + 'static {
         token: &'a str,
         audiences: &'a [String],
     ) -> BoxFuture<'a, Result<TokenReviewStatus, String>>;
+
+    /// Reviews `token` in the cluster the caller names in its `clusterid` gRPC metadata (`""` when it
+    /// names none), as istiod's `KubeJWTAuthenticator` picks the config cluster's or a remote
+    /// cluster's API server. By default every cluster is this reviewer's one.
+    fn review_in_cluster<'a>(
+        &'a self,
+        cluster: &'a str,
+        token: &'a str,
+        audiences: &'a [String],
+    ) -> BoxFuture<'a, Result<TokenReviewStatus, String>> {
+        let _ = cluster;
+        self.review(token, audiences)
+    }
 }
+
+/// The gRPC metadata key naming the caller's cluster (pilot-agent sends its `CLUSTER_ID`; istiod's
+/// `clusterIDMeta`).
+pub const CLUSTER_ID_METADATA: &str = "clusterid";
 
 /// The authenticator of the CA and the secure xDS port (see the module doc).
 #[derive(Clone, Debug)]
@@ -129,7 +148,9 @@ impl Authenticator {
             .filter(|t| !t.is_empty())
             .ok_or(AuthnError::MalformedHeader)?;
         let reviewer = self.reviewer.as_ref().ok_or(AuthnError::NoReviewer)?;
-        let status = reviewer.review(token, &self.audiences).await.map_err(AuthnError::Review)?;
+        let cluster = metadata.get(CLUSTER_ID_METADATA).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let status =
+            reviewer.review_in_cluster(cluster, token, &self.audiences).await.map_err(AuthnError::Review)?;
         self.caller_of(&status)
     }
 

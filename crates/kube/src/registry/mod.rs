@@ -59,9 +59,9 @@ use model::{
     Shutdown,
     selector::DiscoverySelectors,
     service::{
-        DEFAULT_CLUSTER_ID, DEFAULT_TRUST_DOMAIN, Endpoint, EndpointShard, Labels, RegistryEvent,
-        RegistryEventHandler, RegistryWarning, Service, ServiceController, ServiceDiscovery, ServiceInstance,
-        ShardKey,
+        ClusterInfo, ClusterSyncStatus, DEFAULT_CLUSTER_ID, DEFAULT_TRUST_DOMAIN, Endpoint, EndpointShard,
+        Labels, RegistryEvent, RegistryEventHandler, RegistryWarning, Service, ServiceController,
+        ServiceDiscovery, ServiceInstance, ShardKey,
     },
     store::RunFuture,
 };
@@ -548,5 +548,17 @@ impl ServiceController for KubeRegistry {
 
     fn warnings(&self) -> Vec<RegistryWarning> {
         self.read().warnings()
+    }
+
+    /// This registry's cluster: its id, `synced` or `syncing`.
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        let sync_status =
+            if self.has_synced() { ClusterSyncStatus::Synced } else { ClusterSyncStatus::Syncing };
+        vec![ClusterInfo {
+            id: self.shard().cluster,
+            secret_name: String::new(),
+            sync_status,
+            error: String::new(),
+        }]
     }
 }

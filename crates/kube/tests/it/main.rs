@@ -12,6 +12,7 @@ mod peer {
     mod ingress;
     mod ip_autoallocate;
     mod leader;
+    mod multicluster;
     mod registry;
     mod registry_churn;
     mod registry_envoy;

@@ -42,6 +42,7 @@ mod peer {
     mod mcp_client;
     mod mcp_istiod;
     mod mesh_source;
+    mod multicluster;
     mod native_sidecars;
     mod process_faults;
     mod proxy_status_cli;

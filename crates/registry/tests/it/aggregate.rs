@@ -210,3 +210,82 @@ async fn handlers_are_registered_once_and_see_every_registry() {
         ]
     );
 }
+
+#[tokio::test]
+async fn registries_removed_or_replaced_raise_one_event_per_service_and_stop_forwarding() {
+    let shared = "echo.shop.svc.cluster.local";
+    let only_b = "b-only.shop.svc.cluster.local";
+    let only_c = "c-only.shop.svc.cluster.local";
+    let a = Arc::new(StaticRegistry {
+        services: vec![kube_service(shared, "shop", "2024-01-01T00:00:00Z")],
+        endpoints: vec![(shared.into(), "shop".into(), kube_endpoint("10.0.0.1"))],
+        ..Default::default()
+    });
+    let b = Arc::new(StaticRegistry {
+        services: vec![
+            kube_service(shared, "shop", "2024-01-01T00:00:00Z"),
+            kube_service(only_b, "shop", "2024-01-01T00:00:00Z"),
+        ],
+        endpoints: vec![(shared.into(), "shop".into(), kube_endpoint("10.0.0.2"))],
+        ..Default::default()
+    });
+    let c = Arc::new(StaticRegistry {
+        services: vec![
+            kube_service(shared, "shop", "2024-01-01T00:00:00Z"),
+            kube_service(only_c, "shop", "2024-01-01T00:00:00Z"),
+        ],
+        endpoints: vec![(shared.into(), "shop".into(), kube_endpoint("10.0.0.3"))],
+        ..Default::default()
+    });
+    let aggregate = AggregateRegistry::new();
+    aggregate.add_registry(a.clone());
+    let b_dyn: Arc<dyn ServiceController> = b.clone();
+    aggregate.add_registry(b_dyn.clone());
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = seen.clone();
+    aggregate.append_event_handler(Arc::new(move |e: &RegistryEvent| sink.lock().unwrap().push(describe(e))));
+    let addresses = || -> Vec<String> {
+        aggregate.endpoints(shared, "shop", 80, None).iter().map(|e| e.first_address().to_string()).collect()
+    };
+    assert_eq!(addresses(), ["10.0.0.1", "10.0.0.2"]);
+    assert!(aggregate.warnings().is_empty(), "the same Kubernetes Service in two clusters is no conflict");
+
+    // Replaced: c takes b's place; a service of both is updated, b's own deleted, c's own added.
+    let c_dyn: Arc<dyn ServiceController> = c.clone();
+    assert!(aggregate.replace_registry(&b_dyn, c_dyn.clone()));
+    assert_eq!(addresses(), ["10.0.0.1", "10.0.0.3"]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "service delete b-only.shop.svc.cluster.local/shop",
+            "service update echo.shop.svc.cluster.local/shop",
+            "service add c-only.shop.svc.cluster.local/shop",
+        ]
+    );
+    // b is no member any more: its events stop here; c's reach the handlers.
+    seen.lock().unwrap().clear();
+    let event = |host: &str| {
+        RegistryEvent::Service(model::ServiceEvent {
+            shard: ShardKey { provider: ProviderId::Kubernetes, cluster: "x".into() },
+            hostname: host.into(),
+            namespace: "shop".into(),
+            event: model::Event::Update,
+        })
+    };
+    b.emit(&event(only_b));
+    c.emit(&event(only_c));
+    assert_eq!(*seen.lock().unwrap(), ["service update c-only.shop.svc.cluster.local/shop"]);
+
+    // Removed: the shared service stays (a still has it: an update), c's own goes.
+    seen.lock().unwrap().clear();
+    assert!(aggregate.remove_registry(&c_dyn));
+    assert!(!aggregate.remove_registry(&c_dyn), "not a member any more");
+    assert_eq!(addresses(), ["10.0.0.1"]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "service delete c-only.shop.svc.cluster.local/shop",
+            "service update echo.shop.svc.cluster.local/shop"
+        ]
+    );
+}
