@@ -87,6 +87,26 @@ fn push(mesh: MeshSettings) -> Snapshot {
     Snapshot::new(PushContext::new(&store, &discovery, mesh, "v1"))
 }
 
+#[test]
+fn an_endpoint_update_keeps_cluster_local_services_split() {
+    // The incremental EDS path (`with_endpoints`): cluster c2's kube-dns moves; c1's proxies keep
+    // seeing only c1's, c2's see the new address.
+    let store = MemoryStore::new("test", api::Kind::ALL, QueueOptions::default());
+    let before = PushContext::new(
+        &store,
+        &TwoClusters(cluster("c1", 1), cluster("c2", 2)),
+        MeshSettings::default(),
+        "v1",
+    );
+    let moved = TwoClusters(cluster("c1", 1), cluster("c2", 3));
+    let changed = [(KUBE_DNS.to_string(), "kube-system".to_string())];
+    let after = Snapshot::new(before.with_endpoints(&moved, &changed, "v2"));
+    assert_eq!(addresses(&after, &proxy_in("c1"), KUBE_DNS), ["10.1.0.10"]);
+    assert_eq!(addresses(&after, &proxy_in("c2"), KUBE_DNS), ["10.3.0.10"]);
+    // Services not re-read keep their lists.
+    assert_eq!(addresses(&after, &proxy_in("c2"), WEB), ["10.1.0.20", "10.2.0.20"]);
+}
+
 /// A sidecar in `shop` whose node says `CLUSTER_ID: cluster_id`.
 fn proxy_in(cluster_id: &str) -> ProxyContext {
     let metadata = NodeMetadata { cluster_id: cluster_id.to_string(), ..NodeMetadata::default() };
