@@ -4,7 +4,9 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use model::push::{MeshSettings, OutboundTrafficPolicy, telemetry::AccessLogEncoding};
+use model::push::{
+    MeshSettings, OutboundTrafficPolicy, cluster_local::ServiceSettings, telemetry::AccessLogEncoding,
+};
 use model::{selector::DiscoverySelectors, service::ExportTo};
 use serde_json::Value;
 
@@ -31,6 +33,7 @@ const USED: &[&str] = &[
     "defaultConfig",
     "localityLbSetting",
     "zoneAwareLbSetting",
+    "serviceSettings",
 ];
 
 /// Other MeshConfig fields: known, not used (no warning).
@@ -48,7 +51,6 @@ const KNOWN: &[&str] = &[
     "outboundClusterStatName",
     "certificates",
     "caCertificates",
-    "serviceSettings",
     "pathNormalization",
     "defaultHttpRetryPolicy",
     "meshMTLS",
@@ -146,6 +148,13 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
                 None => warnings.push(format!("enableTracing: expected true or false, got {value}; using true")),
             },
             "defaultConfig" => {
+                match value.get("discoveryAddress") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(a)) if !a.is_empty() => mesh.discovery_address = a.clone(),
+                    Some(other) => warnings.push(format!(
+                        "defaultConfig.discoveryAddress: expected host:port, got {other}; using istiod.istio-system.svc:15012"
+                    )),
+                }
                 if let Some(tracing) = value.get("tracing").filter(|t| !t.is_null()) {
                     match model::push::tracing::parse_proxy_tracing(tracing, "defaultConfig.tracing") {
                         Ok(t) => mesh.default_proxy_tracing = Some(t),
@@ -165,6 +174,7 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
                 Ok(setting) => mesh.zone_aware_lb_setting = Some(setting),
                 Err(e) => warnings.push(format!("zoneAwareLbSetting: {e}; ignored")),
             },
+            "serviceSettings" => mesh.service_settings = service_settings(value, &mut warnings),
             k if KNOWN.contains(&k) => {}
             k => warnings.push(format!("unknown mesh config field {k:?} ignored")),
         }
@@ -183,6 +193,37 @@ pub fn parse_mesh_config(text: &str, domain_suffix: &str) -> Result<(MeshSetting
         mesh.access_log_format.clear();
     }
     Ok((mesh, warnings))
+}
+
+/// `serviceSettings`: each entry's `hosts` and `settings.clusterLocal`; an entry of the wrong shape is
+/// left out with a warning.
+fn service_settings(value: &Value, warnings: &mut Vec<String>) -> Vec<ServiceSettings> {
+    let Some(list) = value.as_array() else {
+        if !value.is_null() {
+            warnings.push(format!("serviceSettings: expected a list, got {value}; ignored"));
+        }
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let hosts = match entry.get("hosts") {
+            None | Some(Value::Null) => Some(Vec::new()),
+            Some(Value::Array(hosts)) => hosts.iter().map(|h| h.as_str().map(str::to_string)).collect(),
+            Some(_) => None,
+        };
+        let cluster_local = match entry.get("settings").and_then(|s| s.get("clusterLocal")) {
+            None | Some(Value::Null) => Some(false),
+            Some(v) => v.as_bool(),
+        };
+        match (hosts, cluster_local) {
+            (Some(hosts), Some(cluster_local)) => out.push(ServiceSettings { hosts, cluster_local }),
+            _ => warnings.push(format!(
+                "serviceSettings[{i}]: expected {{hosts: [host…], settings: {{clusterLocal: true|false}}}}, got {entry}; \
+                 entry ignored"
+            )),
+        }
+    }
+    out
 }
 
 /// `defaultProviders.<field>` (`accessLogging`, `tracing`, `metrics`).
@@ -362,6 +403,36 @@ mod tests {
         assert_eq!(w, vec!["unknown mesh config field \"bogus\" ignored".to_string()]);
         assert!(parse_mesh_config("- a\n", "cluster.local").is_err());
         assert_eq!(parse_mesh_config("", "cluster.local").unwrap().0.root_namespace, "istio-system");
+    }
+
+    #[test]
+    fn reads_service_settings_and_the_discovery_address() {
+        let (m, w) = parse_mesh_config("", "cluster.local").unwrap();
+        assert!(w.is_empty() && m.service_settings.is_empty());
+        assert_eq!(m.discovery_address, "istiod.istio-system.svc:15012");
+        let (m, w) = parse_mesh_config(
+            "serviceSettings:\n- settings: {clusterLocal: true}\n  hosts: ['*.team-a.svc.cluster.local', db.b.svc.cluster.local]\n\
+             - hosts: [kubernetes.default.svc.cluster.local]\n- settings: {clusterLocal: maybe}\n  hosts: [x]\n\
+             defaultConfig: {discoveryAddress: 'istiod-canary.istio-system.svc:15012'}\n",
+            "cluster.local",
+        )
+        .unwrap();
+        assert_eq!(
+            m.service_settings,
+            [
+                ServiceSettings {
+                    hosts: vec!["*.team-a.svc.cluster.local".into(), "db.b.svc.cluster.local".into()],
+                    cluster_local: true
+                },
+                ServiceSettings {
+                    hosts: vec!["kubernetes.default.svc.cluster.local".into()],
+                    cluster_local: false
+                },
+            ]
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("serviceSettings[2]: "), "{w:?}");
+        assert_eq!(m.discovery_address, "istiod-canary.istio-system.svc:15012");
     }
 
     #[test]

@@ -33,6 +33,11 @@
 //!   the status subresource, no write when unchanged), listing Kubernetes kinds for analysis.
 //! - [`secrets`]: the cluster's Secrets for `credentialName` SDS secrets (Istio's credentials
 //!   controller watch, `data` only, handed to `meshpilot-sds`).
+//! - [`remote_kubeconfig`]: remote kubeconfigs (multi-cluster Secrets) as untrusted input: validated,
+//!   insecure options (exec, auth providers, token and certificate files) refused unless
+//!   `PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS` allows them (istiod's `sanitizeKubeConfig`).
+//! - [`remote_secret`]: the Secret of `meshpilot create-remote-secret` (istioctl's: the reader service
+//!   account's token and the API server in a kubeconfig, labelled `istio/multiCluster`).
 //! - [`relist`]: the list-and-watch bookkeeping every watch above goes through (initial list,
 //!   relist diff, sync).
 //! - `testenv` (cargo feature `testing`, for tests and examples only): a real etcd + kube-apiserver
@@ -56,6 +61,8 @@ pub mod nodes;
 pub mod object;
 pub mod registry;
 pub mod relist;
+pub mod remote_kubeconfig;
+pub mod remote_secret;
 pub mod secrets;
 pub mod source;
 pub mod status;

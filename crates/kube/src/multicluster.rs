@@ -23,8 +23,9 @@
 //! - an unreachable API server or a watch that fails is retried by the registry's watches (they
 //!   resume, and a relist only deletes what is really gone: a remote API-server restart deletes
 //!   nothing that still exists);
-//! - a kubeconfig that cannot be used (unparsable, no current context) is refused with an error in
-//!   the log and in `/debug/clusterz` (`error`); nothing of that cluster is read.
+//! - a kubeconfig is untrusted input ([`crate::remote_kubeconfig`]): one that is refused (exec, token
+//!   or certificate files, … unless `PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS` allows them) or
+//!   cannot be used is logged and shown in `/debug/clusterz` (`error`); nothing of that cluster is read.
 //!
 //! Per-cluster tasks ([`Multicluster::add_component`], istiod's multi-cluster components) run against
 //! every serving remote cluster and stop with it: the binary publishes `istio-ca-root-cert` into each
@@ -67,6 +68,7 @@ use crate::{
     KubeRegistry, KubeRegistryOptions,
     identity::KubeTokenReviewer,
     relist::{Change, ObjectKey, Relist, namespaced_key},
+    remote_kubeconfig::InsecureKubeconfigOptions,
 };
 
 /// The label that marks a remote-cluster Secret (`istio/multiCluster: "true"`).
@@ -125,15 +127,18 @@ impl std::fmt::Debug for MulticlusterOptions {
     }
 }
 
-/// A client configuration from kubeconfig bytes: its current context (kube's own loading, with no
-/// file or command of this machine involved when the kubeconfig embeds its data).
+/// A client configuration from one remote Secret's kubeconfig bytes, read as untrusted input
+/// ([`crate::remote_kubeconfig::remote_kubeconfig`]: istiod's `NewUntrustedRestConfig`, exec, token
+/// and certificate files and other auth providers than `oidc` refused unless `allowed`), then its
+/// current context.
 ///
 /// # Errors
-/// Not YAML, not a kubeconfig, or no usable current context.
-pub async fn kubeconfig_from_bytes(bytes: Vec<u8>) -> Result<kube::Config, String> {
-    let text = String::from_utf8(bytes).map_err(|_| "the kubeconfig is not UTF-8 text".to_string())?;
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)
-        .map_err(|e| format!("the kubeconfig cannot be read: {e}"))?;
+/// The kubeconfig is refused or unusable, in istiod's words where it has them.
+pub async fn kubeconfig_from_bytes(
+    bytes: Vec<u8>,
+    allowed: InsecureKubeconfigOptions,
+) -> Result<kube::Config, String> {
+    let kubeconfig = crate::remote_kubeconfig::remote_kubeconfig(&bytes, &allowed)?;
     kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| format!("the kubeconfig cannot be used: {e}"))

@@ -901,7 +901,12 @@ fn remote_clusters(
             ..kube_source::KubeRegistryOptions::default()
         },
         remote_cluster_timeout: env.remote_cluster_timeout,
-        client_config: Arc::new(|bytes| Box::pin(kube_source::multicluster::kubeconfig_from_bytes(bytes))),
+        client_config: {
+            let allowed = env.insecure_kubeconfig_options.clone();
+            Arc::new(move |bytes| {
+                Box::pin(kube_source::multicluster::kubeconfig_from_bytes(bytes, allowed.clone()))
+            })
+        },
     })
 }
 

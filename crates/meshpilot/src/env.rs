@@ -22,6 +22,7 @@
 //! | [`PILOT_ENABLE_GATEWAY_API_STATUS`] | `true` | write Gateway API status |
 //! | [`PILOT_ENABLE_IP_AUTOALLOCATE`] | `true` | ServiceEntry VIP auto-allocation (status in a cluster, memory without) |
 //! | [`PILOT_REMOTE_CLUSTER_TIMEOUT`] | `30s` | how long readiness waits for a remote cluster's first sync (docs/MULTICLUSTER.md) |
+//! | `PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS` (read by `kube_source::remote_kubeconfig::InsecureKubeconfigOptions::from_lookup`) | — | what remote kubeconfigs may use besides embedded data (`exec`, `tokenFile`, …; docs/SECURITY.md) |
 //! | `PILOT_TRACE_SAMPLING` (read by `discovery::trace_sampling_from_lookup`) | `1.0` | the trace sampling percentage when neither Telemetry nor the proxy config sets one (docs/TELEMETRY.md) |
 //! | `KUBECONFIG`, `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT` (read by `kube_source::AccessEnv::from_lookup`) | — | the cluster access (`kube_source::resolve_access`) |
 
@@ -157,6 +158,9 @@ pub struct DiscoveryEnv {
     pub cluster_access: kube_source::AccessEnv,
     /// [`PILOT_REMOTE_CLUSTER_TIMEOUT`]: how long readiness waits for a remote cluster (zero: for ever).
     pub remote_cluster_timeout: Duration,
+    /// `PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS`: what remote kubeconfigs may use besides
+    /// embedded data (docs/SECURITY.md, "Remote kubeconfigs").
+    pub insecure_kubeconfig_options: kube_source::remote_kubeconfig::InsecureKubeconfigOptions,
 }
 
 impl DiscoveryEnv {
@@ -198,6 +202,8 @@ impl DiscoveryEnv {
                 env.get(ENABLE_NATIVE_SIDECARS).as_deref(),
             ),
             cluster_access: kube_source::AccessEnv::from_lookup(lookup),
+            insecure_kubeconfig_options:
+                kube_source::remote_kubeconfig::InsecureKubeconfigOptions::from_lookup(lookup),
             remote_cluster_timeout: env.duration(
                 PILOT_REMOTE_CLUSTER_TIMEOUT,
                 kube_source::multicluster::DEFAULT_REMOTE_CLUSTER_TIMEOUT,

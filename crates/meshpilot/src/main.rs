@@ -8,6 +8,8 @@
 //! - `apply -f`, `create -f`, `get`, `delete`: Istio config in a Kubernetes cluster, validated first.
 //! - `proxy-status [PROXY]`, `proxy-config KIND PROXY`: a running control plane's view of its proxies.
 //! - `status KIND/NAMESPACE/NAME`: whether a config object is applied (proxies concerned, ACK/NACK).
+//! - `create-remote-secret --name NAME`: the Secret giving another cluster's control plane access to this
+//!   one, like `istioctl create-remote-secret`.
 //! - `kube-inject -f FILE`: Istio's sidecar injection applied to manifests offline.
 
 mod analyze;
@@ -28,6 +30,7 @@ mod mesh_source;
 mod process_metrics;
 mod proxy;
 mod proxy_configs;
+mod remote_secret;
 mod shutdown;
 mod status;
 mod trim;
@@ -83,6 +86,9 @@ enum Command {
     ProxyConfig(proxy::config::ConfigCommand),
     /// Show whether a config object is applied: `status KIND/NAMESPACE/NAME` (proxies, ACKED/PENDING/NACKED).
     Status(status::Args),
+    /// Print a Secret giving another cluster's control plane read access to this cluster (like
+    /// `istioctl create-remote-secret`).
+    CreateRemoteSecret(remote_secret::Args),
     KubeInject(kube_inject::Args),
 }
 
@@ -123,5 +129,6 @@ fn main() -> ExitCode {
         Command::ProxyStatus(args) => proxy::status::run(&args),
         Command::ProxyConfig(command) => proxy::config::run(&command),
         Command::Status(args) => status::run(&args),
+        Command::CreateRemoteSecret(args) => remote_secret::run(&args),
     }
 }

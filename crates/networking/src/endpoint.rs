@@ -207,7 +207,13 @@ fn cluster_source<'p, 'q>(
         labels: &proxy.labels,
     };
     Some(ClusterSource {
-        endpoints: push.endpoint_list(&service.hostname, &service.namespace, key.port),
+        // Cluster-local services: only the proxy's own cluster (`model::push::cluster_local`).
+        endpoints: push.endpoint_list_seen_from(
+            &service.hostname,
+            &service.namespace,
+            key.port,
+            proxy.cluster_id(),
+        ),
         subset,
         resolution: service.resolution,
         locality: ranking.setting(push).is_some().then_some(ranking),

@@ -46,6 +46,7 @@ mod peer {
     mod native_sidecars;
     mod process_faults;
     mod proxy_status_cli;
+    mod remote_secret_istioctl;
     mod replicas;
     mod revision_tags;
     mod secure_port;

@@ -36,6 +36,7 @@ use api::{
 use super::{
     ProxyContext, ProxyKind, SidecarScope,
     authn::{EffectivePeerAuthentication, MtlsMode, PeerAuthenticationPolicy, effective_peer_authentication},
+    cluster_local::ClusterLocalHosts,
     delegate,
     virtual_service::{MESH_GATEWAY, resolve_gateway_name},
 };
@@ -119,6 +120,12 @@ pub struct MeshSettings {
     /// `zoneAwareLbSetting`: the mesh-wide zone-aware load balancing (default none); it takes
     /// precedence over [`locality_lb_setting`](MeshSettings::locality_lb_setting).
     pub zone_aware_lb_setting: Option<api::networking::destination_rule::ZoneAwareLoadBalancerSetting>,
+    /// `serviceSettings`: hosts with `settings.clusterLocal`, in order (what
+    /// [`super::cluster_local::ClusterLocalHosts`] is built from, with the defaults).
+    pub service_settings: Vec<super::cluster_local::ServiceSettings>,
+    /// `defaultConfig.discoveryAddress` (default `istiod.istio-system.svc:15012`): its host is a
+    /// default cluster-local host.
+    pub discovery_address: String,
     /// The mesh config as read (a JSON map with Istio's field names, as in the `mesh` key of the
     /// `istio` ConfigMap; `Null` when none was given): what meshpilot serves as `MeshConfig` to
     /// MCP-over-xDS clients, with the effective values of the fields above filled in.
@@ -152,6 +159,8 @@ impl Default for MeshSettings {
                 ..Default::default()
             }),
             zone_aware_lb_setting: None,
+            service_settings: Vec::new(),
+            discovery_address: super::cluster_local::DEFAULT_DISCOVERY_ADDRESS.to_string(),
             source: serde_json::Value::Null,
         }
     }
@@ -332,6 +341,37 @@ pub(crate) struct ServiceIndex {
 /// Endpoints per (hostname, namespace, port).
 type EndpointIndex = HashMap<(String, String, u32), Arc<[Arc<Endpoint>]>>;
 
+/// Endpoints of cluster-local services per (hostname, namespace, port, cluster id).
+type LocalEndpointIndex = HashMap<(String, String, u32, String), Arc<[Arc<Endpoint>]>>;
+
+/// Fills `into` with the per-cluster lists of `service`'s endpoints (read from `endpoints`) when the
+/// service is cluster-local; removes its old lists either way.
+fn split_local_endpoints(
+    service: &Service,
+    hosts: &ClusterLocalHosts,
+    endpoints: &EndpointIndex,
+    into: &mut LocalEndpointIndex,
+) {
+    into.retain(|(h, ns, _, _), _| !(h == &service.hostname && ns == &service.namespace));
+    if !hosts.is_cluster_local(&service.hostname) {
+        return;
+    }
+    for port in &service.ports {
+        let Some(list) = endpoints.get(&(service.hostname.clone(), service.namespace.clone(), port.port))
+        else {
+            continue;
+        };
+        let mut by_cluster: BTreeMap<&str, Vec<Arc<Endpoint>>> = BTreeMap::new();
+        for ep in list.iter() {
+            by_cluster.entry(ep.locality.cluster_id.as_str()).or_default().push(Arc::clone(ep));
+        }
+        for (cluster, eps) in by_cluster {
+            let key = (service.hostname.clone(), service.namespace.clone(), port.port, cluster.to_string());
+            into.insert(key, eps.into());
+        }
+    }
+}
+
 /// What a [`SidecarScope`] depends on besides the snapshot's config: the proxy's namespace and the
 /// Sidecar object that applies to it (none: the namespace default). Proxies with equal keys share a
 /// scope.
@@ -356,6 +396,12 @@ pub struct PushContext {
     pub(crate) config: Arc<ConfigIndex>,
     pub(crate) services: Arc<ServiceIndex>,
     endpoints: Arc<EndpointIndex>,
+    /// The mesh's cluster-local hosts (from [`MeshSettings::service_settings`], the domain and the
+    /// discovery address).
+    cluster_local: Arc<ClusterLocalHosts>,
+    /// The endpoint lists of cluster-local services per cluster id (see
+    /// [`PushContext::endpoint_list_seen_from`]).
+    local_endpoints: Arc<LocalEndpointIndex>,
     config_generation: u64,
     snapshot_id: u64,
     generated: Arc<GeneratedConfig>,
@@ -737,12 +783,20 @@ impl PushContext {
         for s in &services.all {
             read_endpoints(discovery, s, &mut endpoints);
         }
+        let cluster_local =
+            ClusterLocalHosts::new(&mesh.service_settings, &mesh.domain_suffix, &mesh.discovery_address);
+        let mut local_endpoints = LocalEndpointIndex::new();
+        for s in &services.all {
+            split_local_endpoints(s, &cluster_local, &endpoints, &mut local_endpoints);
+        }
         PushContext {
             version: version.into(),
             mesh: Arc::new(mesh),
             config: Arc::new(config),
             services: Arc::new(services),
             endpoints: Arc::new(endpoints),
+            cluster_local: Arc::new(cluster_local),
+            local_endpoints: Arc::new(local_endpoints),
             config_generation: CONFIG_GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
             snapshot_id: SNAPSHOT_ID.fetch_add(1, Ordering::Relaxed) + 1,
             generated: Arc::new(generated),
@@ -765,6 +819,7 @@ impl PushContext {
         version: impl Into<String>,
     ) -> PushContext {
         let mut endpoints: EndpointIndex = (*self.endpoints).clone();
+        let mut local_endpoints: Option<LocalEndpointIndex> = None;
         for (hostname, namespace) in changed {
             let hit = self
                 .services
@@ -773,6 +828,10 @@ impl PushContext {
                 .and_then(|c| c.iter().find(|s| &s.namespace == namespace));
             if let Some(service) = hit {
                 read_endpoints(discovery, service, &mut endpoints);
+                if self.cluster_local.is_cluster_local(&service.hostname) {
+                    let local = local_endpoints.get_or_insert_with(|| (*self.local_endpoints).clone());
+                    split_local_endpoints(service, &self.cluster_local, &endpoints, local);
+                }
             }
         }
         PushContext {
@@ -781,6 +840,8 @@ impl PushContext {
             config: self.config.clone(),
             services: self.services.clone(),
             endpoints: Arc::new(endpoints),
+            cluster_local: self.cluster_local.clone(),
+            local_endpoints: local_endpoints.map_or_else(|| self.local_endpoints.clone(), Arc::new),
             // Scopes, route configurations and gateway servers do not depend on endpoints.
             config_generation: self.config_generation,
             snapshot_id: SNAPSHOT_ID.fetch_add(1, Ordering::Relaxed) + 1,
@@ -831,6 +892,36 @@ impl PushContext {
     /// of one config generation: caches of derived EDS output key by it.
     pub fn endpoint_list(&self, hostname: &str, namespace: &str, port: u32) -> Option<&Arc<[Arc<Endpoint>]>> {
         self.endpoints.get(&(hostname.to_string(), namespace.to_string(), port))
+    }
+
+    /// The mesh's cluster-local hosts (Istio's `PushContext.clusterLocalHosts`).
+    pub fn cluster_local_hosts(&self) -> &ClusterLocalHosts {
+        &self.cluster_local
+    }
+
+    /// `true` when the endpoints of `hostname` are only seen from their own cluster (Istio's
+    /// `PushContext.IsClusterLocal`).
+    pub fn is_cluster_local(&self, hostname: &str) -> bool {
+        self.cluster_local.is_cluster_local(hostname)
+    }
+
+    /// The endpoint list a proxy of cluster `cluster_id` (node metadata `CLUSTER_ID`) sees for the
+    /// service port: [`PushContext::endpoint_list`], except that for a cluster-local service only the
+    /// endpoints whose `locality.cluster_id` is `cluster_id` (Istio's `EndpointBuilder`: a cluster-local
+    /// service's other shards are skipped; a proxy without a cluster id sees none of them). The
+    /// per-cluster lists are made once per snapshot, so their addresses are stable like
+    /// [`PushContext::endpoint_list`]'s.
+    pub fn endpoint_list_seen_from(
+        &self,
+        hostname: &str,
+        namespace: &str,
+        port: u32,
+        cluster_id: &str,
+    ) -> Option<&Arc<[Arc<Endpoint>]>> {
+        if !self.cluster_local.is_cluster_local(hostname) {
+            return self.endpoint_list(hostname, namespace, port);
+        }
+        self.local_endpoints.get(&(hostname.to_string(), namespace.to_string(), port, cluster_id.to_string()))
     }
 
     /// Problems found while indexing config (delegate VirtualServices, DestinationRule merge

@@ -16,6 +16,7 @@
 //! [`PushContext::config_generation`].
 
 pub mod authn;
+pub mod cluster_local;
 mod context;
 pub mod converter;
 mod delegate;

@@ -10,6 +10,7 @@ mod aliases;
 mod backend_policies;
 mod benchmark_workloads;
 mod bookinfo;
+mod cluster_local;
 mod credentials;
 mod delegation;
 mod envoy_filters;

@@ -53,7 +53,7 @@ async fn start_mesh(config: &TestEnv, system_namespace: &str, timeout: Duration)
         config_cluster_id: "cluster-a".into(),
         registry: fast("ignored"),
         remote_cluster_timeout: timeout,
-        client_config: Arc::new(|bytes| Box::pin(kubeconfig_from_bytes(bytes))),
+        client_config: Arc::new(|bytes| Box::pin(kubeconfig_from_bytes(bytes, Default::default()))),
     });
     let client = meshpilot_kube::client::connection(config.client_config().await.unwrap()).unwrap().client;
     tokio::spawn(remote.run(client, shutdown));
@@ -318,6 +318,12 @@ async fn refused_ignored_and_unreachable_clusters_never_block_readiness() {
         })
         .collect::<Vec<_>>()
         .join("\n");
+    // A kubeconfig whose user runs a command on the control plane's machine: refused.
+    let with_exec = kubeconfig_text(a).replace(
+        "  user:\n",
+        "  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/true, interactiveMode: Never}\n",
+    );
+    assert!(with_exec.contains("exec:"), "{with_exec}");
     write_secret(
         a,
         system,
@@ -326,6 +332,7 @@ async fn refused_ignored_and_unreachable_clusters_never_block_readiness() {
             ("cluster-a", &kubeconfig_text(a)),
             ("broken", "apiVersion: v1\nkind: Config\nclusters: 7\n"),
             ("far", &unreachable),
+            ("runs-commands", &with_exec),
         ],
     );
     let mesh = start_mesh(a, system, Duration::from_secs(1)).await;
@@ -340,6 +347,9 @@ async fn refused_ignored_and_unreachable_clusters_never_block_readiness() {
     let broken = clusters.iter().find(|c| c.id == "broken").expect("the refused cluster is listed");
     assert_eq!(broken.sync_status, ClusterSyncStatus::Closed);
     assert!(broken.error.contains("kubeconfig"), "{}", broken.error);
+    let execs = clusters.iter().find(|c| c.id == "runs-commands").expect("the exec kubeconfig is listed");
+    assert_eq!(execs.sync_status, ClusterSyncStatus::Closed);
+    assert!(execs.error.contains("exec is not allowed"), "{}", execs.error);
     assert_eq!(mesh.remote.cluster_ids(), ["far"]);
 
     // The Secret gone: so are its clusters, refused ones included.
