@@ -111,6 +111,8 @@ pub(crate) struct AssignmentKey {
     pub dns: bool,
     pub tls_metadata: bool,
     pub locality: Option<LocalityKey>,
+    /// The proxy's network when split-horizon EDS applies (some network has a gateway), else `None`.
+    pub network: Option<String>,
 }
 
 /// What a proxy-relative assignment depends on (Istio keys its EDS cache on the proxy's locality and
@@ -133,6 +135,7 @@ impl PartialEq for AssignmentKey {
             && self.dns == other.dns
             && self.tls_metadata == other.tls_metadata
             && self.locality == other.locality
+            && self.network == other.network
     }
 }
 
@@ -146,6 +149,7 @@ impl std::hash::Hash for AssignmentKey {
         self.dns.hash(state);
         self.tls_metadata.hash(state);
         self.locality.hash(state);
+        self.network.hash(state);
     }
 }
 

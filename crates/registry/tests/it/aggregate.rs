@@ -93,6 +93,7 @@ fn kube_service(hostname: &str, namespace: &str, created: &str) -> Arc<Service> 
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
         traffic_distribution: Default::default(),
+        cluster_external_addresses: Default::default(),
     })
 }
 
