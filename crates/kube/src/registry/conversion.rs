@@ -466,6 +466,28 @@ mod tests {
     }
 
     #[test]
+    fn external_addresses_are_load_balancer_ingress_then_external_ips_of_the_cluster() {
+        let options = KubeRegistryOptions { cluster_id: "east".into(), ..KubeRegistryOptions::default() };
+        let convert = |spec: serde_json::Value, status: serde_json::Value| {
+            let svc = object(serde_json::json!({"metadata": {"name": "gw", "namespace": "istio-system"},
+                                                "spec": spec, "status": status}));
+            convert_service(&svc, &options).service.cluster_external_addresses.clone()
+        };
+        let lb = convert(
+            serde_json::json!({"type": "LoadBalancer", "externalIPs": ["198.51.100.7"]}),
+            serde_json::json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}, {"hostname": "lb.example.com"}, {}]}}),
+        );
+        let expected = vec!["203.0.113.1".to_string(), "lb.example.com".into(), "198.51.100.7".into()];
+        assert_eq!(lb, BTreeMap::from([("east".to_string(), expected)]));
+        // Not a LoadBalancer: its status is not read (istiod); no address, no entry.
+        let cluster_ip = convert(
+            serde_json::json!({"type": "ClusterIP"}),
+            serde_json::json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}),
+        );
+        assert!(cluster_ip.is_empty(), "{cluster_ip:?}");
+    }
+
+    #[test]
     fn locality_from_pod_label_or_node() {
         let node: Labels = [(LABEL_TOPOLOGY_REGION, "r1"), (LABEL_TOPOLOGY_ZONE, "z1")]
             .map(|(k, v)| (k.to_string(), v.to_string()))
