@@ -111,8 +111,9 @@ pub(crate) struct AssignmentKey {
     pub dns: bool,
     pub tls_metadata: bool,
     pub locality: Option<LocalityKey>,
-    /// The proxy's network when split-horizon EDS applies (some network has a gateway), else `None`.
-    pub network: Option<String>,
+    /// The proxy's network and IP families (IPv4, IPv6) when split-horizon EDS applies (some network
+    /// has a gateway), else `None`.
+    pub network: Option<(String, bool, bool)>,
 }
 
 /// What a proxy-relative assignment depends on (Istio keys its EDS cache on the proxy's locality and

@@ -136,13 +136,21 @@ struct ClusterSource<'p, 'q> {
 #[derive(Clone, Copy)]
 struct NetworkSource<'q> {
     proxy_network: Option<&'q str>,
+    /// The IP families of the proxy's addresses, `(IPv4, IPv6)`.
+    ip_families: (bool, bool),
     sni_dnat: bool,
 }
 
 impl NetworkSource<'_> {
-    fn key(&self) -> Option<String> {
-        self.proxy_network.map(str::to_string)
+    fn key(&self) -> Option<(String, bool, bool)> {
+        self.proxy_network.map(|n| (n.to_string(), self.ip_families.0, self.ip_families.1))
     }
+}
+
+/// The IP families of `ips`, `(IPv4, IPv6)` (Istio's `Proxy.SupportsIPv4` / `SupportsIPv6`).
+fn ip_families(ips: &[String]) -> (bool, bool) {
+    let parsed: Vec<std::net::IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+    (parsed.iter().any(std::net::IpAddr::is_ipv4), parsed.iter().any(std::net::IpAddr::is_ipv6))
 }
 
 /// A proxy-relative ranking of a cluster's endpoints: the DestinationRule it comes from (kept alive
@@ -232,6 +240,7 @@ fn cluster_source<'p, 'q>(
         locality: ranking.setting(push).is_some().then_some(ranking),
         networks: NetworkSource {
             proxy_network: push.network_gateways().is_multi_network().then(|| proxy.network()),
+            ip_families: ip_families(&proxy.ips),
             sni_dnat,
         },
     })
@@ -307,8 +316,12 @@ fn split_horizon<'a>(
         |ep: &Endpoint| ep.tls_mode == model::service::TLS_MODE_ISTIO && endpoint_accepts_mtls(push, ep);
     if let Some(network) = networks.proxy_network {
         let mesh_networks = &push.mesh().mesh_networks;
-        let view =
-            crate::split_horizon::NetworkView { network, gateways: push.network_gateways(), tls_metadata };
+        let view = crate::split_horizon::NetworkView {
+            network,
+            ip_families: networks.ip_families,
+            gateways: push.network_gateways(),
+            tls_metadata,
+        };
         crate::split_horizon::by_network(groups, &mut members, &view, |ep: &'a Endpoint| {
             crate::split_horizon::EndpointFacts {
                 network: if ep.network.is_empty() {

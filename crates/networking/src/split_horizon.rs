@@ -12,7 +12,8 @@
 //! * any other endpoint is replaced by its network's gateways (those of its cluster first, else every
 //!   gateway of the network, [`NetworkGateways::for_endpoint`]): its weight is split evenly among
 //!   them (integer division) and summed per gateway; endpoints that do not take Istio mutual TLS are
-//!   dropped instead (cross-network traffic is routed by the SNI of the mTLS connection);
+//!   dropped instead (cross-network traffic is routed by the SNI of the mTLS connection), and so are
+//!   endpoints whose network has gateways but none of an IP family the proxy has;
 //! * gateway endpoints come after the kept ones, ordered by address then port, their weight at least 1,
 //!   labelled `tlsMode: istio` for auto mTLS; the locality's weight is the sum of what is left (none
 //!   when nothing is).
@@ -37,12 +38,31 @@ pub(crate) struct EndpointFacts<'a> {
     pub mtls: bool,
 }
 
-/// The proxy's side: its network (empty: none) and the snapshot's gateways; `tls_metadata` says
-/// whether gateway endpoints get the auto-mTLS match metadata (as the proxy's other endpoints do).
+/// The proxy's side: its network (empty: none), the IP families of its addresses (`(IPv4, IPv6)`), and
+/// the snapshot's gateways; `tls_metadata` says whether gateway endpoints get the auto-mTLS match
+/// metadata (as the proxy's other endpoints do).
 pub(crate) struct NetworkView<'a> {
     pub network: &'a str,
+    pub ip_families: (bool, bool),
     pub gateways: &'a NetworkGateways,
     pub tls_metadata: bool,
+}
+
+impl NetworkView<'_> {
+    /// Whether the proxy can reach `gw` by its IP family (istiod's `filterGatewaysByIPFamily`: a proxy
+    /// with addresses of one family only reaches gateways of that family; one with both, or with no
+    /// known address, reaches all). IPv4-mapped IPv6 addresses count as IPv4.
+    fn reaches(&self, gw: &NetworkGateway) -> bool {
+        let (v4, v6) = self.ip_families;
+        if v4 == v6 {
+            return true;
+        }
+        match gw.address.parse::<std::net::IpAddr>().map(|a| a.to_canonical()) {
+            Ok(std::net::IpAddr::V4(_)) => v4,
+            Ok(std::net::IpAddr::V6(_)) => v6,
+            Err(_) => false,
+        }
+    }
 }
 
 /// Istio's `Proxy.InNetwork`: the same network, or either side has none.
@@ -75,6 +95,7 @@ pub(crate) fn by_network<'f, M: Copy>(
             };
             let ep = facts(m);
             let gateways = view.gateways.for_endpoint(ep.network, ep.cluster);
+            let reachable: Vec<&NetworkGateway> = gateways.iter().filter(|g| view.reaches(g)).collect();
             let weight = match lb.load_balancing_weight.as_ref().map_or(0, |w| w.value) {
                 0 => scale,
                 w => w.saturating_mul(scale),
@@ -86,11 +107,12 @@ pub(crate) fn by_network<'f, M: Copy>(
                 kept_members.push(member);
                 continue;
             }
-            if !ep.mtls {
+            // Gateways exist, but none of the proxy's IP family: left out, not sent direct.
+            if reachable.is_empty() || !ep.mtls {
                 continue;
             }
-            let share = weight / u32::try_from(gateways.len()).unwrap_or(u32::MAX);
-            for gw in gateways {
+            let share = weight / u32::try_from(reachable.len()).unwrap_or(u32::MAX);
+            for gw in reachable {
                 let total = through.entry(gw).or_default();
                 *total = total.saturating_add(share);
             }
@@ -223,7 +245,7 @@ mod tests {
     fn run(network: &str, gateways: &NetworkGateways, eps: &[Ep]) -> (Vec<(String, u32, bool)>, Option<u32>) {
         let (g, m) = group("r1", eps);
         let (mut groups, mut members) = (vec![g], vec![m]);
-        let view = NetworkView { network, gateways, tls_metadata: true };
+        let view = NetworkView { network, ip_families: (false, false), gateways, tls_metadata: true };
         by_network(&mut groups, &mut members, &view, facts);
         assert_eq!(groups[0].lb_endpoints.len(), members[0].len());
         shown(&groups[0])
@@ -325,6 +347,29 @@ mod tests {
         assert_eq!(out, (vec![s("10.0.0.1:8080", 1, false), s("192.0.2.1:15443", 1, true)], Some(2)));
         let local = run("b", &gws, &[("10.1.0.1", 0, "b", "", true)]);
         assert_eq!(local, (vec![s("10.1.0.1:8080", 1, false)], Some(1)), "the gateway's own network: direct");
+    }
+
+    #[test]
+    fn single_stack_proxies_use_gateways_of_their_ip_family_only() {
+        let gws = NetworkGateways::new([
+            gw("2001:db8::1", "b", ""),
+            gw("192.0.2.1", "b", ""),
+            gw("2001:db8::9", "c", ""),
+        ]);
+        let run_with = |families: (bool, bool)| {
+            let (g, m) = group("r1", &[("10.1.0.1", 0, "b", "", true), ("10.2.0.1", 0, "c", "", true)]);
+            let (mut groups, mut members) = (vec![g], vec![m]);
+            let view =
+                NetworkView { network: "a", ip_families: families, gateways: &gws, tls_metadata: false };
+            by_network(&mut groups, &mut members, &view, facts);
+            shown(&groups[0])
+        };
+        // lcm(b: 2, c: 1) = 2. IPv4 only: b's IPv4 gateway takes the whole weight; c's only gateway is
+        // IPv6, so its endpoint is left out.
+        assert_eq!(run_with((true, false)), (vec![s("192.0.2.1:15443", 2, false)], Some(2)));
+        let dual = run_with((true, true));
+        assert_eq!(dual.0.len(), 3, "dual stack: every gateway {dual:?}");
+        assert_eq!(run_with((false, false)), dual, "no known address: no filter");
     }
 
     #[test]
