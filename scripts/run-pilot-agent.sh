@@ -24,7 +24,8 @@
 # Istio's own template from scripts/istio-peer.sh template), POD_NAME (default sidecar-INSTANCE_IP),
 # POD_NAMESPACE (default), SERVICE_ACCOUNT (default), ISTIOD_SAN (the name the control plane's
 # certificate is checked for; default istiod.istio-system.svc), CLUSTER_ID (default Kubernetes),
-# PROXY_CONFIG_EXTRA (JSON members added to PROXY_CONFIG, e.g. '"holdApplicationUntilProxyStarts":true'). Other
+# PROXY_CONFIG_EXTRA (JSON members added to PROXY_CONFIG, e.g. '"holdApplicationUntilProxyStarts":true'),
+# PROXY_TYPE (pilot-agent's proxy type: sidecar, the default, or router for a gateway). Other
 # variables (ISTIO_META_*, SECRET_TTL, XDS_HEADER_*, ...) pass through to pilot-agent.
 set -euo pipefail
 
@@ -93,7 +94,7 @@ ENV
     export ENVOY_STATUS_PORT="$ready" ENVOY_PROMETHEUS_PORT="$prom"
     export ISTIO_META_INTERCEPTION_MODE="${ISTIO_META_INTERCEPTION_MODE:-NONE}"
     export JWT_POLICY=third-party-jwt
-    exec setsid "$agent" proxy sidecar >"$dir/agent.log" 2>&1 </dev/null
+    exec setsid "$agent" proxy "${PROXY_TYPE:-sidecar}" >"$dir/agent.log" 2>&1 </dev/null
   ) &
   echo $! >"$dir/agent.pid"
 

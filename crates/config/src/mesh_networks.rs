@@ -1,7 +1,7 @@
 //! Mesh networks (Istio's `MeshNetworks`: the `--networksConfig` file or the `istio` ConfigMap's
 //! `meshNetworks` key): read and checked as istiod's `mesh.ParseMeshNetworks` does (strict protobuf
-//! JSON, then `agent.ValidateMeshNetworks`). meshpilot does not act on them yet (multi-network is a
-//! later issue); the value in force is shown in the debug endpoints.
+//! JSON, then `agent.ValidateMeshNetworks`); the checked JSON becomes `model::network::MeshNetworks`
+//! (networks of endpoints, east-west gateways). The value in force is shown in the debug endpoints.
 //!
 //! ```yaml
 //! networks:

@@ -34,6 +34,10 @@ pub enum Input {
     /// in force change nothing; others replace them and cause a full push (reason `global`), as
     /// istiod's mesh watcher does.
     Mesh(Box<MeshSettings>),
+    /// New mesh networks (`meshNetworks`, kept apart from the mesh config by their own source: the
+    /// mesh settings in force keep them across [`Input::Mesh`]). A changed value causes a full push
+    /// (reason `global`), as istiod's `NetworksTrigger`.
+    MeshNetworks(Arc<model::network::MeshNetworks>),
     /// What the cluster says about namespaces, Secrets and Service addresses, for the Gateway API
     /// converter. A change causes a full push (reason `global`): the converter reads it on the next
     /// push context build.
@@ -86,6 +90,7 @@ impl SecretsChanged {
 pub(crate) struct Pending {
     pub(crate) request: Option<PushRequest>,
     pub(crate) mesh: Option<MeshSettings>,
+    pub(crate) networks: Option<Arc<model::network::MeshNetworks>>,
     pub(crate) gateway_objects: Option<gateway::KubeObjects>,
     pub(crate) secrets: SecretsChanged,
 }
@@ -116,6 +121,7 @@ impl Inputs {
                 None => pending.request = Some(request),
             },
             Input::Mesh(mesh) => pending.mesh = Some(*mesh),
+            Input::MeshNetworks(networks) => pending.networks = Some(networks),
             Input::GatewayApiObjects(objects) => pending.gateway_objects = Some(objects),
             Input::Secrets(changed) => {
                 pending.secrets.kubernetes.extend(changed.kubernetes);

@@ -402,10 +402,22 @@ impl DiscoveryServer {
         if let Some(mut mesh) = pending.mesh {
             mesh.trace_sampling = self.trace_sampling;
             let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
+            // The mesh networks have their own input.
+            mesh.mesh_networks = current.mesh_networks.clone();
             if **current != mesh {
                 *current = Arc::new(mesh);
                 drop(current);
                 global("mesh config");
+            }
+        }
+        if let Some(networks) = pending.networks {
+            let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
+            if current.mesh_networks != networks {
+                let mut mesh = (**current).clone();
+                mesh.mesh_networks = networks;
+                *current = Arc::new(mesh);
+                drop(current);
+                global("mesh networks");
             }
         }
         if let Some(objects) = pending.gateway_objects

@@ -69,6 +69,7 @@ fn service(hostname: String, namespace: &str, port: u32) -> Arc<Service> {
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
         traffic_distribution: Default::default(),
+        cluster_external_addresses: Default::default(),
     })
 }
 

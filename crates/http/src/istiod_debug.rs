@@ -6,7 +6,7 @@
 //!
 //! Each handler answers with istiod's JSON shape where meshpilot has the data (the module table of
 //! [`crate`] and docs/DEBUGGING.md list them); what meshpilot cannot have is a `501 Not Implemented`
-//! with a text saying why ([`NOT_IMPLEMENTED`]: `pprof`, `ambientz`, `krtz`, `mcsz`, `networkz`),
+//! with a text saying why ([`NOT_IMPLEMENTED`]: `pprof`, `ambientz`, `krtz`, `mcsz`),
 //! never a made-up body. Unknown paths are `404`.
 //!
 //! Authorisation is istiod's (`allowAuthenticatedOrLocalhost`, `AuthorizeDebugRequest`,
@@ -128,7 +128,7 @@ pub const DEBUG_PATHS: &[DebugPath] = &[
     DebugPath { path: "/debug/mcsz", help: "List information about Kubernetes MCS services (501)" },
     DebugPath { path: "/debug/mesh", help: "Active mesh config" },
     DebugPath { path: "/debug/ndsz", help: "Status and debug interface for NDS" },
-    DebugPath { path: "/debug/networkz", help: "List cross-network gateways (501)" },
+    DebugPath { path: "/debug/networkz", help: "List cross-network gateways" },
     DebugPath {
         path: "/debug/objectz",
         help: "meshpilot: one config object's source, validation and per-proxy sync state",
@@ -170,12 +170,37 @@ pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "/debug/mcsz",
         "meshpilot does not implement Kubernetes multi-cluster services (ServiceExport / ServiceImport)",
     ),
-    (
-        "/debug/networkz",
-        "meshpilot does not act on meshNetworks yet (multi-network is not implemented), so it has no \
-         cross-network gateways; the mesh networks in force are under `mesh` in /debug/configstatusz",
-    ),
 ];
+
+/// `/debug/networkz` (istiod's `networkz`: `NetworkManager.AllGateways()`): the east-west gateways of
+/// the current push context, sorted by address then port, with Go's field names (`Network`,
+/// `Cluster`, `Addr`, `Port`, `HBONEPort` — always 0: no ambient —, `ServiceAccount`); `null` when
+/// there is none, as istiod's nil list.
+fn networkz(state: &DebugState) -> Value {
+    state.server.push_context().map_or(Value::Null, |push| gateways_json(&push))
+}
+
+/// A push context's gateways as istiod's JSON list (`null` when empty).
+fn gateways_json(push: &model::push::PushContext) -> Value {
+    let mut gateways: Vec<_> = push.network_gateways().all().collect();
+    gateways.sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
+    if gateways.is_empty() {
+        return Value::Null;
+    }
+    gateways
+        .into_iter()
+        .map(|g| {
+            json!({
+                "Network": g.network,
+                "Cluster": g.cluster,
+                "Addr": g.address,
+                "Port": g.port,
+                "HBONEPort": 0,
+                "ServiceAccount": {"Namespace": "", "Name": ""},
+            })
+        })
+        .collect()
+}
 
 /// The injection templates in force by name, for `/debug/inject` (istiod's `webhook` function): set
 /// once by whoever runs the sidecar injector ([`InjectTemplates::set`]); unset, `/debug/inject` is a
@@ -241,6 +266,7 @@ pub fn serve_debug(state: &DebugState, path_and_query: &str, grant: &Grant) -> D
         "/debug/list" => DebugReply::json(&list(state)),
         "/debug/configz" => DebugReply::json(&configz(state)),
         "/debug/mesh" => DebugReply::json(&state.server.mesh().source),
+        "/debug/networkz" => DebugReply::json(&networkz(state)),
         "/debug/syncz" => {
             DebugReply::json(&syncz::syncz(&proxies(&state.server), q.get("namespace").map(String::as_str)))
         }
@@ -824,16 +850,15 @@ fn push_status(state: &DebugState) -> Value {
     json!(out)
 }
 
-/// `/debug/pushcontext` (istiod's `PushContextDebug`): `AuthorizationPolicies`, and
-/// `NetworkGateways` / `UnresolvedGateways` `null` (meshpilot does not act on meshNetworks).
+/// `/debug/pushcontext` (istiod's `PushContextDebug`): `AuthorizationPolicies`, and the east-west
+/// gateways as `NetworkGateways` and `UnresolvedGateways` (the same list: meshpilot resolves no
+/// gateway host names, it leaves them out).
 fn pushcontext(state: &DebugState) -> Value {
-    if state.server.push_context().is_none() {
-        return json!({});
-    }
+    let Some(push) = state.server.push_context() else { return json!({}) };
     json!({
         "AuthorizationPolicies": authorization_policies(state),
-        "NetworkGateways": null,
-        "UnresolvedGateways": null,
+        "NetworkGateways": gateways_json(&push),
+        "UnresolvedGateways": gateways_json(&push),
     })
 }
 

@@ -29,7 +29,7 @@
 //! | `/debug/clusterz` | the clusters endpoints are read from |
 //! | `/debug/inject` | the injection templates in force (404 without an injector) |
 //! | `/debug/force_disconnect?proxyID=ID` | ends the proxy's stream; only with `UNSAFE_ENABLE_ADMIN_ENDPOINTS` |
-//! | `/debug/pprof/*`, `/debug/ambientz`, `/debug/krtz`, `/debug/mcsz`, `/debug/networkz` | 501 with the reason ([`istiod_debug::NOT_IMPLEMENTED`]) |
+//! | `/debug/pprof/*`, `/debug/ambientz`, `/debug/krtz`, `/debug/mcsz` | 501 with the reason ([`istiod_debug::NOT_IMPLEMENTED`]) |
 //! | `/debug/proxystatusz` | meshpilot only: control-plane name and per-proxy, per-type sync status with versions (`meshpilot proxy-status`; see [`proxystatus`]) |
 //! | `/debug/objectz?kind=&namespace=&name=` | one config object: source (file:line or cluster), validation, the connected proxies it concerns and per proxy ACKED / PENDING / NACKED with Envoy's error and the Istio field traced (`discovery::objects`); without `name`, every object (optionally of `kind` / in `namespace`) with its validation state and counts; unknown kind 400, unknown object 404 |
 //! | `/debug/mesh` | the mesh config in force (istiod's; the fields as given) |

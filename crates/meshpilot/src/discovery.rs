@@ -108,7 +108,8 @@ pub struct Args {
 
     /// Mesh networks YAML (istiod's --networksConfig, default ./etc/istio/config/meshNetworks): found
     /// and watched as the mesh config (ConfigMap key `meshNetworks`), checked as istiod checks it and
-    /// shown in /debug/configstatusz; not acted on yet (multi-network is a later issue).
+    /// shown in /debug/configstatusz; sets endpoints' networks and the east-west gateways of
+    /// split-horizon EDS (docs/MULTICLUSTER.md).
     #[arg(long = "networksConfig", value_name = "FILE")]
     networks_config: Option<PathBuf>,
 
@@ -241,11 +242,14 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let mesh_text = mesh_start.text.clone();
     let mesh_source::CheckedMesh { settings: mesh, warnings: mesh_warnings, selectors, config_sources } =
         mesh_start.checked;
+    // Every change reaches the DiscoveryServer through these (mesh config from an MCP server too; the
+    // mesh networks from their keeper, so they are made first).
+    let inputs = discovery::Inputs::new();
     let networks_origin = source_origin(args, &env, access.is_some(), mesh_source::NETWORKS_KEY);
     let networks = mesh_source::MeshKeeper::new(
         "mesh networks",
         networks_origin.clone(),
-        mesh_source::networks_apply(),
+        mesh_source::networks_apply(inputs.clone()),
         mesh_sources.clone(),
         "meshNetworks",
     );
@@ -298,8 +302,6 @@ async fn run_async(args: &Args) -> Result<(), String> {
     let gateway_failures = kube_source::gateway_deployment::DeploymentFailures::default();
     invalid_objects.push(crate::ingress_source::gateway_invalid_objects(gateway_failures.clone()));
     let mut cluster = None;
-    // Every change reaches the DiscoveryServer through these (mesh config from an MCP server too).
-    let inputs = discovery::Inputs::new();
     // Mesh config configSources replace --config-dir and the cluster's CRDs (istiod's rule).
     let config_dirs: &[PathBuf] = if config_sources.is_empty() { &args.config_dirs } else { &[] };
     if !config_sources.is_empty() {

@@ -358,10 +358,16 @@ pub fn mesh_apply(cx: MeshApply) -> Apply {
     })
 }
 
-/// The keeper's apply function for mesh networks: checked ([`config::mesh_networks`]) and kept; not
-/// acted on yet.
-pub fn networks_apply() -> Apply {
-    Box::new(|text: &str| config::mesh_networks::parse_mesh_networks(text))
+/// The keeper's apply function for mesh networks: checked ([`config::mesh_networks`]), kept, and sent
+/// to the DiscoveryServer through `inputs` as `discovery::Input::MeshNetworks` (a changed value
+/// pushes to every proxy, as istiod's `NetworksTrigger`).
+pub fn networks_apply(inputs: discovery::Inputs) -> Apply {
+    Box::new(move |text: &str| {
+        let value = config::mesh_networks::parse_mesh_networks(text)?;
+        let networks = model::network::MeshNetworks::from_json(&value)?;
+        inputs.send(discovery::Input::MeshNetworks(Arc::new(networks)));
+        Ok(value)
+    })
 }
 
 #[cfg(test)]
@@ -390,7 +396,7 @@ mod tests {
         let keeper = MeshKeeper::new(
             "mesh networks",
             Origin::File("/m".into()),
-            networks_apply(),
+            networks_apply(discovery::Inputs::new()),
             status.clone(),
             "meshNetworks",
         );

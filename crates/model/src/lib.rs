@@ -24,6 +24,7 @@ pub mod file_secret;
 pub mod finding;
 pub mod host;
 pub mod mcp;
+pub mod network;
 pub mod push;
 pub mod selector;
 pub mod service;

@@ -310,6 +310,12 @@ pub struct Service {
     pub auto_allocated: Vec<String>,
     /// The Service's preference for nearby endpoints (Istio's `Attributes.TrafficDistribution`).
     pub traffic_distribution: TrafficDistribution,
+    /// The addresses the service is reached at from outside each cluster, by cluster id (Istio's
+    /// `Attributes.ClusterExternalAddresses`): a Kubernetes `LoadBalancer` Service's
+    /// `status.loadBalancer.ingress` IPs (else host names), then its `spec.externalIPs`. Empty for
+    /// other services. What an east-west gateway Service is reached at
+    /// ([`crate::network::gateways_from_service`]).
+    pub cluster_external_addresses: BTreeMap<String, Vec<String>>,
 }
 
 /// An alias of a service: the hostname and namespace of an [`Alias`](Resolution::Alias) service
@@ -891,6 +897,7 @@ mod tests {
             aliases: Vec::new(),
             auto_allocated: Vec::new(),
             traffic_distribution: Default::default(),
+            cluster_external_addresses: Default::default(),
         }
     }
 

@@ -111,6 +111,9 @@ pub(crate) struct AssignmentKey {
     pub dns: bool,
     pub tls_metadata: bool,
     pub locality: Option<LocalityKey>,
+    /// The proxy's network and IP families (IPv4, IPv6) when split-horizon EDS applies (some network
+    /// has a gateway), else `None`.
+    pub network: Option<(String, bool, bool)>,
 }
 
 /// What a proxy-relative assignment depends on (Istio keys its EDS cache on the proxy's locality and
@@ -133,6 +136,7 @@ impl PartialEq for AssignmentKey {
             && self.dns == other.dns
             && self.tls_metadata == other.tls_metadata
             && self.locality == other.locality
+            && self.network == other.network
     }
 }
 
@@ -146,6 +150,7 @@ impl std::hash::Hash for AssignmentKey {
         self.dns.hash(state);
         self.tls_metadata.hash(state);
         self.locality.hash(state);
+        self.network.hash(state);
     }
 }
 

@@ -1215,6 +1215,51 @@ fn outbound_clusters(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
     out
 }
 
+/// The SNI-DNAT clusters of a router that has an `AUTO_PASSTHROUGH` gateway server (Istio's
+/// `buildOutboundSniDnatClusters`): for every mesh-internal service of its scope and every port but
+/// UDP, `outbound_.PORT_._.HOST` and one per DestinationRule subset (`outbound_.PORT_.SUBSET_.HOST`),
+/// built as the outbound cluster of the same port and subset but without TLS (the gateway passes the
+/// client's mTLS connection through; istiod's `SniDnatClusterMode` skips the upstream TLS settings).
+/// Their endpoints are the mTLS-capable ones only (`endpoint`). Not cached: made per router, as istiod.
+fn sni_dnat_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
+    if proxy.kind != ProxyKind::Router
+        || proxy.proxyless_grpc
+        || !crate::gateway::has_auto_passthrough(push, proxy)
+    {
+        return Vec::new();
+    }
+    let scope = push.sidecar_scope(proxy);
+    let mut built = Vec::new();
+    // The outbound clusters' findings are reported with them already.
+    let mut ignored = Vec::new();
+    for service in scope.services() {
+        if service.mesh_external || service.is_alias() {
+            continue;
+        }
+        let dr = push.destination_rule(proxy, service);
+        service_clusters(push, proxy, service, dr.as_deref(), &mut ignored, &mut built);
+    }
+    built
+        .into_iter()
+        .filter_map(|mut c| {
+            let key = crate::naming::parse_cluster_name(&c.name)?;
+            let name = crate::naming::sni_dnat_cluster_name(key.port, key.subset, key.host);
+            c.transport_socket = None;
+            c.transport_socket_matches.clear();
+            if let Some(eds) = c.eds_cluster_config.as_mut()
+                && !eds.service_name.is_empty()
+            {
+                eds.service_name.clone_from(&name);
+            }
+            if let Some(la) = c.load_assignment.as_mut() {
+                la.cluster_name.clone_from(&name);
+            }
+            c.name = name;
+            Some(c)
+        })
+        .collect()
+}
+
 /// `true` if traffic to `port` of the rule's host is load balanced by consistent hash (then default
 /// retries do not avoid previous hosts, as Istio's `DefaultConsistentHashPolicy`).
 pub(crate) fn uses_consistent_hash(rule: &DestinationRule, port: u32) -> bool {
@@ -1333,6 +1378,7 @@ pub fn generate_clusters(push: &Snapshot, proxy: &ProxyContext, names: &[String]
     let mut findings = Vec::new();
     let mut clusters = outbound_for(push, proxy, &mut findings);
     clusters.extend(own_clusters(push, proxy, &mut findings));
+    clusters.extend(sni_dnat_clusters(push, proxy));
     let clusters = finish(clusters, |c: &Cluster| &c.name, names, &mut findings);
     crate::envoy_filter::patch_clusters(push, proxy, Built::new(clusters, findings))
 }
@@ -1352,6 +1398,7 @@ pub fn generate_clusters_encoded(
     findings.extend(shared.1.iter().cloned());
     let mut clusters = shared.0.clone();
     clusters.extend(own_clusters(push, proxy, &mut findings).iter().map(shared_form));
+    clusters.extend(sni_dnat_clusters(push, proxy).iter().map(shared_form));
     let clusters = finish(clusters, |c: &EncodedResource| &c.name, names, &mut findings);
     crate::envoy_filter::patch_clusters(push, proxy, Built::new(clusters, findings))
 }

@@ -54,16 +54,16 @@ pub(crate) fn locality_lb_endpoints<'a>(
     locality_groups(endpoints, dns, tls_metadata, resource, findings).0
 }
 
-/// [`locality_lb_endpoints`] with the labels of each group's endpoints, in the same order
-/// (`members[i][j]` belongs to `groups[i].lb_endpoints[j]`): what failover priority compares.
+/// [`locality_lb_endpoints`] with each group's endpoints, in the same order (`members[i][j]` belongs
+/// to `groups[i].lb_endpoints[j]`): what split-horizon EDS and failover priority read.
 pub(crate) fn locality_groups<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     dns: bool,
     tls_metadata: Option<&dyn Fn(&Endpoint) -> bool>,
     resource: &str,
     findings: &mut Vec<Finding>,
-) -> (Vec<LocalityLbEndpoints>, Vec<Vec<&'a Labels>>) {
-    let mut by_locality: BTreeMap<&str, (u32, Vec<LbEndpoint>, Vec<&'a Labels>)> = BTreeMap::new();
+) -> (Vec<LocalityLbEndpoints>, Vec<Vec<&'a Endpoint>>) {
+    let mut by_locality: BTreeMap<&str, (u32, Vec<LbEndpoint>, Vec<&'a Endpoint>)> = BTreeMap::new();
     for ep in endpoints {
         let health = match ep.health_status {
             HealthStatus::Healthy => EnvoyHealth::Healthy,
@@ -103,7 +103,7 @@ pub(crate) fn locality_groups<'a>(
                 ..Default::default()
             })),
         });
-        entry.2.push(&ep.labels);
+        entry.2.push(ep);
     }
     by_locality
         .into_iter()
@@ -127,6 +127,30 @@ struct ClusterSource<'p, 'q> {
     subset: Option<Labels>,
     resolution: Resolution,
     locality: Option<LocalityRanking<'q>>,
+    networks: NetworkSource<'q>,
+}
+
+/// What split-horizon EDS needs of a cluster: the proxy's network when any network gateway is known
+/// (`None`: the filter does not apply), and whether the cluster is an `AUTO_PASSTHROUGH` SNI-DNAT
+/// cluster (`outbound_.PORT_.SUBSET_.HOST`, mTLS endpoints only).
+#[derive(Clone, Copy)]
+struct NetworkSource<'q> {
+    proxy_network: Option<&'q str>,
+    /// The IP families of the proxy's addresses, `(IPv4, IPv6)`.
+    ip_families: (bool, bool),
+    sni_dnat: bool,
+}
+
+impl NetworkSource<'_> {
+    fn key(&self) -> Option<(String, bool, bool)> {
+        self.proxy_network.map(|n| (n.to_string(), self.ip_families.0, self.ip_families.1))
+    }
+}
+
+/// The IP families of `ips`, `(IPv4, IPv6)` (Istio's `Proxy.SupportsIPv4` / `SupportsIPv6`).
+fn ip_families(ips: &[String]) -> (bool, bool) {
+    let parsed: Vec<std::net::IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+    (parsed.iter().any(std::net::IpAddr::is_ipv4), parsed.iter().any(std::net::IpAddr::is_ipv6))
 }
 
 /// A proxy-relative ranking of a cluster's endpoints: the DestinationRule it comes from (kept alive
@@ -185,7 +209,10 @@ fn cluster_source<'p, 'q>(
     proxy: &'q ProxyContext,
     name: &'q str,
 ) -> Option<ClusterSource<'p, 'q>> {
-    let key = parse_cluster_name(name)?;
+    let (key, sni_dnat) = match parse_cluster_name(name) {
+        Some(key) => (key, false),
+        None => (crate::naming::parse_sni_dnat_cluster_name(name)?, true),
+    };
     if key.direction != TrafficDirection::Outbound {
         return None;
     }
@@ -217,6 +244,11 @@ fn cluster_source<'p, 'q>(
         subset,
         resolution: service.resolution,
         locality: ranking.setting(push).is_some().then_some(ranking),
+        networks: NetworkSource {
+            proxy_network: push.network_gateways().is_multi_network().then(|| proxy.network()),
+            ip_families: ip_families(&proxy.ips),
+            sni_dnat,
+        },
     })
 }
 
@@ -249,17 +281,69 @@ fn assignment_of(
             let tls_metadata = tls_metadata.then_some(&accepts_mtls as &dyn Fn(&Endpoint) -> bool);
             let (mut groups, members) =
                 locality_groups(source.endpoints(), source.resolution.is_dns(), tls_metadata, name, findings);
+            let members = split_horizon(push, source.networks, tls_metadata.is_some(), &mut groups, members);
             if let Some(ranking) = &source.locality
                 && let Some((setting, outlier)) = ranking.setting(push)
             {
+                let labels: Vec<Vec<&Labels>> = members
+                    .iter()
+                    .map(|m| m.iter().map(|e| e.map_or(&*NO_LABELS, |e| &*e.labels)).collect())
+                    .collect();
                 let view = locality::ProxyView { locality: ranking.locality, labels: ranking.labels };
-                locality::apply_to_assignment(&mut groups, &members, view, &setting, outlier);
+                locality::apply_to_assignment(&mut groups, &labels, view, &setting, outlier);
             }
             groups
         }
         None => Vec::new(),
     };
     ClusterLoadAssignment { cluster_name: name.to_string(), endpoints, ..Default::default() }
+}
+
+/// Labels of gateway endpoints for failover priority (istiod gives them only topology labels).
+static NO_LABELS: std::sync::LazyLock<Labels> = std::sync::LazyLock::new(Labels::new);
+
+/// Split-horizon EDS on a cluster's groups ([`crate::split_horizon::by_network`]) when the proxy sees
+/// network gateways, then for SNI-DNAT clusters the mTLS-only filter (istiod's
+/// `BuildClusterLoadAssignment`: `EndpointsByNetworkFilter`, then `EndpointsWithMTLSFilter` for
+/// `IsDNSSrvSubsetKey` names). An endpoint takes mTLS when it is labelled `tlsMode: istio` and its
+/// workload's PeerAuthentication does not disable it (istiod's `checkMtlsEnabled`); its network is its
+/// own, else the one the mesh networks give its address and cluster. Returns the members, `None` for
+/// gateway endpoints.
+fn split_horizon<'a>(
+    push: &'a Snapshot,
+    networks: NetworkSource<'_>,
+    tls_metadata: bool,
+    groups: &mut [LocalityLbEndpoints],
+    members: Vec<Vec<&'a Endpoint>>,
+) -> Vec<Vec<Option<&'a Endpoint>>> {
+    let mut members: Vec<Vec<Option<&Endpoint>>> =
+        members.into_iter().map(|m| m.into_iter().map(Some).collect()).collect();
+    let mtls =
+        |ep: &Endpoint| ep.tls_mode == model::service::TLS_MODE_ISTIO && endpoint_accepts_mtls(push, ep);
+    if let Some(network) = networks.proxy_network {
+        let mesh_networks = &push.mesh().mesh_networks;
+        let view = crate::split_horizon::NetworkView {
+            network,
+            ip_families: networks.ip_families,
+            gateways: push.network_gateways(),
+            tls_metadata,
+        };
+        crate::split_horizon::by_network(groups, &mut members, &view, |ep: &'a Endpoint| {
+            crate::split_horizon::EndpointFacts {
+                network: if ep.network.is_empty() {
+                    mesh_networks.network_for(ep.first_address(), &ep.locality.cluster_id).unwrap_or("")
+                } else {
+                    &ep.network
+                },
+                cluster: &ep.locality.cluster_id,
+                mtls: mtls(ep),
+            }
+        });
+    }
+    if networks.sni_dnat {
+        crate::split_horizon::mtls_only(groups, &mut members, |ep: &Endpoint| mtls(ep));
+    }
+    members
 }
 
 /// The assignment for one cluster name (empty for an unknown name).
@@ -325,6 +409,7 @@ pub fn generate_endpoints_encoded(
                     dns: source.resolution.is_dns(),
                     tls_metadata,
                     locality: source.locality.as_ref().and_then(|r| r.key(push)),
+                    network: source.networks.key(),
                 };
                 let shared = push.assignment(key, || {
                     let mut found = Vec::new();

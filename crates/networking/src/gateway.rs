@@ -81,6 +81,11 @@ impl GatewayServer {
         format!("spec.servers[{}]", self.index)
     }
 
+    /// Whether the server's TLS mode is `AUTO_PASSTHROUGH` (SNI-DNAT: the SNI names the cluster).
+    pub fn is_auto_passthrough(&self) -> bool {
+        self.server().tls.as_ref().is_some_and(|t| t.mode == TlSmode::AutoPassthrough as i32)
+    }
+
     pub fn namespace(&self) -> &str {
         &self.gateway.config.meta.namespace
     }
@@ -270,6 +275,12 @@ pub(crate) fn servers(push: &Snapshot, proxy: &ProxyContext) -> SharedGatewaySer
         let mut findings = Vec::new();
         Arc::new((merge(push, proxy, &mut findings), findings))
     })
+}
+
+/// Whether a gateway selecting `proxy` has an `AUTO_PASSTHROUGH` server (Istio's
+/// `MergedGateway.ContainsAutoPassthroughGateways`): the router then gets the SNI-DNAT clusters.
+pub(crate) fn has_auto_passthrough(push: &Snapshot, proxy: &ProxyContext) -> bool {
+    servers(push, proxy).0.values().any(|m| m.servers.iter().any(GatewayServer::is_auto_passthrough))
 }
 
 impl Snapshot {

@@ -48,6 +48,7 @@ pub mod policy;
 pub mod rds;
 pub mod route;
 pub mod sds;
+mod split_horizon;
 pub mod stats;
 mod tls;
 pub mod tracing;

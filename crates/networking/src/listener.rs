@@ -1053,19 +1053,10 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                             add(&mut chains, &mut report, server, c);
                         }
                         ServerKind::TlsPassthrough => {
-                            let auto = server.server().tls.as_ref().is_some_and(|t| {
-                                t.mode
-                                    == api::networking::gateway::server_tls_settings::TlSmode::AutoPassthrough
-                                        as i32
-                            });
-                            if auto {
-                                report.push(
-                                    Severity::Unsupported,
-                                    Some(&server.gateway.config.key()),
-                                    &format!("{}.tls.mode", server.path()),
-                                    &name,
-                                    "AUTO_PASSTHROUGH (SNI-encoded cluster names) is not translated; server left out",
-                                );
+                            if server.is_auto_passthrough() {
+                                for c in auto_passthrough_chains(push, proxy, &scope, server, &logs.filters) {
+                                    add(&mut chains, &mut report, server, c);
+                                }
                                 continue;
                             }
                             for vs in
@@ -1167,6 +1158,57 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
             l.listener_filters.push(tls_inspector());
         }
         out.push(l);
+    }
+    out
+}
+
+/// The ALPNs of Istio mutual TLS a sidecar may offer (Istio's `allIstioMtlsALPNs`): what an
+/// `AUTO_PASSTHROUGH` filter chain matches besides the SNI.
+pub const ALL_ISTIO_MTLS_ALPNS: [&str; 5] =
+    ["istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"];
+
+/// The filter chains of an `AUTO_PASSTHROUGH` gateway server (Istio's
+/// `builtAutoPassthroughFilterChains`): for every mesh-internal service of the router's scope whose
+/// hostname is within one of the server's hosts, and each of its ports but UDP, a chain matching the
+/// SNI `outbound_.PORT_._.HOST` (and `outbound_.PORT_.SUBSET_.HOST` per DestinationRule subset) and
+/// the Istio mTLS ALPNs, with no TLS context (the connection is passed through) and no authorization,
+/// whose TCP proxy goes to the SNI-DNAT cluster of that name.
+fn auto_passthrough_chains(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+    server: &GatewayServer,
+    access_log: &[envoy_types::pb::envoy::config::accesslog::v3::AccessLog],
+) -> Vec<FilterChain> {
+    let hosts: Vec<String> = server.hosts().into_iter().map(|(_, h)| h).collect();
+    let mut out = Vec::new();
+    for service in scope.services() {
+        if service.mesh_external
+            || service.is_alias()
+            || !hosts.iter().any(|h| host::subset_of(&service.hostname, h))
+        {
+            continue;
+        }
+        let dr = push.destination_rule(proxy, service);
+        let subsets: Vec<&str> = std::iter::once("")
+            .chain(
+                dr.iter()
+                    .flat_map(|d| d.rule.subsets.iter().map(|s| s.name.as_str()))
+                    .filter(|s| !s.is_empty()),
+            )
+            .collect();
+        for port in service.ports.iter().filter(|p| p.protocol != Protocol::Udp) {
+            for subset in &subsets {
+                let cluster = crate::naming::sni_dnat_cluster_name(port.port, subset, &service.hostname);
+                let m = FilterChainMatch {
+                    server_names: vec![cluster.clone()],
+                    application_protocols: ALL_ISTIO_MTLS_ALPNS.iter().map(|a| a.to_string()).collect(),
+                    ..Default::default()
+                };
+                let proxy_filter = tcp_proxy_filter(&cluster, &[(cluster.clone(), 1)], access_log);
+                out.push(chain(&cluster, Some(m), vec![proxy_filter]));
+            }
+        }
     }
     out
 }
@@ -1356,6 +1398,7 @@ mod tests {
             aliases: Vec::new(),
             auto_allocated: Vec::new(),
             traffic_distribution: Default::default(),
+            cluster_external_addresses: Default::default(),
         }
     }
 

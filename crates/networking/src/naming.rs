@@ -97,6 +97,21 @@ pub fn parse_cluster_name(name: &str) -> Option<ClusterKey<'_>> {
     Some(ClusterKey { direction, port, subset, host })
 }
 
+/// `outbound_.PORT_.SUBSET_.HOST` (Istio's `BuildDNSSrvSubsetKey`): the SNI-DNAT cluster of an
+/// `AUTO_PASSTHROUGH` gateway server, named like the SNI sidecars send with Istio mutual TLS.
+pub fn sni_dnat_cluster_name(port: u32, subset: &str, host: &str) -> String {
+    format!("outbound_.{port}_.{subset}_.{host}")
+}
+
+/// Reads `outbound_.PORT_.SUBSET_.HOST` (Istio's `ParseSubsetKeyHostname` / `IsDNSSrvSubsetKey`) as an
+/// outbound [`ClusterKey`]; `None` for any other name. The subset is empty for `_`.
+pub fn parse_sni_dnat_cluster_name(name: &str) -> Option<ClusterKey<'_>> {
+    let rest = name.strip_prefix("outbound_.")?;
+    let (port, rest) = rest.split_once("_.")?;
+    let (subset, host) = rest.split_once("_.")?;
+    Some(ClusterKey { direction: TrafficDirection::Outbound, port: port.parse().ok()?, subset, host })
+}
+
 /// The cluster unknown traffic of an `ALLOW_ANY` sidecar goes to: its Sidecar's `egressProxy`
 /// cluster (`outbound|PORT|SUBSET|HOST`, the host as written, port 0 when none is given: Istio's
 /// `GetDestinationCluster` without a service), else `PassthroughCluster`.
@@ -126,6 +141,20 @@ pub fn gateway_https_route_name(port: u32, port_name: &str, gateway: &str, names
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sni_dnat_names_are_istios_dns_srv_subset_keys() {
+        assert_eq!(
+            sni_dnat_cluster_name(9080, "", "r.ns.svc.cluster.local"),
+            "outbound_.9080_._.r.ns.svc.cluster.local"
+        );
+        let key = parse_sni_dnat_cluster_name("outbound_.9080_.v1_.r.ns.svc.cluster.local").unwrap();
+        assert_eq!((key.port, key.subset, key.host), (9080, "v1", "r.ns.svc.cluster.local"));
+        let key = parse_sni_dnat_cluster_name("outbound_.80_._.h").unwrap();
+        assert_eq!((key.port, key.subset, key.host), (80, "", "h"));
+        assert!(parse_sni_dnat_cluster_name("outbound|80||h").is_none());
+        assert!(parse_sni_dnat_cluster_name("outbound_.x_._.h").is_none());
+    }
 
     #[test]
     fn cluster_names_round_trip() {

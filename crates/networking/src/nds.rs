@@ -199,6 +199,7 @@ mod tests {
             aliases: Vec::new(),
             auto_allocated: auto.iter().map(|a| a.to_string()).collect(),
             traffic_distribution: Default::default(),
+            cluster_external_addresses: Default::default(),
         }
     }
 

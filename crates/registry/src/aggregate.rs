@@ -216,17 +216,37 @@ impl AggregateRegistry {
     }
 }
 
+/// The winner of `candidates` (same hostname) by [`across`], with the per-cluster
+/// external addresses of every other Kubernetes candidate merged in (istiod's aggregate `mergeService`
+/// merges `ClusterExternalAddresses`: an east-west gateway Service exists once per cluster).
+fn winner(candidates: &[(usize, Arc<Service>)], viewer: Option<&str>) -> Option<Arc<Service>> {
+    let (_, best) = candidates.iter().min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), viewer))?;
+    let others = || {
+        candidates.iter().map(|(_, s)| s).filter(|s| {
+            !Arc::ptr_eq(s, best)
+                && s.namespace == best.namespace
+                && s.registry == ProviderId::Kubernetes
+                && best.registry == ProviderId::Kubernetes
+        })
+    };
+    let missing = |s: &&Arc<Service>| {
+        s.cluster_external_addresses.keys().any(|c| !best.cluster_external_addresses.contains_key(c))
+    };
+    if !others().any(|s| missing(&s)) {
+        return Some(best.clone());
+    }
+    let mut merged = Service::clone(best);
+    for other in others() {
+        for (cluster, addresses) in &other.cluster_external_addresses {
+            merged.cluster_external_addresses.entry(cluster.clone()).or_insert_with(|| addresses.clone());
+        }
+    }
+    Some(Arc::new(merged))
+}
+
 impl ServiceDiscovery for AggregateRegistry {
     fn services(&self) -> Vec<Arc<Service>> {
-        self.grouped()
-            .into_values()
-            .filter_map(|candidates| {
-                candidates
-                    .iter()
-                    .min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), None))
-                    .map(|(_, s)| s.clone())
-            })
-            .collect()
+        self.grouped().into_values().filter_map(|candidates| winner(&candidates, None)).collect()
     }
 
     fn get_service(&self, hostname: &str, namespace: &str) -> Option<Arc<Service>> {
@@ -236,7 +256,7 @@ impl ServiceDiscovery for AggregateRegistry {
             .enumerate()
             .filter_map(|(i, r)| r.get_service(hostname, namespace).map(|s| (i, s)))
             .collect();
-        candidates.iter().min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), None)).map(|(_, s)| s.clone())
+        winner(&candidates, None)
     }
 
     fn visible_service(&self, hostname: &str, viewer: &str) -> Option<Arc<Service>> {
@@ -246,10 +266,7 @@ impl ServiceDiscovery for AggregateRegistry {
             .enumerate()
             .filter_map(|(i, r)| r.visible_service(hostname, viewer).map(|s| (i, s)))
             .collect();
-        candidates
-            .iter()
-            .min_by(|a, b| across((a.0, &a.1), (b.0, &b.1), Some(viewer)))
-            .map(|(_, s)| s.clone())
+        winner(&candidates, Some(viewer))
     }
 
     fn endpoints(

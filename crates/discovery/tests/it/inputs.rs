@@ -94,3 +94,46 @@ async fn gateway_api_cluster_objects_sent_as_input_push_only_when_they_change() 
         "unchanged objects pushed: {pushes:?}"
     );
 }
+
+/// Mesh networks arrive on their own input: a change is a global push whose push context has the new
+/// gateways, equal networks push nothing, and a later mesh config (which carries no networks) keeps
+/// them in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_networks_sent_as_input_push_once_and_survive_a_mesh_config_change() {
+    use model::network::{MeshNetwork, MeshNetworkGateway, MeshNetworks};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let plane = Plane::start(dir.path()).await;
+    assert!(!plane.server.push_context().unwrap().network_gateways().is_multi_network());
+    let gateway = MeshNetworkGateway { address: "192.0.2.10".into(), port: 15443, ..Default::default() };
+    let networks = Arc::new(MeshNetworks {
+        networks: [("net-b".to_string(), MeshNetwork { endpoints: Vec::new(), gateways: vec![gateway] })]
+            .into(),
+    });
+
+    let pushes = send_then_marker(&plane, Input::MeshNetworks(networks.clone())).await;
+    assert!(pushes.iter().any(|p| p.full && has_reason(p, TriggerReason::Global)), "{pushes:?}");
+    let listed: Vec<(String, u32, String)> = plane
+        .server
+        .push_context()
+        .unwrap()
+        .network_gateways()
+        .all()
+        .map(|g| (g.address.clone(), g.port, g.network.clone()))
+        .collect();
+    assert_eq!(listed, [("192.0.2.10".to_string(), 15443, "net-b".to_string())]);
+
+    let pushes = send_then_marker(&plane, Input::MeshNetworks(networks.clone())).await;
+    assert!(
+        !pushes.iter().any(|p| has_reason(p, TriggerReason::Global)),
+        "equal networks pushed: {pushes:?}"
+    );
+
+    let registry_only = MeshSettings {
+        outbound_traffic_policy: OutboundTrafficPolicy::RegistryOnly,
+        ..MeshSettings::default()
+    };
+    send_then_marker(&plane, Input::Mesh(Box::new(registry_only))).await;
+    assert_eq!(plane.server.mesh().mesh_networks, networks, "the mesh config does not reset the networks");
+    assert!(plane.server.push_context().unwrap().network_gateways().is_multi_network());
+}

@@ -244,6 +244,7 @@ pub(crate) fn service(
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
         traffic_distribution: Default::default(),
+        cluster_external_addresses: Default::default(),
     }
 }
 

@@ -178,6 +178,7 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
             spec.traffic_distribution.as_deref(),
             annotations.get(ANNOTATION_TRAFFIC_DISTRIBUTION).map(String::as_str),
         ),
+        cluster_external_addresses: cluster_external_addresses(svc, &options.cluster_id),
     };
     ConvertedService {
         service: Arc::new(service),
@@ -185,6 +186,28 @@ pub fn convert_service(svc: &KubeService, options: &KubeRegistryOptions) -> Conv
         publish_not_ready: spec.publish_not_ready_addresses.unwrap_or(false),
         headless,
     }
+}
+
+/// The addresses a Service is reached at from outside its cluster (Istio's `ConvertService`:
+/// `ClusterExternalAddresses`): for `type: LoadBalancer`, each `status.loadBalancer.ingress` entry's
+/// `ip`, else its `hostname` (not resolved, as istiod); then `spec.externalIPs`; keyed by the
+/// registry's cluster id (an empty map when there are none).
+fn cluster_external_addresses(svc: &KubeService, cluster_id: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = Vec::new();
+    let spec = svc.spec.as_ref();
+    if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer") {
+        let ingress =
+            svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|l| l.ingress.as_ref());
+        for entry in ingress.into_iter().flatten() {
+            match (entry.ip.as_deref(), entry.hostname.as_deref()) {
+                (Some(ip), _) if !ip.is_empty() => out.push(ip.to_string()),
+                (_, Some(host)) if !host.is_empty() => out.push(host.to_string()),
+                _ => {}
+            }
+        }
+    }
+    out.extend(spec.and_then(|s| s.external_ips.clone()).into_iter().flatten());
+    if out.is_empty() { BTreeMap::new() } else { BTreeMap::from([(cluster_id.to_string(), out)]) }
 }
 
 /// Health of an EndpointSlice endpoint (Istio's `endpointHealthStatus`, plus the Kubernetes
@@ -440,6 +463,28 @@ mod tests {
             endpoint_health(Some(&c(Some(false), None, Some(true))), &publish),
             HealthStatus::Terminating
         );
+    }
+
+    #[test]
+    fn external_addresses_are_load_balancer_ingress_then_external_ips_of_the_cluster() {
+        let options = KubeRegistryOptions { cluster_id: "east".into(), ..KubeRegistryOptions::default() };
+        let convert = |spec: serde_json::Value, status: serde_json::Value| {
+            let svc = object(serde_json::json!({"metadata": {"name": "gw", "namespace": "istio-system"},
+                                                "spec": spec, "status": status}));
+            convert_service(&svc, &options).service.cluster_external_addresses.clone()
+        };
+        let lb = convert(
+            serde_json::json!({"type": "LoadBalancer", "externalIPs": ["198.51.100.7"]}),
+            serde_json::json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}, {"hostname": "lb.example.com"}, {}]}}),
+        );
+        let expected = vec!["203.0.113.1".to_string(), "lb.example.com".into(), "198.51.100.7".into()];
+        assert_eq!(lb, BTreeMap::from([("east".to_string(), expected)]));
+        // Not a LoadBalancer: its status is not read (istiod); no address, no entry.
+        let cluster_ip = convert(
+            serde_json::json!({"type": "ClusterIP"}),
+            serde_json::json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}),
+        );
+        assert!(cluster_ip.is_empty(), "{cluster_ip:?}");
     }
 
     #[test]

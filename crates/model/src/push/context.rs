@@ -42,6 +42,7 @@ use super::{
 };
 use crate::{
     Config, ConfigKey, ConfigStore, Finding, ServiceDiscovery, Severity, host,
+    network::NetworkGateways,
     service::{Endpoint, ExportTo, Labels, Service, compare_service_precedence, labels_match},
 };
 
@@ -130,6 +131,10 @@ pub struct MeshSettings {
     /// `istio` ConfigMap; `Null` when none was given): what meshpilot serves as `MeshConfig` to
     /// MCP-over-xDS clients, with the effective values of the fields above filled in.
     pub source: serde_json::Value,
+    /// The mesh networks in force (`meshNetworks`: istiod's `--networksConfig` file or the `istio`
+    /// ConfigMap's `meshNetworks` key, read beside the mesh config): the networks of endpoints that
+    /// carry none and the `address` east-west gateways ([`crate::network`]). Empty by default.
+    pub mesh_networks: Arc<crate::network::MeshNetworks>,
 }
 
 impl Default for MeshSettings {
@@ -162,6 +167,7 @@ impl Default for MeshSettings {
             service_settings: Vec::new(),
             discovery_address: super::cluster_local::DEFAULT_DISCOVERY_ADDRESS.to_string(),
             source: serde_json::Value::Null,
+            mesh_networks: Arc::default(),
         }
     }
 }
@@ -405,6 +411,7 @@ pub struct PushContext {
     config_generation: u64,
     snapshot_id: u64,
     generated: Arc<GeneratedConfig>,
+    network_gateways: Arc<NetworkGateways>,
 }
 
 /// The objects and statuses [`super::ConfigConverter`]s produced for one snapshot.
@@ -733,6 +740,17 @@ impl ServiceIndex {
     }
 }
 
+/// The gateways of a snapshot: `mesh`'s mesh networks' `address` gateways and every gateway Service
+/// of `services` (istiod's `NetworkManager.reload`, which merges both sets).
+fn network_gateways(mesh: &MeshSettings, services: &[Arc<Service>]) -> NetworkGateways {
+    let networks = &mesh.mesh_networks;
+    let mut all = crate::network::gateways_from_mesh_networks(networks);
+    for s in services {
+        all.extend(crate::network::gateways_from_service(s, networks));
+    }
+    NetworkGateways::new(all)
+}
+
 fn read_endpoints(discovery: &dyn ServiceDiscovery, service: &Service, into: &mut EndpointIndex) {
     for port in &service.ports {
         let eps = discovery.endpoints(&service.hostname, &service.namespace, port.port, None);
@@ -789,6 +807,7 @@ impl PushContext {
         for s in &services.all {
             split_local_endpoints(s, &cluster_local, &endpoints, &mut local_endpoints);
         }
+        let network_gateways = Arc::new(network_gateways(&mesh, &services.all));
         PushContext {
             version: version.into(),
             mesh: Arc::new(mesh),
@@ -800,6 +819,7 @@ impl PushContext {
             config_generation: CONFIG_GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
             snapshot_id: SNAPSHOT_ID.fetch_add(1, Ordering::Relaxed) + 1,
             generated: Arc::new(generated),
+            network_gateways,
         }
     }
 
@@ -846,6 +866,8 @@ impl PushContext {
             config_generation: self.config_generation,
             snapshot_id: SNAPSHOT_ID.fetch_add(1, Ordering::Relaxed) + 1,
             generated: self.generated.clone(),
+            // Gateways come from mesh networks and services, which an endpoint change leaves alone.
+            network_gateways: self.network_gateways.clone(),
         }
     }
 
@@ -873,6 +895,12 @@ impl PushContext {
     /// Mesh settings.
     pub fn mesh(&self) -> &MeshSettings {
         &self.mesh
+    }
+
+    /// The east-west gateways of every network (istiod's `NetworkManager`): the `address` gateways of
+    /// the mesh networks and the gateway Services ([`crate::network::gateways_from_service`]).
+    pub fn network_gateways(&self) -> &NetworkGateways {
+        &self.network_gateways
     }
 
     /// Every service, ordered by hostname then namespace.

@@ -290,6 +290,20 @@ impl ProxyContext {
         self.workload_certificates
     }
 
+    /// The node's `NETWORK` (empty when not sent: the proxy is in every network for split-horizon EDS,
+    /// Istio's `Proxy.InNetwork`).
+    pub fn network(&self) -> &str {
+        &self.topology.network
+    }
+
+    /// Sets the proxy's network as its node metadata `NETWORK` does (also its
+    /// `topology.istio.io/network` label when the workload has none): for proxies built with
+    /// [`ProxyContext::new`].
+    pub fn set_network(&mut self, network: &str) {
+        self.topology.network = network.to_string();
+        self.set_topology(None);
+    }
+
     /// The node's `CLUSTER_ID` (empty when not sent).
     pub fn cluster_id(&self) -> &str {
         &self.topology.cluster_id

@@ -344,6 +344,7 @@ pub(crate) mod tests_support {
             aliases: Vec::new(),
             auto_allocated: Vec::new(),
             traffic_distribution: Default::default(),
+            cluster_external_addresses: Default::default(),
         })
     }
 }

@@ -354,6 +354,7 @@ pub fn convert_service_entry(config: &Config, options: &ServiceEntryOptions) -> 
                     .get(model::service::ANNOTATION_TRAFFIC_DISTRIBUTION)
                     .map(String::as_str),
             ),
+            cluster_external_addresses: Default::default(),
         }));
     }
 

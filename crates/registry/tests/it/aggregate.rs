@@ -93,6 +93,7 @@ fn kube_service(hostname: &str, namespace: &str, created: &str) -> Arc<Service> 
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
         traffic_distribution: Default::default(),
+        cluster_external_addresses: Default::default(),
     })
 }
 
@@ -288,4 +289,22 @@ async fn registries_removed_or_replaced_raise_one_event_per_service_and_stop_for
             "service update echo.shop.svc.cluster.local/shop"
         ]
     );
+}
+
+#[tokio::test]
+async fn a_gateway_service_of_several_clusters_keeps_every_clusters_external_addresses() {
+    let host = "istio-eastwestgateway.istio-system.svc.cluster.local";
+    let in_cluster = |cluster: &str, address: &str| {
+        let mut s = Service::clone(&kube_service(host, "istio-system", "2024-01-01T00:00:00Z"));
+        s.cluster_external_addresses = [(cluster.to_string(), vec![address.to_string()])].into();
+        Arc::new(StaticRegistry { services: vec![Arc::new(s)], ..Default::default() })
+    };
+    let aggregate = AggregateRegistry::new();
+    aggregate.add_registry(in_cluster("east", "203.0.113.1"));
+    aggregate.add_registry(in_cluster("west", "203.0.113.2"));
+    let expected: std::collections::BTreeMap<String, Vec<String>> =
+        [("east".into(), vec!["203.0.113.1".into()]), ("west".into(), vec!["203.0.113.2".into()])].into();
+    assert_eq!(aggregate.get_service(host, "istio-system").unwrap().cluster_external_addresses, expected);
+    assert_eq!(aggregate.services()[0].cluster_external_addresses, expected);
+    assert_eq!(aggregate.visible_service(host, "shop").unwrap().cluster_external_addresses, expected);
 }

@@ -48,6 +48,16 @@ pub(super) struct Meshpilot {
 
 impl Meshpilot {
     pub(super) async fn start(config_dir: &Path, work: &Path, kubeconfig: Option<&Path>) -> Meshpilot {
+        Meshpilot::start_with(config_dir, work, kubeconfig, &[]).await
+    }
+
+    /// As [`Meshpilot::start`], with `extra` arguments for `meshpilot discovery`.
+    pub(super) async fn start_with(
+        config_dir: &Path,
+        work: &Path,
+        kubeconfig: Option<&Path>,
+        extra: &[&str],
+    ) -> Meshpilot {
         let addr = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
         let (grpc, http, mon, secure) =
             (addr(free_port()), addr(free_port()), addr(free_port()), addr(free_port()));
@@ -66,6 +76,7 @@ impl Meshpilot {
             .arg("--root-ca-dir")
             .arg(work.join("no-plugged-ca"))
             .arg("--httpsAddr=")
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null());
         let child = command.stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
@@ -365,6 +376,16 @@ endpoints: [{address: 127.0.0.22}]\n",
     );
 }
 
+/// What the two-sidecar tests start from: the `default/default` service account, an echo server that
+/// answers with the request head, and a work and a config directory.
+async fn echo_world(env: &TestEnv) -> (EchoServer, tempfile::TempDir, tempfile::TempDir) {
+    ensure_service_account(env, "default", "default");
+    let echo = EchoServer::start_with("echo", EchoOptions { echo_head: true, ..EchoOptions::default() })
+        .await
+        .unwrap();
+    (echo, tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap())
+}
+
 /// Sends `GET /` with `Host: echo.mesh.local` to `addr`; the echo server's answer, or why not.
 async fn echo_via(addr: SocketAddr) -> Result<String, String> {
     match http::get(addr, "echo.mesh.local", "/", &[]).await {
@@ -399,12 +420,7 @@ rules:\n  - from:\n    - source: {SOURCE}\n";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_between_real_sidecars_follows_peer_authentication() {
     let env = TestEnv::shared_by(file!());
-    ensure_service_account(env, "default", "default");
-    let echo = EchoServer::start_with("echo", EchoOptions { echo_head: true, ..EchoOptions::default() })
-        .await
-        .unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let config = tempfile::tempdir().unwrap();
+    let (echo, work, config) = echo_world(env).await;
     let port = free_port();
     let mesh = format!(
         "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: default}}\n\
@@ -546,6 +562,114 @@ spec:\n  host: echo.mesh.local\n  trafficPolicy: {{connectionPool: {{http: {{max
         .await
         .unwrap();
     assert!(head.starts_with("echo"), "{head}");
+}
+
+/// Two networks on loopback, each address standing for one: a client sidecar on network `net-a`
+/// (127.0.0.121), and on `net-b` an east-west gateway (pilot-agent as a router, 127.0.0.122, a Gateway
+/// with an `AUTO_PASSTHROUGH` server) and the server sidecar (127.0.0.123, WorkloadEntry with
+/// `network: net-b`). The mesh networks (from `--networksConfig`) name the gateway's address. The
+/// client's EDS for the service holds the gateway, not the server, and a request reaches the server's
+/// app through the gateway with the client's identity (mTLS from sidecar to sidecar, passed through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_network_traffic_goes_through_the_east_west_gateway() {
+    let env = TestEnv::shared_by(file!());
+    let (echo, work, config) = echo_world(env).await;
+    let (port, gateway_port) = (free_port(), free_port());
+    let mesh = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: echo, namespace: default}}\n\
+spec:\n  hosts: [echo.mesh.local]\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  \
+workloadSelector: {{labels: {{app: echo}}}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: echo-1, namespace: default}}\n\
+spec:\n  address: 127.0.0.123\n  network: net-b\n  serviceAccount: default\n  labels: {{app: echo, security.istio.io/tlsMode: istio}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: echo, namespace: default}}\n\
+spec:\n  workloadSelector: {{labels: {{app: echo}}}}\n  ingress:\n  - port: {{number: {port}, protocol: HTTP, name: http}}\n    \
+bind: 127.0.0.123\n    defaultEndpoint: 127.0.0.1:{echo_port}\n  egress:\n  - hosts: [istio-system/*]\n---\n\
+apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: cross-network, namespace: default}}\n\
+spec:\n  selector: {{istio: eastwestgateway}}\n  servers:\n  - port: {{number: {gateway_port}, name: tls, protocol: TLS}}\n    \
+tls: {{mode: AUTO_PASSTHROUGH}}\n    hosts: ['*.local']\n    bind: 127.0.0.122\n",
+        echo_port = echo.addr.port()
+    );
+    std::fs::write(config.path().join("mesh.yaml"), mesh).unwrap();
+    let networks = work.path().join("meshNetworks");
+    std::fs::write(
+        &networks,
+        format!(
+            "networks:\n  net-a:\n    endpoints: [{{fromCidr: 127.0.0.121/32}}]\n  net-b:\n    \
+             endpoints: [{{fromCidr: 127.0.0.123/32}}]\n    gateways: [{{address: 127.0.0.122, port: {gateway_port}}}]\n"
+        ),
+    )
+    .unwrap();
+    let networks_arg = format!("--networksConfig={}", networks.display());
+    let mp =
+        Meshpilot::start_with(config.path(), work.path(), Some(&env.kubeconfig()), &[&networks_arg]).await;
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, token(env, "default", "default", "istio-ca")).unwrap();
+    let _server = Sidecar::start(
+        &mp,
+        work.path(),
+        "server",
+        "127.0.0.123",
+        &token_file,
+        &[
+            ("POD_NAME", "echo-1"),
+            ("ISTIO_METAJSON_LABELS", r#"{"app":"echo"}"#),
+            ("ISTIO_META_NETWORK", "net-b"),
+        ],
+    );
+    let _gateway = Sidecar::start(
+        &mp,
+        work.path(),
+        "eastwest",
+        "127.0.0.122",
+        &token_file,
+        &[
+            ("PROXY_TYPE", "router"),
+            ("POD_NAME", "eastwest-1"),
+            ("ISTIO_METAJSON_LABELS", r#"{"istio":"eastwestgateway"}"#),
+            ("ISTIO_META_NETWORK", "net-b"),
+        ],
+    );
+    let client = Sidecar::start(
+        &mp,
+        work.path(),
+        "client",
+        "127.0.0.121",
+        &token_file,
+        &[("ISTIO_META_NETWORK", "net-a")],
+    );
+
+    // The gateway is known: /debug/networkz lists it as istiod does.
+    let (status, networkz) = http::get(mp.http, "meshpilot", "/debug/networkz", &[]).await.unwrap();
+    assert_eq!(status, 200, "{networkz}");
+    let listed: serde_json::Value = serde_json::from_str(&networkz).unwrap();
+    assert_eq!(listed[0]["Addr"], "127.0.0.122", "{networkz}");
+    assert_eq!(listed[0]["Port"], gateway_port, "{networkz}");
+    assert_eq!(listed[0]["Network"], "net-b", "{networkz}");
+
+    // The request goes through: the server's app sees the client's identity (the server sidecar
+    // terminated the client's mTLS connection, which the gateway passed through on its SNI).
+    let client_outbound: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let head = wait_for("a request across the networks", Duration::from_secs(30), async || {
+        echo_via(client_outbound).await.ok()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", mp.log_text()));
+    assert!(head.contains("uri=spiffe://cluster.local/ns/default/sa/default"), "{head}");
+
+    // The client's endpoints for the service are the gateway's address, never the server's.
+    let admin: SocketAddr = format!("127.0.0.1:{}", client.admin_port()).parse().unwrap();
+    let (status, clusters) = http::get(admin, "localhost", "/clusters", &[]).await.unwrap();
+    assert_eq!(status, 200);
+    let cluster = format!("outbound|{port}||echo.mesh.local::");
+    // Host lines read `CLUSTER::HOST:PORT::STAT::VALUE`.
+    let hosts: std::collections::BTreeSet<&str> = clusters
+        .lines()
+        .filter_map(|l| l.strip_prefix(cluster.as_str()))
+        .filter_map(|l| l.split("::").next())
+        .filter(|h| h.contains(':'))
+        .collect();
+    let gateway = format!("127.0.0.122:{gateway_port}");
+    assert_eq!(hosts, [gateway.as_str()].into(), "{clusters}");
 }
 
 /// Without Kubernetes (files only): no token to review, so the sidecar's first certificate request

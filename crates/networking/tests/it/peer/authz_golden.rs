@@ -77,6 +77,7 @@ fn service(host: &str, ns: &str) -> Arc<Service> {
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
         traffic_distribution: Default::default(),
+        cluster_external_addresses: Default::default(),
     })
 }
 

@@ -485,3 +485,113 @@ fn envoy_accepts_generated_config_for_the_benchmark_workloads() {
     }
     assert!(with_certificates > 0, "no benchmark sidecar had service instances to build mTLS chains for");
 }
+
+/// Two networks: `echo.mesh.local` has one endpoint on `net-a` and two on `net-b`, whose east-west
+/// gateway (192.0.2.10:15443, from the mesh networks) has an `AUTO_PASSTHROUGH` server. A sidecar on
+/// `net-a` gets its own endpoint and the gateway weighted by the two it stands for; the gateway (a
+/// router on `net-b`) gets the SNI-DNAT clusters and filter chains `outbound_.8080_.SUBSET_.HOST`.
+/// Envoy accepts both.
+#[test]
+fn envoy_accepts_an_east_west_gateway_and_split_horizon_endpoints() {
+    use envoy_types::pb::envoy::config::{core::v3::address::Address, endpoint::v3::lb_endpoint};
+    use model::network::{MeshNetwork, MeshNetworkGateway, MeshNetworks};
+    let mut text = String::from(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: echo, namespace: default}\n\
+spec:\n  hosts: [echo.mesh.local]\n  ports: [{number: 8080, name: http, protocol: HTTP}]\n  location: MESH_INTERNAL\n  \
+resolution: STATIC\n  workloadSelector: {labels: {app: echo}}\n---\n\
+apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: echo, namespace: default}\n\
+spec:\n  host: echo.mesh.local\n  subsets: [{name: v1, labels: {app: echo}}]\n---\n\
+apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: cross-network, namespace: default}\n\
+spec:\n  selector: {istio: eastwestgateway}\n  servers:\n  - port: {number: 15443, name: tls, protocol: TLS}\n    \
+tls: {mode: AUTO_PASSTHROUGH}\n    hosts: ['*.local']\n",
+    );
+    for (name, address, network) in
+        [("a-1", "10.0.0.1", "net-a"), ("b-1", "10.1.0.1", "net-b"), ("b-2", "10.1.0.2", "net-b")]
+    {
+        text.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: {name}, namespace: default}}\n\
+spec:\n  address: {address}\n  network: {network}\n  labels: {{app: echo, security.istio.io/tlsMode: istio}}\n"
+        ));
+    }
+    let world = World::new(parse(&text, "default"));
+    let networks = MeshNetworks {
+        networks: [(
+            "net-b".to_string(),
+            MeshNetwork {
+                endpoints: Vec::new(),
+                gateways: vec![MeshNetworkGateway {
+                    address: "192.0.2.10".into(),
+                    port: 15443,
+                    ..Default::default()
+                }],
+            },
+        )]
+        .into(),
+    };
+    let push = world
+        .push_with(MeshSettings { mesh_networks: std::sync::Arc::new(networks), ..MeshSettings::default() });
+
+    let mut client = sidecar("default", &[]);
+    client.workload_certificates = true;
+    client.set_network("net-a");
+    let mut gateway = router("default", &[("istio", "eastwestgateway")]);
+    gateway.workload_certificates = true;
+    gateway.set_network("net-b");
+
+    let endpoints = |proxy: &ProxyContext, name: &str| -> Vec<(String, u32)> {
+        let cla = generate_endpoints(&push, proxy, &[name.to_string()]).resources.remove(0);
+        cla.endpoints
+            .iter()
+            .flat_map(|l| &l.lb_endpoints)
+            .map(|e| {
+                let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &e.host_identifier else {
+                    panic!("{e:?}")
+                };
+                let Some(Address::SocketAddress(sa)) = ep.address.as_ref().and_then(|a| a.address.as_ref())
+                else {
+                    panic!("{ep:?}")
+                };
+                (sa.address.clone(), e.load_balancing_weight.as_ref().map_or(1, |w| w.value))
+            })
+            .collect()
+    };
+    assert_eq!(
+        endpoints(&client, "outbound|8080||echo.mesh.local"),
+        [("10.0.0.1".to_string(), 1), ("192.0.2.10".to_string(), 2)],
+        "its own network directly, net-b through its gateway with the weight of two endpoints"
+    );
+    let mut direct = endpoints(&gateway, "outbound_.8080_._.echo.mesh.local");
+    direct.sort();
+    assert_eq!(
+        direct,
+        [("10.0.0.1".to_string(), 1), ("10.1.0.1".to_string(), 1), ("10.1.0.2".to_string(), 1)],
+        "the gateway reaches its network directly; net-a has no gateway, so istiod keeps it direct too"
+    );
+
+    let clusters: Vec<String> =
+        generate_clusters(&push, &gateway, &[]).resources.into_iter().map(|c| c.name).collect();
+    for name in ["outbound_.8080_._.echo.mesh.local", "outbound_.8080_.v1_.echo.mesh.local"] {
+        assert!(clusters.iter().any(|c| c == name), "{name} in {clusters:?}");
+    }
+    let listeners = generate_listeners(&push, &gateway, &[]).resources;
+    let passthrough =
+        listeners.iter().find(|l| l.name == "0.0.0.0_15443").expect("the AUTO_PASSTHROUGH listener");
+    let snis: Vec<&str> = passthrough
+        .filter_chains
+        .iter()
+        .flat_map(|c| c.filter_chain_match.iter().flat_map(|m| &m.server_names))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(snis, ["outbound_.8080_._.echo.mesh.local", "outbound_.8080_.v1_.echo.mesh.local"]);
+    let alpns = &passthrough.filter_chains[0].filter_chain_match.as_ref().unwrap().application_protocols;
+    assert!(alpns.iter().any(|a| a == "istio"), "{alpns:?}");
+    assert!(
+        passthrough.filter_chains.iter().all(|c| c.transport_socket.is_none()),
+        "passed through, not terminated"
+    );
+
+    for (name, proxy) in [("multi-network-sidecar", &client), ("east-west-gateway", &gateway)] {
+        let (b, _) = bootstrap(&push, proxy);
+        validate(name, &b);
+    }
+}

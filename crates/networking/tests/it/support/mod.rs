@@ -211,6 +211,7 @@ pub fn external_name_service(name: &str, namespace: &str, external: &str, ports:
         aliases: Vec::new(),
         auto_allocated: Vec::new(),
         traffic_distribution: Default::default(),
+        cluster_external_addresses: Default::default(),
     }
 }
 
