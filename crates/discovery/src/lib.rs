@@ -15,7 +15,8 @@
 //! - [`push_log`]: the last pushes (version, reasons, full or incremental, proxies, duration).
 //! - [`server`]: [`DiscoveryServer`] (handlers, debounce, push, published snapshots).
 //! - [`source`]: [`NetworkingSource`], the engine's `ResourceSource` over the generators.
-//! - [`rest`]: [`rest::RestXds`], Envoy's REST-JSON xDS (polling discovery) over the same source.
+//! - [`rest`]: [`rest::RestXds`], Envoy's REST-JSON xDS (polling discovery) over the same source;
+//!   [`rest_router`]: its HTTP routes, for the HTTP port and (authenticated) the secure port.
 //! - [`debug`]: istiod's debug types over xDS (`istio.io/debug/syncz`, `…/config_dump`, `istio.io/debug`)
 //!   and the Envoy `ConfigDump` of a proxy.
 //! - [`objects`]: per config object, the proxies it concerns and whether they ACKed it (`/debug/objectz`).
@@ -37,6 +38,7 @@ pub mod options;
 pub mod push;
 pub mod push_log;
 pub mod rest;
+pub mod rest_router;
 pub mod secure;
 pub mod server;
 pub mod source;

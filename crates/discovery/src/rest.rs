@@ -16,11 +16,26 @@
 //! `api_config_source` instead of `ads {}` (a REST-only Envoy has no ADS and would reject them):
 //! [`RestConfigSource`], read per request from the node metadata and the `Host` header.
 //!
-//! SDS is refused (`403`): a REST request on the plain HTTP port carries no identity, and secrets go
-//! only to authenticated proxies (docs/SECURITY.md). Every poll is recorded in the
-//! [`PollingRegistry`] (`/debug/syncz`, `proxy-status`, the status page). docs/REST-XDS.md.
+//! On the secure port ([`crate::secure`]) the caller is authenticated as for ADS there (its client
+//! certificate's SPIFFE id, or a bearer token): [`PollMeta::caller`]. A node of a namespace none of the
+//! caller's identities belongs to is refused (`403`, Istio's `PILOT_ENABLE_XDS_IDENTITY_CHECK`), and
+//! SDS answers with what ADS on that port gives the same identity. Without a caller (the plain HTTP
+//! port) SDS is refused (`403`): secrets go only to authenticated proxies (docs/SECURITY.md).
+//!
+//! A `304` is decided before the node is read ([`RequestHead`]): when `versionInfo` is the newest
+//! version and the same node (same bytes, same caller) was read by an earlier poll of this proxy, the
+//! poll is recorded against that proxy and answered without decoding the request.
+//!
+//! Every poll is recorded in the [`PollingRegistry`] (`/debug/syncz`, `proxy-status`, the status page).
+//! docs/REST-XDS.md.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    borrow::Cow,
+    hash::{Hash as _, Hasher as _},
+    net::SocketAddr,
+    sync::Arc,
+    time::Duration,
+};
 
 use envoy_types::pb::{
     envoy::{
@@ -34,9 +49,11 @@ use prost::Message;
 use prost_reflect::{
     DescriptorPool, DeserializeOptions, DynamicMessage, Kind, MessageDescriptor, ReflectMessage, Value,
 };
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use xds::{
     GenerateRequest, Generated, NodeInfo, Poll, PollOutcome, PollingRegistry, ResourceSource, SourceError,
-    Trigger, Variant, Watch, type_url,
+    StreamCaller, Trigger, Variant, Watch, type_url,
 };
 
 use crate::NetworkingSource;
@@ -349,6 +366,54 @@ pub fn encode_response(
     Ok(out)
 }
 
+/// What a poll needs to be answered `304`: the request's `versionInfo`, `typeUrl`, `resourceNames`
+/// and its node as raw JSON (not decoded). Read with serde alone, skipping everything else, at a
+/// small part of the cost of [`decode_request`] (BENCHMARKS.md, "REST-JSON xDS").
+#[derive(Debug, Deserialize)]
+pub struct RequestHead<'a> {
+    /// `versionInfo` (proto3 JSON also accepts `version_info`).
+    #[serde(rename = "versionInfo", alias = "version_info", default, borrow)]
+    pub version_info: Cow<'a, str>,
+    /// `typeUrl`.
+    #[serde(rename = "typeUrl", alias = "type_url", default, borrow)]
+    pub type_url: Cow<'a, str>,
+    /// `resourceNames`.
+    #[serde(rename = "resourceNames", alias = "resource_names", default)]
+    pub resource_names: Vec<String>,
+    /// The node, as sent.
+    #[serde(default, borrow)]
+    pub node: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct NodeId<'a> {
+    #[serde(default, borrow)]
+    id: Cow<'a, str>,
+}
+
+impl<'a> RequestHead<'a> {
+    /// Reads the head of a JSON `DiscoveryRequest`; `None` when the body is not a JSON object of these
+    /// fields (the full decode then says what is wrong).
+    pub fn read(body: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(body).ok()
+    }
+
+    /// The node's `id`, if the node is an object with a string `id`.
+    pub fn node_id(&self) -> Option<Cow<'a, str>> {
+        let node: NodeId<'a> = serde_json::from_str(self.node?.get()).ok()?;
+        Some(node.id).filter(|id| !id.is_empty())
+    }
+
+    /// A key of the node as sent together with the caller's identities: two polls with the same key
+    /// read to the same proxy and pass the same identity check.
+    pub fn node_key(&self, caller: Option<&StreamCaller>) -> Option<u64> {
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.node?.get().hash(&mut hasher);
+        caller.map(|c| &c.identities).hash(&mut hasher);
+        Some(hasher.finish())
+    }
+}
+
 /// The status a poll gets for `version_info`: `true` (`304`) when it is the current version.
 pub fn not_modified(client_version: &str, current: Option<&str>) -> bool {
     !client_version.is_empty() && current == Some(client_version)
@@ -368,6 +433,11 @@ pub struct PollMeta<'a> {
     pub peer: Option<SocketAddr>,
     /// The `Host` header (Envoy: the name of the cluster it polls through).
     pub host: Option<&'a str>,
+    /// The authenticated caller (the secure port); `None` on a port that does not authenticate.
+    pub caller: Option<&'a StreamCaller>,
+    /// Refuse a node of a namespace none of `caller`'s identities belongs to (Istio's
+    /// `PILOT_ENABLE_XDS_IDENTITY_CHECK`, as ADS on the same port).
+    pub identity_check: bool,
 }
 
 impl RestXds {
@@ -396,6 +466,11 @@ impl RestXds {
                 format!("request of {} bytes is over the limit of {MAX_REQUEST_BYTES}", body.len()),
             );
         }
+        let head = RequestHead::read(body);
+        if let Some(reply) = head.as_ref().and_then(|h| self.fast_not_modified(kind, h, meta)) {
+            return reply;
+        }
+        let node_key = head.as_ref().and_then(|h| h.node_key(meta.caller));
         let request = match decode_request(body) {
             Ok(r) => r,
             Err(e) => return RestReply::text(400, e),
@@ -416,10 +491,17 @@ impl RestXds {
             Err(e) => return RestReply::text(400, e.to_string()),
         };
         let metadata = parts.metadata.clone();
-        let proxy = match self.source.node(parts, None) {
+        let proxy = match self.source.node(parts, meta.caller) {
             Ok(p) => Arc::new(p),
             Err(e) => return RestReply::text(400, e.to_string()),
         };
+        if let Some(caller) = meta.caller.filter(|_| meta.identity_check)
+            && let Err(status) = xds::check_identity(caller, &proxy.config_namespace)
+        {
+            tracing::warn!(node = %proxy.node_id, peer = ?meta.peer, "REST xDS: refusing poll: {}", status.message());
+            xds::metrics::record_auth_failure("identity");
+            return RestReply::text(403, status.message());
+        }
         let names = request.resource_names;
         let record = |outcome: PollOutcome| {
             let NodeInfo { node_id, .. } = self.source.node_info(&proxy);
@@ -430,23 +512,54 @@ impl RestXds {
                 outcome,
                 at: std::time::SystemTime::now(),
             };
-            self.polling.record(node_id, proxy.clone(), meta.peer, body.len(), &poll);
+            self.polling.record_keyed(node_id, node_key, proxy.clone(), meta.peer, body.len(), &poll);
         };
-        if kind == RestType::Secrets {
-            let message = "SDS over REST is refused on the plain HTTP port: a REST request carries no identity \
-                           (no client certificate, no token), and secrets go only to authenticated proxies; \
-                           fetch secrets over ADS on the secure port (docs/REST-XDS.md)";
+        if kind == RestType::Secrets && meta.caller.is_none() {
+            let message = "SDS over REST is refused on a port that does not authenticate its callers: this \
+                           request carries no identity (no client certificate, no token), and secrets go \
+                           only to authenticated proxies; poll the secure port with a workload certificate \
+                           (docs/REST-XDS.md)";
             record(PollOutcome::Failed(message.into()));
             return RestReply::text(403, message);
         }
         let current = self.source.current_version();
-        if not_modified(&request.version_info, current.as_deref()) {
+        // Secrets are answered every time: a certificate can be renewed within one push version.
+        if kind != RestType::Secrets && not_modified(&request.version_info, current.as_deref()) {
             record(PollOutcome::NotModified);
             return RestReply { status: 304, body: Vec::new() };
         }
         let (reply, outcome) = self.generate(kind, &proxy, &names, &metadata, meta.host);
         record(outcome);
         reply
+    }
+
+    /// The `304` of a poll whose version is current from a proxy whose node (and caller) is the one
+    /// its entry was read from: recorded without decoding the request. `None`: read it all.
+    fn fast_not_modified(
+        &self,
+        kind: RestType,
+        head: &RequestHead<'_>,
+        meta: PollMeta<'_>,
+    ) -> Option<RestReply> {
+        if kind == RestType::Secrets || (!head.type_url.is_empty() && head.type_url != kind.type_url()) {
+            return None;
+        }
+        let current = self.source.current_version();
+        if !not_modified(&head.version_info, current.as_deref()) {
+            return None;
+        }
+        let node_id = head.node_id()?;
+        let key = head.node_key(meta.caller)?;
+        let poll = Poll {
+            type_url: kind.type_url(),
+            names: &head.resource_names,
+            client_version: &head.version_info,
+            outcome: PollOutcome::NotModified,
+            at: std::time::SystemTime::now(),
+        };
+        self.polling
+            .refresh(&node_id, key, meta.peer, &poll)
+            .then(|| RestReply { status: 304, body: Vec::new() })
     }
 
     fn generate(

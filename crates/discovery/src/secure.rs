@@ -3,6 +3,10 @@
 //! module joins them to the discovery server: every stream's caller is authenticated (Istio's
 //! `XDS_AUTH`) by the same [`Authenticator`] as the CA's callers, and a proxy may only connect as a
 //! workload of its caller's namespace (`PILOT_ENABLE_XDS_IDENTITY_CHECK`).
+//!
+//! The same server answers Envoy's REST-JSON xDS (`POST /v3/discovery:*`, [`crate::rest_router`])
+//! over HTTP/2, each poll authenticated by the same rules (a REST client's cluster to this port speaks
+//! HTTP/2 and presents a workload certificate; docs/REST-XDS.md).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -87,6 +91,16 @@ impl DiscoveryServer {
             .map_err(|e| format!("secure port: {e}"))?;
         let authenticator: Option<Arc<dyn StreamAuthenticator>> =
             port.xds_auth.then(|| Arc::new(XdsAuth(Arc::clone(&port.authenticator))) as _);
+        // REST-JSON polls: the same authentication and identity check as the streams.
+        let rest_auth = authenticator.clone().map(|authenticator| crate::rest_router::RestAuth {
+            authenticator,
+            identity_check: config.identity_check,
+        });
+        let rest = crate::rest_router::router(
+            Arc::new(self.rest_xds(Arc::clone(&secrets))),
+            crate::rest_router::MAX_CONCURRENT_POLLS,
+            rest_auth,
+        );
         let config = AdsConfig { authenticator, ..config };
         let ads: AdsServer<NetworkingSource> = self.ads_server(secrets, config);
         let mut settings = ads.config().http2_settings();
@@ -105,8 +119,9 @@ impl DiscoveryServer {
             tokio_stream::StreamExt::map(security::tls::incoming(listener, tls, Some(admission)), move |c| {
                 c.map(|c| xds::handshake::HandshakeDeadline::new(c, handshake))
             });
-        let routes = tonic::service::Routes::new(ads.into_service())
+        let grpc = tonic::service::Routes::new(ads.into_service())
             .add_service(CertificateService::new(port.ca, port.authenticator));
+        let routes = tonic::service::Routes::from(grpc.into_axum_router().merge(rest));
         let peer_of = |info: &security::tls::SecureConnectInfo| info.remote_addr;
         xds::http2::serve(incoming, routes, &settings, peer_of, shutdown).await;
         Ok(())

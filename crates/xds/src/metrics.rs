@@ -171,7 +171,8 @@ pub(crate) fn record_write_timeout() {
     counter!(WRITE_TIMEOUT).increment(1);
 }
 
-pub(crate) fn record_auth_failure(reason: &'static str) {
+/// Counts a refused caller (`reason`: `authentication` or `identity`), as for ADS streams.
+pub fn record_auth_failure(reason: &'static str) {
     counter!(AUTH_FAILURES, "reason" => reason).increment(1);
 }
 

@@ -106,6 +106,8 @@ pub struct PollEntry<N> {
     first_poll: SystemTime,
     last_poll: SystemTime,
     cost: usize,
+    /// The key of the request node (and caller) `proxy` was read from ([`PollingRegistry::record_keyed`]).
+    node_key: Option<u64>,
     types: TypeMap<TypeStatus>,
     subscriptions: HashMap<u64, Subscription>,
     /// Insertion order of `subscriptions`, to forget the oldest.
@@ -120,6 +122,7 @@ impl<N> PollEntry<N> {
             first_poll: at,
             last_poll: at,
             cost,
+            node_key: None,
             types: TypeMap::default(),
             subscriptions: HashMap::new(),
             order: std::collections::VecDeque::new(),
@@ -271,6 +274,21 @@ impl<N> PollingRegistry<N> {
         cost: usize,
         poll: &Poll<'_>,
     ) {
+        self.record_keyed(node_id, None, proxy, peer, cost, poll);
+    }
+
+    /// [`PollingRegistry::record`], remembering `node_key` (a hash of the request's node as sent and
+    /// of the caller's identities) so that a later poll with the same key can be recorded by
+    /// [`PollingRegistry::refresh`] without reading the node again. `None` forgets the entry's key.
+    pub fn record_keyed(
+        &self,
+        node_id: &str,
+        node_key: Option<u64>,
+        proxy: Arc<N>,
+        peer: Option<SocketAddr>,
+        cost: usize,
+        poll: &Poll<'_>,
+    ) {
         let mut all = self.lock();
         expire(&mut all, poll.at, self.limits.expiry);
         let entry = match all.get_mut(node_id) {
@@ -294,7 +312,24 @@ impl<N> PollingRegistry<N> {
                 all.entry(node_id.to_string()).or_insert_with(|| PollEntry::new(proxy, peer, poll.at, cost))
             }
         };
+        entry.node_key = node_key;
         apply_poll(entry, poll, &self.limits);
+    }
+
+    /// Records `poll` for the proxy `node_id` when its entry was last recorded with `node_key` (the
+    /// same node bytes from the same caller): the entry keeps its proxy, the peer is updated. `false`
+    /// (nothing recorded) when there is no such entry, it expired, or its key differs: the caller
+    /// then reads the node and calls [`PollingRegistry::record_keyed`]. The fast path of a `304`.
+    pub fn refresh(&self, node_id: &str, node_key: u64, peer: Option<SocketAddr>, poll: &Poll<'_>) -> bool {
+        let mut all = self.lock();
+        let Some(entry) = all.get_mut(node_id) else { return false };
+        let live = poll.at.duration_since(entry.last_poll).map_or(true, |age| age <= self.limits.expiry);
+        if entry.node_key != Some(node_key) || !live {
+            return false;
+        }
+        entry.peer = peer;
+        apply_poll(entry, poll, &self.limits);
+        true
     }
 
     /// Copies of the entries polled within [`PollingLimits::expiry`] of `now`, as connections of
@@ -392,6 +427,29 @@ mod tests {
         reg.record("n", p, None, 100, &poll(CDS, &[], "v3", PollOutcome::NotModified, 7));
         let t = one(&reg, 7).types[CDS].clone();
         assert_eq!((t.state, t.last_error), (SyncState::Acked, None));
+    }
+
+    #[test]
+    fn refresh_records_only_for_the_same_node_key() {
+        let reg = PollingRegistry::default();
+        let p = Arc::new("proxy");
+        let not_modified = |client: &'static str, t| poll(CDS, &[], client, PollOutcome::NotModified, t);
+        // Unknown node: nothing recorded, the caller reads the node.
+        assert!(!reg.refresh("n", 7, None, &not_modified("v1", 1)));
+        assert!(reg.is_empty());
+        reg.record_keyed("n", Some(7), p.clone(), None, 100, &poll(CDS, &[], "", sent("v1"), 1));
+        // Another node body (or caller) under the same id: not refreshed.
+        assert!(!reg.refresh("n", 8, None, &not_modified("v1", 2)));
+        assert_eq!(one(&reg, 2).types[CDS].state, SyncState::Sent);
+        let peer: SocketAddr = ([10, 0, 0, 1], 5000).into();
+        assert!(reg.refresh("n", 7, Some(peer), &not_modified("v1", 3)));
+        let s = one(&reg, 3);
+        assert_eq!((s.types[CDS].state, s.last_poll, s.peer), (SyncState::Acked, Some(at(3)), Some(peer)));
+        // Past the expiry the entry is not refreshed.
+        assert!(!reg.refresh("n", 7, None, &not_modified("v1", 3 + 301)));
+        // A poll recorded without a key disables the fast path.
+        reg.record("n", p, None, 100, &poll(CDS, &[], "v1", sent("v2"), 400));
+        assert!(!reg.refresh("n", 7, None, &not_modified("v2", 401)));
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //!           │ /proc/<pid> samples of the control plane (procfs)
 //!           ▼
 //!          summary: startup and convergence percentiles, responses/bytes per change, RSS, CPU (report)
+//!  poll ─► N REST-JSON pollers (Envoy's api_type: REST) on the HTTP port, every interval (poll)
+//!           ▼
+//!          summary: 200/304 counts, bytes, latency, control-plane CPU and RSS in a steady window
 //! ```
 //!
 //! The tool only needs an ADS endpoint; it knows nothing of meshpilot beyond the config files it
@@ -18,6 +21,7 @@ pub mod generate;
 pub mod hostile;
 pub mod layout;
 pub mod names;
+pub mod poll;
 pub mod procfs;
 pub mod report;
 pub mod run;

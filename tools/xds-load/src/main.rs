@@ -39,6 +39,94 @@ enum Cmd {
     Gen(GenArgs),
     /// Open ADS streams, wait until ready, apply marker changes, report.
     Run(Box<RunArgs>),
+    /// Poll the REST-JSON xDS paths (Envoy's api_type: REST) on the HTTP port from N simulated
+    /// proxies every --interval, carrying the versions (unchanged polls are 304); report 200/304
+    /// counts, bytes, latency and the control plane's CPU and RSS over a steady window.
+    Poll(Box<PollArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct PollArgs {
+    /// The control plane's HTTP address, IP:port (ignored with --meshpilot).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    address: std::net::SocketAddr,
+    #[command(flatten)]
+    who: ProxiesArgs,
+    /// Types polled each round, in order (comma-separated): cds, lds, rds, eds. RDS and EDS are
+    /// polled without resource names (every route configuration / cluster of the proxy).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cds,lds")]
+    types: Vec<XdsType>,
+    /// Envoy's refresh_delay: one round per poller per interval.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    interval: Duration,
+    /// Entries in each node's extensions list (Envoy 1.40 sends about 300: a 48 KB request).
+    #[arg(long, default_value_t = 300)]
+    extensions: usize,
+    /// Extra node metadata KEY=VALUE (string values); repeatable.
+    #[arg(long = "metadata", value_name = "KEY=VALUE")]
+    metadata: Vec<String>,
+    /// The control plane's config directory (the layout is read from its .xds-load.json).
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    /// Longest wait for every poller's first 200 of every type.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    warm_timeout: Duration,
+    /// The measured window after all are warm.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    duration: Duration,
+    #[command(flatten)]
+    process: ProcessArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The simulated proxies (`run`: ADS streams, `poll`: REST pollers).
+#[derive(clap::Args, Debug)]
+struct ProxiesArgs {
+    /// Simulated proxies (streams or pollers).
+    #[arg(long, default_value_t = 10)]
+    proxies: u32,
+    /// Layout index of the first proxy (to split proxies over several xds-load processes).
+    #[arg(long, default_value_t = 0)]
+    first_index: u32,
+    /// Kind of proxy: sidecar (a workload of the layout) or router (ingress gateway in istio-system).
+    #[arg(long, value_enum, default_value = "sidecar")]
+    proxy_type: ProxyType,
+}
+
+/// The control plane to sample or start (`run` and `poll`).
+#[derive(clap::Args, Debug)]
+struct ProcessArgs {
+    /// Control-plane process to sample (RSS, peak RSS, CPU seconds, threads from /proc/PID).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Start the control plane: `BIN discovery --config-dir DIR --grpc-addr 127.0.0.1:<free port> …`
+    /// (needs --config-dir), wait until its /ready answers 200, sample it, stop it at the end.
+    #[arg(long, value_name = "BIN")]
+    meshpilot: Option<PathBuf>,
+    /// Extra argument for --meshpilot; repeatable.
+    #[arg(long = "meshpilot-arg", value_name = "ARG", allow_hyphen_values = true)]
+    meshpilot_args: Vec<String>,
+    /// Where --meshpilot's stdout and stderr go (default: discarded).
+    #[arg(long, value_name = "FILE")]
+    meshpilot_log: Option<PathBuf>,
+}
+
+/// Connections, threads and the summary's outputs (`run` and `poll`).
+#[derive(clap::Args, Debug)]
+struct OutputArgs {
+    /// TCP connect timeout per connection (a loaded control plane may accept slowly).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    connect_timeout: Duration,
+    /// Tokio worker threads of xds-load itself (1 leaves the other core to the control plane).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Write the summary as JSON here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Free text recorded in the JSON (e.g. the scenario name).
+    #[arg(long)]
+    label: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -72,15 +160,8 @@ struct RunArgs {
     /// ADS address of the control plane (ignored with --meshpilot, which picks a free port).
     #[arg(long, default_value = "http://127.0.0.1:15010")]
     address: String,
-    /// Streams (simulated proxies) to open.
-    #[arg(long, default_value_t = 10)]
-    proxies: u32,
-    /// Layout index of the first stream (to split proxies over several xds-load processes).
-    #[arg(long, default_value_t = 0)]
-    first_index: u32,
-    /// Kind of proxy: sidecar (a workload of the layout) or router (ingress gateway in istio-system).
-    #[arg(long, value_enum, default_value = "sidecar")]
-    proxy_type: ProxyType,
+    #[command(flatten)]
+    who: ProxiesArgs,
     /// xDS variant.
     #[arg(long, value_enum, default_value = "sotw")]
     protocol: Protocol,
@@ -147,19 +228,8 @@ struct RunArgs {
     /// Stay connected this long after all are ready, before the first change.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     hold: Duration,
-    /// Control-plane process to sample (RSS, peak RSS, CPU seconds, threads from /proc/PID).
-    #[arg(long)]
-    pid: Option<u32>,
-    /// Start the control plane: `BIN discovery --config-dir DIR --grpc-addr 127.0.0.1:<free port> …`
-    /// (needs --config-dir), wait until its /ready answers 200, sample it, stop it at the end.
-    #[arg(long, value_name = "BIN")]
-    meshpilot: Option<PathBuf>,
-    /// Extra argument for --meshpilot; repeatable.
-    #[arg(long = "meshpilot-arg", value_name = "ARG", allow_hyphen_values = true)]
-    meshpilot_args: Vec<String>,
-    /// Where --meshpilot's stdout and stderr go (default: discarded).
-    #[arg(long, value_name = "FILE")]
-    meshpilot_log: Option<PathBuf>,
+    #[command(flatten)]
+    process: ProcessArgs,
     /// Period of /proc sampling.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     sample_interval: Duration,
@@ -203,18 +273,8 @@ struct RunArgs {
     /// The control plane's HTTP debug address (IP:port) for the slowloris kind (set by --meshpilot).
     #[arg(long, value_name = "ADDR")]
     http_address: Option<std::net::SocketAddr>,
-    /// TCP connect timeout per connection (a loaded control plane may accept slowly).
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
-    connect_timeout: Duration,
-    /// Tokio worker threads of xds-load itself (1 leaves the other core to the control plane).
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
-    /// Write the summary as JSON here.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Free text recorded in the JSON (e.g. the scenario name).
-    #[arg(long)]
-    label: Option<String>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// `250ms`, `2s`, `1.5s`, `1m`, or plain seconds.
@@ -275,6 +335,39 @@ fn wait_ready(child: &mut Spawned, http_port: u16, timeout: Duration) -> anyhow:
     }
 }
 
+/// Starts `bin discovery --config-dir DIR` with its gRPC and HTTP ports on loopback (`ports`) and
+/// `extra` arguments, output to `log` (default: discarded), and waits until it is ready.
+fn spawn_meshpilot(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    (grpc_port, http_port): (u16, u16),
+    extra: &[String],
+    log: Option<&std::path::Path>,
+    ready_timeout: Duration,
+) -> anyhow::Result<Spawned> {
+    let (out, err) = match log {
+        Some(p) => {
+            let f = std::fs::File::create(p).with_context(|| format!("--meshpilot-log {}", p.display()))?;
+            (Stdio::from(f.try_clone()?), Stdio::from(f))
+        }
+        None => (Stdio::null(), Stdio::null()),
+    };
+    let child = Command::new(bin)
+        .arg("discovery")
+        .arg("--config-dir")
+        .arg(dir)
+        .args(["--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
+        .args(["--http-addr", &format!("127.0.0.1:{http_port}"), "--monitoring-addr", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("cannot start --meshpilot {}", bin.display()))?;
+    let mut child = Spawned(child);
+    wait_ready(&mut child, http_port, ready_timeout)?;
+    Ok(child)
+}
+
 /// TLS settings for `address` (`host:port`, or with an `http://` / `https://` scheme).
 fn tls_settings(a: &RunArgs, address: &str) -> anyhow::Result<TlsSettings> {
     let bare = address.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
@@ -283,6 +376,27 @@ fn tls_settings(a: &RunArgs, address: &str) -> anyhow::Result<TlsSettings> {
         .next()
         .with_context(|| format!("--address {address:?}: no address"))?;
     TlsSettings::new(addr, &a.tls_server_name, a.tls_root.as_deref(), a.ca_dir.as_deref())
+}
+
+/// The run's description in the JSON summary: `label`, the command line, the commit, `address`,
+/// `layout`, then the fields of `extra`.
+fn describe(
+    label: Option<&str>,
+    address: &str,
+    layout: &Layout,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut run = serde_json::json!({
+        "label": label,
+        "command": std::env::args().collect::<Vec<_>>(),
+        "git": git_sha(),
+        "address": address,
+        "layout": layout,
+    });
+    if let (Some(run), serde_json::Value::Object(extra)) = (run.as_object_mut(), extra) {
+        run.extend(extra);
+    }
+    run
 }
 
 fn git_sha() -> Option<String> {
@@ -319,15 +433,11 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     .unwrap_or(Layout {
         services: a.services.max(1),
         namespaces: a.namespaces.max(1),
-        workloads: a.proxies,
+        workloads: a.who.proxies,
         sidecar_scope: a.sidecar_scope,
         ..Layout::default()
     });
-    let mut metadata = Vec::new();
-    for m in &a.metadata {
-        let (k, v) = m.split_once('=').with_context(|| format!("--metadata {m:?}: expected KEY=VALUE"))?;
-        metadata.push((k.to_string(), v.to_string()));
-    }
+    let metadata = parse_metadata(&a.metadata)?;
     if !(0.0..=1.0).contains(&a.nack_rate) {
         anyhow::bail!("--nack-rate {} must be between 0 and 1", a.nack_rate);
     }
@@ -356,11 +466,11 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
 
     let secure = a.tls_root.is_some() || a.ca_dir.is_some();
     let mut address = a.address.clone();
-    let mut pid = a.pid;
+    let mut pid = a.process.pid;
     let mut spawned = None;
     let mut tls = None;
     let mut http_address = a.http_address;
-    if let Some(bin) = &a.meshpilot {
+    if let Some(bin) = &a.process.meshpilot {
         let dir = a.config_dir.as_ref().context("--meshpilot needs --config-dir")?;
         let port = free_port()?;
         let http_port = free_port()?;
@@ -379,61 +489,49 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
                 ca_dir.display().to_string(),
             ];
         }
-        let (out, err) = match &a.meshpilot_log {
-            Some(p) => {
-                let f =
-                    std::fs::File::create(p).with_context(|| format!("--meshpilot-log {}", p.display()))?;
-                (Stdio::from(f.try_clone()?), Stdio::from(f))
-            }
-            None => (Stdio::null(), Stdio::null()),
-        };
-        let child = Command::new(bin)
-            .arg("discovery")
-            .arg("--config-dir")
-            .arg(dir)
-            .args(["--grpc-addr", &format!("127.0.0.1:{port}")])
-            .args(["--http-addr", &format!("127.0.0.1:{http_port}"), "--monitoring-addr", "127.0.0.1:0"])
-            .args(&secure_args)
-            .args(&a.meshpilot_args)
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("cannot start --meshpilot {}", bin.display()))?;
-        pid = Some(child.id());
+        let extra: Vec<String> =
+            secure_args.into_iter().chain(a.process.meshpilot_args.iter().cloned()).collect();
+        let child = spawn_meshpilot(
+            bin,
+            dir,
+            (port, http_port),
+            &extra,
+            a.process.meshpilot_log.as_deref(),
+            a.ready_timeout,
+        )?;
+        pid = Some(child.0.id());
         http_address = Some(std::net::SocketAddr::from(([127, 0, 0, 1], http_port)));
-        let mut child = Spawned(child);
-        wait_ready(&mut child, http_port, a.ready_timeout)?;
         spawned = Some(child);
     } else if secure {
         tls = Some(tls_settings(a, &address)?);
     }
 
-    let label = serde_json::json!({
-        "label": a.label,
-        "command": std::env::args().collect::<Vec<_>>(),
-        "git": git_sha(),
-        "address": address,
-        "layout": layout,
-        "proxy_type": a.proxy_type,
-        "protocol": a.protocol,
-        "change": a.change,
-        "changes": changes,
-        "interval_ms": a.interval.map(|d| d.as_millis()),
-        "streams_per_conn": a.streams_per_conn,
-        "ramp": a.ramp,
-        "nack_rate": a.nack_rate,
-        "tls": secure,
-        "client_certificates": a.ca_dir.is_some(),
-        "storm": a.storm,
-        "hostile": a.hostile,
-        "hostile_kinds": a.hostile_kinds,
-        "hostile_names": a.hostile_names,
-    });
+    let label = describe(
+        a.output.label.as_deref(),
+        &address,
+        &layout,
+        serde_json::json!({
+            "proxy_type": a.who.proxy_type,
+            "protocol": a.protocol,
+            "change": a.change,
+            "changes": changes,
+            "interval_ms": a.interval.map(|d| d.as_millis()),
+            "streams_per_conn": a.streams_per_conn,
+            "ramp": a.ramp,
+            "nack_rate": a.nack_rate,
+            "tls": secure,
+            "client_certificates": a.ca_dir.is_some(),
+            "storm": a.storm,
+            "hostile": a.hostile,
+            "hostile_kinds": a.hostile_kinds,
+            "hostile_names": a.hostile_names,
+        }),
+    );
     let options = RunOptions {
         address,
-        streams: a.proxies,
-        first_index: a.first_index,
-        kind: a.proxy_type,
+        streams: a.who.proxies,
+        first_index: a.who.first_index,
+        kind: a.who.proxy_type,
         layout,
         stream: StreamOptions {
             protocol: a.protocol,
@@ -453,7 +551,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         pid,
         sample_interval: a.sample_interval,
         label,
-        connect_timeout: a.connect_timeout,
+        connect_timeout: a.output.connect_timeout,
         storm: a.storm,
         hostile: a.hostile,
         hostile_kinds: a.hostile_kinds.clone(),
@@ -462,14 +560,14 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
         tls: tls.map(Arc::new),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(a.threads.max(1))
+        .worker_threads(a.output.threads.max(1))
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let summary = runtime.block_on(run(&options, changer))?;
     drop(spawned);
     print!("{}", summary.table());
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.output.json {
         std::fs::write(path, serde_json::to_string_pretty(&summary)?)
             .with_context(|| format!("cannot write --json {}", path.display()))?;
     }
@@ -490,11 +588,89 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn parse_metadata(items: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|m| {
+            let (k, v) =
+                m.split_once('=').with_context(|| format!("--metadata {m:?}: expected KEY=VALUE"))?;
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn cmd_poll(a: &PollArgs) -> anyhow::Result<()> {
+    let layout = match &a.config_dir {
+        Some(dir) => Layout::read(dir)?,
+        None => None,
+    }
+    .unwrap_or(Layout { workloads: a.who.proxies, ..Layout::default() });
+    anyhow::ensure!(!a.types.is_empty(), "--types: at least one type");
+    let (mut address, mut pid, mut spawned) = (a.address, a.process.pid, None);
+    if let Some(bin) = &a.process.meshpilot {
+        let dir = a.config_dir.as_ref().context("--meshpilot needs --config-dir")?;
+        let http_port = free_port()?;
+        let child = spawn_meshpilot(
+            bin,
+            dir,
+            (free_port()?, http_port),
+            &a.process.meshpilot_args,
+            a.process.meshpilot_log.as_deref(),
+            a.warm_timeout,
+        )?;
+        pid = Some(child.0.id());
+        address = std::net::SocketAddr::from(([127, 0, 0, 1], http_port));
+        spawned = Some(child);
+    }
+    let label = describe(
+        a.output.label.as_deref(),
+        &address.to_string(),
+        &layout,
+        serde_json::json!({
+            "types": a.types,
+            "interval_ms": a.interval.as_millis(),
+            "extensions": a.extensions,
+        }),
+    );
+    let options = xds_load::poll::PollOptions {
+        address,
+        proxies: a.who.proxies,
+        first_index: a.who.first_index,
+        kind: a.who.proxy_type,
+        layout,
+        types: a.types.clone(),
+        interval: a.interval,
+        extensions: a.extensions,
+        metadata: parse_metadata(&a.metadata)?,
+        istio_version: StreamOptions::default().istio_version,
+        warm_timeout: a.warm_timeout,
+        duration: a.duration,
+        pid,
+        connect_timeout: a.output.connect_timeout,
+        label,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(a.output.threads.max(1))
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let summary = runtime.block_on(xds_load::poll::run_pollers(options));
+    drop(spawned);
+    let summary = summary?;
+    print!("{}", summary.table());
+    if let Some(path) = &a.output.json {
+        std::fs::write(path, serde_json::to_string_pretty(&summary)?)
+            .with_context(|| format!("cannot write --json {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Cmd::Gen(a) => cmd_gen(a),
         Cmd::Run(a) => cmd_run(a),
+        Cmd::Poll(a) => cmd_poll(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

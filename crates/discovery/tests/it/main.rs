@@ -23,6 +23,7 @@ mod peer {
     mod envoy_gateway_authz;
     mod envoy_locality_lb;
     mod envoy_rest;
+    mod envoy_rest_secure;
     mod envoy_route_features;
     mod envoy_sds;
     mod envoy_sidecar_egress;

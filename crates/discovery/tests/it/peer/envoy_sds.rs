@@ -20,12 +20,12 @@ use xds::SyncState;
 
 use support::tls::{HOST, TestCa as Ca, https_get};
 
-fn write_pair(root: &Path, (cert, key, _): &(String, String, Vec<u8>)) {
+pub(super) fn write_pair(root: &Path, (cert, key, _): &(String, String, Vec<u8>)) {
     std::fs::write(root.join("cert.pem"), cert).unwrap();
     std::fs::write(root.join("key.pem"), key).unwrap();
 }
 
-fn gateway_yaml(name: &str, port: u16, host: &str, cert: &Path, key: &Path) -> String {
+pub(super) fn gateway_yaml(name: &str, port: u16, host: &str, cert: &Path, key: &Path) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {NS}}}\n\
          spec:\n  selector: {{istio: ingressgateway}}\n  servers:\n  - port: {{number: {port}, name: https, protocol: HTTPS}}\n    \
@@ -33,6 +33,14 @@ fn gateway_yaml(name: &str, port: u16, host: &str, cert: &Path, key: &Path) -> S
         cert.display(),
         key.display()
     )
+}
+
+/// A plane reading config from `config`, serving certificate files under `certs` (`--file-secret-root`).
+pub(super) async fn file_secret_plane(config: &Path, certs: &Path) -> Plane {
+    let options = FileSecretOptions { roots: vec![certs.to_path_buf()], ..FileSecretOptions::default() };
+    Plane::start_with(PlaneOptions { file_secrets: options, ..PlaneOptions::config_dir(config) })
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -59,12 +67,7 @@ async fn gateway_terminates_tls_with_file_certificates_and_rotates_them() {
         ),
     )
     .unwrap();
-    let options =
-        FileSecretOptions { roots: vec![certs.path().to_path_buf()], ..FileSecretOptions::default() };
-    let plane =
-        Plane::start_with(PlaneOptions { file_secrets: options, ..PlaneOptions::config_dir(config.path()) })
-            .await
-            .unwrap();
+    let plane = file_secret_plane(config.path(), certs.path()).await;
     // The ingress gateway runs in the Gateway's namespace and proves it with a workload certificate.
     let secure = Secure::start(&plane).await;
     let mut router = plane.router(AdsApi::Sotw);

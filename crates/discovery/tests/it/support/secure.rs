@@ -137,6 +137,34 @@ impl Secure {
         security::client::channel(&target, Some((chain, key))).await.unwrap()
     }
 
+    /// A channel to the secure port presenting no client certificate.
+    pub async fn channel_anonymous(&self) -> tonic::transport::Channel {
+        let target = SecureTarget {
+            addr: self.addr,
+            server_name: "istiod.istio-system.svc".into(),
+            roots: self.ca.roots().to_vec(),
+        };
+        security::client::channel(&target, None).await.unwrap()
+    }
+
+    /// `bootstrap` (an [`meshpilot_testing::AdsApi::Rest`] one) polling the secure port over HTTP/2
+    /// with a workload certificate of `namespace/sa`.
+    pub fn rest_bootstrap(
+        &self,
+        bootstrap: meshpilot_testing::Bootstrap,
+        namespace: &str,
+        sa: &str,
+    ) -> serde_json::Value {
+        let mut json = self.secure_bootstrap(bootstrap, namespace, sa);
+        json["static_resources"]["clusters"][0]["typed_extension_protocol_options"] = json!({
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}}
+            }
+        });
+        json
+    }
+
     /// One SotW SDS request for `names` over the secure port as a router of `namespace` (labels of
     /// [`router_metadata`]) with a certificate of `namespace/sa`: the names in the first response.
     pub async fn sds_names(&self, namespace: &str, sa: &str, names: &[&str]) -> BTreeSet<String> {
@@ -213,4 +241,22 @@ pub fn router_metadata(namespace: &str) -> envoy_types::pb::google::protobuf::St
         .into_iter()
         .collect(),
     }
+}
+
+/// `POST path` with the JSON `body` over `channel` (HTTP/2, the secure port): (status, body).
+pub async fn rest_post(channel: &tonic::transport::Channel, path: &str, body: &[u8]) -> (u16, String) {
+    use tower_service::Service as _;
+    let mut channel = channel.clone();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://xds-grpc{path}"))
+        .header("content-type", "application/json")
+        .body(tonic::body::Body::new(axum::body::Body::from(body.to_vec())))
+        .unwrap();
+    std::future::poll_fn(|cx| channel.poll_ready(cx)).await.unwrap();
+    let response =
+        tokio::time::timeout(Duration::from_secs(10), channel.call(request)).await.unwrap().unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX).await.unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
 }
