@@ -166,6 +166,8 @@ async fn a_remote_secret_brings_a_clusters_endpoints_and_takes_them_away() {
     let both = pairs(&[("10.10.0.1", "cluster-a"), ("10.20.0.1", "cluster-b")]);
     wait_for("endpoints of both clusters", || endpoints(&mesh.services) == both).await;
     assert_eq!(mesh.services.services().iter().filter(|s| s.hostname == HOST).count(), 1);
+    // Endpoints can arrive before every watch of the cluster has listed: synced comes after.
+    wait_for("cluster-b synced", || status_of(&mesh, "cluster-b") == Some(ClusterSyncStatus::Synced)).await;
     let remote = mesh.remote.clusters();
     assert_eq!(remote.len(), 1);
     assert_eq!(

@@ -105,14 +105,15 @@ async fn one_envoy_reaches_a_services_endpoints_in_two_clusters_until_the_secret
     .unwrap_or_else(|e| panic!("{e}\nmeshpilot log:\n{}", mp.log_text()));
 
     // istiod's /debug/clusterz: the config cluster, then the remote one with its Secret.
-    let clusterz = debug_json(&mp, "/debug/clusterz").await.unwrap();
-    assert_eq!(
-        clusterz,
-        serde_json::json!([
-            {"id": "cluster-a", "secretName": "", "syncStatus": "synced"},
-            {"id": "cluster-b", "secretName": "istio-system/istio-remote-secret-cluster-b", "syncStatus": "synced"},
-        ])
-    );
+    let expected = serde_json::json!([
+        {"id": "cluster-a", "secretName": "", "syncStatus": "synced"},
+        {"id": "cluster-b", "secretName": "istio-system/istio-remote-secret-cluster-b", "syncStatus": "synced"},
+    ]);
+    let clusterz = wait_for("both clusters synced in /debug/clusterz", Duration::from_secs(60), async || {
+        debug_json(&mp, "/debug/clusterz").await.filter(|c| *c == expected)
+    })
+    .await;
+    assert_eq!(clusterz.ok(), Some(expected), "meshpilot log:\n{}", mp.log_text());
     // Each endpoint in its cluster's shard.
     let endpointz = debug_json(&mp, "/debug/endpointz").await.unwrap();
     let shards = &endpointz[HOST][NS]["Shards"];
