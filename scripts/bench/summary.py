@@ -27,6 +27,7 @@ def conv(k):
 
 
 ROWS = [
+    ("control plane ready after start (ms)", lambda r: r.get("control_plane_ready_ms"), "{:.0f}"),
     ("streams ready", lambda r: r["ready"], "{:.0f}"),
     ("all ready after (ms)", lambda r: r["all_ready_ms"], "{:.0f}"),
     ("connect→ready p50 (ms)", lambda r: r["startup"]["p50_ms"], "{:.1f}"),

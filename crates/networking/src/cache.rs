@@ -100,7 +100,7 @@ pub(crate) type SharedEncoded = Arc<(Arc<Encoded>, Vec<Finding>)>;
 /// What a ClusterLoadAssignment depends on within one config generation: its cluster name, the
 /// snapshot's endpoint list of the service port (by address: endpoint-only snapshots keep the list of
 /// every service they did not re-read, [`PushContext::endpoint_list`]), the subset's labels, whether
-/// host names are allowed (DNS clusters), whether endpoints carry the auto-mTLS match metadata, and
+/// unhealthy endpoints are sent, whether host names are allowed (DNS clusters), whether endpoints carry the auto-mTLS match metadata, and
 /// what locality load balancing ranks them against (`None`: nothing; the assignment is the same for
 /// every proxy).
 #[derive(Clone, Debug)]
@@ -108,6 +108,7 @@ pub(crate) struct AssignmentKey {
     pub name: String,
     pub endpoints: Arc<[Arc<Endpoint>]>,
     pub subset: Option<Labels>,
+    pub unhealthy: bool,
     pub dns: bool,
     pub tls_metadata: bool,
     pub locality: Option<LocalityKey>,
@@ -133,6 +134,7 @@ impl PartialEq for AssignmentKey {
         Arc::ptr_eq(&self.endpoints, &other.endpoints)
             && self.name == other.name
             && self.subset == other.subset
+            && self.unhealthy == other.unhealthy
             && self.dns == other.dns
             && self.tls_metadata == other.tls_metadata
             && self.locality == other.locality
@@ -147,6 +149,7 @@ impl std::hash::Hash for AssignmentKey {
         self.name.hash(state);
         std::ptr::hash(Arc::as_ptr(&self.endpoints).cast::<()>(), state);
         self.subset.hash(state);
+        self.unhealthy.hash(state);
         self.dns.hash(state);
         self.tls_metadata.hash(state);
         self.locality.hash(state);

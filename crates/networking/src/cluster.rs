@@ -66,7 +66,7 @@ use envoy_types::pb::envoy::{
 };
 use model::{
     ConfigKey, Protocol,
-    service::{Labels, Port, Resolution, Service, labels_match},
+    service::{Port, Resolution, Service, labels_match},
 };
 
 use crate::{
@@ -74,7 +74,7 @@ use crate::{
     built::Built,
     cache::{Encoded, EncodedResource, OutboundClustersKey, SharedClusters},
     convert::{ads_config_source, any, duration, std_duration, transport_socket, u32v, u64v},
-    endpoint::locality_lb_endpoints,
+    endpoint::{locality_lb_endpoints, sends_unhealthy},
     filters::TLS_TRANSPORT_SOCKET,
     locality, mtls,
     naming::{
@@ -392,7 +392,7 @@ fn base_cluster(
     name: &str,
     service: &Service,
     port: &Port,
-    subset_labels: Option<&Labels>,
+    subset: Option<&api::networking::destination_rule::Subset>,
     report: &mut Report<'_>,
 ) -> Option<Builder> {
     let kind = match service.resolution {
@@ -428,13 +428,22 @@ fn base_cluster(
             let eps = push
                 .endpoints(&service.hostname, &service.namespace, port.port)
                 .iter()
-                .filter(|e| subset_labels.is_none_or(|l| labels_match(l, &e.labels)))
+                .filter(|e| subset.is_none_or(|s| labels_match(&s.labels, &e.labels)))
                 .map(|e| e.as_ref());
             let accepts_mtls =
                 |ep: &model::service::Endpoint| crate::endpoint::endpoint_accepts_mtls(push, ep);
             let tls_metadata = (proxy.has_workload_certificates() && !proxy.proxyless_grpc)
                 .then_some(&accepts_mtls as &dyn Fn(&model::service::Endpoint) -> bool);
-            let mut endpoints = locality_lb_endpoints(eps, true, tls_metadata, name, report.findings);
+            let rule = push.destination_rule(proxy, service);
+            let subset_name = subset.map_or("", |s| s.name.as_str());
+            let unhealthy = sends_unhealthy(
+                rule.as_deref().map(|r| &r.rule),
+                port.port,
+                subset_name,
+                service.traffic_distribution,
+            );
+            let mut endpoints =
+                locality_lb_endpoints(eps, true, unhealthy, tls_metadata, name, report.findings);
             if endpoints.is_empty() {
                 report.dropped("DNS-resolved cluster without endpoints is not built (as Istio)".to_string());
                 return None;
@@ -980,9 +989,7 @@ fn service_clusters(
                 Some(tp) => subset_policy(base, port_policy(Some(tp), sp, spp, port.port)),
                 None => base,
             };
-            if let Some(mut b) =
-                base_cluster(push, proxy, &name, service, port, Some(&subset.labels), &mut report)
-            {
+            if let Some(mut b) = base_cluster(push, proxy, &name, service, port, Some(subset), &mut report) {
                 let target = Target { service, port, subset: &subset.name };
                 apply_policy(push, proxy, &mut b, policy, &target, &mut report);
                 out.push(b.build());

@@ -4,9 +4,10 @@
 //! a subset cluster keeps the endpoints whose labels match the subset of the DestinationRule that
 //! applies to the proxy. Endpoints are grouped by locality (`region/zone/subzone`); each locality gets
 //! a `load_balancing_weight`, the sum of its endpoints' weights (proxyless gRPC ignores localities
-//! without one). Unhealthy and terminating endpoints are left out, draining ones are sent as
-//! `DRAINING` (Istio's `EndpointBuilder`). An unknown cluster name gets an empty assignment, so the
-//! proxy does not wait for it.
+//! without one). Terminating endpoints are left out; unhealthy (not ready) ones are sent as `UNHEALTHY`
+//! unless the cluster's outlier detection sets `minHealthPercent` ([`sends_unhealthy`]); draining ones
+//! are sent as `DRAINING` (Istio's `EndpointBuilder`). An unknown cluster name gets an empty
+//! assignment, so the proxy does not wait for it.
 
 use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
@@ -39,19 +40,41 @@ fn locality_of(label: &str) -> Locality {
     }
 }
 
+/// Whether a cluster's assignment carries its unhealthy (not ready) endpoints, as `UNHEALTHY`: Istio's
+/// `supportsUnhealthyEndpoints` with its defaults (`PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS` true,
+/// `PILOT_SEND_UNHEALTHY_ENDPOINTS` false). Always for a service with a `trafficDistribution` (Envoy
+/// needs the health to spill over between zones); otherwise unless the outlier detection that applies
+/// to `port` and `subset` of `rule` sets `minHealthPercent` above 0, since Envoy's panic threshold
+/// would then send traffic to them. The cluster's panic threshold is 0 otherwise
+/// (`crate::cluster`), so Envoy never balances onto them; they only count in its host totals.
+pub(crate) fn sends_unhealthy(
+    rule: Option<&api::networking::destination_rule::DestinationRule>,
+    port: u32,
+    subset: &str,
+    traffic_distribution: model::service::TrafficDistribution,
+) -> bool {
+    if traffic_distribution != model::service::TrafficDistribution::Any {
+        return true;
+    }
+    let outlier = rule.and_then(|r| locality::lb_policy_for(r, port, subset).0);
+    outlier.is_none_or(|o| o.min_health_percent <= 0)
+}
+
 /// Groups `endpoints` by locality into Envoy's shape. `dns` allows host names as addresses (STRICT_DNS
 /// and LOGICAL_DNS clusters); otherwise an endpoint whose address is not an IP or a Unix socket is left
-/// out and reported against `resource`. `tls_metadata` (None: never) says per endpoint whether it gets
+/// out and reported against `resource`. `unhealthy` keeps unhealthy endpoints, as `UNHEALTHY`
+/// ([`sends_unhealthy`]); terminating ones are always left out. `tls_metadata` (None: never) says per endpoint whether it gets
 /// the auto-mTLS match metadata ([`crate::mtls::endpoint_tls_metadata`]; only endpoints labelled
 /// `security.istio.io/tlsMode: istio` carry it).
 pub(crate) fn locality_lb_endpoints<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     dns: bool,
+    unhealthy: bool,
     tls_metadata: Option<&dyn Fn(&Endpoint) -> bool>,
     resource: &str,
     findings: &mut Vec<Finding>,
 ) -> Vec<LocalityLbEndpoints> {
-    locality_groups(endpoints, dns, tls_metadata, resource, findings).0
+    locality_groups(endpoints, dns, unhealthy, tls_metadata, resource, findings).0
 }
 
 /// [`locality_lb_endpoints`] with each group's endpoints, in the same order (`members[i][j]` belongs
@@ -59,6 +82,7 @@ pub(crate) fn locality_lb_endpoints<'a>(
 pub(crate) fn locality_groups<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     dns: bool,
+    unhealthy: bool,
     tls_metadata: Option<&dyn Fn(&Endpoint) -> bool>,
     resource: &str,
     findings: &mut Vec<Finding>,
@@ -69,6 +93,7 @@ pub(crate) fn locality_groups<'a>(
             HealthStatus::Healthy => EnvoyHealth::Healthy,
             HealthStatus::Unknown => EnvoyHealth::Unknown,
             HealthStatus::Draining => EnvoyHealth::Draining,
+            HealthStatus::Unhealthy if unhealthy => EnvoyHealth::Unhealthy,
             HealthStatus::Unhealthy | HealthStatus::Terminating => continue,
         };
         let addr = ep.first_address();
@@ -120,11 +145,13 @@ pub(crate) fn locality_groups<'a>(
 }
 
 /// What a cluster's assignment is made of: the snapshot's endpoint list of the service port (`None`:
-/// the port has none), the subset's labels, the service's resolution, and the locality load balancing
-/// that ranks the endpoints for the proxy (`None`: none applies).
+/// the port has none), the subset's labels, whether unhealthy endpoints are sent ([`sends_unhealthy`]),
+/// the service's resolution, and the locality load balancing that ranks the endpoints for the proxy
+/// (`None`: none applies).
 struct ClusterSource<'p, 'q> {
     endpoints: Option<&'p Arc<[Arc<Endpoint>]>>,
     subset: Option<Labels>,
+    unhealthy: bool,
     resolution: Resolution,
     locality: Option<LocalityRanking<'q>>,
     networks: NetworkSource<'q>,
@@ -168,10 +195,10 @@ struct LocalityRanking<'q> {
 impl LocalityRanking<'_> {
     /// The setting and whether the cluster has outlier detection.
     fn setting<'s>(&'s self, push: &'s Snapshot) -> Option<(locality::LbSetting<'s>, bool)> {
-        let (outlier, lb) = self
-            .rule
-            .as_deref()
-            .map_or((false, None), |r| locality::lb_policy_for(&r.rule, self.port, self.subset));
+        let (outlier, lb) = self.rule.as_deref().map_or((false, None), |r| {
+            let (outlier, lb) = locality::lb_policy_for(&r.rule, self.port, self.subset);
+            (outlier.is_some(), lb)
+        });
         let setting = locality::effective_setting(push.mesh(), lb, self.traffic_distribution)?;
         setting.changes_assignment(outlier).then_some((setting, outlier))
     }
@@ -225,6 +252,8 @@ fn cluster_source<'p, 'q>(
     } else {
         Some(dr.as_ref()?.rule.subsets.iter().find(|s| s.name == key.subset)?.labels.clone())
     };
+    let unhealthy =
+        sends_unhealthy(dr.as_deref().map(|r| &r.rule), key.port, key.subset, service.traffic_distribution);
     let ranking = LocalityRanking {
         rule: dr,
         port: key.port,
@@ -242,6 +271,7 @@ fn cluster_source<'p, 'q>(
             proxy.cluster_id(),
         ),
         subset,
+        unhealthy,
         resolution: service.resolution,
         locality: ranking.setting(push).is_some().then_some(ranking),
         networks: NetworkSource {
@@ -279,8 +309,14 @@ fn assignment_of(
         Some(source) => {
             let accepts_mtls = |ep: &Endpoint| endpoint_accepts_mtls(push, ep);
             let tls_metadata = tls_metadata.then_some(&accepts_mtls as &dyn Fn(&Endpoint) -> bool);
-            let (mut groups, members) =
-                locality_groups(source.endpoints(), source.resolution.is_dns(), tls_metadata, name, findings);
+            let (mut groups, members) = locality_groups(
+                source.endpoints(),
+                source.resolution.is_dns(),
+                source.unhealthy,
+                tls_metadata,
+                name,
+                findings,
+            );
             let members = split_horizon(push, source.networks, tls_metadata.is_some(), &mut groups, members);
             if let Some(ranking) = &source.locality
                 && let Some((setting, outlier)) = ranking.setting(push)
@@ -406,6 +442,7 @@ pub fn generate_endpoints_encoded(
                     name: name.clone(),
                     endpoints: Arc::clone(list),
                     subset: source.subset.clone(),
+                    unhealthy: source.unhealthy,
                     dns: source.resolution.is_dns(),
                     tls_metadata,
                     locality: source.locality.as_ref().and_then(|r| r.key(push)),
@@ -447,23 +484,55 @@ mod tests {
     }
 
     #[test]
-    fn localities_get_summed_weights_and_unhealthy_endpoints_are_left_out() {
+    fn localities_get_summed_weights_and_unhealthy_endpoints_follow_the_cluster() {
         let eps = [
             ep("10.0.0.1", "r1/z1", 0, HealthStatus::Healthy),
             ep("10.0.0.2", "r1/z1", 3, HealthStatus::Healthy),
             ep("10.0.0.3", "r2", 0, HealthStatus::Draining),
             ep("10.0.0.4", "r2", 0, HealthStatus::Unhealthy),
+            ep("10.0.0.5", "r2", 0, HealthStatus::Terminating),
             ep("a.example.com", "r2", 0, HealthStatus::Healthy),
         ];
         let mut findings = Vec::new();
-        let out = locality_lb_endpoints(&eps, false, None, "c", &mut findings);
+        let out = locality_lb_endpoints(&eps, false, false, None, "c", &mut findings);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].locality.as_ref().unwrap().zone, "z1");
         assert_eq!(out[0].load_balancing_weight.as_ref().unwrap().value, 4);
         assert_eq!(out[1].lb_endpoints.len(), 1);
         assert_eq!(out[1].lb_endpoints[0].health_status, EnvoyHealth::Draining as i32);
         assert_eq!(findings.len(), 1, "the host name is reported for an EDS cluster");
-        let dns = locality_lb_endpoints(&eps[4..], true, None, "c", &mut findings);
+        // Sent unhealthy endpoints come as UNHEALTHY; terminating ones never.
+        let out = locality_lb_endpoints(&eps, false, true, None, "c", &mut findings);
+        let health: Vec<i32> = out[1].lb_endpoints.iter().map(|e| e.health_status).collect();
+        assert_eq!(health, [EnvoyHealth::Draining as i32, EnvoyHealth::Unhealthy as i32]);
+        let dns = locality_lb_endpoints(&eps[5..], true, true, None, "c", &mut findings);
         assert_eq!(dns[0].lb_endpoints.len(), 1);
+    }
+
+    #[test]
+    fn unhealthy_endpoints_are_sent_unless_outlier_detection_sets_min_health_percent() {
+        use api::networking::destination_rule::{DestinationRule, OutlierDetection, Subset, TrafficPolicy};
+        use model::service::TrafficDistribution;
+        let policy = |min: i32| TrafficPolicy {
+            outlier_detection: Some(OutlierDetection { min_health_percent: min, ..Default::default() }),
+            ..Default::default()
+        };
+        let rule = DestinationRule {
+            traffic_policy: Some(policy(50)),
+            subsets: vec![Subset {
+                name: "v2".into(),
+                traffic_policy: Some(policy(0)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let any = TrafficDistribution::Any;
+        assert!(sends_unhealthy(None, 80, "", any));
+        assert!(sends_unhealthy(Some(&DestinationRule::default()), 80, "", any));
+        assert!(!sends_unhealthy(Some(&rule), 80, "", any));
+        // The subset's own outlier detection replaces the destination's.
+        assert!(sends_unhealthy(Some(&rule), 80, "v2", any));
+        // A traffic distribution needs the health, whatever the rule says.
+        assert!(sends_unhealthy(Some(&rule), 80, "", TrafficDistribution::PreferSameZone));
     }
 }

@@ -48,15 +48,15 @@ use model::{
 use crate::convert::u32v;
 
 /// The parts of `rule`'s traffic policy for `port` and `subset` locality load balancing reads (Istio's
-/// `getOutlierDetectionAndLoadBalancerSettings` over `MergeSubsetTrafficPolicy`): whether outlier
-/// detection is set and the load balancer settings. A matching port-level entry stands for its policy
+/// `getOutlierDetectionAndLoadBalancerSettings` over `MergeSubsetTrafficPolicy`): the outlier
+/// detection and the load balancer settings. A matching port-level entry stands for its policy
 /// (Istio's `GetPortLevelTrafficPolicy`); the subset's parts override the destination's one by one, all
 /// of them when the subset has a matching port-level entry.
 pub(crate) fn lb_policy_for<'r>(
     rule: &'r api::networking::destination_rule::DestinationRule,
     port: u32,
     subset: &str,
-) -> (bool, Option<&'r LoadBalancerSettings>) {
+) -> (Option<&'r api::networking::destination_rule::OutlierDetection>, Option<&'r LoadBalancerSettings>) {
     use api::networking::destination_rule::{OutlierDetection, TrafficPolicy};
     type Parts<'r> = (Option<&'r OutlierDetection>, Option<&'r LoadBalancerSettings>);
     let level = |tp: &'r TrafficPolicy| -> (Parts<'r>, bool) {
@@ -75,7 +75,7 @@ pub(crate) fn lb_policy_for<'r>(
         outlier = if port_level { o } else { o.or(outlier) };
         lb = if port_level { l } else { l.or(lb) };
     }
-    (outlier.is_some(), lb)
+    (outlier, lb)
 }
 
 /// The locality semantics in force for one destination (Istio's `LBSettings`).

@@ -12,6 +12,10 @@
 //! | `workload-entry` | ServiceEntry `istio-system/xds-load-endpoints` + WorkloadEntry at `10.255.<a>.<b>` | the IP | EDS | all |
 //! | `virtual-service` | VirtualService `ns-0/xds-load-marker` for `svc-0` with prefix `/xds-load-marker-<seq>/` | the prefix | RDS | sidecars of `ns-0` with Sidecar scoping, else all |
 //! | `template` | `--template FILE` with `{{SEQ}}` replaced | `--marker` with `{{SEQ}}` replaced | `--marker-type` | all, or `--affected-namespace` |
+//! | `command` | whatever the `--command` helper writes (e.g. a Kubernetes API server: `scripts/bench/kube-scale.py restart`) | [`marker_ip`] | EDS | all |
+//!
+//! The `command` helper ([`CommandChanger`]) is started once and makes each change when told, so
+//! that no process start sits between T0 and the change.
 //!
 //! Change 0 is written before streams connect, so measured changes (1, 2, …) are updates of existing
 //! objects (for `workload-entry`: endpoint-only changes).
@@ -71,6 +75,8 @@ pub enum ChangeKind {
     VirtualService,
     /// `--template FILE` with `{{SEQ}}` replaced.
     Template,
+    /// The `--command` helper makes the change; its marker is [`marker_ip`] in EDS.
+    Command,
 }
 
 /// The marker IP of change `seq`: `10.255.<(seq / 250) mod 250>.<1 + seq mod 250>`.
@@ -82,7 +88,7 @@ pub fn marker_ip(seq: u64) -> String {
 pub fn builtin(kind: ChangeKind, layout: &Layout, seq: u64) -> Option<(String, Marker)> {
     let marker = |t: XdsType, s: String| Marker { xds_type: t, bytes: s.into_bytes() };
     Some(match kind {
-        ChangeKind::None | ChangeKind::Template => return None,
+        ChangeKind::None | ChangeKind::Template | ChangeKind::Command => return None,
         ChangeKind::ServiceEntry => {
             let host = format!("marker-{seq}.xds-load.example");
             (
@@ -192,6 +198,73 @@ impl Changer for FileChanger {
     }
 }
 
+/// A change made by a helper process (`--change command --command CMD`): `sh -c CMD` is started once;
+/// for change `seq` the harness writes the line `seq` to its stdin and waits for one line on its
+/// stdout, `ok` once the change is in (anything else is the helper's error). The helper gives the
+/// endpoint the change adds the address [`marker_ip`]`(seq)`: the marker, in EDS, for every stream.
+/// The helper's stdin closes when the changer is dropped (it should exit then); its stderr is the
+/// harness's.
+#[derive(Debug)]
+pub struct CommandChanger {
+    command: String,
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl CommandChanger {
+    /// Starts `sh -c command`.
+    ///
+    /// # Errors
+    /// The shell cannot be started.
+    pub fn start(command: &str) -> anyhow::Result<CommandChanger> {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start --command {command:?}"))?;
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().context("the helper's stdout")?);
+        Ok(CommandChanger { command: command.to_string(), child, stdin, stdout })
+    }
+}
+
+impl Changer for CommandChanger {
+    fn marker(&self, seq: u64) -> anyhow::Result<Marker> {
+        Ok(Marker { xds_type: XdsType::Endpoint, bytes: marker_ip(seq).into_bytes() })
+    }
+
+    fn apply(&mut self, seq: u64) -> anyhow::Result<()> {
+        use std::io::{BufRead as _, Write as _};
+        let stdin = self.stdin.as_mut().context("the helper's stdin is closed")?;
+        writeln!(stdin, "{seq}")
+            .and_then(|()| stdin.flush())
+            .with_context(|| format!("--command {:?} stopped reading", self.command))?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).with_context(|| format!("--command {:?}", self.command))?;
+        match line.trim() {
+            "ok" => Ok(()),
+            "" => anyhow::bail!("--command {:?} exited before answering change {seq}", self.command),
+            other => anyhow::bail!("--command {:?}, change {seq}: {other}", self.command),
+        }
+    }
+
+    fn affects(&self, _: &ProxyIdentity, _: ProxyType) -> bool {
+        true
+    }
+}
+
+impl Drop for CommandChanger {
+    fn drop(&mut self) {
+        // End of input: the helper finishes its last change and exits.
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +281,24 @@ mod tests {
         assert_eq!(marker_ip(0), "10.255.0.1");
         assert_eq!(marker_ip(251), "10.255.1.2");
         assert!(builtin(ChangeKind::None, &layout, 1).is_none());
+    }
+
+    #[test]
+    fn a_command_helper_answers_each_change() {
+        // A helper that acknowledges changes 0 and 1, then reports an error.
+        let mut c =
+            CommandChanger::start("read a; echo ok; read b; echo ok; read c; echo \"no pod for change $c\"")
+                .unwrap();
+        assert_eq!(
+            c.marker(3).unwrap(),
+            Marker { xds_type: XdsType::Endpoint, bytes: b"10.255.0.4".to_vec() }
+        );
+        c.apply(0).unwrap();
+        c.apply(1).unwrap();
+        let e = c.apply(2).unwrap_err().to_string();
+        assert!(e.contains("change 2: no pod for change 2"), "{e}");
+        // The helper has exited: no answer.
+        assert!(c.apply(3).is_err());
     }
 
     #[test]

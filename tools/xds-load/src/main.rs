@@ -11,7 +11,7 @@ use std::{
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use xds_load::{
-    change::{ChangeKind, Changer, FileChanger},
+    change::{ChangeKind, Changer, CommandChanger, FileChanger},
     client::{Protocol, StreamOptions},
     generate,
     layout::{Layout, ProxyType},
@@ -192,9 +192,14 @@ struct RunArgs {
     sidecar_scope: bool,
     /// Kind of change: none; service-entry (CDS marker: a new host); workload-entry (EDS marker: an
     /// endpoint IP, endpoint-only change); virtual-service (RDS marker: a route prefix for svc-0);
-    /// template (--template, --marker, --marker-type).
+    /// template (--template, --marker, --marker-type); command (the --command helper makes each
+    /// change, EDS marker 10.255.x.y as workload-entry).
     #[arg(long, value_enum, default_value = "none")]
     change: ChangeKind,
+    /// --change command: a shell command started once that reads a change number a line on stdin,
+    /// makes the change (an endpoint at the marker IP of that number) and answers `ok` on stdout.
+    #[arg(long, value_name = "CMD")]
+    command: Option<String>,
     /// Number of changes.
     #[arg(long, default_value_t = 3)]
     changes: u64,
@@ -443,6 +448,10 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<()> {
     }
     let changer: Option<Box<dyn Changer>> = match a.change {
         ChangeKind::None => None,
+        ChangeKind::Command => {
+            let command = a.command.as_deref().context("--change command needs --command CMD")?;
+            Some(Box::new(CommandChanger::start(command)?))
+        }
         kind => {
             let dir =
                 a.config_dir.clone().context("--change needs --config-dir (where the change is written)")?;

@@ -49,6 +49,7 @@ mod peer {
     mod remote_secret_istioctl;
     mod replicas;
     mod revision_tags;
+    mod rolling_restart_istiod;
     mod secure_port;
     mod status_cli;
     mod telemetry_istiod;

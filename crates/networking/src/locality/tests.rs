@@ -471,18 +471,18 @@ fn subset_and_port_level_policies_merge_as_istio() {
         l.and_then(|l| l.zone_aware_lb_setting.as_ref()).and_then(|z| z.min_cluster_size)
     };
     let (o, l) = lb_policy_for(&rule, 80, "");
-    assert!(o);
+    assert!(o.is_some());
     assert_eq!(size(l), Some(1));
     // A port-level entry does not inherit the destination's outlier detection.
     let (o, l) = lb_policy_for(&rule, 9000, "");
-    assert!(!o);
+    assert!(o.is_none());
     assert_eq!(size(l), Some(2));
     // A subset's load balancer overrides, the destination's outlier detection stays.
     let (o, l) = lb_policy_for(&rule, 80, "a");
-    assert!(o);
+    assert!(o.is_some());
     assert_eq!(size(l), Some(3));
     // A subset's port-level entry replaces both parts.
     let (o, l) = lb_policy_for(&rule, 80, "b");
-    assert!(!o);
+    assert!(o.is_none());
     assert_eq!(size(l), Some(4));
 }

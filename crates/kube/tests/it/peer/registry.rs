@@ -144,7 +144,8 @@ async fn endpoints_take_pod_identity_node_locality_and_conditions() {
     assert_eq!(ready.locality.label, "us-east1/us-east1-b/");
     assert_eq!((ready.namespace.as_str(), ready.workload_name.as_str()), (ns, "app-1"));
     assert_eq!(ready.tls_mode, "disabled");
-    // Not ready → unhealthy, terminating → terminating: both kept in the registry, left out of EDS.
+    // Not ready → unhealthy, terminating → terminating: both kept in the registry; EDS
+    // sends the unhealthy one as UNHEALTHY and leaves the terminating one out.
     assert_eq!(by_ip("10.1.0.2").health_status, HealthStatus::Unhealthy);
     assert_eq!(by_ip("10.1.0.3").health_status, HealthStatus::Terminating);
     assert!(by_ip("10.1.0.2").service_account.is_empty());

@@ -21,7 +21,8 @@ use envoy_types::pb::{
             HttpConnectionManager, http_connection_manager::RouteSpecifier,
         },
         service::discovery::v3::{
-            DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+            DiscoveryRequest, DiscoveryResponse,
+            aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
         },
     },
     google::protobuf::Any,
@@ -263,17 +264,47 @@ fn issue(
     })
 }
 
-async fn fetch_inner(addr: SocketAddr, node: Node, client: Client) -> Result<Fetched, String> {
-    let mut out = Fetched::default();
-    for t in XdsType::ALL {
-        out.resources.insert(t, BTreeMap::new());
-    }
+/// An ADS stream to `addr` (plaintext) opened with request `first`: the sender of the requests that
+/// follow, and the responses.
+pub async fn open_stream(
+    addr: SocketAddr,
+    first: DiscoveryRequest,
+) -> Result<(mpsc::Sender<DiscoveryRequest>, tonic::Streaming<DiscoveryResponse>), String> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .map_err(|e| e.to_string())?
         .connect()
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;
     let (tx, rx) = mpsc::channel::<DiscoveryRequest>(16);
+    tx.send(first).await.map_err(|_| "request channel closed".to_string())?;
+    let mut grpc = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let responses = grpc
+        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|m| (m, rx))
+        }))
+        .await
+        .map_err(|s| format!("{addr}: {s}"))?
+        .into_inner();
+    Ok((tx, responses))
+}
+
+/// The next response on a stream of [`open_stream`] to `addr`; an error when the stream ends or fails.
+pub async fn next_response(
+    responses: &mut tonic::Streaming<DiscoveryResponse>,
+    addr: SocketAddr,
+) -> Result<DiscoveryResponse, String> {
+    match responses.message().await {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => Err(format!("{addr} closed the stream")),
+        Err(s) => Err(format!("{addr}: {s}")),
+    }
+}
+
+async fn fetch_inner(addr: SocketAddr, node: Node, client: Client) -> Result<Fetched, String> {
+    let mut out = Fetched::default();
+    for t in XdsType::ALL {
+        out.resources.insert(t, BTreeMap::new());
+    }
     // Which types have been answered (or will never be asked); which names were asked for.
     let mut answered = BTreeSet::new();
     if !matches!(client, Client::Envoy { nds: true }) {
@@ -285,22 +316,10 @@ async fn fetch_inner(addr: SocketAddr, node: Node, client: Client) -> Result<Fet
         // Nothing to ask for at all (a proxyless client without targets).
         return Ok(out);
     };
-    tx.send(first).await.map_err(|_| "request channel closed".to_string())?;
-    let mut grpc = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
-    let mut responses = grpc
-        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|m| (m, rx))
-        }))
-        .await
-        .map_err(|s| format!("{addr}: {s}"))?
-        .into_inner();
+    let (tx, mut responses) = open_stream(addr, first).await?;
     let mut followed = BTreeSet::new();
     loop {
-        let resp = match responses.message().await {
-            Ok(Some(r)) => r,
-            Ok(None) => return Err(format!("{addr} closed the stream")),
-            Err(s) => return Err(format!("{addr}: {s}")),
-        };
+        let resp = next_response(&mut responses, addr).await?;
         let t = XdsType::from_url(&resp.type_url);
         // ACK whatever it is, with the names asked for.
         let ack = DiscoveryRequest {
