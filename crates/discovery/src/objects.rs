@@ -482,6 +482,11 @@ pub struct ProxyObjectStatus {
     /// The Istio field the error most likely comes from ([`trace_field`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// A proxy polling over REST-JSON xDS: it cannot ACK or NACK, so ACKED means its next poll
+    /// carried the version, and a response it rejected stays PENDING (only Envoy's
+    /// `update_rejected` counter shows it; the pre-send check is what stops bad parts).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub polling: bool,
 }
 
 /// Per-status proxy counts.
@@ -518,6 +523,45 @@ pub struct ObjectStatus {
     pub proxies: Vec<ProxyObjectStatus>,
     /// Counts of [`ObjectStatus::proxies`] by status.
     pub counts: SyncCounts,
+    /// What generation could not honour in this object, in the config in force: parts dropped
+    /// before sending because Envoy would reject them (the pre-send check, the only guard a polling
+    /// REST proxy has, since it cannot NACK), fields not translated, warnings. Push-context findings
+    /// first, then those met generating for the connected proxies ([`ObjectFinding`]).
+    pub findings: Vec<ObjectFinding>,
+}
+
+/// One [`model::Finding`] of an object (`findings` of `/debug/objectz`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectFinding {
+    /// `dropped` (left out of the output; the rest is sent), `not translated` or `warning`.
+    pub severity: String,
+    /// Field path in the object (`spec.http[0].route`), or empty.
+    pub path: String,
+    /// The Envoy resource affected (route config `80`, a cluster name).
+    pub resource: String,
+    /// What happened and why.
+    pub message: String,
+    /// Up to 5 proxy ids whose generation met it (empty for push-context findings, which are
+    /// proxy-independent).
+    pub proxies: Vec<String>,
+}
+
+impl ObjectFinding {
+    fn new(f: &model::Finding, proxies: Vec<String>) -> ObjectFinding {
+        let severity = match f.severity {
+            model::Severity::Dropped => "dropped",
+            model::Severity::Unsupported => "not translated",
+            model::Severity::Warning => "warning",
+        };
+        ObjectFinding {
+            severity: severity.to_owned(),
+            path: f.path.clone(),
+            resource: f.resource.clone(),
+            message: f.message.clone(),
+            proxies,
+        }
+    }
 }
 
 /// One line of the object list (`/debug/objectz`).
@@ -552,7 +596,32 @@ pub fn object_status(
     let push = server.push_context();
     let views = push.as_deref().map(|p| proxy_views(server, p)).unwrap_or_default();
     let origin = files.iter().find_map(|f| f.origin(key));
-    Some(status_of(server, origin, push.as_deref(), &views, &config))
+    let mut status = status_of(server, origin, push.as_deref(), &views, &config);
+    status.findings = object_findings(server, push.as_deref(), key);
+    Some(status)
+}
+
+/// The findings of `key` ([`ObjectStatus::findings`]): the push context's, then generation's.
+fn object_findings(
+    server: &DiscoveryServer,
+    push: Option<&PushContext>,
+    key: &ConfigKey,
+) -> Vec<ObjectFinding> {
+    let mut findings: Vec<ObjectFinding> = push
+        .into_iter()
+        .flat_map(|p| p.findings())
+        .filter(|f| f.config.as_ref() == Some(key))
+        .map(|f| ObjectFinding::new(f, Vec::new()))
+        .collect();
+    findings.extend(
+        server
+            .generation_cache()
+            .generation_findings()
+            .into_iter()
+            .filter(|(f, _)| f.config.as_ref() == Some(key))
+            .map(|(f, seen)| ObjectFinding::new(&f, seen.proxies)),
+    );
+    findings
 }
 
 /// Every object in force with its validation state and proxy counts, by kind, namespace, name.
@@ -632,6 +701,7 @@ fn status_of(
         push_version: first.map(|f| f.version),
         proxies,
         counts,
+        findings: Vec::new(),
     }
 }
 
@@ -670,6 +740,7 @@ fn proxy_status(
         types,
         error,
         field,
+        polling: view.connection.last_poll.is_some(),
     }
 }
 

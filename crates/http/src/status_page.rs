@@ -752,6 +752,7 @@ mod tests {
             types: Vec::new(),
             error: error.map(Into::into),
             field: error.map(|_| "spec.http[0].headers.request.set.x-bad".into()),
+            polling: false,
         };
         let proxies = [
             proxy("a.ns", SyncStatus::Acked, None),

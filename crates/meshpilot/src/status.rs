@@ -129,6 +129,20 @@ fn render(s: &Value) -> String {
         "  Pushed in:       {}\n",
         s["pushVersion"].as_str().unwrap_or("(not pushed yet)")
     ));
+    for f in s["findings"].as_array().into_iter().flatten() {
+        let path = text(&f["path"]);
+        let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
+        out.push_str(&format!(
+            "  Generation:      {} {at}{} (in {})\n",
+            text(&f["severity"]),
+            text(&f["message"]),
+            text(&f["resource"])
+        ));
+        let proxies: Vec<&str> = f["proxies"].as_array().into_iter().flatten().map(text).collect();
+        if !proxies.is_empty() {
+            out.push_str(&format!("                   for {}\n", proxies.join(", ")));
+        }
+    }
     let c = &s["counts"];
     let proxies = s["proxies"].as_array().cloned().unwrap_or_default();
     out.push_str(&format!(
@@ -158,6 +172,12 @@ fn render(s: &Value) -> String {
             text(&p["status"]),
             types.join(" ")
         ));
+        if p["polling"] == true {
+            out.push_str(&format!(
+                "{:width$}  polling (REST): cannot ACK or NACK; ACKED = its next poll carried the version\n",
+                ""
+            ));
+        }
         if let Some(e) = p["error"].as_str() {
             out.push_str(&format!("{:width$}  Envoy error: {e}\n", ""));
         }
@@ -197,5 +217,28 @@ mod tests {
         assert!(out.contains("/c/vs.yaml:1"), "{out}");
         assert!(out.contains("sidecar~1~a.ns~ns.svc.cluster.local  NACKED   RDS:NACKED"), "{out}");
         assert!(out.contains("Envoy error: bad regex") && out.contains("Istio field: spec.http[0]"), "{out}");
+    }
+
+    #[test]
+    fn render_shows_dropped_parts_and_polling_proxies() {
+        let s = serde_json::json!({
+            "kind": "VirtualService", "namespace": "ns", "name": "vs",
+            "source": {"kind": "file", "location": "/c/vs.yaml:1"},
+            "validation": {"state": "valid", "messages": []},
+            "counts": {"acked": 1, "pending": 0, "nacked": 0},
+            "findings": [{"severity": "dropped", "path": "spec.http[0].route", "resource": "route 80",
+                "message": "weights sum to 6442450941, which exceeds 4294967295", "proxies": ["client.ns"]}],
+            "proxies": [{"proxy": "client.ns", "connection": "client.ns-rest", "status": "ACKED",
+                "types": [{"type": "RDS", "status": "ACKED"}], "polling": true}]
+        });
+        let out = render(&s);
+        let line = out.lines().find(|l| l.contains("Generation:")).unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            line.contains("dropped spec.http[0].route: weights sum") && line.ends_with("(in route 80)"),
+            "{out}"
+        );
+        assert!(out.contains("for client.ns\n"), "{out}");
+        assert!(out.contains("polling (REST): cannot ACK or NACK"), "{out}");
+        assert!(out.contains("(not pushed yet)"), "{out}");
     }
 }

@@ -52,8 +52,10 @@ struct PollArgs {
     address: std::net::SocketAddr,
     #[command(flatten)]
     who: ProxiesArgs,
-    /// Types polled each round, in order (comma-separated): cds, lds, rds, eds. RDS and EDS are
-    /// polled without resource names (every route configuration / cluster of the proxy).
+    /// Types polled each round, in order (comma-separated): cds, lds, rds, eds. As Envoy's REST
+    /// client does, EDS is polled once per EDS cluster named by the latest CDS answer and RDS once per
+    /// route configuration named by the latest LDS answer (each its own subscription and version);
+    /// without cds (lds), eds (rds) is one poll with no resource names.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "cds,lds")]
     types: Vec<XdsType>,
     /// Envoy's refresh_delay: one round per poller per interval.

@@ -49,7 +49,9 @@ pub struct PollOptions {
     pub kind: ProxyType,
     /// Node identities.
     pub layout: Layout,
-    /// Types polled each round, in order.
+    /// Types polled each round, in order. With `cds`, `eds` is polled per EDS cluster the CDS
+    /// answer names (one poll per name, as Envoy's REST client); with `lds`, `rds` per route
+    /// configuration; without them, `eds` and `rds` are wildcard polls.
     pub types: Vec<XdsType>,
     /// Envoy's `refresh_delay`: one round per poller per interval.
     pub interval: Duration,
@@ -256,8 +258,101 @@ pub fn path(kind: XdsType) -> &'static str {
 
 /// One `DiscoveryRequest` body: `versionInfo`, the node (already JSON), `typeUrl`.
 pub fn request_body(version: &str, node: &str, kind: XdsType) -> Vec<u8> {
+    named_request_body(version, node, kind, None)
+}
+
+/// [`request_body`] for one named resource (`resourceNames: [name]`), as Envoy's REST client polls
+/// each EDS cluster and each RDS route configuration: one subscription, and one poll, per name.
+pub fn named_request_body(version: &str, node: &str, kind: XdsType, name: Option<&str>) -> Vec<u8> {
     let version = serde_json::Value::String(version.to_string());
-    format!(r#"{{"versionInfo":{version},"node":{node},"typeUrl":"{}"}}"#, kind.url()).into_bytes()
+    let names = match name {
+        Some(n) => format!(r#","resourceNames":[{}]"#, serde_json::Value::String(n.to_string())),
+        None => String::new(),
+    };
+    format!(r#"{{"versionInfo":{version},"node":{node},"typeUrl":"{}"{names}}}"#, kind.url()).into_bytes()
+}
+
+/// The names a `200` of `kind` makes Envoy subscribe to over REST: for CDS the EDS clusters'
+/// `edsClusterConfig.serviceName` (else the cluster's name), for LDS every `rds.routeConfigName`;
+/// nothing for the other types. Sorted, without repeats.
+pub fn dependent_names(kind: XdsType, body: &[u8]) -> Vec<String> {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return Vec::new() };
+    let mut names = std::collections::BTreeSet::new();
+    let resources = v["resources"].as_array().into_iter().flatten();
+    match kind {
+        XdsType::Cluster => {
+            for c in resources.filter(|c| c.get("edsClusterConfig").is_some()) {
+                let service = c["edsClusterConfig"]["serviceName"].as_str().filter(|s| !s.is_empty());
+                if let Some(name) = service.or(c["name"].as_str()) {
+                    names.insert(name.to_string());
+                }
+            }
+        }
+        XdsType::Listener => {
+            fn walk(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+                match v {
+                    serde_json::Value::Object(m) => {
+                        if let Some(serde_json::Value::String(n)) = m.get("routeConfigName") {
+                            out.insert(n.clone());
+                        }
+                        m.values().for_each(|v| walk(v, out));
+                    }
+                    serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+                    _ => {}
+                }
+            }
+            resources.for_each(|l| walk(l, &mut names));
+        }
+        XdsType::Endpoint | XdsType::Route => {}
+    }
+    names.into_iter().collect()
+}
+
+/// One REST subscription of a poller: a type, one name or the wildcard, the version it holds.
+struct Subscription {
+    kind: XdsType,
+    name: Option<String>,
+    version: String,
+}
+
+/// The subscriptions `types` start with: the wildcard ones (CDS, LDS; EDS and RDS only when polled
+/// without the type that names them).
+fn initial_subscriptions(types: &[XdsType]) -> Vec<Subscription> {
+    types
+        .iter()
+        .filter(|&&k| match k {
+            XdsType::Endpoint => !types.contains(&XdsType::Cluster),
+            XdsType::Route => !types.contains(&XdsType::Listener),
+            _ => true,
+        })
+        .map(|&kind| Subscription { kind, name: None, version: String::new() })
+        .collect()
+}
+
+/// The type a `200` of `kind` names resources of, when it is polled.
+fn dependent_kind(kind: XdsType, types: &[XdsType]) -> Option<XdsType> {
+    let dependent = match kind {
+        XdsType::Cluster => XdsType::Endpoint,
+        XdsType::Listener => XdsType::Route,
+        _ => return None,
+    };
+    types.contains(&dependent).then_some(dependent)
+}
+
+/// `subs` with the named subscriptions of `kind` set to `names` (versions of kept ones kept).
+fn resubscribe(subs: &mut Vec<Subscription>, kind: XdsType, names: Vec<String>) {
+    let mut held: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    subs.retain_mut(|s| match (&s.name, s.kind == kind) {
+        (Some(n), true) => {
+            held.insert(n.clone(), std::mem::take(&mut s.version));
+            false
+        }
+        _ => true,
+    });
+    for name in names {
+        let version = held.remove(&name).unwrap_or_default();
+        subs.push(Subscription { kind, name: Some(name), version });
+    }
 }
 
 /// An answer: status, bytes read, and for a `200` its `versionInfo`.
@@ -269,6 +364,8 @@ pub struct Answer {
     pub bytes: usize,
     /// `versionInfo` of a `200`.
     pub version: Option<String>,
+    /// The body of a `200`.
+    pub body: Vec<u8>,
 }
 
 /// One keep-alive HTTP/1.1 connection.
@@ -318,11 +415,11 @@ impl Conn {
                 length = v.trim().parse().context("content-length")?;
             }
         }
-        let mut body = vec![0; length];
-        self.io.read_exact(&mut body).await?;
+        let mut response = vec![0; length];
+        self.io.read_exact(&mut response).await?;
         read += length;
-        let version = (status == 200).then(|| response_version(&body)).flatten();
-        Ok((Answer { status, bytes: read, version }, head.len() + body.len()))
+        let version = (status == 200).then(|| response_version(&response)).flatten();
+        Ok((Answer { status, bytes: read, version, body: response }, head.len() + body.len()))
     }
 }
 
@@ -347,7 +444,7 @@ async fn poller(
 ) -> Vec<Duration> {
     let identity = options.layout.proxy(options.kind, index);
     let node = node_json(&identity, &options).to_string();
-    let mut versions = vec![String::new(); options.types.len()];
+    let mut subs = initial_subscriptions(&options.types);
     let mut warm = false;
     let mut latencies = Vec::new();
     let mut conn: Option<Conn> = None;
@@ -356,15 +453,18 @@ async fn poller(
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep_until(next).await;
         next += options.interval;
-        for (i, &kind) in options.types.iter().enumerate() {
+        let mut i = 0;
+        while i < subs.len() {
             if conn.is_none() {
                 conn = Conn::connect(options.address, options.connect_timeout).await.ok();
             }
             let Some(c) = conn.as_mut() else {
                 counters.failed.fetch_add(1, Ordering::Relaxed);
+                i += 1;
                 continue;
             };
-            let body = request_body(&versions[i], &node, kind);
+            let (kind, name) = (subs[i].kind, subs[i].name.clone());
+            let body = named_request_body(&subs[i].version, &node, kind, name.as_deref());
             let started = Instant::now();
             match c.post(path(kind), &body).await {
                 Ok((answer, sent)) => {
@@ -380,7 +480,11 @@ async fn poller(
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
                     if let Some(v) = answer.version {
-                        versions[i] = v;
+                        subs[i].version = v;
+                        // New EDS clusters / route configurations: polled from this round on.
+                        if let Some(dependent) = dependent_kind(kind, &options.types) {
+                            resubscribe(&mut subs, dependent, dependent_names(kind, &answer.body));
+                        }
                     }
                 }
                 Err(_) => {
@@ -388,8 +492,10 @@ async fn poller(
                     conn = None;
                 }
             }
+            i += 1;
         }
-        if !warm && versions.iter().all(|v| !v.is_empty()) {
+        // Dependent subscriptions are made, and polled, in the round their parent's 200 names them.
+        if !warm && subs.iter().all(|s| !s.version.is_empty()) {
             warm = true;
             counters.warm.fetch_add(1, Ordering::Relaxed);
         }
@@ -517,6 +623,41 @@ mod tests {
         assert_eq!(v["node"]["extensions"].as_array().unwrap().len(), 300);
         // About the size of Envoy 1.40's node.
         assert!((30_000..80_000).contains(&body.len()), "{}", body.len());
+    }
+
+    #[test]
+    fn cds_and_lds_answers_name_the_eds_and_rds_subscriptions() {
+        let cds = br#"{"versionInfo":"1","resources":[
+            {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"outbound|80||a.ns.svc.cluster.local",
+             "type":"EDS","edsClusterConfig":{"edsConfig":{"ads":{}},"serviceName":"outbound|80||a.ns.svc.cluster.local"}},
+            {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"BlackHoleCluster","type":"STATIC"},
+            {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"plain","edsClusterConfig":{}}]}"#;
+        assert_eq!(
+            dependent_names(XdsType::Cluster, cds),
+            ["outbound|80||a.ns.svc.cluster.local", "plain"].map(String::from)
+        );
+        let lds = br#"{"versionInfo":"1","resources":[{"name":"0.0.0.0_80","filterChains":[{"filters":[
+            {"typedConfig":{"rds":{"routeConfigName":"80"}}},{"typedConfig":{"rds":{"routeConfigName":"80"}}}]},
+            {"filters":[{"typedConfig":{"rds":{"routeConfigName":"9080"}}}]}]}]}"#;
+        assert_eq!(dependent_names(XdsType::Listener, lds), ["80", "9080"].map(String::from));
+        assert!(dependent_names(XdsType::Route, lds).is_empty());
+        let body = named_request_body("", "{}", XdsType::Route, Some("80"));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["resourceNames"], serde_json::json!(["80"]));
+    }
+
+    #[test]
+    fn resubscribing_keeps_held_versions_and_drops_gone_names() {
+        let mut subs = initial_subscriptions(&[XdsType::Cluster, XdsType::Endpoint, XdsType::Listener]);
+        assert_eq!(subs.iter().map(|s| s.kind).collect::<Vec<_>>(), [XdsType::Cluster, XdsType::Listener]);
+        resubscribe(&mut subs, XdsType::Endpoint, vec!["a".into(), "b".into()]);
+        subs[2].version = "v-a".into();
+        resubscribe(&mut subs, XdsType::Endpoint, vec!["a".into(), "c".into()]);
+        let named: Vec<_> = subs.iter().filter_map(|s| Some((s.name.clone()?, s.version.clone()))).collect();
+        assert_eq!(named, [("a".into(), "v-a".into()), ("c".into(), String::new())]);
+        // Without CDS, EDS is one wildcard subscription.
+        let subs = initial_subscriptions(&[XdsType::Endpoint]);
+        assert!(subs.len() == 1 && subs[0].name.is_none());
     }
 
     #[test]

@@ -130,6 +130,23 @@ async fn a_route_envoy_would_reject_is_dropped_and_reported() {
         .unwrap_or_else(|| panic!("no finding for the dropped route: {findings:?}"));
     assert!(f["message"].as_str().unwrap().contains("exceeds"), "{f}");
     assert!(f["proxies"].to_string().contains("client.default"), "{f}");
+    // `meshpilot status virtualservice/NS/echo` reads this: the dropped part, and the polling proxy
+    // marked as one that cannot ACK or NACK.
+    let object = s.debug(&format!("/debug/objectz?kind=VirtualService&namespace={NS}&name=echo")).await;
+    let dropped = object["findings"].as_array().unwrap();
+    assert!(
+        dropped.iter().any(|f| f["severity"] == "dropped"
+            && f["path"] == "spec.http[0].route"
+            && f["proxies"].to_string().contains("client.default")),
+        "objectz has no finding for the dropped route: {object}"
+    );
+    let proxy = object["proxies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["proxy"].as_str().unwrap().contains("client.default"))
+        .unwrap_or_else(|| panic!("the polling proxy is not among the concerned proxies: {object}"));
+    assert_eq!(proxy["polling"], true, "{proxy}");
 }
 
 /// `METHOD path` with `body` and `Host: host` on a fresh HTTP/1.1 connection: (status, body).

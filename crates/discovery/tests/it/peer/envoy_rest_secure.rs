@@ -2,7 +2,9 @@
 //! `api_type: REST` through a cluster to the secure port (HTTP/2, TLS, a workload certificate of its
 //! namespace issued by the control plane's CA) routes traffic from meshpilot's config; polls without
 //! a certificate are `401`, a certificate of another namespace gets no config of this one (`403`),
-//! and SDS over REST gives an identity exactly what ADS on the same port gives it. Needs Envoy
+//! and SDS over REST gives an identity exactly what ADS on the same port gives it. With `XDS_AUTH=false`
+//! (Istio's switch for the secure port) a poll needs no credentials and gets config, but never a
+//! secret: no poll then has a verified identity, as istiod's SDS requires one. Needs Envoy
 //! (scripts/install-envoy.sh).
 
 use std::{collections::BTreeSet, net::SocketAddr, time::Duration};
@@ -77,19 +79,39 @@ async fn a_rest_envoy_polls_the_secure_port_with_its_workload_certificate() {
     assert_eq!((&proxy["protocol"], &proxy["polling"]), (&json!("rest"), &json!(true)), "{proxy}");
 }
 
+/// A Gateway in NS whose server certificate is a file (the secret an ingress gateway of NS may read),
+/// and a plane serving it.
+struct GatewayFiles {
+    _certs: tempfile::TempDir,
+    _config: tempfile::TempDir,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+    plane: Plane,
+}
+
+impl GatewayFiles {
+    async fn new() -> GatewayFiles {
+        let certs = tempfile::tempdir().unwrap();
+        let config = tempfile::tempdir().unwrap();
+        write_pair(certs.path(), &TestCa::new().issue("first"));
+        let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+        std::fs::write(config.path().join("gw.yaml"), gateway_yaml("secure", free_port(), HOST, &cert, &key))
+            .unwrap();
+        let plane = file_secret_plane(config.path(), certs.path()).await;
+        GatewayFiles { _certs: certs, _config: config, cert, key, plane }
+    }
+
+    /// The SDS name of the Gateway's certificate.
+    fn secret(&self) -> String {
+        format!("file-cert:{}~{}", self.cert.display(), self.key.display())
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn secure_polls_are_authenticated_and_scoped_to_the_callers_namespace() {
-    // A Gateway in NS whose server certificate is a file: the secret an ingress gateway of NS may read.
-    let certs = tempfile::tempdir().unwrap();
-    let config = tempfile::tempdir().unwrap();
-    write_pair(certs.path(), &TestCa::new().issue("first"));
-    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    std::fs::write(config.path().join("gw.yaml"), gateway_yaml("secure", free_port(), HOST, &cert, &key))
-        .unwrap();
-    let plane = file_secret_plane(config.path(), certs.path()).await;
-    let secure = Secure::start(&plane).await;
-    let secret = format!("file-cert:{}~{}", cert.display(), key.display());
-    let unnamed = format!("file-cert:{}~{}", key.display(), key.display());
+    let g = GatewayFiles::new().await;
+    let secure = Secure::start(&g.plane).await;
+    let (secret, unnamed) = (g.secret(), format!("file-cert:{}~{}", g.key.display(), g.key.display()));
     let own = secure.channel_as(NS, "istio-ingressgateway").await;
     let other = secure.channel_as("other", "istio-ingressgateway").await;
 
@@ -131,4 +153,35 @@ async fn secure_polls_are_authenticated_and_scoped_to_the_callers_namespace() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(resource_names(&body), secure.sds_names("other", "istio-ingressgateway", &names).await);
     assert!(resource_names(&body).is_empty(), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_xds_auth_off_polls_get_config_but_no_secret() {
+    let g = GatewayFiles::new().await;
+    let secure = Secure::start_with_auth(&g.plane, xds::AdsConfig::default(), false).await;
+    let secret = g.secret();
+
+    // No certificate, no token: config of any namespace, and the 304 for the version held.
+    let anonymous = secure.channel_anonymous().await;
+    let (status, body) =
+        rest_post(&anonymous, "/v3/discovery:listeners", &gateway_request(NS, "", &[])).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!resource_names(&body).is_empty(), "{body}");
+    let version = serde_json::from_str::<Value>(&body).unwrap()["versionInfo"].as_str().unwrap().to_string();
+    let (status, body) =
+        rest_post(&anonymous, "/v3/discovery:listeners", &gateway_request(NS, &version, &[])).await;
+    assert_eq!((status, body.as_str()), (304, ""));
+    // Without authentication no caller is verified, so a certificate of another namespace claiming a
+    // node of NS is not refused either (the identity check needs an authenticated caller).
+    let other = secure.channel_as("other", "istio-ingressgateway").await;
+    let (status, body) = rest_post(&other, "/v3/discovery:listeners", &gateway_request(NS, "", &[])).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Secrets: refused over REST to every caller, and over ADS on the same port nothing is sent.
+    for channel in [&anonymous, &other] {
+        let (status, body) =
+            rest_post(channel, "/v3/discovery:secrets", &gateway_request(NS, "", &[secret.as_str()])).await;
+        assert_eq!(status, 403, "{body}");
+    }
+    assert!(secure.sds_names(NS, "istio-ingressgateway", &[secret.as_str()]).await.is_empty());
 }

@@ -37,6 +37,11 @@ impl Secure {
 
     /// [`Secure::start`] with the port's ADS settings (connection caps, …).
     pub async fn start_with(plane: &Plane, config: xds::AdsConfig) -> Secure {
+        Secure::start_with_auth(plane, config, true).await
+    }
+
+    /// [`Secure::start_with`], xDS callers authenticated only when `xds_auth` (Istio's `XDS_AUTH`).
+    pub async fn start_with_auth(plane: &Plane, config: xds::AdsConfig, xds_auth: bool) -> Secure {
         let dir = tempfile::tempdir().unwrap();
         let ca =
             Arc::new(IstioCa::load_or_create(None, &dir.path().join("ca"), CaOptions::default()).unwrap());
@@ -44,7 +49,7 @@ impl Secure {
             ca: ca.clone(),
             authenticator: Arc::new(Authenticator::new("cluster.local", Vec::new(), None)),
             dns_names: istiod_dns_names(GW_NS, None),
-            xds_auth: true,
+            xds_auth,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
