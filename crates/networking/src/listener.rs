@@ -909,6 +909,7 @@ fn sidecar_listeners<T: ListenerForm>(
     let scope = push.sidecar_scope(proxy);
     let (key, security) = crate::policy::security_for(push, proxy);
     findings.extend(security.findings.iter().cloned());
+    findings.extend(crate::inbound::ingress_tls_findings(push, proxy, &scope));
     // A Sidecar ingress listener on the address and port of an egress one would give Envoy two
     // listeners of one name (the whole LDS refused): the egress listener keeps it, reported.
     for l in crate::inbound::ingress_listeners(push, proxy, &scope, &security, &server) {

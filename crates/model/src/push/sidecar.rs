@@ -10,7 +10,7 @@ use std::{
 use api::{
     Kind, Spec,
     networking::{
-        Sidecar, destination_rule::ConnectionPoolSettings,
+        Sidecar, destination_rule::ConnectionPoolSettings, gateway::ServerTlsSettings,
         sidecar::outbound_traffic_policy::Mode as SidecarMode, virtual_service::Destination,
     },
 };
@@ -223,6 +223,10 @@ pub struct IngressListener {
     pub default_endpoint: String,
     /// `connectionPool` with its field path (`spec.ingress[N].connectionPool`).
     pub connection_pool: Option<(ConnectionPoolSettings, String)>,
+    /// `tls` with its field path (`spec.ingress[N].tls`): server TLS terminated on this port. Only
+    /// with `ENABLE_TLS_ON_SIDECAR_INGRESS` (`MeshSettings::enable_tls_on_sidecar_ingress`), as istiod;
+    /// otherwise `None` and reported.
+    pub tls: Option<(ServerTlsSettings, String)>,
 }
 
 /// What one egress listener — or the whole scope — imports: services by hostname and the mesh-bound
@@ -434,12 +438,21 @@ impl SidecarScope {
                     );
                     continue;
                 };
-                if l.tls.is_some() {
-                    unsupported(
-                        format!("spec.ingress[{i}].tls"),
-                        "TLS termination on Sidecar ingress listeners is not translated; served in plain text",
-                    );
-                }
+                // As istiod: the `tls` block takes effect only with ENABLE_TLS_ON_SIDECAR_INGRESS.
+                let tls = match &l.tls {
+                    Some(tls) if push.mesh.enable_tls_on_sidecar_ingress => {
+                        Some((tls.clone(), format!("spec.ingress[{i}].tls")))
+                    }
+                    Some(_) => {
+                        unsupported(
+                            format!("spec.ingress[{i}].tls"),
+                            "ignored as istiod ignores it unless ENABLE_TLS_ON_SIDECAR_INGRESS=true; the port \
+                             is served as without tls",
+                        );
+                        None
+                    }
+                    None => None,
+                };
                 use api::networking::sidecar::CaptureMode;
                 let bind_to_port = match CaptureMode::try_from(l.capture_mode) {
                     Ok(CaptureMode::None) => Some(true),
@@ -457,6 +470,7 @@ impl SidecarScope {
                         .connection_pool
                         .clone()
                         .map(|p| (p, format!("spec.ingress[{i}].connectionPool"))),
+                    tls,
                 });
             }
             if let Some(policy) = &spec.outbound_traffic_policy {

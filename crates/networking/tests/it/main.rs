@@ -27,6 +27,7 @@ mod shared_routes;
 mod sidecar_egress_listeners;
 mod sidecar_egress_proxy;
 mod sidecar_inbound_pool;
+mod sidecar_ingress_tls;
 mod stats;
 mod tracing;
 mod traffic_policy;
