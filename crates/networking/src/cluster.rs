@@ -710,13 +710,24 @@ fn apply_lb(
                 })
             });
         }
-        // The hash key goes on HTTP routes (`crate::route::hash_policy`); TCP proxies get none.
+        // The hash key goes on HTTP routes (`crate::route::hash_policy`); TCP proxies hash only on the
+        // source IP, read from the rule's top level and subsets (`crate::listener`, Istio's
+        // `maybeSetHashPolicy`).
         if !http {
-            report.unsupported(
-                &format!("{}.consistentHash", part.path),
-                "TCP traffic is not hashed (Istio hashes it on the source IP with `useSourceIp`; no TCP proxy \
-                 hash policy is generated); the ring is used without a key",
-            );
+            let port_level = part.path.contains("portLevelSettings");
+            if ch.use_source_ip != Some(true) {
+                report.unsupported(
+                    &format!("{}.consistentHash", part.path),
+                    "a TCP connection has no header, cookie or query parameter to hash (only useSourceIp \
+                     applies to TCP proxies); the ring is used without a key, as with istiod",
+                );
+            } else if port_level {
+                report.unsupported(
+                    &format!("{}.consistentHash.useSourceIp", part.path),
+                    "TCP proxies read useSourceIp from the rule's top level and subsets only (as istiod); \
+                     this port-level setting hashes nothing on TCP",
+                );
+            }
         }
     }
 }

@@ -29,6 +29,7 @@ mod sidecar_egress_proxy;
 mod sidecar_inbound_pool;
 mod sidecar_ingress_tls;
 mod stats;
+mod tcp_hash_policy;
 mod tracing;
 mod traffic_policy;
 mod tunnel_proxy_protocol;
