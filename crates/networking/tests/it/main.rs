@@ -28,6 +28,7 @@ mod sidecar_egress_listeners;
 mod sidecar_egress_proxy;
 mod sidecar_inbound_pool;
 mod sidecar_ingress_tls;
+mod sidecar_vs_destinations;
 mod stats;
 mod tcp_hash_policy;
 mod tracing;
