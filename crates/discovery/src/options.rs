@@ -65,6 +65,9 @@ pub struct ServerOptions {
     /// `PILOT_TRACE_SAMPLING` (default 1.0, [`trace_sampling_from_lookup`]): put into every mesh
     /// settings the server takes (`MeshSettings::trace_sampling`).
     pub trace_sampling: f64,
+    /// `ENABLE_TLS_ON_SIDECAR_INGRESS` (false): Sidecar `ingress[].tls` terminates TLS; put into every
+    /// mesh settings the server takes (`MeshSettings::enable_tls_on_sidecar_ingress`).
+    pub tls_on_sidecar_ingress: bool,
 }
 
 impl Default for ServerOptions {
@@ -76,6 +79,7 @@ impl Default for ServerOptions {
             inputs: crate::Inputs::new(),
             ip_autoallocate: true,
             trace_sampling: model::push::tracing::DEFAULT_TRACE_SAMPLING,
+            tls_on_sidecar_ingress: false,
         }
     }
 }

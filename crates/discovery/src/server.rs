@@ -133,6 +133,9 @@ pub struct DiscoveryServer {
     ip_autoallocate: bool,
     /// `PILOT_TRACE_SAMPLING`, set into every mesh settings taken (`MeshSettings::trace_sampling`).
     trace_sampling: f64,
+    /// `ENABLE_TLS_ON_SIDECAR_INGRESS`, set into every mesh settings taken
+    /// (`MeshSettings::enable_tls_on_sidecar_ingress`).
+    tls_on_sidecar_ingress: bool,
     /// The Gateway API converter (always installed, as istiod's `PILOT_ENABLE_GATEWAY_API`).
     gateway_api: Arc<gateway::GatewayApiConverter>,
     /// Converters run on each full push context build ([`model::push::ConfigConverter`]).
@@ -165,9 +168,17 @@ impl DiscoveryServer {
         mut mesh: MeshSettings,
         options: ServerOptions,
     ) -> Arc<DiscoveryServer> {
-        let ServerOptions { debounce, api_generator_auth, jwks, inputs, ip_autoallocate, trace_sampling } =
-            options;
+        let ServerOptions {
+            debounce,
+            api_generator_auth,
+            jwks,
+            inputs,
+            ip_autoallocate,
+            trace_sampling,
+            tls_on_sidecar_ingress,
+        } = options;
         mesh.trace_sampling = trace_sampling;
+        mesh.enable_tls_on_sidecar_ingress = tls_on_sidecar_ingress;
         let jwks = tokio::runtime::Handle::try_current()
             .ok()
             .map(|runtime| JwksResolver::with_runtime(jwks, runtime));
@@ -193,6 +204,7 @@ impl DiscoveryServer {
             api_generator_auth,
             ip_autoallocate,
             trace_sampling,
+            tls_on_sidecar_ingress,
             gateway_api: gateway_api.clone(),
             converters: vec![gateway_api],
             credentials: sds::CredentialSecrets::new(),
@@ -401,6 +413,7 @@ impl DiscoveryServer {
         };
         if let Some(mut mesh) = pending.mesh {
             mesh.trace_sampling = self.trace_sampling;
+            mesh.enable_tls_on_sidecar_ingress = self.tls_on_sidecar_ingress;
             let mut current = self.mesh.lock().unwrap_or_else(|p| p.into_inner());
             // The mesh networks have their own input.
             mesh.mesh_networks = current.mesh_networks.clone();

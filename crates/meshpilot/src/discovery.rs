@@ -401,6 +401,7 @@ async fn run_async(args: &Args) -> Result<(), String> {
         inputs,
         ip_autoallocate: env.ip_autoallocate,
         trace_sampling: env.trace_sampling,
+        tls_on_sidecar_ingress: env.tls_on_sidecar_ingress,
     };
     let mesh_at_start = mesh.source.clone();
     let server = DiscoveryServer::new(store, services, mesh, options);

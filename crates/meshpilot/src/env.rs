@@ -21,6 +21,7 @@
 //! | [`PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER`] | `true` | deploy Gateway API gateways (Istio's automated deployment) |
 //! | [`PILOT_ENABLE_GATEWAY_API_STATUS`] | `true` | write Gateway API status |
 //! | [`PILOT_ENABLE_IP_AUTOALLOCATE`] | `true` | ServiceEntry VIP auto-allocation (status in a cluster, memory without) |
+//! | [`ENABLE_TLS_ON_SIDECAR_INGRESS`] | `false` | Sidecar `ingress[].tls` terminates TLS on its inbound port (docs/TRAFFIC.md) |
 //! | [`PILOT_REMOTE_CLUSTER_TIMEOUT`] | `30s` | how long readiness waits for a remote cluster's first sync (docs/MULTICLUSTER.md) |
 //! | `PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS` (read by `kube_source::remote_kubeconfig::InsecureKubeconfigOptions::from_lookup`) | — | what remote kubeconfigs may use besides embedded data (`exec`, `tokenFile`, …; docs/SECURITY.md) |
 //! | `PILOT_TRACE_SAMPLING` (read by `discovery::trace_sampling_from_lookup`) | `1.0` | the trace sampling percentage when neither Telemetry nor the proxy config sets one (docs/TELEMETRY.md) |
@@ -50,6 +51,9 @@ pub const PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER: &str =
     "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER";
 /// `PILOT_ENABLE_IP_AUTOALLOCATE` (default true): ServiceEntry VIP auto-allocation (docs/DNS.md).
 pub const PILOT_ENABLE_IP_AUTOALLOCATE: &str = "PILOT_ENABLE_IP_AUTOALLOCATE";
+/// `ENABLE_TLS_ON_SIDECAR_INGRESS` (default false, istiod's experimental feature): Sidecar
+/// `ingress[].tls` terminates TLS on its inbound port (docs/TRAFFIC.md).
+pub const ENABLE_TLS_ON_SIDECAR_INGRESS: &str = "ENABLE_TLS_ON_SIDECAR_INGRESS";
 /// `PILOT_ENABLE_GATEWAY_API_STATUS` (default true).
 pub const PILOT_ENABLE_GATEWAY_API_STATUS: &str = "PILOT_ENABLE_GATEWAY_API_STATUS";
 /// `PILOT_REMOTE_CLUSTER_TIMEOUT` (Go duration, default `30s`; `0s` waits for ever): after it,
@@ -150,6 +154,8 @@ pub struct DiscoveryEnv {
     /// `PILOT_TRACE_SAMPLING` (`discovery::trace_sampling_from_lookup`; a bad value is logged and
     /// 1.0 used, as istiod).
     pub trace_sampling: f64,
+    /// `ENABLE_TLS_ON_SIDECAR_INGRESS`.
+    pub tls_on_sidecar_ingress: bool,
     /// `INJECT_ENABLED`.
     pub inject_enabled: bool,
     /// `ENABLE_NATIVE_SIDECARS`.
@@ -197,6 +203,7 @@ impl DiscoveryEnv {
             gateway_deployment_controller: env.bool(PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER, true)?,
             gateway_status: env.bool(PILOT_ENABLE_GATEWAY_API_STATUS, true)?,
             ip_autoallocate: env.bool(PILOT_ENABLE_IP_AUTOALLOCATE, true)?,
+            tls_on_sidecar_ingress: env.bool(ENABLE_TLS_ON_SIDECAR_INGRESS, false)?,
             inject_enabled: env.bool(INJECT_ENABLED, true)?,
             native_sidecars: inject::injector::NativeSidecars::from_env_value(
                 env.get(ENABLE_NATIVE_SIDECARS).as_deref(),
@@ -226,6 +233,7 @@ mod tests {
         assert!(env.leader.enabled);
         assert_eq!(env.ingress_namespace, None);
         assert!(env.control_plane_id.starts_with("meshpilot"), "{}", env.control_plane_id);
+        assert!(!env.tls_on_sidecar_ingress);
     }
 
     #[test]
@@ -237,6 +245,7 @@ mod tests {
             (K8S_INGRESS_NS, "ingress"),
             ("PILOT_DEBOUNCE_AFTER", "250ms"),
             ("PILOT_ENABLE_GATEWAY_API_STATUS", "false"),
+            (ENABLE_TLS_ON_SIDECAR_INGRESS, "true"),
         ]);
         let env = DiscoveryEnv::parse(&env).unwrap();
         assert_eq!(env.control_plane_id, "istiod-7d4b9");
@@ -252,6 +261,7 @@ mod tests {
         assert_eq!(env.ingress_namespace.as_deref(), Some("ingress"));
         assert_eq!(env.debounce.after, std::time::Duration::from_millis(250));
         assert!(!env.gateway_status && env.gateway_deployment_controller);
+        assert!(env.tls_on_sidecar_ingress);
     }
 
     #[test]

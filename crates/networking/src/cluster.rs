@@ -719,13 +719,24 @@ fn apply_lb(
                 })
             });
         }
-        // The hash key goes on HTTP routes (`crate::route::hash_policy`); TCP proxies get none.
+        // The hash key goes on HTTP routes (`crate::route::hash_policy`); TCP proxies hash only on the
+        // source IP, read from the rule's top level and subsets (`crate::listener`, Istio's
+        // `maybeSetHashPolicy`).
         if !http {
-            report.unsupported(
-                &format!("{}.consistentHash", part.path),
-                "TCP traffic is not hashed (Istio hashes it on the source IP with `useSourceIp`; no TCP proxy \
-                 hash policy is generated); the ring is used without a key",
-            );
+            let port_level = part.path.contains("portLevelSettings");
+            if ch.use_source_ip != Some(true) {
+                report.unsupported(
+                    &format!("{}.consistentHash", part.path),
+                    "a TCP connection has no header, cookie or query parameter to hash (only useSourceIp \
+                     applies to TCP proxies); the ring is used without a key, as with istiod",
+                );
+            } else if port_level {
+                report.unsupported(
+                    &format!("{}.consistentHash.useSourceIp", part.path),
+                    "TCP proxies read useSourceIp from the rule's top level and subsets only (as istiod); \
+                     this port-level setting hashes nothing on TCP",
+                );
+            }
         }
     }
 }
@@ -1070,26 +1081,57 @@ fn inbound_clusters(push: &Snapshot, proxy: &ProxyContext) -> Vec<Cluster> {
         if instance.service_port.protocol.is_http2() {
             b.set_h2();
         }
-        let sidecar_pool = scope.inbound_connection_pool_for_port(port);
-        let pool = dr.as_ref().filter(|_| sidecar_pool.is_none()).and_then(|d| {
-            let tp = d.rule.traffic_policy.as_ref()?;
-            let level = tp
-                .port_level_settings
-                .iter()
-                .find(|p| p.port.as_ref().is_some_and(|s| s.number == instance.service_port.port));
-            match level {
-                Some(l) => l.connection_pool.clone(),
-                None => tp.connection_pool.clone(),
-            }
-        });
-        let part = match sidecar_pool {
-            Some((value, path)) => Some(Part { value, path }),
-            None => pool.as_ref().map(|p| Part { value: p, path: "spec.trafficPolicy.connectionPool" }),
-        };
-        apply_connection_pool(push, &mut b, part, None, &instance.service_port, false);
+        let pool = inbound_pool(&scope, dr.as_deref(), instance.service_port.port, port);
+        apply_connection_pool(push, &mut b, pool.part(), None, &instance.service_port, false);
         out.push(b.build());
     }
     out
+}
+
+/// The connection pool of an inbound cluster on workload port `cluster_port` (Istio's
+/// `buildInboundClusterForPortOrUDS`): the Sidecar's for that port
+/// ([`model::push::SidecarScope::inbound_connection_pool_for_port`]: the `ingress` entry's, else
+/// `inboundConnectionPool`), else the DestinationRule's (`dr`: the rule of the instance's service) at
+/// `service_port` (its `portLevelSettings` entry's pool when the entry exists, else the top level's).
+fn inbound_pool<'a>(
+    scope: &'a model::push::SidecarScope,
+    dr: Option<&'a model::push::IndexedDestinationRule>,
+    service_port: u32,
+    cluster_port: u32,
+) -> InboundPool<'a> {
+    if let Some((value, path)) = scope.inbound_connection_pool_for_port(cluster_port) {
+        return InboundPool::Sidecar(value, path);
+    }
+    let pool = dr.and_then(|d| {
+        let tp = d.rule.traffic_policy.as_ref()?;
+        let level =
+            tp.port_level_settings.iter().find(|p| p.port.as_ref().is_some_and(|s| s.number == service_port));
+        match level {
+            Some(l) => l.connection_pool.as_ref(),
+            None => tp.connection_pool.as_ref(),
+        }
+    });
+    pool.map_or(InboundPool::None, InboundPool::Rule)
+}
+
+/// Where an inbound cluster's connection pool comes from ([`inbound_pool`]).
+enum InboundPool<'a> {
+    /// The Sidecar's, with its field path.
+    Sidecar(&'a ConnectionPoolSettings, &'a str),
+    /// The DestinationRule's.
+    Rule(&'a ConnectionPoolSettings),
+    /// None: Envoy's defaults.
+    None,
+}
+
+impl InboundPool<'_> {
+    fn part(&self) -> Option<Part<'_, ConnectionPoolSettings>> {
+        match self {
+            InboundPool::Sidecar(value, path) => Some(Part { value, path }),
+            InboundPool::Rule(p) => Some(Part { value: p, path: "spec.trafficPolicy.connectionPool" }),
+            InboundPool::None => None,
+        }
+    }
 }
 
 /// Where a Sidecar ingress entry's `defaultEndpoint` points: `(address, port)`; `0.0.0.0` / `[::]`
@@ -1174,11 +1216,19 @@ fn ingress_clusters(
         if ingress.protocol.is_http2() {
             b.set_h2();
         }
-        // The entry's (or the Sidecar's inbound) pool; without one the cluster keeps Envoy's defaults.
-        if let Some((value, path)) = scope.inbound_connection_pool_for_port(ingress.port) {
+        // The entry's (or the Sidecar's inbound) pool, else — as istiod's `findOrCreateService` finds
+        // the instance whose target port is the entry's port — the pool of that service's
+        // DestinationRule at the entry's port number; else Envoy's defaults.
+        let dr = proxy
+            .service_instances
+            .iter()
+            .find(|i| i.endpoint.endpoint_port == ingress.port)
+            .and_then(|i| push.destination_rule(proxy, &i.service));
+        let pool = inbound_pool(scope, dr.as_deref(), ingress.port, ingress.port);
+        if let Some(part) = pool.part() {
             let port =
                 Port { name: ingress.port_name.clone(), port: ingress.port, protocol: ingress.protocol };
-            apply_connection_pool(push, &mut b, Some(Part { value, path }), None, &port, false);
+            apply_connection_pool(push, &mut b, Some(part), None, &port, false);
         }
         out.push(b.build());
     }

@@ -153,17 +153,27 @@ pub fn tcp_proxy_filter(
     destinations: &[(String, u32)],
     access_log: &[AccessLog],
 ) -> Filter {
-    tunneled_tcp_proxy_filter(stat_prefix, destinations, access_log, None)
+    tcp_proxy_filter_with(stat_prefix, destinations, access_log, TcpProxyPolicy::default())
 }
 
-/// [`tcp_proxy_filter`] with an optional `tunneling_config`: each downstream connection is carried
-/// to the cluster inside an HTTP `CONNECT` (or `POST`) request for `hostname` (Istio's
-/// `tunnelingconfig.Apply`; `None` gives the plain proxy).
-pub fn tunneled_tcp_proxy_filter(
+/// What a DestinationRule adds to an outbound TCP proxy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TcpProxyPolicy {
+    /// `tunneling_config`: each downstream connection is carried to the cluster inside an HTTP
+    /// `CONNECT` (or `POST`) request for `hostname` (Istio's `tunnelingconfig.Apply`).
+    pub tunneling: Option<TunnelingConfig>,
+    /// `hash_policy: [{source_ip: {}}]`: the ring-hash / Maglev cluster picks its host by the
+    /// downstream connection's source IP (Istio's `maybeSetHashPolicy` for `consistentHash.useSourceIp`).
+    pub source_ip_hash: bool,
+}
+
+/// [`tcp_proxy_filter`] with a DestinationRule's `policy` (tunneling, source-IP hashing); the default
+/// policy gives the plain proxy.
+pub fn tcp_proxy_filter_with(
     stat_prefix: &str,
     destinations: &[(String, u32)],
     access_log: &[AccessLog],
-    tunneling: Option<TunnelingConfig>,
+    policy: TcpProxyPolicy,
 ) -> Filter {
     let cluster_specifier = match destinations {
         [(single, _)] => tcp_proxy::ClusterSpecifier::Cluster(single.clone()),
@@ -182,7 +192,18 @@ pub fn tunneled_tcp_proxy_filter(
         stat_prefix: stat_prefix.to_string(),
         cluster_specifier: Some(cluster_specifier),
         access_log: access_log.to_vec(),
-        tunneling_config: tunneling,
+        tunneling_config: policy.tunneling,
+        hash_policy: if policy.source_ip_hash {
+            vec![envoy_types::pb::envoy::r#type::v3::HashPolicy {
+                policy_specifier: Some(
+                    envoy_types::pb::envoy::r#type::v3::hash_policy::PolicySpecifier::SourceIp(
+                        Default::default(),
+                    ),
+                ),
+            }]
+        } else {
+            Vec::new()
+        },
         ..Default::default()
     };
     Filter { name: TCP_PROXY.to_string(), config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))) }

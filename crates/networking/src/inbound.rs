@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use api::networking::gateway::ServerTlsSettings;
 use envoy_types::pb::envoy::{
     config::{
         core::v3::TrafficDirection as EnvoyDirection,
@@ -39,7 +40,7 @@ use envoy_types::pb::envoy::{
     },
 };
 use model::{
-    Protocol,
+    Finding, Protocol, Severity,
     push::{
         EffectivePeerAuthentication, InterceptionMode, MeshSettings, MtlsMode, ProxyContext, SidecarScope,
         extensions::{ExtensionFilter, ListenerClass},
@@ -56,7 +57,10 @@ use crate::{
         FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, original_dst,
         tcp_proxy_filter, tls_inspector,
     },
-    mtls::{ISTIO_MTLS_ALPNS, RAW_BUFFER_TRANSPORT_PROTOCOL, TLS_TRANSPORT_PROTOCOL, inbound_tls_context},
+    mtls::{
+        INBOUND_ALPN, ISTIO_MTLS_ALPNS, RAW_BUFFER_TRANSPORT_PROTOCOL, TLS_TRANSPORT_PROTOCOL,
+        inbound_tls_context,
+    },
     naming::{
         INBOUND_PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND_LISTENER, VIRTUAL_INBOUND_PORT, inbound_cluster_name,
         listener_name,
@@ -259,6 +263,19 @@ pub fn inbound_chains_logged(
     mesh: &MeshSettings,
     port: &InboundPort,
     mode: Option<MtlsMode>,
+    filters: (&SecurityFilters, &[Arc<ExtensionFilter>]),
+    logs: &AccessLogs,
+) -> Vec<InboundChain> {
+    let options = match_options(mode, port.protocol);
+    let tls = options.iter().any(|o| o.mtls).then(|| inbound_tls_context(mesh));
+    chains_with(port, options, tls, filters, logs)
+}
+
+/// The chains of `port` for the match `options`, the ones that terminate TLS with `tls`.
+fn chains_with(
+    port: &InboundPort,
+    options: Vec<MatchOption>,
+    tls: Option<DownstreamTlsContext>,
     (security, extensions): (&SecurityFilters, &[Arc<ExtensionFilter>]),
     logs: &AccessLogs,
 ) -> Vec<InboundChain> {
@@ -273,8 +290,7 @@ pub fn inbound_chains_logged(
         }
         Terminal::Tcp(_) => logs.telemetry.tcp_filters(true, &security.tcp),
     };
-    let tls = match_options(mode, port.protocol).iter().any(|o| o.mtls).then(|| inbound_tls_context(mesh));
-    match_options(mode, port.protocol)
+    options
         .into_iter()
         .map(|o| InboundChain {
             name: port.name.clone(),
@@ -316,16 +332,28 @@ fn binds_port(bind_to_port: Option<bool>, proxy: &ProxyContext) -> bool {
     bind_to_port.unwrap_or(proxy.interception_mode == InterceptionMode::None)
 }
 
+/// One inbound port as [`inbound_ports`] plans it.
+struct PlannedPort<'a> {
+    port: InboundPort,
+    /// The address of a listener of its own; `None`: chains of `virtualInbound`.
+    bind: Option<String>,
+    /// The Sidecar ingress entry's `tls` (with its field path), when `ENABLE_TLS_ON_SIDECAR_INGRESS`
+    /// let the scope keep it.
+    tls: Option<&'a (ServerTlsSettings, String)>,
+}
+
 /// The inbound ports of `proxy`: the Sidecar's `ingress` entries when it has any (with whether each
-/// binds its own listener and its bind address), else its service instances' target ports (first
-/// instance of a port wins), neither binding.
-fn inbound_ports(scope: &SidecarScope, proxy: &ProxyContext) -> Vec<(InboundPort, Option<String>)> {
-    let mut out: Vec<(InboundPort, Option<String>)> = Vec::new();
+/// binds its own listener and its bind address; an entry with `tls` has the protocol seen after
+/// termination, as istiod: HTTPS is served as HTTP, TLS as TCP), else its service instances' target
+/// ports (first instance of a port wins), neither binding.
+fn inbound_ports<'a>(scope: &'a SidecarScope, proxy: &ProxyContext) -> Vec<PlannedPort<'a>> {
+    let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     let certified = proxy.has_workload_certificates();
     if !scope.ingress.is_empty() {
         for i in &scope.ingress {
-            let Some(protocol) = InboundProtocol::of(i.protocol) else { continue };
+            let declared = if i.tls.is_some() { i.protocol.after_tls_termination() } else { i.protocol };
+            let Some(protocol) = InboundProtocol::of(declared) else { continue };
             if !seen.insert(i.port) {
                 continue;
             }
@@ -339,7 +367,11 @@ fn inbound_ports(scope: &SidecarScope, proxy: &ProxyContext) -> Vec<(InboundPort
                 name,
                 forward_client_cert: true,
             };
-            out.push((port, binds_port(i.bind_to_port, proxy).then_some(bind)));
+            out.push(PlannedPort {
+                port,
+                bind: binds_port(i.bind_to_port, proxy).then_some(bind),
+                tls: i.tls.as_ref(),
+            });
         }
         return out;
     }
@@ -349,8 +381,8 @@ fn inbound_ports(scope: &SidecarScope, proxy: &ProxyContext) -> Vec<(InboundPort
         if port == 0 || !seen.insert(port) {
             continue;
         }
-        out.push((
-            InboundPort {
+        out.push(PlannedPort {
+            port: InboundPort {
                 port,
                 protocol,
                 cluster: inbound_cluster_name(port),
@@ -358,8 +390,92 @@ fn inbound_ports(scope: &SidecarScope, proxy: &ProxyContext) -> Vec<(InboundPort
                 stat_prefix: format!("inbound_0.0.0.0_{port}"),
                 forward_client_cert: certified,
             },
-            None,
-        ));
+            bind: None,
+            tls: None,
+        });
+    }
+    out
+}
+
+/// The server TLS of a Sidecar ingress entry, when it applies: istiod terminates the entry's `tls`
+/// only where mutual TLS is off on the port (PeerAuthentication `DISABLE`; here also a proxy without
+/// workload certificates, which serves plain text only), and keeps the mutual TLS chains otherwise.
+/// `Some(Err(findings))` when the certificate cannot be served (istiod's `BuildListenerTLSContext`
+/// with the gateway server's rules: `credentialName(s)`, certificate files, `ISTIO_MUTUAL`; ALPN
+/// `h2`, `http/1.1`).
+fn ingress_tls(
+    tls: Option<&(ServerTlsSettings, String)>,
+    mode: Option<MtlsMode>,
+    proxy: &ProxyContext,
+) -> Option<crate::tls::Translated<DownstreamTlsContext>> {
+    let (settings, _) = tls?;
+    matches!(mode, None | Some(MtlsMode::Disable))
+        .then(|| crate::tls::downstream(settings, &INBOUND_ALPN, proxy.has_workload_certificates()))
+}
+
+/// The chains of one planned port under `mode`: one chain terminating the Sidecar ingress entry's own
+/// TLS (match `transport_protocol: tls`, as istiod's `getTLSFilterChainMatchOptions`) when it applies
+/// ([`ingress_tls`]), else the mutual TLS chains of `mode`. `None` when the entry's TLS cannot be
+/// served: the port is left out ([`ingress_tls_findings`] says why) rather than served in plain text.
+fn port_chains(
+    mesh: &MeshSettings,
+    proxy: &ProxyContext,
+    planned: &PlannedPort<'_>,
+    mode: Option<MtlsMode>,
+    filters: (&SecurityFilters, &[Arc<ExtensionFilter>]),
+    logs: &AccessLogs,
+) -> Option<Vec<InboundChain>> {
+    match ingress_tls(planned.tls, mode, proxy) {
+        None => Some(inbound_chains_logged(mesh, &planned.port, mode, filters, logs)),
+        Some(translated) => {
+            let tls = translated.context?;
+            Some(chains_with(&planned.port, vec![TLS_MTLS], Some(tls), filters, logs))
+        }
+    }
+}
+
+/// What the proxy's Sidecar ingress `tls` blocks give: certificates that cannot be served (the port
+/// left out: `Dropped`; a part ignored: `Unsupported`), and blocks ignored because mutual TLS is on
+/// for the port (istiod applies them only under PeerAuthentication `DISABLE`).
+pub(crate) fn ingress_tls_findings(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+) -> Vec<Finding> {
+    let policy = peer_authentication(push, proxy);
+    let mut out = Vec::new();
+    for planned in inbound_ports(scope, proxy) {
+        let Some((_, path)) = planned.tls else { continue };
+        let mode = mode_for(&policy, planned.port.port);
+        let finding = |severity, path: String, message: String| Finding {
+            severity,
+            config: scope.sidecar.clone(),
+            path,
+            resource: planned.port.name.clone(),
+            message,
+        };
+        match ingress_tls(planned.tls, mode, proxy) {
+            None => out.push(finding(
+                Severity::Unsupported,
+                path.clone(),
+                format!(
+                    "ignored: mutual TLS is {mode:?} on port {}; istiod terminates a Sidecar ingress tls only \
+                     where PeerAuthentication disables mTLS",
+                    planned.port.port
+                ),
+            )),
+            Some(translated) => {
+                let severity = if translated.context.is_some() { Severity::Unsupported } else { Severity::Dropped };
+                out.extend(translated.unsupported.into_iter().map(|(field, message)| {
+                    let message = if severity == Severity::Dropped {
+                        format!("{message} (the ingress port {} is left out)", planned.port.port)
+                    } else {
+                        message
+                    };
+                    finding(severity, format!("{path}.{field}"), message)
+                }));
+            }
+        }
     }
     out
 }
@@ -407,15 +523,12 @@ pub(crate) fn virtual_inbound(
     let policy = peer_authentication(push, proxy);
     let extensions = push.extensions(proxy);
     let mut chains = Vec::new();
-    for (port, bind) in inbound_ports(scope, proxy) {
-        if bind.is_none() {
-            chains.extend(inbound_chains_logged(
-                mesh,
-                &port,
-                mode_for(&policy, port.port),
-                (security, &extensions),
-                logs,
-            ));
+    for planned in inbound_ports(scope, proxy) {
+        if planned.bind.is_none() {
+            let mode = mode_for(&policy, planned.port.port);
+            chains.extend(
+                port_chains(mesh, proxy, &planned, mode, (security, &extensions), logs).unwrap_or_default(),
+            );
         }
     }
     let passthrough = InboundPort {
@@ -463,7 +576,7 @@ pub(crate) fn virtual_inbound_encoded(
     let key = VirtualInboundKey {
         ports: inbound_ports(scope, proxy)
             .iter()
-            .map(|(p, _)| (p.port, p.protocol, mode_for(&policy, p.port)))
+            .map(|p| (p.port.port, p.port.protocol, mode_for(&policy, p.port.port)))
             .collect(),
         passthrough: mode_for(&policy, 0),
         certified: proxy.has_workload_certificates(),
@@ -492,16 +605,12 @@ pub(crate) fn ingress_listeners(
     let extensions = push.extensions(proxy);
     inbound_ports(scope, proxy)
         .into_iter()
-        .filter_map(|(port, bind)| {
-            let bind = bind?;
-            let chains = inbound_chains_logged(
-                mesh,
-                &port,
-                mode_for(&policy, port.port),
-                (security, &extensions),
-                logs,
-            );
-            let mut l = inbound_listener(port.name.clone(), &bind, port.port, chains, false);
+        .filter_map(|planned| {
+            let bind = planned.bind.as_ref()?;
+            let mode = mode_for(&policy, planned.port.port);
+            let chains = port_chains(mesh, proxy, &planned, mode, (security, &extensions), logs)?;
+            let port = &planned.port;
+            let mut l = inbound_listener(port.name.clone(), bind, port.port, chains, false);
             l.access_log = logs.listener.clone();
             Some(l)
         })

@@ -37,8 +37,8 @@ use crate::{
     convert::{address, any, boolv, std_duration, transport_socket},
     extension::PhaseFilters,
     filters::{
-        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, hcm_filter, http_connection_manager, http_inspector,
-        tcp_proxy_filter, tls_inspector, tunneled_tcp_proxy_filter,
+        FilterTarget, Routes, TLS_TRANSPORT_SOCKET, TcpProxyPolicy, hcm_filter, http_connection_manager,
+        http_inspector, tcp_proxy_filter, tcp_proxy_filter_with, tls_inspector,
     },
     gateway::{GatewayServer, PortKind, ServerKind},
     naming::{
@@ -674,8 +674,8 @@ fn sidecar_outbound(
                     }
                 }
                 let m = l4_match(&names, e.cidr.as_deref());
-                let tunnel = tunneling(push, proxy, &scope, &destinations);
-                let proxy_filter = tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel);
+                let policy = tcp_proxy_policy(push, proxy, &scope, &destinations);
+                let proxy_filter = tcp_proxy_filter_with(&cluster, &destinations, &logs.filters, policy);
                 (names, chain(&cluster, m, logs.tcp_chain(false, &[], proxy_filter)))
             } else {
                 let m = l4_match(&[], e.cidr.as_deref());
@@ -772,33 +772,77 @@ fn tcp_chain(
         .virtual_service_for(&s.hostname.to_ascii_lowercase())
         .and_then(|vs| tcp_route_destinations(push, proxy, scope, vs, port, MESH_GATEWAY, report))
         .unwrap_or_else(|| vec![(cluster.clone(), 1)]);
-    let tunnel = tunneling(push, proxy, scope, &destinations);
+    let policy = tcp_proxy_policy(push, proxy, scope, &destinations);
     chain(
         &cluster,
         None,
-        logs.tcp_chain(false, &[], tunneled_tcp_proxy_filter(&cluster, &destinations, &logs.filters, tunnel)),
+        logs.tcp_chain(false, &[], tcp_proxy_filter_with(&cluster, &destinations, &logs.filters, policy)),
     )
 }
 
-/// The `tunneling_config` of a sidecar's outbound TCP proxy to `destinations` (Istio's
-/// `tunnelingconfig.Apply` as `buildOutboundNetworkFilters` calls it): the DestinationRule of the
-/// first destination's service gives `trafficPolicy.tunnel`, or, for a single destination naming a
-/// subset, that subset's `tunnel` alone (no fallback to the destination level). The hostname is
-/// `targetHost:targetPort` (IPv6 hosts in brackets); `protocol: POST` sets `use_post`. Gateways
-/// never tunnel (istiod passes `tunnelingconfig.Skip` there).
-fn tunneling(
+/// What the DestinationRule of the first destination's service adds to an outbound TCP proxy to
+/// `destinations` (Istio's `buildOutboundNetworkFilters`): its tunnel ([`tunneling`]; sidecars only)
+/// and source-IP hashing ([`source_ip_hash`]).
+fn tcp_proxy_policy(
     push: &Snapshot,
     proxy: &ProxyContext,
     scope: &SidecarScope,
     destinations: &[(String, u32)],
-) -> Option<TunnelingConfig> {
+) -> TcpProxyPolicy {
+    let Some((dr, subset)) = first_destination_rule(push, proxy, scope, destinations) else {
+        return TcpProxyPolicy::default();
+    };
+    TcpProxyPolicy {
+        tunneling: (proxy.kind != ProxyKind::Router).then(|| tunneling(&dr.rule, subset)).flatten(),
+        source_ip_hash: source_ip_hash(&dr.rule, subset),
+    }
+}
+
+/// The DestinationRule of the first destination's service, and the subset that counts: the
+/// destination's own for a single destination, none (`""`) for weighted ones (Istio passes the subset
+/// only with a single destination).
+fn first_destination_rule<'d>(
+    push: &Snapshot,
+    proxy: &ProxyContext,
+    scope: &SidecarScope,
+    destinations: &'d [(String, u32)],
+) -> Option<(Arc<model::push::IndexedDestinationRule>, &'d str)> {
     let key = parse_cluster_name(&destinations.first()?.0)?;
     let dr = push.destination_rule(proxy, scope.service(key.host)?)?;
-    let policy = match destinations {
-        [_] if !key.subset.is_empty() => {
-            dr.rule.subsets.iter().find(|s| s.name == key.subset)?.traffic_policy.as_ref()
-        }
-        _ => dr.rule.traffic_policy.as_ref(),
+    let subset = if destinations.len() == 1 { key.subset } else { "" };
+    Some((dr, subset))
+}
+
+/// Istio's `maybeSetHashPolicy`: `trafficPolicy.loadBalancer.consistentHash.useSourceIp`, replaced by
+/// the named subset's when that subset sets a load balancer (a subset load balancer without
+/// `useSourceIp` turns it off). Port-level settings are not read, as in istiod.
+fn source_ip_hash(dr: &api::networking::DestinationRule, subset: &str) -> bool {
+    let uses = |lb: Option<&api::networking::destination_rule::LoadBalancerSettings>| {
+        lb.and_then(|lb| lb.consistent_hash.as_ref()).and_then(|c| c.use_source_ip).unwrap_or(false)
+    };
+    let subset_lb = dr
+        .subsets
+        .iter()
+        .find(|s| s.name == subset)
+        .and_then(|s| s.traffic_policy.as_ref())
+        .and_then(|tp| tp.load_balancer.as_ref());
+    match subset_lb {
+        Some(lb) => uses(Some(lb)),
+        None => uses(dr.traffic_policy.as_ref().and_then(|tp| tp.load_balancer.as_ref())),
+    }
+}
+
+/// The `tunneling_config` of a sidecar's outbound TCP proxy (Istio's `tunnelingconfig.Apply` as
+/// `buildOutboundNetworkFilters` calls it) from the DestinationRule of the first destination's
+/// service: `trafficPolicy.tunnel`, or, for a single destination naming a `subset`, that subset's
+/// `tunnel` alone (no fallback to the destination level). The hostname is `targetHost:targetPort`
+/// (IPv6 hosts in brackets); `protocol: POST` sets `use_post`. Gateways never tunnel (istiod passes
+/// `tunnelingconfig.Skip` there).
+fn tunneling(dr: &api::networking::DestinationRule, subset: &str) -> Option<TunnelingConfig> {
+    let policy = if subset.is_empty() {
+        dr.traffic_policy.as_ref()
+    } else {
+        dr.subsets.iter().find(|s| s.name == subset)?.traffic_policy.as_ref()
     };
     let tunnel = policy?.tunnel.as_ref()?;
     let host = if tunnel.target_host.contains(':') {
@@ -909,6 +953,7 @@ fn sidecar_listeners<T: ListenerForm>(
     let scope = push.sidecar_scope(proxy);
     let (key, security) = crate::policy::security_for(push, proxy);
     findings.extend(security.findings.iter().cloned());
+    findings.extend(crate::inbound::ingress_tls_findings(push, proxy, &scope));
     // A Sidecar ingress listener on the address and port of an egress one would give Envoy two
     // listeners of one name (the whole LDS refused): the egress listener keeps it, reported.
     for l in crate::inbound::ingress_listeners(push, proxy, &scope, &security, &server) {
@@ -1082,10 +1127,11 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                         logs.tcp_chain(
                                             istio_mutual(server),
                                             &security.tcp,
-                                            tcp_proxy_filter(
+                                            tcp_proxy_filter_with(
                                                 stat_of(&destinations),
                                                 &destinations,
                                                 &logs.filters,
+                                                tcp_proxy_policy(push, proxy, &scope, &destinations),
                                             ),
                                         ),
                                     );
@@ -1136,7 +1182,12 @@ fn gateway_listeners(push: &Snapshot, proxy: &ProxyContext, findings: &mut Vec<F
                                 logs.tcp_chain(
                                     istio_mutual(server),
                                     &security.tcp,
-                                    tcp_proxy_filter(stat_of(&destinations), &destinations, &logs.filters),
+                                    tcp_proxy_filter_with(
+                                        stat_of(&destinations),
+                                        &destinations,
+                                        &logs.filters,
+                                        tcp_proxy_policy(push, proxy, &scope, &destinations),
+                                    ),
                                 ),
                             );
                             if let Some(ctx) = ctx {

@@ -39,8 +39,8 @@ use crate::{
 /// The certificate-file SDS names (`file-cert:CERT~KEY`, `file-root:CA`) that a proxy of the
 /// verified `namespace` may read: those named by config that applies to `proxy` and lives in that
 /// namespace or in the mesh root namespace — the `tls` blocks without `credentialName` of the
-/// DestinationRules that apply to the services in its scope (traffic policy, port levels, subsets)
-/// and, for a router, of its Gateways' servers (docs/SECURITY.md).
+/// DestinationRules that apply to the services in its scope (traffic policy, port levels, subsets),
+/// of its Sidecar's `ingress` entries and, for a router, of its Gateways' servers (docs/SECURITY.md).
 ///
 /// Why: in Istio each proxy's own istio-agent reads these files from the proxy's own disk, so no
 /// proxy can read another's; meshpilot reads them from its own disk. Config of the proxy's own
@@ -62,20 +62,23 @@ pub fn file_secret_references(push: &Snapshot, proxy: &ProxyContext, namespace: 
             out.insert(root.resource_name());
         }
     };
+    let server = |out: &mut BTreeSet<String>, tls: &ServerTlsSettings| {
+        if !tls.credential_name.is_empty() || !tls.credential_names.is_empty() {
+            return;
+        }
+        add_pair(out, &tls.server_certificate, &tls.private_key);
+        add_root(out, &tls.ca_certificates);
+        for cert in &tls.tls_certificates {
+            add_pair(out, &cert.server_certificate, &cert.private_key);
+            add_root(out, &cert.ca_certificates);
+        }
+    };
     for gateway in push.gateways_for_proxy(proxy) {
         if !trusted(&gateway.config.meta.namespace) {
             continue;
         }
         for tls in gateway.spec().servers.iter().filter_map(|s| s.tls.as_ref()) {
-            if !tls.credential_name.is_empty() || !tls.credential_names.is_empty() {
-                continue;
-            }
-            add_pair(&mut out, &tls.server_certificate, &tls.private_key);
-            add_root(&mut out, &tls.ca_certificates);
-            for cert in &tls.tls_certificates {
-                add_pair(&mut out, &cert.server_certificate, &cert.private_key);
-                add_root(&mut out, &cert.ca_certificates);
-            }
+            server(&mut out, tls);
         }
     }
     let policy = |out: &mut BTreeSet<String>, tp: &TrafficPolicy| {
@@ -86,6 +89,12 @@ pub fn file_secret_references(push: &Snapshot, proxy: &ProxyContext, namespace: 
         }
     };
     let scope = push.sidecar_scope(proxy);
+    // The Sidecar's ingress `tls` (kept by the scope only under ENABLE_TLS_ON_SIDECAR_INGRESS).
+    if scope.sidecar.as_ref().is_some_and(|k| trusted(&k.namespace)) {
+        for (tls, _) in scope.ingress.iter().filter_map(|i| i.tls.as_ref()) {
+            server(&mut out, tls);
+        }
+    }
     for service in scope.services() {
         let Some(dr) = push.destination_rule(proxy, service).filter(|dr| trusted(&dr.namespace)) else {
             continue;

@@ -46,6 +46,9 @@ pub struct PlaneOptions {
     /// `ENABLE_XDS_API_GENERATOR_AUTH` (default true): MCP-over-xDS config only for callers
     /// authenticated in the root namespace, so never on the plane's plaintext ADS port.
     pub api_generator_auth: bool,
+    /// `ENABLE_TLS_ON_SIDECAR_INGRESS` (default false, as istiod): Sidecar `ingress[].tls` terminates
+    /// TLS.
+    pub tls_on_sidecar_ingress: bool,
 }
 
 impl Default for PlaneOptions {
@@ -58,6 +61,7 @@ impl Default for PlaneOptions {
             ready_timeout: Duration::from_secs(5),
             mesh_config: String::new(),
             api_generator_auth: true,
+            tls_on_sidecar_ingress: false,
         }
     }
 }
@@ -171,7 +175,12 @@ impl Plane {
 
         let (mesh, _warnings) = parse_mesh_config(&options.mesh_config, "cluster.local")
             .map_err(|e| plane_error("mesh config", &e))?;
-        let (server, ads) = wire(store, services, secrets.clone(), mesh, options.api_generator_auth);
+        let server_options = ServerOptions {
+            api_generator_auth: options.api_generator_auth,
+            tls_on_sidecar_ingress: options.tls_on_sidecar_ingress,
+            ..ServerOptions::default()
+        };
+        let (server, ads) = wire(store, services, secrets.clone(), mesh, server_options);
         let ads = RunningAds::start(ads, None).await?;
         let (trigger, shutdown) = shutdown_channel();
         #[cfg(feature = "kube")]
@@ -248,9 +257,8 @@ fn wire(
     services: Arc<dyn ServiceController>,
     secrets: Arc<FileSecrets>,
     mesh: model::push::MeshSettings,
-    api_generator_auth: bool,
+    options: ServerOptions,
 ) -> (Arc<DiscoveryServer>, AdsServer<NetworkingSource>) {
-    let options = ServerOptions { api_generator_auth, ..ServerOptions::default() };
     let server = DiscoveryServer::new(store, services, mesh, options);
     let ads = server.ads_server(secrets, AdsConfig::default());
     (server, ads)

@@ -135,6 +135,10 @@ pub struct MeshSettings {
     /// ConfigMap's `meshNetworks` key, read beside the mesh config): the networks of endpoints that
     /// carry none and the `address` east-west gateways ([`crate::network`]). Empty by default.
     pub mesh_networks: Arc<crate::network::MeshNetworks>,
+    /// `ENABLE_TLS_ON_SIDECAR_INGRESS` (an istiod environment variable, default false; not mesh
+    /// config): Sidecar `ingress[].tls` terminates TLS on that inbound port. Off, the `tls` block is
+    /// ignored (reported), as istiod ignores it.
+    pub enable_tls_on_sidecar_ingress: bool,
 }
 
 impl Default for MeshSettings {
@@ -168,6 +172,7 @@ impl Default for MeshSettings {
             discovery_address: super::cluster_local::DEFAULT_DISCOVERY_ADDRESS.to_string(),
             source: serde_json::Value::Null,
             mesh_networks: Arc::default(),
+            enable_tls_on_sidecar_ingress: false,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::{
 use api::{
     Kind, Spec,
     networking::{
-        Sidecar, destination_rule::ConnectionPoolSettings,
+        Sidecar, destination_rule::ConnectionPoolSettings, gateway::ServerTlsSettings,
         sidecar::outbound_traffic_policy::Mode as SidecarMode, virtual_service::Destination,
     },
 };
@@ -171,6 +171,102 @@ impl EgressEntry {
     }
 }
 
+/// Istio's scope inference from VirtualServices (`SidecarScope` construction in `sidecar.go`): the
+/// destinations (routes, mirrors; HTTP routes whose `match` names another `sourceNamespace` left
+/// out) of the VirtualServices each egress listener imports add their services to the scope when
+/// the scope has no service of that hostname yet — the one in the proxy's `namespace`, else the
+/// best visible one ([`compare_service_precedence`]: Kubernetes first, then the oldest) — trimmed
+/// to the listener's port (an entry with a port) or to the ports the destinations name (none named:
+/// every port; none of them on the service: not added). They give clusters (and name-table entries),
+/// not listeners: the egress listeners keep their own imports.
+fn with_destination_services(
+    push: &PushContext,
+    namespace: &str,
+    egress: &[EgressListener],
+    all: Arc<Imports>,
+) -> Arc<Imports> {
+    let mut added: std::collections::BTreeMap<String, Arc<Service>> = std::collections::BTreeMap::new();
+    for e in egress {
+        for vs in e.imports.virtual_services() {
+            for (hostname, ports) in destination_hosts(vs, namespace, &push.mesh.domain_suffix) {
+                if all.by_host.contains_key(&hostname) || added.contains_key(&hostname) {
+                    continue;
+                }
+                let Some(candidates) = push.services.by_host.get(&hostname) else { continue };
+                let chosen = candidates.iter().find(|s| s.namespace == namespace).or_else(|| {
+                    candidates
+                        .iter()
+                        .filter(|s| push.service_visible(s, namespace))
+                        .min_by(|a, b| compare_service_precedence(a, b, Some(namespace)))
+                });
+                let Some(s) = chosen else { continue };
+                let wanted: Vec<u32> = match e.port.as_ref().filter(|p| p.matches_services()) {
+                    Some(p) => vec![p.number],
+                    None if ports.contains(&0) => Vec::new(),
+                    None => ports.into_iter().collect(),
+                };
+                let s = if wanted.is_empty() {
+                    s.clone()
+                } else {
+                    let kept: Vec<_> = s.ports.iter().filter(|p| wanted.contains(&p.port)).cloned().collect();
+                    if kept.is_empty() {
+                        continue;
+                    }
+                    if kept.len() == s.ports.len() {
+                        s.clone()
+                    } else {
+                        let mut trimmed = Service::clone(s);
+                        trimmed.ports = kept;
+                        Arc::new(trimmed)
+                    }
+                };
+                added.insert(hostname, s);
+            }
+        }
+    }
+    if added.is_empty() {
+        return all;
+    }
+    let mut services = all.services.clone();
+    services.extend(added.into_values());
+    services.sort_by_key(|a| a.hostname.to_ascii_lowercase());
+    Arc::new(Imports::new(services, all.virtual_services.clone()))
+}
+
+/// The destination hosts of `vs` (qualified in its namespace) with the port numbers they name (0: a
+/// destination without a port), Istio's `virtualServiceDestinationsFilteredBySourceNamespace` for a
+/// proxy in `namespace`.
+fn destination_hosts(
+    vs: &IndexedVirtualService,
+    namespace: &str,
+    domain_suffix: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<u32>> {
+    let mut out: std::collections::BTreeMap<String, std::collections::BTreeSet<u32>> =
+        std::collections::BTreeMap::new();
+    let mut add = |d: &Destination| {
+        let hostname = host::resolve_short_name(&d.host, vs.namespace(), domain_suffix).to_ascii_lowercase();
+        out.entry(hostname).or_default().insert(d.port.as_ref().map_or(0, |p| p.number));
+    };
+    let spec = vs.spec();
+    for h in &spec.http {
+        let named: Vec<&str> =
+            h.r#match.iter().map(|m| m.source_namespace.as_str()).filter(|n| !n.is_empty()).collect();
+        if !named.is_empty() && !named.contains(&namespace) {
+            continue;
+        }
+        h.route.iter().filter_map(|r| r.destination.as_ref()).for_each(&mut add);
+        h.mirror.iter().for_each(&mut add);
+        h.mirrors.iter().filter_map(|m| m.destination.as_ref()).for_each(&mut add);
+    }
+    for t in &spec.tcp {
+        t.route.iter().filter_map(|r| r.destination.as_ref()).for_each(&mut add);
+    }
+    for t in &spec.tls {
+        t.route.iter().filter_map(|r| r.destination.as_ref()).for_each(&mut add);
+    }
+    out
+}
+
 /// What several egress listeners import together (Istio's `collectImportedServices` /
 /// `appendSidecarServices`): the first entry's service for a hostname; a later entry's service of the
 /// same namespace, registry and resolution adds the ports it lacks. VirtualServices in `mesh_vs` order.
@@ -223,6 +319,10 @@ pub struct IngressListener {
     pub default_endpoint: String,
     /// `connectionPool` with its field path (`spec.ingress[N].connectionPool`).
     pub connection_pool: Option<(ConnectionPoolSettings, String)>,
+    /// `tls` with its field path (`spec.ingress[N].tls`): server TLS terminated on this port. Only
+    /// with `ENABLE_TLS_ON_SIDECAR_INGRESS` (`MeshSettings::enable_tls_on_sidecar_ingress`), as istiod;
+    /// otherwise `None` and reported.
+    pub tls: Option<(ServerTlsSettings, String)>,
 }
 
 /// What one egress listener — or the whole scope — imports: services by hostname and the mesh-bound
@@ -434,12 +534,21 @@ impl SidecarScope {
                     );
                     continue;
                 };
-                if l.tls.is_some() {
-                    unsupported(
-                        format!("spec.ingress[{i}].tls"),
-                        "TLS termination on Sidecar ingress listeners is not translated; served in plain text",
-                    );
-                }
+                // As istiod: the `tls` block takes effect only with ENABLE_TLS_ON_SIDECAR_INGRESS.
+                let tls = match &l.tls {
+                    Some(tls) if push.mesh.enable_tls_on_sidecar_ingress => {
+                        Some((tls.clone(), format!("spec.ingress[{i}].tls")))
+                    }
+                    Some(_) => {
+                        unsupported(
+                            format!("spec.ingress[{i}].tls"),
+                            "ignored as istiod ignores it unless ENABLE_TLS_ON_SIDECAR_INGRESS=true; the port \
+                             is served as without tls",
+                        );
+                        None
+                    }
+                    None => None,
+                };
                 use api::networking::sidecar::CaptureMode;
                 let bind_to_port = match CaptureMode::try_from(l.capture_mode) {
                     Ok(CaptureMode::None) => Some(true),
@@ -457,6 +566,7 @@ impl SidecarScope {
                         .connection_pool
                         .clone()
                         .map(|p| (p, format!("spec.ingress[{i}].connectionPool"))),
+                    tls,
                 });
             }
             if let Some(policy) = &spec.outbound_traffic_policy {
@@ -487,6 +597,7 @@ impl SidecarScope {
             [only] => only.imports.clone(),
             _ => Arc::new(union(&egress, mesh_vs)),
         };
+        let all = with_destination_services(push, namespace, &egress, all);
         let services = all.services();
         let virtual_services = all.virtual_services();
         let dependencies = scope_dependencies(push, namespace, services, virtual_services);

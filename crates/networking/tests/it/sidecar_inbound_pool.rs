@@ -84,3 +84,17 @@ fn an_ingress_entrys_pool_wins_over_the_inbound_pool() {
     assert_eq!(limits, [("inbound|9090||".to_string(), 5), ("inbound|9092||".to_string(), 11)]);
     assert!(findings.is_empty(), "{findings:?}");
 }
+
+/// An ingress entry on the port of one of the proxy's instances (istiod's `findOrCreateService`: the
+/// instance whose target port is the entry's port) takes that service's DestinationRule pool when the
+/// Sidecar sets no pool; an entry on another port keeps Envoy's defaults.
+#[test]
+fn an_ingress_entry_on_an_instances_port_takes_the_destination_rules_pool() {
+    let ingress = "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: ns1}\n\
+                   spec:\n  ingress:\n  \
+                   - {port: {number: 8080, name: http, protocol: HTTP}, defaultEndpoint: 127.0.0.1:9080}\n  \
+                   - {port: {number: 9092, name: tcp, protocol: TCP}, defaultEndpoint: 127.0.0.1:9093}\n";
+    let (limits, findings) = inbound_limits(ingress);
+    assert_eq!(limits, [("inbound|8080||".to_string(), 7), ("inbound|9092||".to_string(), 0)]);
+    assert!(findings.is_empty(), "{findings:?}");
+}

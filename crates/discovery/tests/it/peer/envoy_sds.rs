@@ -37,10 +37,23 @@ pub(super) fn gateway_yaml(name: &str, port: u16, host: &str, cert: &Path, key: 
 
 /// A plane reading config from `config`, serving certificate files under `certs` (`--file-secret-root`).
 pub(super) async fn file_secret_plane(config: &Path, certs: &Path) -> Plane {
+    file_secret_plane_with(config, certs, false).await
+}
+
+/// [`file_secret_plane`] with `ENABLE_TLS_ON_SIDECAR_INGRESS` set to `tls_on_sidecar_ingress`.
+pub(super) async fn file_secret_plane_with(
+    config: &Path,
+    certs: &Path,
+    tls_on_sidecar_ingress: bool,
+) -> Plane {
     let options = FileSecretOptions { roots: vec![certs.to_path_buf()], ..FileSecretOptions::default() };
-    Plane::start_with(PlaneOptions { file_secrets: options, ..PlaneOptions::config_dir(config) })
-        .await
-        .unwrap()
+    Plane::start_with(PlaneOptions {
+        file_secrets: options,
+        tls_on_sidecar_ingress,
+        ..PlaneOptions::config_dir(config)
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
