@@ -21,6 +21,7 @@ use super::conformance::{
     node,
     scenarios::ProxySpec,
 };
+use super::multicluster::remote_secret;
 use crate::{istio_peer::Istiod, process};
 
 use std::{
@@ -142,16 +143,6 @@ fn apply(env: &TestEnv, (yaml, ips): (String, Vec<(String, String)>)) {
         env.kubectl(&["-n", NS, "patch", "pod", &pod, "--subresource=status", "--type=merge", "-p", &patch])
             .unwrap();
     }
-}
-
-/// The remote Secret for cluster `id` (istioctl's shape: label, annotation, one kubeconfig key).
-fn remote_secret(id: &str, kubeconfig: &str) -> String {
-    let indented: String = kubeconfig.lines().map(|l| format!("    {l}\n")).collect();
-    format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: istio-remote-secret-{id}\n  namespace: istio-system\n  \
-         labels: {{istio/multiCluster: \"true\"}}\n  annotations: {{networking.istio.io/cluster: {id}}}\n\
-         stringData:\n  {id}: |\n{indented}"
-    )
 }
 
 /// `filter_metadata` as sorted `filter.field=value` strings (string values; others as JSON-ish debug).
