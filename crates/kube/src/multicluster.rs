@@ -87,10 +87,6 @@ pub const REMOTE_CLUSTER_SYNC_TIMEOUTS: &str = "remote_cluster_sync_timeouts_tot
 /// istiod's default `PILOT_REMOTE_CLUSTER_TIMEOUT`.
 pub const DEFAULT_REMOTE_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How often a starting cluster's sync is checked (ms scale: readiness and the swap of a rotated
-/// kubeconfig wait on it).
-const SYNC_POLL: Duration = Duration::from_millis(50);
-
 /// Settings of the remote-cluster controller.
 #[derive(Clone)]
 pub struct MulticlusterOptions {
@@ -379,7 +375,7 @@ impl Multicluster {
             }
             let hash = hash_bytes(&kubeconfig);
             {
-                let state = self.state();
+                let mut state = self.state();
                 match state.clusters.get(&id) {
                     Some(c) if c.secret != secret => {
                         tracing::warn!(cluster = %id, %secret, configured_by = %c.secret, "cluster has already been registered");
@@ -387,6 +383,8 @@ impl Multicluster {
                     }
                     Some(c) if c.kubeconfig_hash == hash && !state.pending.contains_key(&id) => {
                         tracing::info!(cluster = %id, %secret, "skipping update (kubeconfig are identical)");
+                        // Back to the serving kubeconfig after a refused one: the refusal is over.
+                        state.refused.remove(&id);
                         continue;
                     }
                     _ => {}
@@ -458,7 +456,9 @@ impl Multicluster {
     }
 
     /// Waits for cluster `id`'s registry (of `generation`) to sync: records the status, gives up
-    /// waiting (for readiness) after the timeout, and swaps a pending registry in once synced.
+    /// waiting (for readiness) after the timeout, and swaps a pending registry in once synced. Woken
+    /// by the registry's sync ([`KubeRegistry::wait_synced`]), the timeout or the cluster's shutdown
+    /// (closed, replaced or removed), never by polling.
     async fn follow_sync(
         self,
         id: String,
@@ -466,26 +466,35 @@ impl Multicluster {
         registry: KubeRegistry,
         sync: Arc<SyncState>,
         swap: bool,
-        shutdown: Shutdown,
+        mut shutdown: Shutdown,
     ) {
         let started = Instant::now();
         let timeout = self.inner.options.remote_cluster_timeout;
+        let deadline = async {
+            if timeout.is_zero() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(timeout).await;
+        };
+        let synced = registry.wait_synced();
+        tokio::pin!(deadline, synced);
+        let mut waiting = true;
         loop {
-            if shutdown.is_shutdown() || sync.closed.load(Ordering::Acquire) {
-                return;
+            tokio::select! {
+                () = &mut synced => break,
+                () = shutdown.wait() => return,
+                () = &mut deadline, if waiting => {
+                    waiting = false;
+                    if !sync.timed_out.swap(true, Ordering::AcqRel) {
+                        tracing::error!(cluster = %id, timeout = ?timeout, "remote cluster failed to sync in time; readiness no longer waits for it");
+                        metrics::counter!(REMOTE_CLUSTER_SYNC_TIMEOUTS).increment(1);
+                        record_status(&id, Some(ClusterSyncStatus::Timeout));
+                    }
+                }
             }
-            if registry.has_synced() {
-                break;
-            }
-            if !timeout.is_zero()
-                && started.elapsed() >= timeout
-                && !sync.timed_out.swap(true, Ordering::AcqRel)
-            {
-                tracing::error!(cluster = %id, timeout = ?timeout, "remote cluster failed to sync in time; readiness no longer waits for it");
-                metrics::counter!(REMOTE_CLUSTER_SYNC_TIMEOUTS).increment(1);
-                record_status(&id, Some(ClusterSyncStatus::Timeout));
-            }
-            tokio::time::sleep(SYNC_POLL).await;
+        }
+        if sync.closed.load(Ordering::Acquire) {
+            return;
         }
         tracing::info!(cluster = %id, elapsed = ?started.elapsed(), "remote cluster synced");
         record_status(&id, Some(ClusterSyncStatus::Synced));
@@ -603,6 +612,7 @@ impl ServiceController for Multicluster {
     /// error.
     fn clusters(&self) -> Vec<ClusterInfo> {
         let state = self.state();
+        let refused_error = |id: &str| state.refused.get(id).map(|(_, e)| e.clone()).unwrap_or_default();
         let mut out: Vec<ClusterInfo> = state
             .clusters
             .iter()
@@ -610,15 +620,19 @@ impl ServiceController for Multicluster {
                 id: id.clone(),
                 secret_name: c.secret.clone(),
                 sync_status: c.status(),
-                error: String::new(),
+                // A serving cluster whose Secret now holds a refused kubeconfig keeps serving with its
+                // previous one: listed once, with the refusal.
+                error: refused_error(id),
             })
             .collect();
-        out.extend(state.refused.iter().map(|(id, (secret, error))| ClusterInfo {
-            id: id.clone(),
-            secret_name: secret.clone(),
-            sync_status: ClusterSyncStatus::Closed,
-            error: error.clone(),
-        }));
+        out.extend(state.refused.iter().filter(|(id, _)| !state.clusters.contains_key(*id)).map(
+            |(id, (secret, error))| ClusterInfo {
+                id: id.clone(),
+                secret_name: secret.clone(),
+                sync_status: ClusterSyncStatus::Closed,
+                error: error.clone(),
+            },
+        ));
         out
     }
 }
@@ -681,5 +695,56 @@ impl TokenReviewer for ClusterTokenReviewer {
                 Box::pin(async move { Err(message) })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kubeconfig for an API server nobody listens on (the registry just keeps retrying), with
+    /// `user` (YAML lines under `user:`).
+    fn kubeconfig(user: &str) -> Vec<u8> {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    \
+             server: https://127.0.0.1:9\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\n\
+             users:\n- name: u\n  user:\n{user}"
+        )
+        .into_bytes()
+    }
+
+    fn controller() -> Multicluster {
+        Multicluster::new(MulticlusterOptions {
+            system_namespace: "istio-system".into(),
+            config_cluster_id: "config".into(),
+            registry: KubeRegistryOptions::default(),
+            remote_cluster_timeout: Duration::ZERO,
+            client_config: Arc::new(|bytes| Box::pin(kubeconfig_from_bytes(bytes, Default::default()))),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_serving_cluster_whose_secret_turns_refused_is_listed_once_with_the_error() {
+        let mc = controller();
+        let secret = "istio-system/istio-remote-secret-west";
+        mc.set_secret(secret, [("west".to_string(), kubeconfig("    token: t1\n"))].into()).await;
+        let exec = "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/x}\n";
+        mc.set_secret(secret, [("west".to_string(), kubeconfig(exec))].into()).await;
+        let clusters = mc.clusters();
+        assert_eq!(clusters.len(), 1, "{clusters:?}");
+        assert_eq!(clusters[0].id, "west");
+        assert_eq!(clusters[0].sync_status, ClusterSyncStatus::Syncing, "the previous client still serves");
+        assert!(clusters[0].error.contains("exec is not allowed"), "{clusters:?}");
+        assert_eq!(mc.cluster_ids(), ["west"]);
+
+        // Back to the serving kubeconfig: the refusal is over.
+        mc.set_secret(secret, [("west".to_string(), kubeconfig("    token: t1\n"))].into()).await;
+        assert_eq!(mc.clusters()[0].error, "");
+        // A refused kubeconfig of a cluster that is not serving is listed as closed.
+        mc.set_secret("istio-system/other", [("east".to_string(), kubeconfig(exec))].into()).await;
+        let clusters = mc.clusters();
+        assert_eq!(clusters.len(), 2, "{clusters:?}");
+        assert_eq!((clusters[1].id.as_str(), clusters[1].sync_status), ("east", ClusterSyncStatus::Closed));
+        mc.stop_all();
     }
 }

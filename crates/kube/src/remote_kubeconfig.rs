@@ -90,12 +90,63 @@ pub fn remote_kubeconfig(bytes: &[u8], allowed: &InsecureKubeconfigOptions) -> R
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|e| format!("kubeconfig cannot be loaded: not UTF-8 text ({e})"))?;
-    let config = Kubeconfig::from_yaml(text).map_err(|e| format!("kubeconfig cannot be loaded: {e}"))?;
+    let config = Kubeconfig::from_yaml(text)
+        .map_err(|e| format!("kubeconfig cannot be loaded: {}", load_error(text, &e)))?;
     let invalid = validate(&config);
     if !invalid.is_empty() {
         return Err(format!("kubeconfig is not valid: invalid configuration: [{}]", invalid.join(", ")));
     }
     sanitize(config, allowed).map_err(|e| format!("kubeconfig is not allowed: {e}"))
+}
+
+/// Why `text` cannot be loaded as a kubeconfig (`error`: the loader's own), told without any of its
+/// values: the YAML parser's message quotes the lines around the fault and serde's quote the value
+/// found, and this message goes to the log and `/debug/clusterz` while the text is a Secret's. So: the
+/// field path (`users[0].user.token`), the reason with every quoted span (`"…"`, `` `…` ``) left out,
+/// and the line and column.
+fn load_error(text: &str, error: &kube::config::KubeconfigError) -> String {
+    let options = serde_saphyr::options! { with_snippet: false };
+    let mut path = String::new();
+    let result = serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
+        serde_path_to_error::deserialize::<_, Kubeconfig>(de).map_err(|e| {
+            path = e.path().to_string();
+            e.into_inner()
+        })
+    });
+    match result {
+        Err(e) if path.is_empty() || path == "." => without_quoted(&e.to_string()),
+        Err(e) => format!("{path}: {}", without_quoted(&e.to_string())),
+        // One document loads (kube's loader merges several): the loader's own reason, which quotes
+        // nothing of the text for the errors left (kind or apiVersion mismatch between documents).
+        Ok(_) => match error {
+            kube::config::KubeconfigError::Parse(_) => "not a kubeconfig".to_string(),
+            other => without_quoted(&other.to_string()),
+        },
+    }
+}
+
+/// `message` with every double-quoted or backticked span replaced by `…` (serde's `invalid type:
+/// string "VALUE"`, `` integer `7` ``, `` unknown variant `X` ``).
+fn without_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '`' => {
+                let mut escaped = false;
+                for d in chars.by_ref() {
+                    match d {
+                        '\\' if !escaped => escaped = true,
+                        d if d == c && !escaped => break,
+                        _ => escaped = false,
+                    }
+                }
+                out.push('…');
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// client-go's `clientcmd.Validate`, the checks that read no file, plus a current context (without
@@ -400,6 +451,25 @@ mod tests {
         assert_eq!(user.impersonate_uid, None);
         assert!(user.extensions.is_none());
         assert!(user.other.is_empty());
+    }
+
+    #[test]
+    fn a_kubeconfig_that_cannot_be_loaded_is_explained_without_its_values() {
+        // The message goes to the log and /debug/clusterz: field path and reason, none of the Secret's
+        // text (a YAML parser error would otherwise quote the lines around it).
+        let wrong_type = with_user("    token: s3cr3t-t0ken\n")
+            .replace("- name: reader\n  user:", "- name: reader\n  user: [s3cr3t-list]\n  x:");
+        let err = remote_kubeconfig(wrong_type.as_bytes(), &none()).unwrap_err();
+        assert!(err.starts_with("kubeconfig cannot be loaded: users[0].user: "), "{err}");
+        assert!(!err.contains("s3cr3t") && !err.contains("reader") && !err.contains("10.0.0.1"), "{err}");
+        let wrong_scalar = with_user("    token: {nested: s3cr3t}\n");
+        let err = remote_kubeconfig(wrong_scalar.as_bytes(), &none()).unwrap_err();
+        assert!(err.starts_with("kubeconfig cannot be loaded: users[0].user.token: "), "{err}");
+        assert!(!err.contains("s3cr3t"), "{err}");
+        let syntax = "apiVersion: v1\nusers:\n- name: reader\n  user: {token: \"s3cr3t\"\n";
+        let err = remote_kubeconfig(syntax.as_bytes(), &none()).unwrap_err();
+        assert!(err.starts_with("kubeconfig cannot be loaded: "), "{err}");
+        assert!(!err.contains("s3cr3t") && err.contains("line"), "{err}");
     }
 
     #[test]

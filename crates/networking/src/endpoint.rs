@@ -7,15 +7,19 @@
 //! without one). Terminating endpoints are left out; unhealthy (not ready) ones are sent as `UNHEALTHY`
 //! unless the cluster's outlier detection sets `minHealthPercent` ([`sends_unhealthy`]); draining ones
 //! are sent as `DRAINING` (Istio's `EndpointBuilder`). An unknown cluster name gets an empty
-//! assignment, so the proxy does not wait for it.
+//! assignment, so the proxy does not wait for it. Every endpoint carries Istio's endpoint metadata
+//! ([`lb_endpoint_metadata`]: the auto-mTLS match, and `istio.workload` with the endpoint's cluster id).
 
 use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
-use envoy_types::pb::envoy::config::{
-    core::v3::{HealthStatus as EnvoyHealth, Locality},
-    endpoint::v3::{
-        ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+use envoy_types::pb::{
+    envoy::config::{
+        core::v3::{HealthStatus as EnvoyHealth, Locality, Metadata},
+        endpoint::v3::{
+            ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+        },
     },
+    google::protobuf::{Struct, Value, value::Kind},
 };
 use model::service::{Endpoint, HealthStatus, Labels, Resolution, labels_match};
 
@@ -59,6 +63,44 @@ pub(crate) fn sends_unhealthy(
     let outlier = rule.and_then(|r| locality::lb_policy_for(r, port, subset).0);
     outlier.is_none_or(|o| o.min_health_percent <= 0)
 }
+
+/// The labels istio-proxy's canonical service name is read from, in order (Istio's
+/// `kubelabels.CanonicalService`); the workload name when none is set.
+const CANONICAL_NAME_LABELS: [&str; 3] = ["service.istio.io/canonical-name", "app.kubernetes.io/name", "app"];
+/// The labels the canonical revision is read from, in order; `latest` when none is set.
+const CANONICAL_REVISION_LABELS: [&str; 3] =
+    ["service.istio.io/canonical-revision", "app.kubernetes.io/version", "version"];
+
+/// istio-proxy's compressed telemetry label of an endpoint (Istio's `AppendLbEndpointMetadata`,
+/// filter metadata `istio.workload`): `WORKLOAD;NAMESPACE;CANONICAL_NAME;CANONICAL_REVISION;CLUSTER`.
+/// The canonical name and revision come from the workload's labels (see
+/// [`CANONICAL_NAME_LABELS`], [`CANONICAL_REVISION_LABELS`]); a revision `latest` is written empty, as
+/// Istio does not send the default.
+pub(crate) fn workload_label(workload: &str, namespace: &str, labels: &Labels, cluster: &str) -> String {
+    let first = |keys: &[&str]| keys.iter().find_map(|k| labels.get(*k)).map(String::as_str);
+    let name = first(&CANONICAL_NAME_LABELS).unwrap_or(workload);
+    let revision = first(&CANONICAL_REVISION_LABELS).filter(|r| *r != "latest").unwrap_or("");
+    format!("{workload};{namespace};{name};{revision};{cluster}")
+}
+
+/// An endpoint's metadata as Istio writes it (`AppendLbEndpointMetadata`): the auto-mTLS match for
+/// `tls_mode` when given ([`crate::mtls::endpoint_tls_metadata`]; `None`: not sent to this proxy) and
+/// `istio.workload` = `workload` ([`workload_label`]), which istio-proxy's telemetry reads (upstream
+/// Envoy ignores it).
+pub(crate) fn lb_endpoint_metadata(tls_mode: Option<&str>, workload: String) -> Metadata {
+    let mut metadata = tls_mode.and_then(crate::mtls::endpoint_tls_metadata).unwrap_or_default();
+    let value = Value { kind: Some(Kind::StringValue(workload)) };
+    metadata.filter_metadata.insert(
+        ISTIO_METADATA_KEY.to_string(),
+        Struct { fields: [(WORKLOAD_KEY.to_string(), value)].into() },
+    );
+    metadata
+}
+
+/// The filter-metadata namespace of Istio's own endpoint metadata.
+const ISTIO_METADATA_KEY: &str = "istio";
+/// The field of [`ISTIO_METADATA_KEY`] holding [`workload_label`].
+const WORKLOAD_KEY: &str = "workload";
 
 /// Groups `endpoints` by locality into Envoy's shape. `dns` allows host names as addresses (STRICT_DNS
 /// and LOGICAL_DNS clusters); otherwise an endpoint whose address is not an IP or a Unix socket is left
@@ -115,12 +157,10 @@ pub(crate) fn locality_groups<'a>(
         let weight = ep.load_balancing_weight();
         let entry = by_locality.entry(ep.locality.label.as_str()).or_default();
         entry.0 = entry.0.saturating_add(weight);
+        let tls_mode = tls_metadata.is_some_and(|f| f(ep)).then_some(ep.tls_mode.as_str());
+        let workload = workload_label(&ep.workload_name, &ep.namespace, &ep.labels, &ep.locality.cluster_id);
         entry.1.push(LbEndpoint {
-            metadata: if tls_metadata.is_some_and(|f| f(ep)) {
-                crate::mtls::endpoint_tls_metadata(&ep.tls_mode)
-            } else {
-                None
-            },
+            metadata: Some(lb_endpoint_metadata(tls_mode, workload)),
             health_status: health as i32,
             load_balancing_weight: Some(u32v(weight)),
             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
@@ -481,6 +521,30 @@ mod tests {
             health_status: health,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_workload_label_is_istiods_five_fields() {
+        let labels = |l: &[(&str, &str)]| -> Labels {
+            l.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        // Canonical name and revision from the first label present, in Istio's order.
+        let full = labels(&[
+            ("app", "a"),
+            ("app.kubernetes.io/name", "k"),
+            ("service.istio.io/canonical-name", "c"),
+            ("version", "v1"),
+            ("app.kubernetes.io/version", "2.0"),
+        ]);
+        assert_eq!(workload_label("w", "ns", &full, "west"), "w;ns;c;2.0;west");
+        assert_eq!(workload_label("w", "ns", &labels(&[("app", "a")]), "west"), "w;ns;a;;west");
+        // No labels: the workload's name; the default revision `latest` is not sent.
+        assert_eq!(workload_label("w", "ns", &labels(&[("version", "latest")]), ""), "w;ns;w;;");
+        // A gateway endpoint: its cluster only.
+        assert_eq!(workload_label("", "", &Labels::new(), "east"), ";;;;east");
+        let m = lb_endpoint_metadata(Some("istio"), "w;ns;w;;".into());
+        assert_eq!(m.filter_metadata.len(), 2, "{m:?}");
+        assert_eq!(lb_endpoint_metadata(None, String::new()).filter_metadata.len(), 1);
     }
 
     #[test]

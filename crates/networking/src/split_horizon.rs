@@ -118,12 +118,11 @@ pub(crate) fn by_network<'f, M: Copy>(
             }
         }
         for (gw, weight) in through {
+            // Istio labels a gateway endpoint with the gateway's cluster only (no workload, no labels).
+            let workload = crate::endpoint::workload_label("", "", &Default::default(), &gw.cluster);
+            let tls_mode = view.tls_metadata.then_some(model::service::TLS_MODE_ISTIO);
             kept.push(LbEndpoint {
-                metadata: if view.tls_metadata {
-                    crate::mtls::endpoint_tls_metadata(model::service::TLS_MODE_ISTIO)
-                } else {
-                    None
-                },
+                metadata: Some(crate::endpoint::lb_endpoint_metadata(tls_mode, workload)),
                 load_balancing_weight: Some(u32v(weight.max(1))),
                 host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
                     address: Some(address(&gw.address, gw.port)),
@@ -235,7 +234,9 @@ mod tests {
                 (
                     format!("{}:{port}", sa.address),
                     e.load_balancing_weight.as_ref().unwrap().value,
-                    e.metadata.is_some(),
+                    e.metadata.as_ref().is_some_and(|m| {
+                        m.filter_metadata.contains_key(crate::mtls::TRANSPORT_SOCKET_MATCH_KEY)
+                    }),
                 )
             })
             .collect();

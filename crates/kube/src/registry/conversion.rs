@@ -281,12 +281,16 @@ pub fn pod_locality(pod_labels: &Labels, node_labels: Option<&Labels>) -> String
     format!("{region}/{zone}/{subzone}")
 }
 
-/// The workload name of a pod (Istio's `GetWorkloadMetaFromPod`, reduced): a pod owned by a
-/// ReplicaSet named `DEPLOYMENT-HASH` (its `pod-template-hash` label) belongs to `DEPLOYMENT`; another
-/// controller owner names the workload; a pod without one is its own workload.
+/// The workload name of a pod (Istio's `GetDeployMetaFromPod`, reduced): a pod whose name was
+/// generated (`generateName` set) and that is owned by a ReplicaSet named `DEPLOYMENT-HASH` (its
+/// `pod-template-hash` label) belongs to `DEPLOYMENT`; another controller owner of a generated pod
+/// names the workload; any other pod is its own workload (istiod looks at owners of generated pods
+/// only).
 pub fn workload_name(pod: &Pod) -> String {
     let meta = &pod.metadata;
-    let owner = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+    let generated = meta.generate_name.as_deref().is_some_and(|g| !g.is_empty());
+    let owner =
+        meta.owner_references.iter().flatten().find(|o| o.controller == Some(true)).filter(|_| generated);
     match owner {
         Some(o) if o.kind == "ReplicaSet" => {
             let hash = meta.labels.as_ref().and_then(|l| l.get(LABEL_POD_TEMPLATE_HASH));
@@ -502,10 +506,14 @@ mod tests {
     fn workload_name_strips_the_replicaset_hash() {
         let pod: Pod = object(
             serde_json::json!({"metadata": {"name": "reviews-v1-7f9-abc", "namespace": "n",
-            "labels": {"pod-template-hash": "7f9"},
+            "generateName": "reviews-v1-7f9-", "labels": {"pod-template-hash": "7f9"},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "reviews-v1-7f9", "uid": "u", "controller": true}]}}),
         );
         assert_eq!(workload_name(&pod), "reviews-v1");
+        // A pod whose name was not generated is its own workload, owner or not (as istiod).
+        let mut named = pod.clone();
+        named.metadata.generate_name = None;
+        assert_eq!(workload_name(&named), "reviews-v1-7f9-abc");
         let bare: Pod = object(serde_json::json!({"metadata": {"name": "p", "namespace": "n"}}));
         assert_eq!(workload_name(&bare), "p");
     }

@@ -32,17 +32,14 @@
 //! selected adds its objects (add events); one that stops being selected deletes them (delete events).
 //!
 //! **Sync.** [`ServiceController::has_synced`] is true once every watch has finished its initial list
-//! and the index has applied it.
+//! and the index has applied it; [`KubeRegistry::wait_synced`] waits for that moment.
 
 pub mod conversion;
 pub mod index;
 
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, RwLock, RwLockReadGuard,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, RwLock, RwLockReadGuard},
     time::Duration,
 };
 
@@ -119,7 +116,8 @@ struct Inner {
     config: kube::Config,
     index: RwLock<KubeIndex>,
     handlers: RwLock<Vec<RegistryEventHandler>>,
-    synced: AtomicBool,
+    /// `true` once synced; [`KubeRegistry::wait_synced`] waits on it.
+    synced: tokio::sync::watch::Sender<bool>,
     backoff: (Duration, Duration),
     selectors: DiscoverySelectors,
 }
@@ -231,9 +229,18 @@ impl KubeRegistry {
                 selectors: options.discovery_selectors.clone(),
                 index: RwLock::new(KubeIndex::new(options)),
                 handlers: RwLock::new(Vec::new()),
-                synced: AtomicBool::new(false),
+                synced: tokio::sync::watch::Sender::new(false),
             }),
         }
+    }
+
+    /// Resolves once the registry has synced ([`ServiceController::has_synced`]), at once when it
+    /// already has. A registry that never syncs (an unreachable API server) never resolves it: callers
+    /// race it against their own deadline or shutdown.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.inner.synced.subscribe();
+        // The sender lives as long as the registry (`self` holds it): no error while waiting.
+        let _ = synced.wait_for(|s| *s).await;
     }
 
     /// The registry's shard (`Kubernetes/<cluster id>`).
@@ -322,8 +329,8 @@ impl KubeRegistry {
                     tracing::warn!(registry = %self.inner.name, kind, error = %err, "watch failed; retrying with backoff");
                 }
             }
-            if !self.inner.synced.load(Ordering::Acquire) && watches.synced() {
-                self.inner.synced.store(true, Ordering::Release);
+            if !*self.inner.synced.borrow() && watches.synced() {
+                self.inner.synced.send_replace(true);
                 tracing::info!(registry = %self.inner.name, "Kubernetes registry synced");
             }
         }
@@ -539,7 +546,7 @@ impl ServiceController for KubeRegistry {
     /// Every watch (Services, EndpointSlices, Pods, Nodes, Namespaces) finished its initial list and
     /// the index applied it.
     fn has_synced(&self) -> bool {
-        self.inner.synced.load(Ordering::Acquire)
+        *self.inner.synced.borrow()
     }
 
     fn endpoint_shards(&self) -> Vec<EndpointShard> {

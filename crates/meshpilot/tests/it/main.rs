@@ -43,6 +43,7 @@ mod peer {
     mod mcp_istiod;
     mod mesh_source;
     mod multicluster;
+    mod multicluster_istiod;
     mod native_sidecars;
     mod process_faults;
     mod proxy_status_cli;

@@ -40,7 +40,7 @@ fn echo_in_cluster(svc_port: u16, upstream: SocketAddr, slice: &str) -> String {
 }
 
 /// The remote Secret for cluster `id` (istioctl's shape: label, annotation, one kubeconfig key).
-fn remote_secret(id: &str, kubeconfig: &str) -> String {
+pub(super) fn remote_secret(id: &str, kubeconfig: &str) -> String {
     let indented: String = kubeconfig.lines().map(|l| format!("    {l}\n")).collect();
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: istio-remote-secret-{id}\n  namespace: istio-system\n  \
