@@ -434,19 +434,20 @@ pub fn response_version(body: &[u8]) -> Option<String> {
 }
 
 /// One poller: a round of `types` every `interval` (the first after a random part of it, as Envoy's
-/// jitter spreads them), the versions carried; latencies of polls at or after `measure` are kept.
+/// jitter spreads them), the versions carried; latencies of polls made while `measuring` go to
+/// `latencies` as they are taken (the poller is aborted at the end, mid-sleep).
 async fn poller(
     index: u32,
     options: Arc<PollOptions>,
     counters: Arc<Counters>,
     measuring: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-) -> Vec<Duration> {
+    latencies: Arc<std::sync::Mutex<Vec<Duration>>>,
+) {
     let identity = options.layout.proxy(options.kind, index);
     let node = node_json(&identity, &options).to_string();
     let mut subs = initial_subscriptions(&options.types);
     let mut warm = false;
-    let mut latencies = Vec::new();
     let mut conn: Option<Conn> = None;
     let offset = options.interval.mul_f64(f64::from(index % 1000) / 1000.0);
     let mut next = tokio::time::Instant::now() + offset;
@@ -469,7 +470,10 @@ async fn poller(
             match c.post(path(kind), &body).await {
                 Ok((answer, sent)) => {
                     if measuring.load(Ordering::Relaxed) {
-                        latencies.push(started.elapsed());
+                        latencies
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(started.elapsed());
                     }
                     counters.bytes_up.fetch_add(sent as u64, Ordering::Relaxed);
                     counters.bytes_down.fetch_add(answer.bytes as u64, Ordering::Relaxed);
@@ -500,7 +504,6 @@ async fn poller(
             counters.warm.fetch_add(1, Ordering::Relaxed);
         }
     }
-    latencies
 }
 
 /// Runs the pollers and measures.
@@ -516,6 +519,7 @@ pub async fn run_pollers(options: PollOptions) -> anyhow::Result<PollSummary> {
     let before = sample(options.pid);
     let identity = options.layout.proxy(options.kind, options.first_index);
     let request_bytes = request_body("", &node_json(&identity, &options).to_string(), options.types[0]).len();
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let tasks: Vec<_> = (0..options.proxies)
         .map(|i| {
             tokio::spawn(poller(
@@ -524,6 +528,7 @@ pub async fn run_pollers(options: PollOptions) -> anyhow::Result<PollSummary> {
                 Arc::clone(&counters),
                 Arc::clone(&measuring),
                 Arc::clone(&stop),
+                Arc::clone(&latencies),
             ))
         })
         .collect();
@@ -544,14 +549,13 @@ pub async fn run_pollers(options: PollOptions) -> anyhow::Result<PollSummary> {
     let window_seconds = window_start.elapsed().as_secs_f64();
     let at_end = sample(options.pid);
     stop.store(true, Ordering::Relaxed);
-    let mut latencies = Vec::new();
+    measuring.store(false, Ordering::Relaxed);
     for t in tasks {
         // A poller sleeping until its next round is not waited for.
         t.abort();
-        if let Ok(l) = t.await {
-            latencies.extend(l);
-        }
+        let _ = t.await;
     }
+    let latencies = std::mem::take(&mut *latencies.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     let cpu = |a: Option<Sample>, b: Option<Sample>| match (a, b) {
         (Some(a), Some(b)) => (b.cpu_seconds - a.cpu_seconds).max(0.0),
         _ => 0.0,
@@ -710,6 +714,8 @@ mod tests {
         let summary = run_pollers(options).await.unwrap();
         assert_eq!((summary.warm, summary.warmup.ok), (1, 1));
         assert!(summary.window.not_modified >= 1, "{summary:?}");
+        // Every poll of the window is timed, though the pollers are aborted mid-sleep at the end.
+        assert!(summary.latency.count >= 1, "{summary:?}");
         assert_eq!((summary.window.ok, summary.window.other, summary.window.failed), (0, 0, 0));
     }
 }
