@@ -221,7 +221,8 @@ fn cluster_external_addresses(svc: &KubeService, cluster_id: &str) -> BTreeMap<S
 /// - not ready and `terminating` (unset counts as true, as Istio) → terminating;
 /// - otherwise unhealthy.
 ///
-/// The EDS generator leaves out unhealthy and terminating endpoints.
+/// The EDS generator leaves out terminating endpoints and sends unhealthy ones as `UNHEALTHY` unless the
+/// cluster's outlier detection sets `minHealthPercent` (`networking::endpoint::sends_unhealthy`).
 pub fn endpoint_health(conditions: Option<&EndpointConditions>, service: &ConvertedService) -> HealthStatus {
     let c = conditions.cloned().unwrap_or_default();
     if c.ready.unwrap_or(true) {
