@@ -110,7 +110,7 @@ fn a_plain_envoy_gets_the_same_output_whatever_peer_authentication_says() {
     let (pa, pb) = (web_proxy(&plain, false), web_proxy(&strict, false));
     assert_eq!(output(&a, &pa), output(&b, &pb));
     // And no mTLS shows up in it: no TLS socket on inbound chains, no transport socket matches, no
-    // endpoint metadata.
+    // tlsMode endpoint metadata.
     let listeners = generate_listeners(&b, &pb, &[]).resources;
     assert!(
         listener(&listeners, "virtualInbound").filter_chains.iter().all(|c| c.transport_socket.is_none())
@@ -122,8 +122,16 @@ fn a_plain_envoy_gets_the_same_output_whatever_peer_authentication_says() {
             .iter()
             .flat_map(|a| &a.endpoints)
             .flat_map(|l| &l.lb_endpoints)
-            .all(|e| e.metadata.is_none())
+            .all(|e| !has_tls_match(e))
     );
+}
+
+/// Whether an endpoint carries the auto-mTLS match (`envoy.transport_socket_match`); every endpoint
+/// also carries `istio.workload`, which says nothing about mTLS.
+fn has_tls_match(e: &envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint) -> bool {
+    e.metadata.as_ref().is_some_and(|m| {
+        m.filter_metadata.contains_key(meshpilot_networking::mtls::TRANSPORT_SOCKET_MATCH_KEY)
+    })
 }
 
 #[test]
@@ -197,7 +205,7 @@ spec:
         let push = w.push();
         let name = "outbound|80||web.ns.svc.cluster.local";
         let eds = generate_endpoints(&push, &web_proxy(&w, true), &[name.to_string()]).resources;
-        eds[0].endpoints.iter().flat_map(|l| &l.lb_endpoints).all(|e| e.metadata.is_some())
+        eds[0].endpoints.iter().flat_map(|l| &l.lb_endpoints).all(has_tls_match)
     };
     assert!(has_metadata(SERVICES), "tlsMode istio endpoints carry the metadata");
     assert!(
@@ -236,7 +244,7 @@ fn auto_mtls_matches_endpoints_labelled_istio() {
             .endpoints
             .iter()
             .flat_map(|l| &l.lb_endpoints)
-            .map(|e| e.metadata.is_some())
+            .map(has_tls_match)
             .collect::<Vec<_>>()
     };
     assert_eq!(metadata("outbound|80||web.ns.svc.cluster.local"), [true]);
